@@ -1,0 +1,142 @@
+#pragma once
+/// \file model.hpp
+/// Architecture configuration and weights of a SAN / transformer
+/// (math.md §1–2), held in double (every checkpoint dtype — F64, F32, F16,
+/// BF16 — is exact in double, and double is exact in every MPFR tier).
+/// A Model is validated on construction: shapes, finiteness, consistency.
+
+#include <Eigen/Core>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sanpath {
+
+using MatrixXd = Eigen::MatrixXd;
+using VectorXd = Eigen::VectorXd;
+
+enum class MlpKind { none, plain, residual };
+enum class LayerNormKind { none, pre, post };
+enum class MaskKind { none, causal };
+enum class Activation { relu, gelu, gelu_tanh };
+
+/// What a layer does with Attn (math.md §2).
+struct Variant {
+  bool skip = false;
+  MlpKind mlp = MlpKind::none;
+  LayerNormKind layernorm = LayerNormKind::none;
+  MaskKind mask = MaskKind::none;
+
+  /// The paper's SAN: skip off, mlp none, layernorm none (mask kept).
+  static Variant san(MaskKind mask = MaskKind::none) { return {false, MlpKind::none, LayerNormKind::none, mask}; }
+  /// Attention-only: mlp none and layernorm none (skip either way); the
+  /// path decomposition of math.md §4 is exact only for these.
+  bool attention_only() const { return mlp == MlpKind::none && layernorm == LayerNormKind::none; }
+  friend bool operator==(const Variant& a, const Variant& b) {
+    return a.skip == b.skip && a.mlp == b.mlp && a.layernorm == b.layernorm && a.mask == b.mask;
+  }
+};
+
+/// Optional per-run overrides of a checkpoint's own variant.
+struct VariantOverride {
+  std::optional<bool> skip;
+  std::optional<MlpKind> mlp;
+  std::optional<LayerNormKind> layernorm;
+  std::optional<MaskKind> mask;
+  Variant apply(Variant v) const;
+};
+
+std::string to_string(MlpKind);
+std::string to_string(LayerNormKind);
+std::string to_string(MaskKind);
+std::string to_string(Activation);
+/// Parsers for the CLI spellings ("none|plain|residual", "none|pre|post",
+/// "none|causal", "relu|gelu|gelu_tanh" — "gelu_new" is accepted as
+/// gelu_tanh, "on|off" for skip). Throw std::invalid_argument naming `what`.
+MlpKind parse_mlp(const std::string& text, const std::string& what = "mlp");
+LayerNormKind parse_layernorm(const std::string& text, const std::string& what = "layernorm");
+MaskKind parse_mask(const std::string& text, const std::string& what = "mask");
+Activation parse_activation(const std::string& text, const std::string& what = "activation");
+bool parse_on_off(const std::string& text, const std::string& what);
+
+/// Sizes and structure. `d_model` = d, `d_qk`, `d_v` per head, `d_ff` the
+/// MLP width (0 when the model has no MLP weights).
+struct Architecture {
+  int layers = 0;
+  int heads = 0;
+  int d_model = 0;
+  int d_qk = 0;
+  int d_v = 0;
+  int d_ff = 0;
+  Variant variant;  ///< the checkpoint's own structure
+  Activation activation = Activation::gelu;
+  double ln_eps = 1e-12;
+  /// ALBERT-style: one set of layer weights reused by all layers.
+  bool shared_layers = false;
+};
+
+/// One head. Shapes: W_Q, W_K d×d_qk; W_V d×d_v; W_O d_v×d; biases as vectors.
+struct HeadWeights {
+  MatrixXd W_Q, W_K, W_V, W_O;
+  VectorXd b_Q, b_K, b_V;
+};
+
+/// One layer: heads, output bias b_O (d), MLP W_1 (d×d_ff), b_1 (d_ff),
+/// W_2 (d_ff×d), b_2 (d), LayerNorm gains/biases ln1_*, ln2_* (d). MLP and
+/// LayerNorm weights may be empty when the model has none (then variants
+/// that need them are rejected by the forward pass).
+struct LayerWeights {
+  std::vector<HeadWeights> heads;
+  VectorXd b_O;
+  MatrixXd W_1, W_2;
+  VectorXd b_1, b_2;
+  VectorXd ln1_g, ln1_b, ln2_g, ln2_b;
+  bool has_mlp() const { return W_1.size() > 0; }
+  bool has_layernorm() const { return ln1_g.size() > 0; }
+};
+
+enum class EmbeddingKind { bert, gpt2, albert };
+
+/// Token embeddings of a checkpoint, for building X^0 from token ids.
+/// word: vocab×e, position: max_pos×e, token_type: types×e (BERT/ALBERT),
+/// ln_g/ln_b: e (BERT/ALBERT), mapping: e×d and mapping_b: d (ALBERT's
+/// embedding_hidden_mapping_in, stored as x·mapping + mapping_b).
+struct Embeddings {
+  EmbeddingKind kind = EmbeddingKind::bert;
+  MatrixXd word, position, token_type;
+  VectorXd ln_g, ln_b;
+  double ln_eps = 1e-12;
+  MatrixXd mapping;
+  VectorXd mapping_b;
+  int vocab_size() const { return static_cast<int>(word.rows()); }
+  int max_positions() const { return static_cast<int>(position.rows()); }
+};
+
+/// A validated model. Construction throws std::invalid_argument with a
+/// one-line message naming `source` and the offending field.
+class Model {
+ public:
+  Model(Architecture arch, std::vector<LayerWeights> layers, std::optional<Embeddings> embeddings = std::nullopt,
+        std::string source = "model");
+
+  const Architecture& arch() const { return arch_; }
+  const LayerWeights& layer(int l) const { return layers_.at(static_cast<std::size_t>(l)); }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  const std::optional<Embeddings>& embeddings() const { return embeddings_; }
+  const std::string& source() const { return source_; }
+  /// The variant to run: the checkpoint's own, with overrides applied.
+  /// Throws when the override needs weights the model lacks (MLP, LN).
+  Variant resolve(const VariantOverride& o) const;
+  /// Throws std::invalid_argument if `v` needs weights the model lacks.
+  void check_supports(const Variant& v) const;
+
+ private:
+  void validate() const;
+  Architecture arch_;
+  std::vector<LayerWeights> layers_;
+  std::optional<Embeddings> embeddings_;
+  std::string source_;
+};
+
+}  // namespace sanpath
