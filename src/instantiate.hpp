@@ -8,6 +8,14 @@ using sanpath::mpfr_real;
 
 #include "linalg_impl.hpp"
 #include "forward_impl.hpp"
+#include "paths_impl.hpp"
+#include "norms_impl.hpp"
+#include "input_impl.hpp"
+#include "analysis_impl.hpp"
 
 #define SANPATH_INSTANTIATE_ALL(S) \
-  SANPATH_INSTANTIATE_FORWARD(S)
+  SANPATH_INSTANTIATE_PATHS(S) \
+  SANPATH_INSTANTIATE_FORWARD(S) \
+  SANPATH_INSTANTIATE_NORMS(S) \
+  SANPATH_INSTANTIATE_INPUT(S) \
+  SANPATH_INSTANTIATE_ANALYSIS(S)

@@ -1,0 +1,15 @@
+#pragma once
+/// \file atomic_file.hpp
+/// Writes a file completely or not at all: the content goes to a temporary
+/// file in the same directory, which is renamed over the target on success.
+
+#include <string>
+
+namespace sanpath {
+
+/// Writes `content` to `path` atomically. Throws std::invalid_argument
+/// naming the path when the directory is missing or not writable; on any
+/// failure no file (partial or temporary) is left behind.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+}  // namespace sanpath

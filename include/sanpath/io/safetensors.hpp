@@ -1,0 +1,75 @@
+#pragma once
+/// \file safetensors.hpp
+/// Reading and writing the safetensors format: an 8-byte little-endian
+/// header length N, N bytes of JSON header, then the data section. The
+/// header maps tensor names to {dtype, shape, data_offsets} (offsets relative
+/// to the data section) plus an optional "__metadata__" object of strings.
+///
+/// The reader validates the header strictly and decodes every tensor into
+/// double. Floating dtypes (F64, F32, F16, BF16, F8_E5M2, F8_E4M3) are exact
+/// in double; integer dtypes are exact up to 2^53 in magnitude. Errors are
+/// std::invalid_argument with one line "<file>: <field>: <why>".
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sanpath {
+
+/// One tensor: `values` holds prod(shape) entries in row-major order (the
+/// last index varies fastest). A scalar has an empty shape and one value.
+struct Tensor {
+  std::string name;
+  std::string dtype;  ///< the stored dtype ("F64", "F32", "F16", "BF16", ...)
+  std::vector<std::int64_t> shape;
+  std::vector<double> values;
+
+  /// prod(shape) (1 for a scalar).
+  std::int64_t numel() const;
+};
+
+/// A whole safetensors file, decoded into memory.
+class SafetensorsFile {
+ public:
+  /// Reads and validates `path`. Throws std::invalid_argument "<path>: <field>: <why>".
+  static SafetensorsFile read(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  /// The tensor called `name`, or nullptr.
+  const Tensor* find(const std::string& name) const;
+  /// The tensor called `name`; throws std::invalid_argument naming the file and the tensor.
+  const Tensor& at(const std::string& name) const;
+  /// Tensor names in the order of their data (ascending data_offsets).
+  std::vector<std::string> names() const;
+  /// Tensors in the order of their data.
+  const std::vector<Tensor>& tensors() const { return tensors_; }
+  /// The "__metadata__" object (empty when absent).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  std::string path_;
+  std::vector<Tensor> tensors_;
+  std::map<std::string, std::size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+/// Writes `tensors` (each with dtype "F64", "F32" or "" = F64; F32 rounds to
+/// nearest) and `metadata` to `path`, in the order given. The header is
+/// padded with spaces to a multiple of 8 bytes. Atomic: the file is written
+/// to a temporary file in the same directory and renamed over `path`; on
+/// failure nothing is left behind. Throws std::invalid_argument naming
+/// `path` for bad input (duplicate, empty or reserved names, shape/value-count
+/// mismatch, dtype) and for I/O failures.
+void write_safetensors(const std::string& path, const std::vector<Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+/// IEEE 754 binary16 bit pattern to double (exact; subnormals, ±inf, NaN).
+double decode_f16(std::uint16_t bits);
+/// bfloat16 bit pattern (the high half of a binary32) to double (exact).
+double decode_bf16(std::uint16_t bits);
+
+/// Size in bytes of one element of a safetensors dtype, or 0 if unknown.
+std::size_t dtype_size(const std::string& dtype);
+
+}  // namespace sanpath

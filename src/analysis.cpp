@@ -1,0 +1,142 @@
+#include "sanpath/analysis.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace sanpath {
+
+PrecisionRequest PrecisionRequest::parse(const std::string& text) {
+  PrecisionRequest r;
+  if (text == "auto") return r;
+  r.automatic = false;
+  r.fixed = Precision::parse(text);
+  return r;
+}
+
+std::string PrecisionRequest::describe() const {
+  return automatic ? "auto (" + std::to_string(target_digits) + " digits wanted)" : fixed.name();
+}
+
+long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth) {
+  const double log2_rho = log10_abs(rho) / std::log10(2.0);
+  const double growth = 2.0 * std::log2(static_cast<double>(std::max(2L, n * d))) + 4.0 * depth + 16.0;
+  return static_cast<long>(std::ceil(-log2_rho + digits * std::log2(10.0) + growth));
+}
+
+namespace {
+
+std::vector<LayerStats> measure_at(const Precision& p, const Model& model, const Variant& variant,
+                                   const InputSpec& input, Center center) {
+  return with_scalar(p, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    return measure_layers<S>(model, variant, input, center);
+  });
+}
+
+long input_rows(const InputSpec& in) {
+  switch (in.kind) {
+    case InputSpec::Kind::matrix: return static_cast<long>(in.X.rows());
+    case InputSpec::Kind::tokens: return static_cast<long>(in.tokens.size());
+    case InputSpec::Kind::random: return in.random.n;
+  }
+  return 1;
+}
+
+Quantity report(const BigReal& v, const std::vector<LayerStats>* check, const BigReal& c, long bits) {
+  return check ? confirm(v, c, bits) : Quantity::unconfirmed(v);
+}
+
+/// A residual computed as exactly 0 is not a measurement: the rows became
+/// identical in rounding. Report it as below the resolution of the working
+/// precision relative to the matrix norm (2^(1-bits)·‖X‖·n·d), never as 0.
+Quantity residual_report(const BigReal& v, const std::vector<LayerStats>* check, const BigReal& c, long bits,
+                         const BigReal& norm, long n, long d) {
+  if (v == 0) {
+    const BigReal unit = pow(BigReal(2, 30), BigReal(1 - bits, 30));
+    const BigReal floor = norm > 0 ? BigReal(norm * unit * BigReal(n * d, 30)) : unit;
+    return below_resolution(v, floor);
+  }
+  return report(v, check, c, bits);
+}
+
+}  // namespace
+
+ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, const InputSpec& input,
+                                const PrecisionRequest& request, Center center, const ProgressFn& progress) {
+  model.check_supports(variant);
+  ForwardAnalysis out;
+  out.variant = variant;
+  out.center = center;
+  const long max_bits = request.max_bits > 0 ? std::min(request.max_bits, Precision::max_bits()) : Precision::max_bits();
+  if (request.automatic && max_bits < 53)
+    throw std::invalid_argument("precision: the auto ceiling of " + std::to_string(max_bits) + " bits is below 53");
+  Precision p = request.automatic ? Precision::at_least(std::min(128L, max_bits)) : request.fixed;
+  std::vector<LayerStats> stats;
+  for (;;) {
+    if (progress) progress("forward pass at " + p.name());
+    stats = measure_at(p, model, variant, input, center);
+    out.tried_bits.push_back(p.bits);
+    if (!request.automatic) break;
+    // A residual that rounded to exactly 0 is unresolved: count it as one
+    // unit of the working precision, so the next tier is tried.
+    const BigReal unit = pow(BigReal(2, 30), BigReal(-p.bits, 30));
+    BigReal rho_min(1, 30);
+    for (const LayerStats& s : stats) {
+      const BigReal rho = s.relative_residual > 0 ? s.relative_residual : unit;
+      if (rho < rho_min) rho_min = rho;
+    }
+    const long need = bits_to_resolve(rho_min, request.target_digits, input_rows(input), model.arch().d_model,
+                                      model.arch().layers);
+    if (need <= p.bits) break;
+    if (p.bits >= max_bits || p.is_top()) {
+      out.ceiling_reached = true;
+      break;
+    }
+    Precision q = Precision::at_least(std::min(need, max_bits));
+    if (q.bits > max_bits) {
+      out.ceiling_reached = true;
+      break;
+    }
+    p = q;
+  }
+  out.precision = p;
+  std::vector<LayerStats> checked;
+  if (request.confirm && !p.is_top()) {
+    out.check = p.next();
+    if (progress) progress("confirming run at " + out.check->name());
+    checked = measure_at(*out.check, model, variant, input, center);
+  }
+  const std::vector<LayerStats>* ck = checked.empty() ? nullptr : &checked;
+  for (std::size_t l = 0; l < stats.size(); ++l) {
+    const LayerStats& s = stats[l];
+    const LayerStats& c = ck ? checked[l] : s;
+    LayerReport r;
+    r.layer = static_cast<int>(l);
+    const long n = input_rows(input), d = model.arch().d_model;
+    const auto residual = [&](const BigReal& v, const BigReal& cv, const BigReal& norm) {
+      return residual_report(v, ck, cv, p.bits, norm, n, d);
+    };
+    r.res_one = residual(s.res_one, c.res_one, s.norm_composite);
+    r.res_inf = residual(s.res_inf, c.res_inf, s.norm_composite);
+    r.res_composite = residual(s.res_composite, c.res_composite, s.norm_composite);
+    r.res_frobenius = residual(s.res_frobenius, c.res_frobenius, s.norm_frobenius);
+    if (s.res_composite_lower)
+      r.res_composite_lower = residual(*s.res_composite_lower, *c.res_composite_lower, s.norm_composite);
+    r.norm_composite = report(s.norm_composite, ck, c.norm_composite, p.bits);
+    r.norm_frobenius = report(s.norm_frobenius, ck, c.norm_frobenius, p.bits);
+    r.relative_residual = residual(s.relative_residual, c.relative_residual, BigReal(1, 30));
+    if (ck) {
+      int d = r.res_composite.digits.value_or(0);
+      for (const Quantity* q : {&r.res_one, &r.res_inf, &r.res_frobenius, &r.norm_composite, &r.norm_frobenius,
+                                &r.relative_residual})
+        d = std::min(d, q->digits.value_or(0));
+      if (r.res_composite_lower) d = std::min(d, r.res_composite_lower->digits.value_or(0));
+      r.digits = d;
+    }
+    out.layers.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace sanpath

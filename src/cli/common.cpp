@@ -1,0 +1,130 @@
+#include "common.hpp"
+
+#include "sanpath/io/atomic_file.hpp"
+#include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/safetensors.hpp"
+
+#include <iostream>
+#include <unistd.h>
+
+namespace sanpath::cli {
+
+void ModelOptions::add(CLI::App& app, bool required) {
+  auto* o = app.add_option("--model", path,
+                 "Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT) or a native "
+                 "sanpath .safetensors file (see `sanpath init`)");
+  if (required) o->required();
+}
+
+Model ModelOptions::load() const { return load_model(path); }
+
+void InputOptions::add(CLI::App& app, bool required) {
+  auto* g = app.add_option_group("input", "X^0, n tokens × d_model features: exactly one of these");
+  auto* f = g->add_option("--input", file, "safetensors file holding one tensor named X of shape [n, d_model]");
+  auto* t = g->add_option("--tokens", tokens, "comma-separated token ids, embedded with the model's own embeddings");
+  auto* r = g->add_option("--random-input", random_n, "N: a seeded random input of N tokens (X = 1cᵀ + R)");
+  if (required) {
+    g->require_option(1);
+  } else {
+    g->require_option(0, 1);
+  }
+  app.add_option("--seed", seed, "seed of the random input")->default_val(0)->needs(r);
+  app.add_option("--spread", spread, "std of the random input's residual part R (offset c has std 1)")
+      ->default_val(1.0)
+      ->needs(r);
+  app.add_option("--input-residual", residual,
+                 "scale R so that the initial residual ‖X − 1 mean(X)ᵀ‖_{1,∞} equals this value")
+      ->needs(r);
+  (void)f;
+  (void)t;
+}
+
+InputSpec InputOptions::spec() const {
+  if (!file.empty()) {
+    const SafetensorsFile st = SafetensorsFile::read(file);
+    const Tensor& x = st.at("X");
+    if (x.shape.size() != 2)
+      throw std::invalid_argument(file + ": X: shape has " + std::to_string(x.shape.size()) +
+                                  " dimensions, expected [n, d_model]");
+    MatrixXd X(x.shape[0], x.shape[1]);
+    for (Eigen::Index i = 0; i < X.rows(); ++i)
+      for (Eigen::Index j = 0; j < X.cols(); ++j) X(i, j) = x.values[static_cast<std::size_t>(i * X.cols() + j)];
+    return InputSpec::from_matrix(std::move(X), file);
+  }
+  if (!tokens.empty()) return InputSpec::from_tokens(as_usage("--tokens", [&] { return parse_token_list(tokens); }));
+  RandomInputSpec r;
+  r.n = random_n;
+  r.seed = seed;
+  r.spread = spread;
+  r.residual = residual;
+  if (random_n < 1 || random_n > (1 << 20))
+    throw UsageError("--random-input: " + std::to_string(random_n) + " tokens is outside [1, 1048576]");
+  return InputSpec::from_random(r);
+}
+
+void VariantOptions::add(CLI::App& app) {
+  auto* g = app.add_option_group("variant", "override the checkpoint's own structure (default: its own)");
+  g->add_option("--skip", skip, "skip connections: on|off");
+  g->add_option("--mlp", mlp, "MLP: none|plain|residual");
+  g->add_option("--layernorm", layernorm, "LayerNorm: none|pre|post");
+  g->add_option("--mask", mask, "attention mask: none|causal");
+}
+
+VariantOverride VariantOptions::overrides() const {
+  VariantOverride o;
+  if (!skip.empty()) o.skip = as_usage("--skip", [&] { return parse_on_off(skip, "skip"); });
+  if (!mlp.empty()) o.mlp = as_usage("--mlp", [&] { return parse_mlp(mlp); });
+  if (!layernorm.empty()) o.layernorm = as_usage("--layernorm", [&] { return parse_layernorm(layernorm); });
+  if (!mask.empty()) o.mask = as_usage("--mask", [&] { return parse_mask(mask); });
+  return o;
+}
+
+void PrecisionOptions::add(CLI::App& app, const std::string& default_text) {
+  precision = default_text;
+  app.add_option("--precision", precision,
+                 "auto | double | BITS (53.." + std::to_string(Precision::max_bits()) +
+                     "; rounded up to a tier: " + [] {
+                       std::string s;
+                       for (long b : Precision::tiers()) s += (s.empty() ? "" : ", ") + std::to_string(b);
+                       return s;
+                     }() + ")")
+      ->default_val(default_text);
+  app.add_option("--digits", digits, "auto: significant digits wanted for the smallest residual")->default_val(20);
+  app.add_option("--max-bits", max_bits, "auto: precision ceiling in bits (default: the top tier)");
+  app.add_flag("--no-confirm", no_confirm, "skip the confirming run one tier up (digits are then unconfirmed)");
+}
+
+PrecisionRequest PrecisionOptions::request() const {
+  PrecisionRequest r = as_usage("--precision", [&] { return PrecisionRequest::parse(precision); });
+  if (digits < 1 || digits > 100000) throw UsageError("--digits: " + std::to_string(digits) + " is outside [1, 100000]");
+  if (max_bits != 0 && (max_bits < 53 || max_bits > Precision::max_bits()))
+    throw UsageError("--max-bits: " + std::to_string(max_bits) + " is outside [53, " +
+                     std::to_string(Precision::max_bits()) + "]");
+  r.target_digits = digits;
+  r.max_bits = max_bits;
+  r.confirm = !no_confirm;
+  return r;
+}
+
+void OutputOptions::add(CLI::App& app) {
+  app.add_option("--format", format, "table|json|csv")->default_val("table");
+  app.add_option("--output,-o", output, "write the result to this file (atomically) instead of stdout");
+  app.add_flag("--quiet,-q", quiet, "no progress messages on stderr");
+}
+
+Format OutputOptions::parsed() const { return as_usage("--format", [&] { return parse_format(format); }); }
+
+void OutputOptions::emit(const std::string& text) const {
+  if (output.empty()) {
+    std::cout << text << std::flush;
+  } else {
+    write_file_atomic(output, text);
+  }
+}
+
+ProgressFn OutputOptions::progress() const {
+  if (quiet || !::isatty(STDERR_FILENO)) return {};
+  return [](const std::string& msg) { std::cerr << "sanpath: " << msg << "\n"; };
+}
+
+}  // namespace sanpath::cli

@@ -1,0 +1,83 @@
+#pragma once
+// Option groups shared by the sanpath subcommands, and their conversion into
+// library objects. No mathematics here: parse, call the library, format.
+#include <CLI/CLI.hpp>
+
+#include "sanpath/analysis.hpp"
+#include "sanpath/input.hpp"
+#include "sanpath/io/format.hpp"
+#include "sanpath/model.hpp"
+
+#include <optional>
+#include <string>
+
+namespace sanpath::cli {
+
+/// A mistake in the command line itself (exit code 2).
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+/// Exit codes, documented in `sanpath --help`.
+enum ExitCode { ok = 0, internal = 1, usage = 2, input = 3, numerical = 4, resource = 5, interrupted = 130 };
+
+struct ModelOptions {
+  std::string path;
+  void add(CLI::App& app, bool required = true);
+  Model load() const;
+};
+
+struct InputOptions {
+  std::string file;
+  std::string tokens;
+  int random_n = 0;
+  std::uint64_t seed = 0;
+  double spread = 1.0;
+  std::optional<double> residual;
+  /// `required`: exactly one input option must be given; otherwise at most one.
+  void add(CLI::App& app, bool required = true);
+  bool given() const { return !file.empty() || !tokens.empty() || random_n != 0; }
+  InputSpec spec() const;
+};
+
+struct VariantOptions {
+  std::string skip, mlp, layernorm, mask;
+  void add(CLI::App& app);
+  VariantOverride overrides() const;
+};
+
+struct PrecisionOptions {
+  std::string precision = "auto";
+  int digits = 20;
+  long max_bits = 0;
+  bool no_confirm = false;
+  void add(CLI::App& app, const std::string& default_text = "auto");
+  PrecisionRequest request() const;
+};
+
+struct OutputOptions {
+  std::string format = "table";
+  std::string output;
+  bool quiet = false;
+  void add(CLI::App& app);
+  Format parsed() const;
+  /// Writes to --output atomically, or to stdout.
+  void emit(const std::string& text) const;
+  /// A progress printer on stderr when it is a terminal and not --quiet.
+  ProgressFn progress() const;
+};
+
+/// Converts a library parse error into a UsageError naming the option.
+template <class F> auto as_usage(const std::string& option, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(option + ": " + e.what());
+  }
+}
+
+void register_forward(CLI::App& app);
+void register_collapse(CLI::App& app);
+void register_init(CLI::App& app);
+
+}  // namespace sanpath::cli

@@ -1,0 +1,461 @@
+#include "sanpath/io/safetensors.hpp"
+
+#include "sanpath/io/atomic_file.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <system_error>
+
+namespace sanpath {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::uint64_t kMaxHeader = 100ull * 1000 * 1000;  // 100 MB
+constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+
+/// Control characters escaped, so that messages stay on one line.
+std::string printable(const std::string& s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+/// A JSON value shown in a message: one line, at most ~60 characters.
+std::string brief(const json& j) {
+  std::string s = j.dump(-1, ' ', true, json::error_handler_t::replace);
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+std::string shape_str(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+const char* const kKnownDtypes = "F64, F32, F16, BF16, F8_E5M2, F8_E4M3, I64, I32, I16, I8, U64, U32, U16, U8, BOOL";
+
+// ---- decoding -------------------------------------------------------------
+
+std::uint64_t load_le(const unsigned char* p, std::size_t n) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+/// A binary floating format with `ebits` exponent and `mbits` fraction bits,
+/// IEEE conventions (all-ones exponent: inf if fraction 0, else NaN).
+double decode_ieee_small(std::uint32_t bits, int ebits, int mbits) {
+  const bool neg = (bits >> (ebits + mbits)) & 1u;
+  const std::uint32_t e = (bits >> mbits) & ((1u << ebits) - 1u);
+  const std::uint32_t m = bits & ((1u << mbits) - 1u);
+  const int bias = (1 << (ebits - 1)) - 1;
+  double v;
+  if (e == (1u << ebits) - 1u) {
+    v = m == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+  } else if (e == 0) {
+    v = std::ldexp(static_cast<double>(m), 1 - bias - mbits);  // subnormal (or zero)
+  } else {
+    v = std::ldexp(static_cast<double>((1u << mbits) | m), static_cast<int>(e) - bias - mbits);
+  }
+  return neg ? -v : v;
+}
+
+/// OCP FP8 E4M3 ("fn"): bias 7, no infinities, NaN only at S.1111.111.
+double decode_f8_e4m3(std::uint32_t bits) {
+  const bool neg = (bits >> 7) & 1u;
+  const std::uint32_t e = (bits >> 3) & 15u;
+  const std::uint32_t m = bits & 7u;
+  double v;
+  if (e == 15 && m == 7)
+    v = std::numeric_limits<double>::quiet_NaN();
+  else if (e == 0)
+    v = std::ldexp(static_cast<double>(m), -9);
+  else
+    v = std::ldexp(static_cast<double>(8u | m), static_cast<int>(e) - 10);
+  return neg ? -v : v;
+}
+
+template <class Int> double as_int(std::uint64_t raw) {
+  using U = std::make_unsigned_t<Int>;
+  const U u = static_cast<U>(raw);
+  Int i;
+  std::memcpy(&i, &u, sizeof i);
+  return static_cast<double>(i);
+}
+
+/// Decodes `n` elements of `dtype` from `p` into `out` (one dispatch per tensor).
+void decode_all(const std::string& dtype, const unsigned char* p, std::size_t n, double* out) {
+  const auto each = [&](std::size_t size, auto&& one) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = one(p + i * size);
+  };
+  if (dtype == "F64")
+    each(8, [](const unsigned char* q) {
+      const std::uint64_t u = load_le(q, 8);
+      double d;
+      std::memcpy(&d, &u, 8);
+      return d;
+    });
+  else if (dtype == "F32")
+    each(4, [](const unsigned char* q) {
+      const auto u = static_cast<std::uint32_t>(load_le(q, 4));
+      float f;
+      std::memcpy(&f, &u, 4);
+      return static_cast<double>(f);
+    });
+  else if (dtype == "F16")
+    each(2, [](const unsigned char* q) { return decode_f16(static_cast<std::uint16_t>(load_le(q, 2))); });
+  else if (dtype == "BF16")
+    each(2, [](const unsigned char* q) { return decode_bf16(static_cast<std::uint16_t>(load_le(q, 2))); });
+  else if (dtype == "F8_E5M2")
+    each(1, [](const unsigned char* q) { return decode_ieee_small(q[0], 5, 2); });
+  else if (dtype == "F8_E4M3")
+    each(1, [](const unsigned char* q) { return decode_f8_e4m3(q[0]); });
+  else if (dtype == "I64")
+    each(8, [](const unsigned char* q) { return as_int<std::int64_t>(load_le(q, 8)); });
+  else if (dtype == "I32")
+    each(4, [](const unsigned char* q) { return as_int<std::int32_t>(load_le(q, 4)); });
+  else if (dtype == "I16")
+    each(2, [](const unsigned char* q) { return as_int<std::int16_t>(load_le(q, 2)); });
+  else if (dtype == "I8")
+    each(1, [](const unsigned char* q) { return as_int<std::int8_t>(q[0]); });
+  else if (dtype == "U64")
+    each(8, [](const unsigned char* q) { return static_cast<double>(load_le(q, 8)); });
+  else if (dtype == "U32")
+    each(4, [](const unsigned char* q) { return static_cast<double>(load_le(q, 4)); });
+  else if (dtype == "U16")
+    each(2, [](const unsigned char* q) { return static_cast<double>(load_le(q, 2)); });
+  else if (dtype == "U8")
+    each(1, [](const unsigned char* q) { return static_cast<double>(q[0]); });
+  else if (dtype == "BOOL")
+    each(1, [](const unsigned char* q) { return q[0] != 0 ? 1.0 : 0.0; });
+  else
+    throw std::logic_error("decode_all: unknown dtype " + dtype);
+}
+
+// ---- header parsing ---------------------------------------------------------
+
+struct Entry {
+  std::string name;
+  std::string dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0, end = 0;
+};
+
+/// Records the first duplicate key at any depth of the header; nlohmann
+/// itself silently keeps only one of them.
+struct DuplicateFinder {
+  std::vector<std::set<std::string>> open;  // keys seen in each open object
+  std::string top_key;                      // the current top-level key
+  bool found = false;
+  int depth = 0;
+  std::string key, owner;
+
+  bool operator()(int d, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start: open.emplace_back(); break;
+      case json::parse_event_t::object_end:
+        if (!open.empty()) open.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        const std::string k = parsed.get<std::string>();
+        if (d == 1) top_key = k;
+        if (!open.empty() && !open.back().insert(k).second && !found) {
+          found = true;
+          depth = d;
+          key = k;
+          owner = top_key;
+        }
+        break;
+      }
+      default: break;
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+std::int64_t Tensor::numel() const {
+  std::int64_t n = 1;
+  for (const std::int64_t s : shape) n *= s;
+  return n;
+}
+
+double decode_f16(std::uint16_t bits) { return decode_ieee_small(bits, 5, 10); }
+double decode_bf16(std::uint16_t bits) { return decode_ieee_small(bits, 8, 7); }
+
+std::size_t dtype_size(const std::string& t) {
+  if (t == "F64" || t == "I64" || t == "U64") return 8;
+  if (t == "F32" || t == "I32" || t == "U32") return 4;
+  if (t == "F16" || t == "BF16" || t == "I16" || t == "U16") return 2;
+  if (t == "F8_E5M2" || t == "F8_E4M3" || t == "I8" || t == "U8" || t == "BOOL") return 1;
+  return 0;
+}
+
+SafetensorsFile SafetensorsFile::read(const std::string& path) {
+  namespace fs = std::filesystem;
+  const auto fail = [&](const std::string& field, const std::string& why) {
+    throw std::invalid_argument(path + ": " + printable(field + ": " + why));
+  };
+
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) fail("file", "does not exist");
+  if (fs::is_directory(st)) fail("file", "is a directory, not a safetensors file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("file", std::string("cannot be opened: ") + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const std::streamoff end_pos = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (end_pos < 0 || !in) fail("file", "cannot be read");
+  const auto file_size = static_cast<std::uint64_t>(end_pos);
+
+  if (file_size < 8)
+    fail("header length", "the file has " + std::to_string(file_size) + " bytes, fewer than the 8-byte length field");
+  unsigned char len_bytes[8];
+  if (!in.read(reinterpret_cast<char*>(len_bytes), 8)) fail("file", "cannot be read");
+  const std::uint64_t header_len = load_le(len_bytes, 8);
+  if (header_len > kMaxHeader)
+    fail("header length", std::to_string(header_len) + " bytes exceeds the limit of 100 MB");
+  if (header_len > file_size - 8)
+    fail("header length", std::to_string(header_len) + " bytes exceeds the " + std::to_string(file_size - 8) +
+                              " bytes that follow the length field");
+  std::string header(static_cast<std::size_t>(header_len), '\0');
+  if (header_len > 0 && !in.read(header.data(), static_cast<std::streamsize>(header_len)))
+    fail("file", "cannot read the header");
+  if (header.empty() || header[0] != '{') fail("header", "not a JSON object (must start with '{')");
+
+  DuplicateFinder dups;
+  json root;
+  try {
+    root = json::parse(header, std::ref(dups));
+  } catch (const json::exception& e) {
+    fail("header", std::string("not valid JSON: ") + e.what());
+  }
+  if (!root.is_object()) fail("header", std::string("not a JSON object but ") + root.type_name());
+  if (dups.found) {
+    if (dups.depth == 1) {
+      if (dups.key == "__metadata__") fail("__metadata__", "appears more than once");
+      fail(dups.key, "duplicate tensor name");
+    }
+    fail(dups.owner + "." + dups.key, "duplicate key");
+  }
+
+  const std::uint64_t data_size = file_size - 8 - header_len;
+  SafetensorsFile file;
+  file.path_ = path;
+  std::vector<Entry> entries;
+  for (const auto& [name, val] : root.items()) {
+    if (name == "__metadata__") {
+      if (!val.is_object()) fail("__metadata__", std::string("must be an object of strings, got ") + val.type_name());
+      for (const auto& [k, v] : val.items()) {
+        if (!v.is_string())
+          fail("__metadata__." + k, std::string("must be a string, got ") + v.type_name() + " " + brief(v));
+        file.metadata_[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    if (name.empty()) fail("tensor name", "empty");
+    if (!val.is_object())
+      fail(name, std::string("entry must be an object {dtype, shape, data_offsets}, got ") + val.type_name());
+    Entry e;
+    e.name = name;
+
+    const auto dt = val.find("dtype");
+    if (dt == val.end()) fail(name + ".dtype", "missing");
+    if (!dt->is_string()) fail(name + ".dtype", std::string("must be a string, got ") + brief(*dt));
+    e.dtype = dt->get<std::string>();
+    const std::size_t elsize = dtype_size(e.dtype);
+    if (elsize == 0) fail(name + ".dtype", "unknown dtype '" + printable(e.dtype) + "' (known: " + kKnownDtypes + ")");
+
+    const auto sh = val.find("shape");
+    if (sh == val.end()) fail(name + ".shape", "missing");
+    if (!sh->is_array()) fail(name + ".shape", "must be a list of non-negative integers, got " + brief(*sh));
+    bool any_zero = false;
+    for (const json& dim : *sh) {
+      if (!dim.is_number_unsigned())  // non-negative integers parse as unsigned
+        fail(name + ".shape", "must be a list of non-negative integers, got " + brief(*sh));
+      const auto u = dim.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(kInt64Max))
+        fail(name + ".shape", "dimension " + std::to_string(u) + " is too large");
+      e.shape.push_back(static_cast<std::int64_t>(u));
+      any_zero = any_zero || u == 0;
+    }
+    std::int64_t numel = 1;
+    if (any_zero) {
+      numel = 0;
+    } else {
+      for (const std::int64_t s : e.shape) {
+        if (numel > kInt64Max / s) fail(name + ".shape", shape_str(e.shape) + ": the element count overflows");
+        numel *= s;
+      }
+    }
+    if (numel > kInt64Max / static_cast<std::int64_t>(elsize))
+      fail(name + ".shape", shape_str(e.shape) + ": the byte size overflows");
+    const auto bytes = static_cast<std::uint64_t>(numel) * elsize;
+
+    const auto off = val.find("data_offsets");
+    if (off == val.end()) fail(name + ".data_offsets", "missing");
+    if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned() ||
+        (*off)[0].get<std::uint64_t>() > (*off)[1].get<std::uint64_t>())
+      fail(name + ".data_offsets", "must be [begin, end] with integers 0 <= begin <= end, got " + brief(*off));
+    e.begin = (*off)[0].get<std::uint64_t>();
+    e.end = (*off)[1].get<std::uint64_t>();
+    if (e.end - e.begin != bytes)
+      fail(name + ".data_offsets", "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ") holds " +
+                                       std::to_string(e.end - e.begin) + " bytes, but " + e.dtype + " " +
+                                       shape_str(e.shape) + " needs " + std::to_string(bytes));
+    if (e.end > data_size)
+      fail(name + ".data_offsets", "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                                       ") ends beyond the data section of " + std::to_string(data_size) +
+                                       " bytes: the data section is truncated");
+    entries.push_back(std::move(e));
+  }
+
+  // The data section must be covered exactly: no overlap, no gap, no tail.
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::uint64_t pos = 0;
+  const Entry* prev = nullptr;
+  for (const Entry& e : entries) {
+    if (e.begin < pos)
+      fail(e.name + ".data_offsets", "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ") overlaps " +
+                                         printable(prev->name) + " [" + std::to_string(prev->begin) + ", " +
+                                         std::to_string(prev->end) + ")");
+    if (e.begin > pos)
+      fail(e.name + ".data_offsets", "starts at " + std::to_string(e.begin) + ", leaving bytes [" +
+                                         std::to_string(pos) + ", " + std::to_string(e.begin) +
+                                         ") of the data section covered by no tensor");
+    pos = e.end;
+    prev = &e;
+  }
+  if (pos != data_size)
+    fail("data section", std::to_string(data_size - pos) + " trailing bytes after offset " + std::to_string(pos) +
+                             " are covered by no tensor");
+
+  // Decode, sequentially: entries are contiguous from the data section's start.
+  std::vector<unsigned char> buf;
+  file.tensors_.reserve(entries.size());
+  for (Entry& e : entries) {
+    const std::size_t elsize = dtype_size(e.dtype);
+    const auto bytes = static_cast<std::size_t>(e.end - e.begin);
+    buf.resize(bytes);
+    if (bytes > 0 && !in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(bytes)))
+      fail(e.name, "cannot read its data (file truncated while reading?)");
+    Tensor t;
+    t.name = std::move(e.name);
+    t.dtype = std::move(e.dtype);
+    t.shape = std::move(e.shape);
+    const std::size_t n = bytes / elsize;
+    t.values.resize(n);
+    decode_all(t.dtype, buf.data(), n, t.values.data());
+    file.index_[t.name] = file.tensors_.size();
+    file.tensors_.push_back(std::move(t));
+  }
+  return file;
+}
+
+const Tensor* SafetensorsFile::find(const std::string& name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+const Tensor& SafetensorsFile::at(const std::string& name) const {
+  const Tensor* t = find(name);
+  if (!t) throw std::invalid_argument(path_ + ": " + printable(name) + ": no such tensor");
+  return *t;
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  out.reserve(tensors_.size());
+  for (const Tensor& t : tensors_) out.push_back(t.name);
+  return out;
+}
+
+void write_safetensors(const std::string& path, const std::vector<Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const auto fail = [&](const std::string& field, const std::string& why) {
+    throw std::invalid_argument(path + ": " + printable(field + ": " + why));
+  };
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::uint64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    if (t.name.empty()) fail("tensor name", "empty");
+    if (t.name == "__metadata__") fail(t.name, "reserved name");
+    if (header.contains(t.name)) fail(t.name, "duplicate tensor name");
+    const std::string dtype = t.dtype.empty() ? "F64" : t.dtype;
+    if (dtype != "F64" && dtype != "F32") fail(t.name + ".dtype", "the writer supports F64 and F32, not " + dtype);
+    std::int64_t numel = 1;
+    for (const std::int64_t s : t.shape) {
+      if (s < 0) fail(t.name + ".shape", shape_str(t.shape) + " has a negative dimension");
+      if (s != 0 && numel > kInt64Max / s) fail(t.name + ".shape", shape_str(t.shape) + ": the element count overflows");
+      numel *= s;
+    }
+    if (static_cast<std::uint64_t>(numel) != t.values.size())
+      fail(t.name + ".shape", shape_str(t.shape) + " has " + std::to_string(numel) + " elements but " +
+                                  std::to_string(t.values.size()) + " values are given");
+    const std::uint64_t bytes = static_cast<std::uint64_t>(numel) * dtype_size(dtype);
+    header[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::exception&) {
+    fail("header", "tensor names and metadata must be valid UTF-8");
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+  if (text.size() > kMaxHeader) fail("header", "exceeds the limit of 100 MB");
+
+  std::string content;
+  content.reserve(8 + text.size() + static_cast<std::size_t>(offset));
+  const auto put_le = [&](std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) content.push_back(static_cast<char>((v >> (8 * i)) & 0xffu));
+  };
+  put_le(text.size(), 8);
+  content += text;
+  for (const Tensor& t : tensors) {
+    if (t.dtype == "F32") {
+      for (const double v : t.values) {
+        const auto f = static_cast<float>(v);
+        std::uint32_t u;
+        std::memcpy(&u, &f, 4);
+        put_le(u, 4);
+      }
+    } else {
+      for (const double v : t.values) {
+        std::uint64_t u;
+        std::memcpy(&u, &v, 8);
+        put_le(u, 8);
+      }
+    }
+  }
+  write_file_atomic(path, content);
+}
+
+}  // namespace sanpath
