@@ -4,7 +4,10 @@
 // checkpoints in the shared folder, and the loader's error messages.
 #include "helpers.hpp"
 
+#include "sanpath/forward.hpp"
 #include "sanpath/io/checkpoint.hpp"
+#include "sanpath/linalg.hpp"
+#include "sanpath/random.hpp"
 #include "sanpath/io/safetensors.hpp"
 
 #include <nlohmann/json.hpp>
@@ -334,6 +337,22 @@ TEST_CASE("the same weights through native, BERT and GPT-2 layouts give identica
     CHECK(!from_bert.embeddings());
     // A model.safetensors beside its config.json loads as the folder does.
     require_same_layers(load_model(bert + "/model.safetensors"), m);
+
+    // Identical forward passes (bit for bit, at 257 bits) through the three
+    // layouts, in every variant the weights allow.
+    RandomInputSpec in;
+    in.n = 5;
+    in.d = s.d;
+    in.seed = 3;
+    const Matrix<mpfr_real<77>> X0 = convert<mpfr_real<77>>(random_input(in));
+    for (const Variant v : {Variant::san(), Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none},
+                            Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}}) {
+      const auto a = forward<mpfr_real<77>>(from_native, v, X0, {false}).X.back();
+      const auto b = forward<mpfr_real<77>>(from_bert, v, X0, {false}).X.back();
+      const auto c = forward<mpfr_real<77>>(from_gpt2, v, X0, {false}).X.back();
+      CHECK(a == b);
+      CHECK(a == c);
+    }
   }
   SECTION("F32 rounds weights that are not floats") {
     Spec s;

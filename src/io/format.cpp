@@ -51,6 +51,19 @@ ordered_json precision_json(const ForwardAnalysis& a) {
   return j;
 }
 
+/// Confirmed digits of every quantity of a layer (null: no check run).
+ordered_json quantity_digits_json(const LayerReport& r) {
+  ordered_json j = {{"residual_composite", digits_json(r.res_composite.digits)},
+                    {"residual_one", digits_json(r.res_one.digits)},
+                    {"residual_inf", digits_json(r.res_inf.digits)},
+                    {"residual_frobenius", digits_json(r.res_frobenius.digits)},
+                    {"norm_composite", digits_json(r.norm_composite.digits)},
+                    {"norm_frobenius", digits_json(r.norm_frobenius.digits)},
+                    {"relative_residual", digits_json(r.relative_residual.digits)}};
+  if (r.res_composite_lower) j["residual_composite_lower"] = digits_json(r.res_composite_lower->digits);
+  return j;
+}
+
 ordered_json layer_json(const LayerReport& r) {
   ordered_json res = {{"composite", r.res_composite.str()},
                       {"one", r.res_one.str()},
@@ -61,7 +74,8 @@ ordered_json layer_json(const LayerReport& r) {
           {"residual", res},
           {"norm", {{"composite", r.norm_composite.str()}, {"frobenius", r.norm_frobenius.str()}}},
           {"relative_residual", r.relative_residual.str()},
-          {"digits", digits_json(r.digits)}};
+          {"digits", digits_json(r.digits)},
+          {"digits_by_quantity", quantity_digits_json(r)}};
 }
 
 std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
@@ -81,7 +95,12 @@ std::string precision_line(const ForwardAnalysis& a) {
   return s;
 }
 
-std::string pad(const std::string& s, std::size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
+/// Pads to `w` columns, counting UTF-8 code points (‖, ∞ are one column).
+std::string pad(const std::string& s, std::size_t w) {
+  std::size_t cols = 0;
+  for (unsigned char ch : s) cols += (ch & 0xC0) != 0x80;
+  return cols >= w ? s : s + std::string(w - cols, ' ');
+}
 
 }  // namespace
 
