@@ -3,6 +3,7 @@
 #include "helpers.hpp"
 
 #include "sanpath/analysis.hpp"
+#include "sanpath/io/checkpoint.hpp"
 #include "sanpath/random.hpp"
 
 using namespace sanpath;
@@ -94,4 +95,29 @@ TEST_CASE("bits_to_resolve grows with the exponent of the residual") {
   // 900 more decimal orders need 900·log2(10) ≈ 2990 more bits.
   CHECK(b - a >= 2989);
   CHECK(b - a <= 2991);
+}
+
+TEST_CASE("the real checkpoints run in their own architecture and as pure SANs") {
+  const std::string dir = test::real_models_dir();
+  if (dir.empty()) {
+    WARN("shared real-models folder absent: skipped");
+    return;
+  }
+  for (const std::string name : {"bert-ticket-classifier", "gpt2-capp"}) {
+    CAPTURE(name);
+    const Model m = load_model(dir + "/" + name);
+    const InputSpec in = InputSpec::from_tokens({2, 15, 27, 3, 40});
+    for (const Variant& v : {m.arch().variant, Variant::san(m.arch().variant.mask)}) {
+      const auto d = measure_layers<double>(m, v, in, Center::mean);
+      const auto r = measure_layers<mpfr_real<77>>(m, v, in, Center::mean);
+      REQUIRE(d.size() == static_cast<std::size_t>(m.arch().layers) + 1);
+      for (std::size_t l = 0; l < d.size(); ++l) {
+        CAPTURE(l, to_sci(d[l].relative_residual), to_sci(r[l].relative_residual));
+        // Well-conditioned (residuals of order 1e-6 and up): double agrees
+        // with 257 bits to at least 9 digits.
+        CHECK(agreeing_digits(d[l].relative_residual, r[l].relative_residual, 17) >= 9);
+        CHECK(r[l].relative_residual > 0);
+      }
+    }
+  }
 }
