@@ -1,5 +1,7 @@
 #include "sanpath/analysis.hpp"
 
+#include "sanpath/errors.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -18,6 +20,34 @@ std::string PrecisionRequest::describe() const {
   return automatic ? "auto (" + std::to_string(target_digits) + " digits wanted)" : fixed.name();
 }
 
+std::string ProgressStep::message() const {
+  return total > 0 ? stage + " [" + std::to_string(done) + "/" + std::to_string(total) + "]" : stage;
+}
+
+ProgressStep ProgressStep::parse(const std::string& message) {
+  ProgressStep step{message, 0, 0};
+  const std::size_t open = message.rfind(" [");
+  if (open == std::string::npos || message.empty() || message.back() != ']') return step;
+  const std::string count = message.substr(open + 2, message.size() - open - 3);
+  const std::size_t slash = count.find('/');
+  const auto digits = [](const std::string& t) {
+    return !t.empty() && t.size() < 18 && t.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (slash == std::string::npos || !digits(count.substr(0, slash)) || !digits(count.substr(slash + 1))) return step;
+  const long done = std::stol(count.substr(0, slash)), total = std::stol(count.substr(slash + 1));
+  if (total <= 0 || done > total) return step;
+  return {message.substr(0, open), done, total};
+}
+
+void report_progress(const ProgressFn& progress, const std::string& stage, long done, long total) {
+  if (progress) progress(ProgressStep{stage, done, total}.message());
+}
+
+ProgressFn prefixed_progress(const ProgressFn& progress, const std::string& prefix) {
+  if (!progress) return {};
+  return [progress, prefix](const std::string& message) { progress(prefix + message); };
+}
+
 long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth) {
   const double log2_rho = log10_abs(rho) / std::log10(2.0);
   const double growth = 2.0 * std::log2(static_cast<double>(std::max(2L, n * d))) + 4.0 * depth + 16.0;
@@ -27,11 +57,29 @@ long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth) 
 namespace {
 
 std::vector<LayerStats> measure_at(const Precision& p, const Model& model, const Variant& variant,
-                                   const InputSpec& input, Center center) {
-  return with_scalar(p, [&](auto tag) {
+                                   const InputSpec& input, Center center, const ProgressFn& progress,
+                                   const std::string& stage) {
+  std::function<void(int, int)> on_layer;
+  if (progress) {
+    report_progress(progress, stage, 0, model.arch().layers);
+    on_layer = [&](int l, int layers) { report_progress(progress, stage, l, layers); };
+  }
+  std::vector<LayerStats> stats = with_scalar(p, [&](auto tag) {
     using S = typename decltype(tag)::type;
-    return measure_layers<S>(model, variant, input, center);
+    return measure_layers<S>(model, variant, input, center, on_layer);
   });
+  // Double's exponent range ends at 1.8e308: a pass that overflowed into
+  // inf/NaN measured nothing. (MPFR exponents do not overflow in practice.)
+  for (std::size_t l = 0; l < stats.size(); ++l) {
+    const LayerStats& s = stats[l];
+    for (const BigReal* v : {&s.norm_composite, &s.norm_frobenius, &s.res_composite, &s.res_one, &s.res_inf,
+                             &s.res_frobenius, &s.relative_residual})
+      if (!mpfr_number_p(v->backend().data()))
+        throw NumericalError(model.source() + ": layer " + std::to_string(l) + ": the forward pass at " + p.name() +
+                             " overflowed (values beyond the range of the working precision); run at --precision 65 "
+                             "or higher, whose exponent range does not overflow");
+  }
+  return stats;
 }
 
 long input_rows(const InputSpec& in) {
@@ -62,20 +110,27 @@ Quantity residual_report(const BigReal& v, const std::vector<LayerStats>* check,
 
 }  // namespace
 
-ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, const InputSpec& input,
-                                const PrecisionRequest& request, Center center, const ProgressFn& progress) {
-  model.check_supports(variant);
-  ForwardAnalysis out;
-  out.variant = variant;
-  out.center = center;
+namespace {
+
+/// The auto loop of choose_precision. `measured` (may be null) receives the
+/// measurements at the chosen precision (a fixed request is then measured
+/// once); without it a fixed request returns without running anything.
+PrecisionChoice choose_and_measure(const Model& model, const Variant& variant, const InputSpec& input,
+                                   const PrecisionRequest& request, Center center, const ProgressFn& progress,
+                                   std::vector<LayerStats>* measured) {
+  PrecisionChoice out;
   const long max_bits = request.max_bits > 0 ? std::min(request.max_bits, Precision::max_bits()) : Precision::max_bits();
   if (request.automatic && max_bits < 53)
     throw std::invalid_argument("precision: the auto ceiling of " + std::to_string(max_bits) + " bits is below 53");
   Precision p = request.automatic ? Precision::at_least(std::min(128L, max_bits)) : request.fixed;
+  if (!request.automatic && measured == nullptr) {
+    out.precision = p;
+    out.tried_bits.push_back(p.bits);
+    return out;
+  }
   std::vector<LayerStats> stats;
   for (;;) {
-    if (progress) progress("forward pass at " + p.name());
-    stats = measure_at(p, model, variant, input, center);
+    stats = measure_at(p, model, variant, input, center, progress, "forward pass at " + p.name());
     out.tried_bits.push_back(p.bits);
     if (!request.automatic) break;
     // A residual that rounded to exactly 0 is unresolved: count it as one
@@ -101,11 +156,35 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     p = q;
   }
   out.precision = p;
+  if (measured != nullptr) *measured = std::move(stats);
+  return out;
+}
+
+}  // namespace
+
+PrecisionChoice choose_precision(const Model& model, const Variant& variant, const InputSpec& input,
+                                 const PrecisionRequest& request, Center center, const ProgressFn& progress) {
+  model.check_supports(variant);
+  return choose_and_measure(model, variant, input, request, center, progress, nullptr);
+}
+
+ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, const InputSpec& input,
+                                const PrecisionRequest& request, Center center, const ProgressFn& progress) {
+  model.check_supports(variant);
+  ForwardAnalysis out;
+  out.variant = variant;
+  out.center = center;
+  std::vector<LayerStats> stats;
+  const PrecisionChoice choice = choose_and_measure(model, variant, input, request, center, progress, &stats);
+  const Precision p = choice.precision;
+  out.tried_bits = choice.tried_bits;
+  out.ceiling_reached = choice.ceiling_reached;
+  out.precision = p;
   std::vector<LayerStats> checked;
   if (request.confirm && !p.is_top()) {
     out.check = p.next();
-    if (progress) progress("confirming run at " + out.check->name());
-    checked = measure_at(*out.check, model, variant, input, center);
+    checked =
+        measure_at(*out.check, model, variant, input, center, progress, "confirming run at " + out.check->name());
   }
   const std::vector<LayerStats>* ck = checked.empty() ? nullptr : &checked;
   for (std::size_t l = 0; l < stats.size(); ++l) {

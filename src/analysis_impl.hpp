@@ -8,9 +8,10 @@ namespace sanpath {
 
 template <class S>
 std::vector<LayerStats> measure_layers(const Model& model, const Variant& variant, const InputSpec& input,
-                                       Center center) {
+                                       Center center, const std::function<void(int, int)>& on_layer) {
   ForwardOptions opt;
   opt.record_attention = false;
+  opt.on_layer = on_layer;
   const ForwardTrace<S> t = forward<S>(model, variant, make_input<S>(model, input), opt);
   std::vector<LayerStats> out;
   out.reserve(t.X.size());
@@ -41,4 +42,5 @@ std::vector<LayerStats> measure_layers(const Model& model, const Variant& varian
 
 #define SANPATH_INSTANTIATE_ANALYSIS(S)                                                                  \
   template std::vector<sanpath::LayerStats> sanpath::measure_layers<S>(                                 \
-      const sanpath::Model&, const sanpath::Variant&, const sanpath::InputSpec&, sanpath::Center);
+      const sanpath::Model&, const sanpath::Variant&, const sanpath::InputSpec&, sanpath::Center,             \
+      const std::function<void(int, int)>&);

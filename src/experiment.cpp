@@ -38,14 +38,17 @@ RandomInputSpec default_collapse_input() {
 CollapseResult run_collapse(const Model& model, const InputSpec& input, const PrecisionRequest& precision,
                             const ProgressFn& progress) {
   CollapseResult r;
-  for (const NamedVariant& nv : collapse_variants(model.arch().variant)) {
+  const std::vector<NamedVariant> all = collapse_variants(model.arch().variant);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const NamedVariant& nv = all[i];
     try {
       model.check_supports(nv.variant);
     } catch (const std::invalid_argument&) {
       continue;
     }
-    if (progress) progress(nv.name);
-    r.analyses.push_back(analyze_forward(model, nv.variant, input, precision, Center::mean, progress));
+    const std::string prefix = nv.name + " (" + std::to_string(i + 1) + "/" + std::to_string(all.size()) + "): ";
+    r.analyses.push_back(
+        analyze_forward(model, nv.variant, input, precision, Center::mean, prefixed_progress(progress, prefix)));
     r.variants.push_back(nv);
   }
   return r;

@@ -1,6 +1,7 @@
 #pragma once
 #include "sanpath/forward.hpp"
 #include "sanpath/linalg.hpp"
+#include "sanpath/resources.hpp"
 
 #include <boost/math/constants/constants.hpp>
 
@@ -25,6 +26,7 @@ template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask) {
   const Eigen::Index n = A.rows(), m = A.cols();
   Matrix<S> P(n, m);
   for (Eigen::Index i = 0; i < n; ++i) {
+    check_interrupt();  // a row costs n exp() calls: seconds at the top tiers
     const Eigen::Index last = mask == MaskKind::causal ? std::min(i + 1, m) : m;
     S mx = A(i, 0);
     for (Eigen::Index j = 1; j < last; ++j)
@@ -110,17 +112,26 @@ template <class S> PackedLayer<S> pack(const Architecture& a, const LayerWeights
     bV.segment(h * dv, dv) = hw.b_V;
   }
   PackedLayer<S> p;
-  p.WQ = convert<S>(WQ);
-  p.WK = convert<S>(WK);
-  p.WV = convert<S>(WV);
-  p.WO = convert<S>(WO);
+  if constexpr (std::is_same_v<S, double>) {  // already in S: no second copy
+    p.WQ = std::move(WQ);
+    p.WK = std::move(WK);
+    p.WV = std::move(WV);
+    p.WO = std::move(WO);
+  } else {
+    p.WQ = convert<S>(WQ);
+    p.WK = convert<S>(WK);
+    p.WV = convert<S>(WV);
+    p.WO = convert<S>(WO);
+  }
   p.bQ = row_of<S>(bQ);
   p.bK = row_of<S>(bK);
   p.bV = row_of<S>(bV);
   p.bO = row_of<S>(w.b_O);
   if (with_mlp) {
-    p.W1 = convert<S>(w.W_1);
-    p.W2 = convert<S>(w.W_2);
+    if constexpr (!std::is_same_v<S, double>) {  // double multiplies by the model's own W_1, W_2 (see mlp)
+      p.W1 = convert<S>(w.W_1);
+      p.W2 = convert<S>(w.W_2);
+    }
     p.b1 = row_of<S>(w.b_1);
     p.b2 = row_of<S>(w.b_2);
   }
@@ -149,6 +160,7 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
   Matrix<S> heads_out(n, H * dv);
   Matrix<S> A, PV;
   for (Eigen::Index h = 0; h < H; ++h) {
+    check_interrupt();
     const Matrix<S> Qh = Q.middleCols(h * dq, dq), Kh = K.middleCols(h * dq, dq), Vh = V.middleCols(h * dv, dv);
     gemm_nt(Qh, Kh, A);
     A *= scale;
@@ -163,15 +175,38 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
   return out;
 }
 
+/// Double gelu_tanh on a whole matrix with Eigen's SIMD exp (tanh has no SIMD
+/// form for double): ½x(1 + tanh y) = x / (1 + e^{-2y}), y = √(2/π)(x + 0.044715x³);
+/// a few ulp from activate(), and accurate where 1 + tanh y cancels (x ≪ 0).
+/// Returns false, doing nothing, for other scalars and activations.
+template <class S> bool activate_simd(Matrix<S>& M, Activation act) {
+  if constexpr (std::is_same_v<S, double>) {
+    if (act == Activation::gelu_tanh) {
+      const double c = -2.0 * std::sqrt(2.0 / boost::math::constants::pi<double>());
+      auto x = M.array();
+      M.array() = x / (1.0 + (c * (x + 0.044715 * x * x * x)).exp());
+      return true;
+    }
+  }
+  return false;
+}
+
 template <class S>
-Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const Matrix<S>& Z) {
+Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const LayerWeights& lw, const Matrix<S>& Z) {
+  const Matrix<S>* W1 = &w.W1;
+  const Matrix<S>* W2 = &w.W2;
+  if constexpr (std::is_same_v<S, double>) {
+    W1 = &lw.W_1;
+    W2 = &lw.W_2;
+  }
   Matrix<S> Hid;
-  gemm(Z, w.W1, Hid);
+  gemm(Z, *W1, Hid);
   add_row(Hid, w.b1);
-  for (Eigen::Index j = 0; j < Hid.cols(); ++j)
-    for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) = activate(Hid(i, j), a.activation);
+  if (!activate_simd(Hid, a.activation))
+    for (Eigen::Index j = 0; j < Hid.cols(); ++j)
+      for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) = activate(Hid(i, j), a.activation);
   Matrix<S> out;
-  gemm(Hid, w.W2, out);
+  gemm(Hid, *W2, out);
   add_row(out, w.b2);
   return out;
 }
@@ -187,12 +222,19 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
   if (X0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
   model.check_supports(variant);
   const bool with_mlp = variant.mlp != MlpKind::none;
+  // Refuse before allocating anything when the peak memory exceeds the budget.
+  const auto n = static_cast<std::uint64_t>(X0.rows());
+  require_memory(mul_sat(forward_scalar_count(a, n, with_mlp, options.record_attention),
+                         scalar_bytes(is_mpfr_v<S>, precision_bits_v<S>)),
+                 model.source() + ": forward pass",
+                 describe_forward_estimate(a, n, options.record_attention, is_mpfr_v<S>, precision_bits_v<S>));
   ForwardTrace<S> t;
   t.variant = variant;
   t.X.reserve(static_cast<std::size_t>(a.layers) + 1);
   t.X.push_back(X0);
   if (options.record_attention) t.P.resize(static_cast<std::size_t>(a.layers));
   for (int l = 0; l < a.layers; ++l) {
+    check_interrupt();
     const LayerWeights& lw = model.layer(l);
     const detail::PackedLayer<S> w = detail::pack<S>(a, lw, with_mlp);
     std::vector<Matrix<S>>* P = options.record_attention ? &t.P[static_cast<std::size_t>(l)] : nullptr;
@@ -211,11 +253,12 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
     if (variant.mlp == MlpKind::none) {
       Xn = std::move(Z);
     } else {
-      Xn = detail::mlp(a, w, variant.layernorm == LayerNormKind::pre ? layer_norm(Z, lw.ln2_g, lw.ln2_b, a.ln_eps) : Z);
+      Xn = detail::mlp(a, w, lw, variant.layernorm == LayerNormKind::pre ? layer_norm(Z, lw.ln2_g, lw.ln2_b, a.ln_eps) : Z);
       if (variant.mlp == MlpKind::residual) Xn += Z;
       if (variant.layernorm == LayerNormKind::post) Xn = layer_norm(Xn, lw.ln2_g, lw.ln2_b, a.ln_eps);
     }
     t.X.push_back(std::move(Xn));
+    if (options.on_layer) options.on_layer(l + 1, a.layers);
   }
   return t;
 }

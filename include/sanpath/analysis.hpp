@@ -44,9 +44,10 @@ struct LayerStats {
 };
 
 /// Measures every X^l of a forward pass of `model` in scalar S.
+/// `on_layer(l, L)` (may be empty) is called after layer l of the pass.
 template <class S>
 std::vector<LayerStats> measure_layers(const Model& model, const Variant& variant, const InputSpec& input,
-                                       Center center);
+                                       Center center, const std::function<void(int, int)>& on_layer = {});
 
 /// One layer of the report: every number with its confirmed digits.
 struct LayerReport {
@@ -70,8 +71,47 @@ struct ForwardAnalysis {
   std::vector<LayerReport> layers;  ///< layer 0 = input, l = output of layer l
 };
 
-/// Progress callback: (message). May be empty.
+/// Progress callback: (message). May be empty. A message is a stage
+/// ("forward pass at 2051 bits"), optionally ending in a count " [i/n]"
+/// (i of n units of that stage done, see ProgressStep); a terminal display
+/// draws counted messages as a bar with rate and ETA.
 using ProgressFn = std::function<void(const std::string&)>;
+
+/// A progress message split into its stage and its optional count.
+struct ProgressStep {
+  std::string stage;
+  long done = 0;
+  long total = 0;  ///< 0: no count
+  /// "stage [done/total]", or "stage" when total is 0.
+  std::string message() const;
+  /// Inverse of message(): a trailing " [i/n]" with 0 <= i <= n, n > 0, is
+  /// the count; any other message is a stage without count.
+  static ProgressStep parse(const std::string& message);
+};
+
+/// Calls `progress` (when set) with ProgressStep{stage, done, total}.message().
+void report_progress(const ProgressFn& progress, const std::string& stage, long done, long total);
+
+/// A callback that prefixes every message of `progress` with `prefix` (the
+/// count stays at the end); empty when `progress` is empty.
+ProgressFn prefixed_progress(const ProgressFn& progress, const std::string& prefix);
+
+/// The working precision of a request, as analyze_forward chooses it.
+struct PrecisionChoice {
+  Precision precision;
+  std::vector<long> tried_bits;  ///< auto: the precisions tried, in order (fixed: the one precision)
+  bool ceiling_reached = false;  ///< auto: the top precision did not resolve everything
+};
+
+/// Fixed requests: the requested precision, nothing is run. Auto: forward
+/// passes from 128 bits up, each tier chosen by bits_to_resolve so that the
+/// smallest relative residual of any layer (for `center`) is resolved with
+/// request.target_digits digits, up to request.max_bits (math.md §6).
+/// analyze_forward uses exactly this choice; other analyses of the same
+/// forward pass (path decomposition) reuse it.
+PrecisionChoice choose_precision(const Model& model, const Variant& variant, const InputSpec& input,
+                                 const PrecisionRequest& request, Center center = Center::mean,
+                                 const ProgressFn& progress = {});
 
 /// Runs and confirms. Throws std::invalid_argument for bad inputs.
 ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, const InputSpec& input,
@@ -85,7 +125,7 @@ long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth);
 
 #define SANPATH_DECLARE_ANALYSIS(S)                                                                       \
   extern template std::vector<LayerStats> measure_layers<S>(const Model&, const Variant&, const InputSpec&, \
-                                                            Center);
+                                                            Center, const std::function<void(int, int)>&);
 SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_ANALYSIS)
 #undef SANPATH_DECLARE_ANALYSIS
 

@@ -6,12 +6,15 @@
 #include "sanpath/model.hpp"
 #include "sanpath/scalar.hpp"
 
+#include <functional>
 #include <vector>
 
 namespace sanpath {
 
 struct ForwardOptions {
   bool record_attention = true;  ///< keep every P_h^l in the trace
+  /// Progress: called as on_layer(l, L) after layer l = 1..L is done. May be empty.
+  std::function<void(int layer, int layers)> on_layer{};
 };
 
 /// Result of a forward pass. X[0] is the input, X[l] the output of layer l

@@ -1,10 +1,17 @@
 #include "common.hpp"
+#include "progress.hpp"
 
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/safetensors.hpp"
+#include "sanpath/resources.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include <iostream>
+#include <csignal>
 #include <unistd.h>
 
 namespace sanpath::cli {
@@ -19,7 +26,9 @@ void ModelOptions::add(CLI::App& app, bool required) {
 Model ModelOptions::load() const { return load_model(path); }
 
 void InputOptions::add(CLI::App& app, bool required) {
-  auto* g = app.add_option_group("input", "X^0, n tokens × d_model features: exactly one of these");
+  auto* g = app.add_option_group("input", required ? "X^0, n tokens × d_model features: exactly one of these"
+                                                   : "X^0, n tokens × d_model features: at most one of these "
+                                                     "(default: the command's own input, see below)");
   auto* f = g->add_option("--input", file, "safetensors file holding one tensor named X of shape [n, d_model]");
   auto* t = g->add_option("--tokens", tokens, "comma-separated token ids, embedded with the model's own embeddings");
   auto* r = g->add_option("--random-input", random_n, "N: a seeded random input of N tokens (X = 1cᵀ + R)");
@@ -33,7 +42,8 @@ void InputOptions::add(CLI::App& app, bool required) {
       ->default_val(1.0)
       ->needs(r);
   app.add_option("--input-residual", residual,
-                 "scale R so that the initial residual ‖X − 1 mean(X)ᵀ‖_{1,∞} equals this value")
+                 "scale R so that the initial residual ‖X − 1 mean(X)ᵀ‖_{1,∞} equals this value (default: R as "
+                 "drawn)")
       ->needs(r);
   (void)f;
   (void)t;
@@ -51,7 +61,13 @@ InputSpec InputOptions::spec() const {
       for (Eigen::Index j = 0; j < X.cols(); ++j) X(i, j) = x.values[static_cast<std::size_t>(i * X.cols() + j)];
     return InputSpec::from_matrix(std::move(X), file);
   }
-  if (!tokens.empty()) return InputSpec::from_tokens(as_usage("--tokens", [&] { return parse_token_list(tokens); }));
+  if (!tokens.empty()) {
+    try {
+      return InputSpec::from_tokens(parse_token_list(tokens, "--tokens"));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());  // the message already names --tokens
+    }
+  }
   RandomInputSpec r;
   r.n = random_n;
   r.seed = seed;
@@ -64,10 +80,10 @@ InputSpec InputOptions::spec() const {
 
 void VariantOptions::add(CLI::App& app) {
   auto* g = app.add_option_group("variant", "override the checkpoint's own structure (default: its own)");
-  g->add_option("--skip", skip, "skip connections: on|off");
-  g->add_option("--mlp", mlp, "MLP: none|plain|residual");
-  g->add_option("--layernorm", layernorm, "LayerNorm: none|pre|post");
-  g->add_option("--mask", mask, "attention mask: none|causal");
+  g->add_option("--skip", skip, "skip connections: on|off (default: the model's own)");
+  g->add_option("--mlp", mlp, "MLP: none|plain|residual (default: the model's own)");
+  g->add_option("--layernorm", layernorm, "LayerNorm: none|pre|post (default: the model's own)");
+  g->add_option("--mask", mask, "attention mask: none|causal (default: the model's own)");
 }
 
 VariantOverride VariantOptions::overrides() const {
@@ -108,13 +124,15 @@ PrecisionRequest PrecisionOptions::request() const {
 
 void OutputOptions::add(CLI::App& app) {
   app.add_option("--format", format, "table|json|csv")->default_val("table");
-  app.add_option("--output,-o", output, "write the result to this file (atomically) instead of stdout");
+  app.add_option("--output,-o", output, "write the result to this file (atomically) instead of stdout")
+      ->each([](const std::string& path) { check_output_location(path); });
   app.add_flag("--quiet,-q", quiet, "no progress messages on stderr");
 }
 
 Format OutputOptions::parsed() const { return as_usage("--format", [&] { return parse_format(format); }); }
 
 void OutputOptions::emit(const std::string& text) const {
+  check_interrupt();  // an interrupted run writes nothing
   if (output.empty()) {
     std::cout << text << std::flush;
   } else {
@@ -122,9 +140,51 @@ void OutputOptions::emit(const std::string& text) const {
   }
 }
 
-ProgressFn OutputOptions::progress() const {
-  if (quiet || !::isatty(STDERR_FILENO)) return {};
-  return [](const std::string& msg) { std::cerr << "sanpath: " << msg << "\n"; };
+ProgressFn OutputOptions::progress() const { return terminal_progress(quiet); }
+
+void check_output_location(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) throw std::invalid_argument(path + ": file: directory " + dir.string() + " does not exist");
+  if (!fs::is_directory(dir, ec))
+    throw std::invalid_argument(path + ": file: " + dir.string() + " is not a directory");
+  if (fs::is_directory(target, ec)) throw std::invalid_argument(path + ": file: is a directory");
+  // Create and remove a probe file: the only test that sees permissions,
+  // read-only mounts and root's exemptions as the final write will.
+  std::string probe = path + ".tmp-XXXXXX";
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    throw std::invalid_argument(path + ": file: cannot create a file in " + dir.string() + ": " +
+                                std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void add_memory_budget_option(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    sub->add_option("--memory-budget", "memory limit for large allocations, refused above it with exit code 5 "
+                                       "(e.g. 8G, 512MiB, 50%; default 75% of physical memory)")
+        ->envname("SANPATH_MEMORY_BUDGET")
+        ->type_name("SIZE")
+        ->each([](const std::string& text) {
+          try {
+            set_memory_budget(parse_byte_size(text, "--memory-budget"));
+          } catch (const std::invalid_argument& e) {
+            throw UsageError(e.what());
+          }
+        });
+  }
+}
+
+void install_interrupt_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { request_interrupt(); };
+  sigemptyset(&sa.sa_mask);
+  // SA_RESETHAND: a second Ctrl-C takes the default action (terminate at once).
+  sa.sa_flags = SA_RESTART | SA_RESETHAND;
+  ::sigaction(SIGINT, &sa, nullptr);
 }
 
 }  // namespace sanpath::cli

@@ -76,8 +76,24 @@ template <class F> auto as_usage(const std::string& option, F&& f) -> decltype(f
   }
 }
 
+/// Throws std::invalid_argument "<path>: file: <why>" unless a file can be
+/// created at `path` (its directory exists and is writable): checked when
+/// --output is parsed, before any work.
+void check_output_location(const std::string& path);
+/// Adds --memory-budget SIZE (env SANPATH_MEMORY_BUDGET) to every subcommand
+/// registered so far; the value sets sanpath::set_memory_budget.
+void add_memory_budget_option(CLI::App& app);
+/// SIGINT sets the library's interrupt flag (sanpath::request_interrupt);
+/// the computation stops at its next check with exit code 130 and writes
+/// nothing. A second SIGINT terminates at once.
+void install_interrupt_handler();
+
 void register_forward(CLI::App& app);
 void register_collapse(CLI::App& app);
 void register_init(CLI::App& app);
+void register_report(CLI::App& app);
+void register_graph(CLI::App& app);
+void register_paths(CLI::App& app);
+void register_bounds(CLI::App& app);
 
 }  // namespace sanpath::cli

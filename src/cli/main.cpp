@@ -13,9 +13,36 @@ const char* kExitCodes =
     "bad shapes, NaN/Inf, out-of-range token); 4 numerical (a result could not be obtained or certified); 5 "
     "resource (path count, memory or size limit); 130 interrupted.";
 
+/// One line, whatever the message holds: control characters are escaped.
 int fail(int code, const std::string& what) {
-  std::cerr << "sanpath: error: " << what << "\n";
+  std::string line;
+  for (const char ch : what) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      line += "\\x";
+      line += hex[c >> 4];
+      line += hex[c & 15];
+    } else {
+      line += ch;
+    }
+  }
+  std::cerr << "sanpath: error: " << line << "\n";
   return code;
+}
+
+/// A command-line error as "<what>: <why> (see sanpath [command] --help)";
+/// an unknown command is named with the list of commands.
+std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  const auto parsed = app.get_subcommands();
+  if (parsed.empty() && argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App* a) { return !a->get_name().empty(); }))
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    return std::string(argv[1]) + ": not a sanpath command (commands: " + names + "; see sanpath --help)";
+  }
+  const std::string help = parsed.empty() ? "sanpath --help" : "sanpath " + parsed.front()->get_name() + " --help";
+  return std::string(e.what()) + " (see " + help + ")";
 }
 
 }  // namespace
@@ -34,6 +61,12 @@ int main(int argc, char** argv) {
   register_collapse(app);
   register_forward(app);
   register_init(app);
+  register_graph(app);
+  register_paths(app);
+  register_report(app);
+  register_bounds(app);
+  add_memory_budget_option(app);  // after every register_*: adds --memory-budget to each subcommand
+  install_interrupt_handler();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -43,11 +76,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return fail(usage, std::string(e.what()) + " (see sanpath --help)");
+    return fail(usage, parse_error_message(app, e, argc, argv));
   } catch (const UsageError& e) {
     return fail(usage, e.what());
   } catch (const sanpath::Interrupted& e) {
-    return fail(interrupted, e.what());
+    return fail(interrupted, std::string(e.what()) + ": SIGINT received; no output was written");
   } catch (const sanpath::ResourceError& e) {
     return fail(resource, e.what());
   } catch (const std::length_error& e) {

@@ -2,6 +2,7 @@
 
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/io/safetensors.hpp"
+#include "sanpath/resources.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -27,8 +28,43 @@ constexpr std::int64_t kAny = -1;  // wildcard dimension in an expected shape
 const char* const kNativeConfigKey = "sanpath.config";
 constexpr int kNativeVersion = 1;
 
+/// Control characters escaped (\x0a), so that messages stay on one line
+/// whatever a file's names and strings hold.
+std::string printable(const std::string& s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 [[noreturn]] void fail(const std::string& where, const std::string& field, const std::string& why) {
-  throw std::invalid_argument(where + ": " + field + ": " + why);
+  throw std::invalid_argument(printable(where + ": " + field + ": " + why));
+}
+
+/// Nesting limit of config.json and of the native configuration (real ones
+/// nest 3 levels); printing a value nested millions of levels deep would
+/// exhaust the stack.
+constexpr int kMaxJsonDepth = 64;
+struct TooDeep {};
+
+/// json::parse that throws TooDeep beyond kMaxJsonDepth (and json::exception).
+json parse_json_limited(const std::string& text) {
+  return json::parse(text, [](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      throw TooDeep{};
+    return true;
+  });
 }
 
 std::string shape_str(const Shape& s) {
@@ -150,9 +186,11 @@ json read_json_file(const std::string& path) {
   ss << in.rdbuf();
   json j;
   try {
-    j = json::parse(ss.str());
+    j = parse_json_limited(ss.str());
   } catch (const json::exception& e) {
     fail(path, "json", std::string("not valid JSON: ") + e.what());
+  } catch (const TooDeep&) {
+    fail(path, "json", "nested deeper than " + str(kMaxJsonDepth) + " levels");
   }
   if (!j.is_object()) fail(path, "json", std::string("must be a JSON object, got ") + j.type_name());
   return j;
@@ -272,6 +310,29 @@ std::string detect_prefix(const SafetensorsFile& f, const std::string& prefix) {
   return "";
 }
 
+/// A layer count that no file could hold (every layer has `per_layer`
+/// tensors of its own) is refused before millions of missing names are listed.
+void check_layer_count(const HfConfig& c, const std::string& key, int layers, const SafetensorsFile& f,
+                       int per_layer, const std::string& layout) {
+  if (static_cast<std::size_t>(layers) > f.tensors().size())
+    fail(c.path, key,
+         str(layers) + " layers, but " + f.path() + " holds only " + std::to_string(f.tensors().size()) +
+             " tensors (a " + layout + " layer has " + str(per_layer) + ")");
+}
+
+/// Models keep one copy of the weights per layer: refuse a shared-layer
+/// model whose copies would exceed the memory budget (ResourceError).
+void check_shared_copies(const std::string& where, const std::string& key, int layers, const LayerWeights& w) {
+  std::uint64_t doubles = static_cast<std::uint64_t>(w.b_O.size() + w.W_1.size() + w.W_2.size() + w.b_1.size() +
+                                                     w.b_2.size() + w.ln1_g.size() + w.ln1_b.size() +
+                                                     w.ln2_g.size() + w.ln2_b.size());
+  for (const HeadWeights& h : w.heads)
+    doubles += static_cast<std::uint64_t>(h.W_Q.size() + h.W_K.size() + h.W_V.size() + h.W_O.size() + h.b_Q.size() +
+                                          h.b_K.size() + h.b_V.size());
+  require_memory(mul_sat(static_cast<std::uint64_t>(layers), mul_sat(doubles, 8)), printable(where + ": " + key),
+                 str(layers) + " copies of the shared layer weights");
+}
+
 // ---- HuggingFace layouts ------------------------------------------------------
 
 Model load_bert(const HfConfig& c, const SafetensorsFile& f, const std::string& source) {
@@ -293,6 +354,7 @@ Model load_bert(const HfConfig& c, const SafetensorsFile& f, const std::string& 
   a.activation = c.activation("hidden_act", "gelu");
   a.ln_eps = c.eps_or("layer_norm_eps", 1e-12);
 
+  check_layer_count(c, "num_hidden_layers", L, f, 16, "bert");
   Wanted w(f, detect_prefix(f, "bert."), c.path);
   const auto linear = [&](const std::string& k, std::int64_t out, std::int64_t in) {
     w.need(k + ".weight", {out, in});
@@ -362,7 +424,9 @@ Model load_gpt2(const HfConfig& c, const SafetensorsFile& f, const std::string& 
   const int H = c.positive_int("n_head");
   const int dh = c.head_width("n_embd", "n_head");
   const int d = c.positive_int("n_embd");
-  const int ff = c.positive_int_or("n_inner", 4 * d);
+  const std::int64_t ff64 = c.has("n_inner") ? c.positive_int("n_inner") : 4 * static_cast<std::int64_t>(d);
+  if (ff64 > INT_MAX) fail(c.path, "n_embd", str(d) + " is too large (the default n_inner = 4·n_embd exceeds 2^31 - 1)");
+  const int ff = static_cast<int>(ff64);
   if (!c.bool_or("scale_attn_weights", true))
     fail(c.path, "scale_attn_weights", "false is not supported (scores are always scaled by 1/sqrt(d_qk))");
   if (c.bool_or("scale_attn_by_inverse_layer_idx", false))
@@ -378,6 +442,7 @@ Model load_gpt2(const HfConfig& c, const SafetensorsFile& f, const std::string& 
   a.activation = c.activation("activation_function", "gelu_new");
   a.ln_eps = c.eps_or("layer_norm_epsilon", 1e-5);
 
+  check_layer_count(c, "n_layer", L, f, 12, "gpt2");
   Wanted w(f, detect_prefix(f, "transformer."), c.path);
   const auto conv1d = [&](const std::string& k, std::int64_t in, std::int64_t out) {
     w.need(k + ".weight", {in, out});
@@ -385,7 +450,7 @@ Model load_gpt2(const HfConfig& c, const SafetensorsFile& f, const std::string& 
   };
   for (int l = 0; l < L; ++l) {
     const std::string p = "h." + str(l) + ".";
-    conv1d(p + "attn.c_attn", d, 3 * d);
+    conv1d(p + "attn.c_attn", d, 3 * static_cast<std::int64_t>(d));
     conv1d(p + "attn.c_proj", d, d);
     conv1d(p + "mlp.c_fc", d, ff);
     conv1d(p + "mlp.c_proj", ff, d);
@@ -498,6 +563,7 @@ Model load_albert(const HfConfig& c, const SafetensorsFile& f, const std::string
   lw.ln1_b = w.vec(s + "LayerNorm.bias");
   lw.ln2_g = w.vec(p + "full_layer_layer_norm.weight");
   lw.ln2_b = w.vec(p + "full_layer_layer_norm.bias");
+  check_shared_copies(c.path, "num_hidden_layers", L, lw);
   std::vector<LayerWeights> layers(static_cast<std::size_t>(L), lw);
 
   std::optional<Embeddings> emb;
@@ -600,9 +666,11 @@ Model load_native(const SafetensorsFile& f) {
   const std::string& path = f.path();
   NativeConfig c{path, {}};
   try {
-    c.j = json::parse(f.metadata().at(kNativeConfigKey));
+    c.j = parse_json_limited(f.metadata().at(kNativeConfigKey));
   } catch (const json::exception& e) {
     fail(path, std::string("__metadata__.") + kNativeConfigKey, std::string("not valid JSON: ") + e.what());
+  } catch (const TooDeep&) {
+    fail(path, std::string("__metadata__.") + kNativeConfigKey, "nested deeper than " + str(kMaxJsonDepth) + " levels");
   }
   if (!c.j.is_object()) fail(path, std::string("__metadata__.") + kNativeConfigKey, "must be a JSON object");
   const int version = c.integer("version", 1);
@@ -627,6 +695,12 @@ Model load_native(const SafetensorsFile& f) {
   if (stored != a.layers && !(stored == 1 && a.shared_layers))
     fail(path, c.field("stored_layers"),
          str(stored) + " stored layers for " + str(a.layers) + " layers (only shared layers may be stored once)");
+  // Counts that no file could hold (every head has 7 tensors of its own) are
+  // refused before anything is allocated or listed for them.
+  if (static_cast<std::uint64_t>(stored) * static_cast<std::uint64_t>(a.heads) > f.tensors().size())
+    fail(path, c.field(stored > 1 ? "stored_layers" : "heads"),
+         str(stored) + " stored layers × " + str(a.heads) + " heads, but the file holds only " +
+             std::to_string(f.tensors().size()) + " tensors (7 per head)");
 
   std::set<std::string> used;
   std::vector<std::string> missing;
@@ -676,7 +750,10 @@ Model load_native(const SafetensorsFile& f) {
     vec(p + "ln2_g", ln, w.ln2_g);
     vec(p + "ln2_b", ln, w.ln2_b);
   }
-  if (stored != a.layers) layers.resize(static_cast<std::size_t>(a.layers), layers.front());
+  if (stored != a.layers) {
+    check_shared_copies(path, c.field("layers"), a.layers, layers.front());
+    layers.resize(static_cast<std::size_t>(a.layers), layers.front());
+  }
 
   std::optional<Embeddings> emb;
   const json& ej = c.get("embeddings");

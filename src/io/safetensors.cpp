@@ -164,8 +164,15 @@ struct Entry {
   std::uint64_t begin = 0, end = 0;
 };
 
+/// Nesting limit of the header. A valid header nests 3 levels (the header
+/// object, a tensor's object, its shape list); a deeper one is hostile, and
+/// printing or destroying a value nested millions of levels deep would
+/// exhaust the stack.
+constexpr int kMaxDepth = 16;
+struct TooDeep {};
+
 /// Records the first duplicate key at any depth of the header; nlohmann
-/// itself silently keeps only one of them.
+/// itself silently keeps only one of them. Throws TooDeep beyond kMaxDepth.
 struct DuplicateFinder {
   std::vector<std::set<std::string>> open;  // keys seen in each open object
   std::string top_key;                      // the current top-level key
@@ -175,7 +182,13 @@ struct DuplicateFinder {
 
   bool operator()(int d, json::parse_event_t event, json& parsed) {
     switch (event) {
-      case json::parse_event_t::object_start: open.emplace_back(); break;
+      case json::parse_event_t::array_start:
+        if (d >= kMaxDepth) throw TooDeep{};
+        break;
+      case json::parse_event_t::object_start:
+        if (d >= kMaxDepth) throw TooDeep{};
+        open.emplace_back();
+        break;
       case json::parse_event_t::object_end:
         if (!open.empty()) open.pop_back();
         break;
@@ -254,6 +267,8 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
     root = json::parse(header, std::ref(dups));
   } catch (const json::exception& e) {
     fail("header", std::string("not valid JSON: ") + e.what());
+  } catch (const TooDeep&) {
+    fail("header", "nested deeper than " + std::to_string(kMaxDepth) + " levels");
   }
   if (!root.is_object()) fail("header", std::string("not a JSON object but ") + root.type_name());
   if (dups.found) {

@@ -1,0 +1,7 @@
+// libFuzzer target: see fuzz/entry_points.hpp (sanpath::fuzz::arguments) and fuzz/README.md.
+#include "entry_points.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  sanpath::fuzz::arguments(data, size);
+  return 0;
+}

@@ -1,0 +1,190 @@
+#include "common.hpp"
+
+#include "sanpath/errors.hpp"
+#include "sanpath/path_analysis.hpp"
+
+namespace sanpath::cli {
+
+namespace {
+
+/// "a:b" -> {a, b}; a single number k -> {k, k}.
+std::pair<int, int> parse_length_range(const std::string& text, const std::string& option) {
+  const auto number = [&](const std::string& t) {
+    std::size_t used = 0;
+    int v = -1;
+    try {
+      v = std::stoi(t, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (t.empty() || used != t.size() || v < 0)
+      throw UsageError(option + ": '" + text + "' is not a length range a:b of non-negative integers");
+    return v;
+  };
+  const std::size_t colon = text.find(':');
+  if (colon == std::string::npos) {
+    const int k = number(text);
+    return {k, k};
+  }
+  const int a = number(text.substr(0, colon)), b = number(text.substr(colon + 1));
+  if (a > b) throw UsageError(option + ": '" + text + "': the first length exceeds the second");
+  return {a, b};
+}
+
+}  // namespace
+
+void register_paths(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "paths", "Path decomposition (Theorem 2.1): path terms, their sums by length, or random paths, with digits");
+  struct Opts {
+    ModelOptions model;
+    InputOptions input;
+    VariantOptions variant;
+    PrecisionOptions precision;
+    OutputOptions out;
+    bool enumerate = false, sums = false, check = false;
+    std::uint64_t sample = 0;
+    int length = -1;
+    std::string lengths, heads_per_layer;
+    std::size_t top = 0;
+    int threads = 1;
+    std::uint64_t limit = 1000000;
+  };
+  auto o = std::make_shared<Opts>();
+  o->model.add(*cmd);
+  o->input.add(*cmd);
+  // One --seed for the random input and the path sampling (the input
+  // group's own --seed needs --random-input).
+  cmd->remove_option(cmd->get_option("--seed"));
+  auto* seed = cmd->add_option("--seed", o->input.seed,
+                               "seed of the random input (--random-input) and of the path sampling (--sample)")
+                   ->default_val(0);
+  o->variant.add(*cmd);
+  o->precision.add(*cmd);
+
+  auto* mode = cmd->add_option_group("mode", "what to compute: exactly one of these");
+  mode->add_flag("--enumerate", o->enumerate,
+                 "every path term T = P_path X W_path passing the filters: ‖T‖, ‖res(T)‖, ‖res(P_path)‖");
+  mode->add_flag("--sums", o->sums,
+                 "the sum S_k of all terms of each length k = 0..L (no enumeration, any size) and Theorem 2.1's "
+                 "reconstruction error");
+  auto* sample = mode->add_option(
+      "--sample", o->sample, "N: N uniform random paths per length, mean and 95% CI of ‖T‖_{1,∞} and ‖res(T)‖_{1,∞}");
+  mode->require_option(1);
+
+  auto* length =
+      cmd->add_option("--length", o->length, "--enumerate/--sample: only paths of this length (default: every length)");
+  auto* lengths =
+      cmd->add_option("--lengths", o->lengths, "--enumerate: only lengths a..b, given as a:b (default: every length)");
+  length->excludes(lengths);
+  auto* heads = cmd->add_option("--heads-per-layer", o->heads_per_layer,
+                                "--enumerate: allowed choices per layer, L entries separated by '/', each a comma "
+                                "list of 0-based heads, 'skip' or '*' (e.g. '0,1/*/skip,3'; default: all)");
+  auto* top =
+      cmd->add_option("--top", o->top, "--enumerate: only the K paths of largest ‖T‖_{1,∞} (0: all)")->default_val(0);
+  auto* threads = cmd->add_option("--threads", o->threads,
+                                  "--enumerate: worker threads (0: all cores); results do not depend on it")
+                      ->default_val(1);
+  auto* limit = cmd->add_option("--limit", o->limit,
+                                "--enumerate: refuse (exit code 5) when more paths than this pass the filters")
+                    ->default_val(1000000);
+  cmd->add_flag("--check", o->check,
+                "verify Theorem 2.1: exit code 4 unless the reconstruction error is at most 2^-(bits/2) (--sums, or "
+                "--enumerate of every path)");
+  o->out.add(*cmd);
+  cmd->footer(
+      "\nThe attention matrices P_h^l of the forward pass are frozen; for attention-only variants (--mlp none "
+      "--layernorm none; skip on or off) X^L = Σ_paths P_path X W_path + 1bᵀ exactly. A path picks a head (or, with "
+      "skip, the skip connection) per layer; its length is the number of heads picked. Every number is computed "
+      "at the working precision and again one tier higher; 'digits' counts the agreeing significant digits, and "
+      "values that do not agree print as '< 1e-N'. Counts are exact; JSON heads are 0-based, null = skip.\n\n"
+      "Examples:\n"
+      "  sanpath paths --model ../shared/data/real-models/gpt2-capp --tokens 1,5,9,13 --skip on --mlp none "
+      "--layernorm none --sums\n"
+      "  sanpath paths --model san.safetensors --random-input 8 --seed 1 --enumerate --top 10 --format json\n");
+  cmd->callback([o, seed, sample, length, lengths, heads, top, threads, limit] {
+    const Format fmt = o->out.parsed();
+    const PrecisionRequest req = o->precision.request();
+    const VariantOverride ov = o->variant.overrides();
+    if (seed->count() > 0 && o->input.random_n == 0 && o->sample == 0)
+      throw UsageError("--seed: needs --random-input or --sample");
+    if (!o->enumerate) {
+      for (const CLI::Option* opt : {lengths, heads, top, threads, limit})
+        if (opt->count() > 0) throw UsageError(opt->get_name() + ": only with --enumerate");
+      if (o->sums && length->count() > 0) throw UsageError("--length: only with --enumerate or --sample");
+    }
+    if (o->check && (o->sample > 0 || (o->enumerate && (length->count() || lengths->count() || heads->count()))))
+      throw UsageError(
+          "--check: the reconstruction is checked on every path only: use it with --sums, or with --enumerate "
+          "without --length/--lengths/--heads-per-layer");
+    if (o->threads < 0) throw UsageError("--threads: " + std::to_string(o->threads) + " is negative");
+    if (o->limit < 1) throw UsageError("--limit: must be at least 1");
+    if (sample->count() > 0 && o->sample < 2)
+      throw UsageError("--sample: " + std::to_string(o->sample) +
+                       " samples: at least 2 are needed for a confidence interval");
+
+    const Model model = o->model.load();
+    const Variant v = model.resolve(ov);
+    const InputSpec in = o->input.spec();
+    const RunInfo info{o->model.path, in.describe()};
+    const int L = model.arch().layers;
+    // Lengths that have no paths are a mistake in the command line.
+    const auto check_lengths = [&](int a, int b, const std::string& option) {
+      if (a < 0) throw UsageError(option + ": length " + std::to_string(a) + " is negative");
+      if (b > L)
+        throw UsageError(option + ": length " + std::to_string(b) + " exceeds the model's " + std::to_string(L) +
+                         " layers");
+      const std::vector<PathCount> counts = count_paths_by_length(L, model.arch().heads, v.skip);
+      bool any = false;
+      for (int k = a; k <= b; ++k) any = any || counts[static_cast<std::size_t>(k)] != 0;
+      if (!any)
+        throw UsageError(option + ": no path has " +
+                         (a == b ? "length " + std::to_string(a) : "a length in " + o->lengths) +
+                         (v.skip ? "" : " (without skip every path has length " + std::to_string(L) + ")"));
+    };
+
+    std::optional<Quantity> error;
+    std::optional<Precision> precision;
+    if (o->sums) {
+      const LengthSumsReport r = analyze_length_sums(model, v, in, req, o->out.progress());
+      error = r.decomposition_error;
+      precision = r.precision;
+      o->out.emit(format_length_sums(r, model, info, fmt));
+    } else if (o->enumerate) {
+      EnumerationRequest er;
+      if (length->count() > 0) {
+        check_lengths(o->length, o->length, "--length");
+        er.filter = PathFilter::length(o->length);
+      } else if (lengths->count() > 0) {
+        const auto [a, b] = parse_length_range(o->lengths, "--lengths");
+        check_lengths(a, b, "--lengths");
+        er.filter = PathFilter::lengths(a, b);
+      }
+      if (heads->count() > 0)
+        er.filter.allowed_heads = as_usage("--heads-per-layer", [&] {
+          return parse_heads_per_layer(o->heads_per_layer, L, model.arch().heads, v.skip);
+        });
+      er.top_k = o->top;
+      er.threads = o->threads;
+      er.limit = o->limit;
+      const PathEnumerationReport r = analyze_enumeration(model, v, in, req, er, o->out.progress());
+      error = r.decomposition_error;
+      precision = r.precision;
+      o->out.emit(format_enumeration(r, model, info, fmt));
+    } else {
+      std::vector<int> ks;
+      if (length->count() > 0) {
+        check_lengths(o->length, o->length, "--length");
+        ks.push_back(o->length);
+      }
+      const PathSampleReport r = analyze_samples(model, v, in, req, ks, o->sample, o->input.seed, o->out.progress());
+      o->out.emit(format_samples(r, model, info, fmt));
+    }
+    if (o->check && error && precision && !decomposition_holds(*error, *precision))
+      throw NumericalError("--check: Theorem 2.1 fails: the reconstruction error " + error->str() +
+                           " exceeds the tolerance " + to_sci(decomposition_tolerance(*precision), 2) + " at " +
+                           precision->name());
+  });
+}
+
+}  // namespace sanpath::cli

@@ -1,0 +1,60 @@
+#include "common.hpp"
+#include "progress.hpp"
+
+#include "sanpath/experiment.hpp"
+#include "sanpath/io/html_report.hpp"
+#include "sanpath/random.hpp"
+#include "sanpath/resources.hpp"
+
+namespace sanpath::cli {
+
+void register_report(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "report", "One self-contained HTML file: residual per layer of the four variants, the SAN's bound, path lengths");
+  struct Opts {
+    ModelOptions model;
+    InputOptions input;
+    PrecisionOptions precision;
+    std::string out;
+    std::string gamma = "1";
+    bool quiet = false;
+  };
+  auto o = std::make_shared<Opts>();
+  o->model.add(*cmd, false);
+  cmd->get_option("--model")->description(cmd->get_option("--model")->get_description() +
+                                          " (default: the embedded default model of `sanpath collapse`)");
+  o->input.add(*cmd, false);
+  o->precision.add(*cmd);
+  cmd->add_option("--gamma", o->gamma, "the bound's factor γ (arXiv v2 of the paper; 1 = the ICML statement)")
+      ->default_val("1");
+  cmd->add_option("--out,-o", o->out, "the HTML file to write (atomically)")
+      ->required()
+      ->each([](const std::string& path) { check_output_location(path); });
+  cmd->add_flag("--quiet,-q", o->quiet, "no progress bar on stderr");
+  cmd->footer(
+      "\nThe report holds: the relative residual per layer of SAN, SAN+MLP, SAN+skip and the full model "
+      "(as `sanpath collapse`) on a log axis; the bound of Theorem 2.2/2.3 for the SAN against its measured "
+      "residual, with β, a and a verdict per depth (as `sanpath bounds`); the exact number of paths of each "
+      "length and each length's share of the output for the attention-only network with skip connections (as "
+      "`sanpath paths --sums`); the model, input and precisions. Charts are inline SVG: the file opens offline. "
+      "Without --model: the embedded default model of `sanpath collapse`; without an input option: a random "
+      "input of 8 tokens (seed 1), its default input. Progress: a bar on stderr when it is a terminal.\n\n"
+      "Examples:\n  sanpath report --out report.html\n"
+      "  sanpath report --model ../shared/data/real-models/bert-ticket-classifier --tokens 2,15,27,3 "
+      "--out bert.html\n");
+  cmd->callback([o] {
+    ReportRequest req;
+    req.precision = o->precision.request();
+    req.bounds.gamma = as_usage("--gamma", [&] { return BoundsRequest::parse_gamma(o->gamma); });
+    req.generator = std::string("sanpath ") + SANPATH_VERSION;
+    const bool embedded = o->model.path.empty();
+    const Model model = embedded ? random_model(default_collapse_model()) : o->model.load();
+    const InputSpec in = o->input.given() ? o->input.spec() : InputSpec::from_random(default_collapse_input());
+    req.info = {embedded ? "embedded default (random BERT-shaped, seed 0)" : o->model.path, in.describe()};
+    const HtmlReport report = build_report(model, in, req, terminal_progress(o->quiet));
+    check_interrupt();  // an interrupted run writes nothing
+    write_html_report(o->out, report);
+  });
+}
+
+}  // namespace sanpath::cli

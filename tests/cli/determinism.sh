@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Determinism: the same command writes byte-identical JSON on every run and
+# whatever the thread count: 1 or 2 worker threads (--threads, when the
+# command has it), one CPU or all of them (taskset), OMP_NUM_THREADS 1 or 2.
+# Covers forward, and paths/bounds when this sanpath has those commands.
+#
+# Usage: bash determinism.sh <sanpath binary> <shared dir> <tmp dir>
+set -uo pipefail
+
+SANPATH=$(realpath "$1")
+SHARED=$(realpath "$2")
+T=$(realpath -m "$3")/determinism
+REAL=$SHARED/data/real-models
+rm -rf "$T"
+mkdir -p "$T"
+trap 'rm -rf "$T"' EXIT
+
+count=0
+failed=0
+
+# The ways to run one command: name and prefix (env/taskset); the thread
+# option is added per command when it exists.
+cpus=$(nproc)
+runners=("plain|" "again|" "omp1|env OMP_NUM_THREADS=1" "omp2|env OMP_NUM_THREADS=2")
+if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
+  runners+=("one-cpu|taskset -c 0")
+  [ "$cpus" -ge 2 ] && runners+=("two-cpus|taskset -c 0,1")
+fi
+
+has_option() {  # has_option <command> <option>
+  "$SANPATH" "$1" --help 2>/dev/null | grep -q -- "$2"
+}
+
+# same NAME COMMAND ARGS...: runs `sanpath COMMAND ARGS --format json
+# --output FILE` in every way and requires identical bytes.
+same() {
+  local name=$1 cmd=$2
+  shift 2
+  local variants=()
+  for r in "${runners[@]}"; do variants+=("$r|"); done
+  if has_option "$cmd" --threads; then variants+=("threads1||--threads 1" "threads2||--threads 2"); fi
+  local ref="" refname="" problems=() runs=0
+  for v in "${variants[@]}"; do
+    IFS='|' read -r vname prefix extra <<<"$v"
+    local out=$T/$name.$vname.json
+    # shellcheck disable=SC2086
+    $prefix "$SANPATH" "$cmd" "$@" $extra --quiet --format json --output "$out" 2>"$T/stderr"
+    local code=$?
+    if [ -n "$extra" ] && [ $code -eq 2 ] && grep -q -- "--threads" "$T/stderr"; then
+      continue  # this mode has no --threads (e.g. paths --sums): nothing to vary
+    fi
+    if [ $code -ne 0 ]; then
+      problems+=("$vname: exit code $code: $(head -c 300 "$T/stderr")")
+      continue
+    fi
+    runs=$((runs + 1))
+    if [ -z "$ref" ]; then
+      ref=$out
+      refname=$vname
+    elif ! cmp -s "$ref" "$out"; then
+      problems+=("$vname differs from $refname: $(diff "$ref" "$out" | head -4 | tr '\n' ' ')")
+    fi
+  done
+  count=$((count + 1))
+  if [ ${#problems[@]} -eq 0 ] && [ -n "$ref" ]; then
+    printf 'ok   %-36s %d runs, %s bytes each\n' "$name" "$runs" "$(stat -c %s "$ref")"
+  else
+    failed=$((failed + 1))
+    printf 'FAIL %s\n' "$name"
+    for p in "${problems[@]}"; do printf '       - %s\n' "$p"; done
+  fi
+}
+
+M=$T/m.safetensors
+"$SANPATH" init --out "$M" --layers 3 --heads 2 --d-model 8 --vocab 30 --seed 4 || exit 1
+SAN=$T/san.safetensors
+"$SANPATH" init --out "$SAN" --layers 3 --heads 3 --d-model 12 --skip on --mlp none --layernorm none --seed 5 || exit 1
+
+echo "== forward"
+same forward-native-auto forward --model "$M" --random-input 6 --seed 2
+same forward-native-double forward --model "$M" --tokens 1,5,7,29,3 --precision double
+same forward-san-optimal-centre forward --model "$SAN" --random-input 5 --center optimal --precision 128
+if [ -d "$REAL" ]; then
+  same forward-real-bert forward --model "$REAL/bert-ticket-classifier" --tokens 2,15,27,3,9
+  same forward-real-gpt2-as-san forward --model "$REAL/gpt2-capp" --tokens 1,2,3,4 --skip off --mlp none \
+    --layernorm none --precision 257
+fi
+
+has_command() { "$SANPATH" --help 2>/dev/null | grep -Eq "^ +$1( |$)"; }
+if has_command paths; then
+  echo "== paths"
+  # 4^5 = 1024 paths: enough subtrees for two workers to share the work.
+  DEEP=$T/deep.safetensors
+  "$SANPATH" init --out "$DEEP" --layers 5 --heads 3 --d-model 6 --skip on --mlp none --layernorm none --seed 7 ||
+    exit 1
+  same paths-enumerate paths --model "$DEEP" --random-input 5 --seed 3 --enumerate
+  same paths-enumerate-top paths --model "$SAN" --random-input 5 --seed 3 --enumerate --top 7 --precision 257
+  same paths-sums paths --model "$SAN" --random-input 5 --seed 3 --sums
+  same paths-sample paths --model "$SAN" --random-input 5 --seed 3 --sample 20
+  [ -d "$REAL" ] && same paths-real-gpt2-sums paths --model "$REAL/gpt2-capp" --tokens 1,5,9,13 --skip on --mlp none \
+    --layernorm none --sums
+else
+  echo "skip paths: this sanpath has no 'paths' command"
+fi
+if has_command bounds; then
+  echo "== bounds"
+  NOSKIP=$T/noskip.safetensors
+  "$SANPATH" init --out "$NOSKIP" --layers 3 --heads 2 --d-model 8 --skip off --mlp none --layernorm none --seed 6 ||
+    exit 1
+  same bounds-auto bounds --model "$SAN" --random-input 5 --seed 3
+  same bounds-theorem-2.3 bounds --model "$NOSKIP" --random-input 5 --seed 3 --theorem 2.3
+else
+  echo "skip bounds: this sanpath has no 'bounds' command"
+fi
+
+echo "$count commands, $failed not deterministic"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,1239 @@
+#!/usr/bin/env python3
+"""Independent reference implementation of docs/math.md (sanpath's contract) in mpmath.
+
+Written from math.md, the safetensors format and the HuggingFace layout
+conventions only -- not from sanpath's C++ sources -- so that the test suite can
+check sanpath's numbers against a second implementation at higher precision.
+
+Library part (import it) and a command line (run it):
+
+  sanpath_ref.py gen-input --out X.safetensors --tokens N --d-model D [--seed S] [--spread F] [--dtype F64|F32|F16|BF16]
+  sanpath_ref.py check-forward --model PATH (--tokens IDS | --input X.safetensors)
+        [--skip on|off] [--mlp none|plain|residual] [--layernorm none|pre|post]
+        [--mask none|causal] [--center mean|median|optimal] [--max-ref-bits B] JSON...
+
+check-forward recomputes every layer of every given `sanpath forward --format
+json` result (same model, input and variant; e.g. one at --precision auto and
+one at --precision double) at max(precision_bits) + 128 bits and checks that
+each printed number agrees with the reference to the digits sanpath says it
+confirmed (a number printed as "< 1e-N" must have reference < 1e-N). Exit 0 when
+everything agrees, 1 on any disagreement (each printed with both values).
+
+Conventions (math.md + HF layouts):
+  * matrices are lists of rows; X is n x d (tokens = rows).
+  * decimal constants (LayerNorm eps, 0.044715) are parsed as decimal strings
+    at the working precision; weights are taken exactly as stored (every F16,
+    BF16, F32, F64 value is exactly representable in mpmath).
+  * median centre of an even number of rows: the mean of the two middle values
+    (math.md says "column medians"; any value between the two middle values
+    minimises the 1-norm, this is the usual convention).
+"""
+
+import argparse
+import itertools
+import json
+import math
+import os
+import random
+import struct
+import sys
+
+from mpmath import mp, mpf
+
+# ---------------------------------------------------------------------------
+# safetensors
+# ---------------------------------------------------------------------------
+
+_DTYPES = {"F64": (8, "d"), "F32": (4, "f"), "F16": (2, "e"), "BF16": (2, None)}
+
+
+def read_safetensors(path):
+    """Returns (metadata dict, {name: (shape, flat list of Python floats)}).
+
+    Format: u64 little-endian header length N, N bytes of JSON
+    {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}},
+    then the data section; offsets are relative to the data section start,
+    tensors are row-major little-endian.
+    """
+    with open(path, "rb") as f:
+        blob = f.read()
+    if len(blob) < 8:
+        raise ValueError(f"{path}: too short for a safetensors file")
+    (n,) = struct.unpack("<Q", blob[:8])
+    if 8 + n > len(blob):
+        raise ValueError(f"{path}: header length {n} beyond the end of the file")
+    header = json.loads(blob[8:8 + n].decode("utf-8"))
+    data = memoryview(blob)[8 + n:]
+    meta = header.pop("__metadata__", {}) or {}
+    tensors = {}
+    for name, info in header.items():
+        dtype = info["dtype"]
+        shape = list(info["shape"])
+        begin, end = info["data_offsets"]
+        if dtype not in _DTYPES:
+            raise ValueError(f"{path}: tensor {name}: unsupported dtype {dtype}")
+        size, code = _DTYPES[dtype]
+        count = 1
+        for s in shape:
+            count *= s
+        if end - begin != count * size or end > len(data):
+            raise ValueError(f"{path}: tensor {name}: bad data_offsets {begin},{end}")
+        raw = bytes(data[begin:end])
+        if dtype == "BF16":
+            halves = struct.unpack(f"<{count}H", raw)
+            vals = [struct.unpack("<f", struct.pack("<I", h << 16))[0] for h in halves]
+        else:
+            vals = list(struct.unpack(f"<{count}{code}", raw))
+        for v in vals:
+            if v != v or v in (float("inf"), float("-inf")):
+                raise ValueError(f"{path}: tensor {name}: NaN/Inf")
+        tensors[name] = (shape, vals)
+    return meta, tensors
+
+
+def _bf16_bits(x):
+    """The bfloat16 nearest to x (ties to even), as its 16 bits."""
+    (u,) = struct.unpack("<I", struct.pack("<f", x))
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def round_to_dtype(x, dtype):
+    """x rounded to the storage format (the value that write_safetensors stores)."""
+    if dtype == "F64":
+        return x
+    if dtype == "BF16":
+        return struct.unpack("<f", struct.pack("<I", _bf16_bits(x) << 16))[0]
+    code = _DTYPES[dtype][1]
+    return struct.unpack("<" + code, struct.pack("<" + code, x))[0]
+
+
+def write_safetensors(path, tensors, dtype="F64", metadata=None):
+    """tensors: {name: (shape, flat list of floats)}."""
+    size, code = _DTYPES[dtype]
+    header = {}
+    chunks = []
+    offset = 0
+    for name in sorted(tensors):
+        shape, vals = tensors[name]
+        if dtype == "BF16":
+            raw = struct.pack(f"<{len(vals)}H", *(_bf16_bits(v) for v in vals))
+        else:
+            raw = struct.pack(f"<{len(vals)}{code}", *vals)
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = metadata
+    hb = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hb += b" " * ((8 - len(hb) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)))
+        f.write(hb)
+        for c in chunks:
+            f.write(c)
+
+
+def _matrix(shape_vals):
+    shape, vals = shape_vals
+    if len(shape) != 2:
+        raise ValueError(f"expected a matrix, got shape {shape}")
+    r, c = shape
+    return [[vals[i * c + j] for j in range(c)] for i in range(r)]
+
+
+def _vector(shape_vals):
+    shape, vals = shape_vals
+    if len(shape) != 1:
+        raise ValueError(f"expected a vector, got shape {shape}")
+    return list(vals)
+
+
+def transpose(M):
+    return [list(r) for r in zip(*M)]
+
+
+# ---------------------------------------------------------------------------
+# Model: per layer, per head W_Q (d x d_qk), W_K, W_V (d x d_v), W_O (d_v x d),
+# b_Q, b_K, b_V, b_O; MLP W_1 (d x d_ff), b_1, W_2 (d_ff x d), b_2; LayerNorm
+# ln1_g, ln1_b, ln2_g, ln2_b. Values are Python floats (exact stored values).
+# ---------------------------------------------------------------------------
+
+
+class Model:
+    def __init__(self):
+        self.arch = None            # "native" | "bert" | "gpt2"
+        self.L = self.H = self.d = self.d_qk = self.d_v = self.d_ff = 0
+        self.activation = "gelu"    # relu | gelu | gelu_tanh
+        self.eps = "1e-12"          # decimal string
+        self.own = {}               # skip (on/off), mlp, layernorm, mask
+        self.layers = []            # list of dicts (length L; shared layers repeat the object)
+        self.emb = None             # None or dict(kind, word, position, token_type, ln_g, ln_b, eps)
+
+
+def _json_decimal(text):
+    """JSON with every non-integer number kept as its decimal string."""
+    return json.loads(text, parse_float=lambda s: s)
+
+
+def _dec(x):
+    return x if isinstance(x, str) else repr(x)
+
+
+def load_model(path):
+    if os.path.isdir(path):
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            cfg = _json_decimal(f.read())
+        _, t = read_safetensors(os.path.join(path, "model.safetensors"))
+        mt = cfg.get("model_type", "")
+        if mt == "bert":
+            return _load_bert(cfg, t)
+        if mt == "gpt2":
+            return _load_gpt2(cfg, t)
+        raise ValueError(f"{path}: model_type {mt!r} not supported by the reference")
+    meta, t = read_safetensors(path)
+    if meta.get("format") != "sanpath":
+        raise ValueError(f"{path}: not a native sanpath file (metadata format {meta.get('format')!r})")
+    return _load_native(_json_decimal(meta["sanpath.config"]), t)
+
+
+def _split_cols(M, start, width):
+    return [row[start:start + width] for row in M]
+
+
+def _load_native(cfg, t):
+    m = Model()
+    m.arch = "native"
+    m.L, m.H, m.d = cfg["layers"], cfg["heads"], cfg["d_model"]
+    m.d_qk, m.d_v, m.d_ff = cfg["d_qk"], cfg["d_v"], cfg["d_ff"]
+    m.activation = cfg["activation"]
+    m.eps = _dec(cfg["ln_eps"])
+    skip = cfg["skip"]
+    m.own = {"skip": "on" if skip in (True, "on") else "off", "mlp": cfg["mlp"],
+             "layernorm": cfg["layernorm"], "mask": cfg["mask"]}
+    stored = cfg.get("stored_layers", m.L)
+    if stored not in (1, m.L):
+        raise ValueError(f"stored_layers {stored} with {m.L} layers")
+    stored_layers = []
+    for l in range(stored):
+        p = f"layers.{l}."
+        layer = {"heads": []}
+        for h in range(m.H):
+            q = f"{p}heads.{h}."
+            layer["heads"].append({k: (_matrix(t[q + k]) if k.startswith("W") else _vector(t[q + k]))
+                                   for k in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")})
+        layer["b_O"] = _vector(t[p + "b_O"])
+        if p + "W_1" in t:
+            layer["W_1"], layer["b_1"] = _matrix(t[p + "W_1"]), _vector(t[p + "b_1"])
+            layer["W_2"], layer["b_2"] = _matrix(t[p + "W_2"]), _vector(t[p + "b_2"])
+        for k in ("ln1_g", "ln1_b", "ln2_g", "ln2_b"):
+            if p + k in t:
+                layer[k] = _vector(t[p + k])
+        stored_layers.append(layer)
+    m.layers = [stored_layers[l if stored == m.L else 0] for l in range(m.L)]
+    emb = cfg.get("embeddings")
+    if emb:
+        kind = emb.get("kind")
+        e = {"kind": kind, "word": _matrix(t["embeddings.word"]), "position": _matrix(t["embeddings.position"])}
+        if kind == "bert":
+            e["token_type"] = _matrix(t["embeddings.token_type"])
+            e["ln_g"], e["ln_b"] = _vector(t["embeddings.ln_g"]), _vector(t["embeddings.ln_b"])
+            e["eps"] = _dec(emb.get("ln_eps", cfg["ln_eps"]))
+        elif kind != "gpt2":
+            raise ValueError(f"native embeddings kind {kind!r} not supported by the reference")
+        m.emb = e
+    return m
+
+
+def _strip(t, prefix):
+    """Keys with or without the model prefix (bert. / transformer.)."""
+    out = {}
+    for k, v in t.items():
+        out[k[len(prefix):] if k.startswith(prefix) else k] = v
+    return out
+
+
+def _load_bert(cfg, t):
+    t = _strip(t, "bert.")
+    m = Model()
+    m.arch = "bert"
+    m.L, m.H, m.d = cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["hidden_size"]
+    m.d_qk = m.d_v = m.d // m.H
+    m.d_ff = cfg["intermediate_size"]
+    act = cfg.get("hidden_act", "gelu")
+    m.activation = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}[act]
+    m.eps = _dec(cfg.get("layer_norm_eps", "1e-12"))
+    m.own = {"skip": "on", "mlp": "residual", "layernorm": "post", "mask": "none"}
+    dh = m.d_qk
+    for l in range(m.L):
+        p = f"encoder.layer.{l}."
+        # Linear: weight [out, in], y = x W^T + b; W^T is [in, out].
+        WQt = transpose(_matrix(t[p + "attention.self.query.weight"]))
+        WKt = transpose(_matrix(t[p + "attention.self.key.weight"]))
+        WVt = transpose(_matrix(t[p + "attention.self.value.weight"]))
+        bQ = _vector(t[p + "attention.self.query.bias"])
+        bK = _vector(t[p + "attention.self.key.bias"])
+        bV = _vector(t[p + "attention.self.value.bias"])
+        WOt = transpose(_matrix(t[p + "attention.output.dense.weight"]))   # [in = H*dh, out = d]
+        heads = []
+        for h in range(m.H):
+            s = h * dh
+            heads.append({"W_Q": _split_cols(WQt, s, dh), "W_K": _split_cols(WKt, s, dh),
+                          "W_V": _split_cols(WVt, s, dh), "W_O": WOt[s:s + dh],
+                          "b_Q": bQ[s:s + dh], "b_K": bK[s:s + dh], "b_V": bV[s:s + dh]})
+        layer = {"heads": heads, "b_O": _vector(t[p + "attention.output.dense.bias"]),
+                 "ln1_g": _vector(t[p + "attention.output.LayerNorm.weight"]),
+                 "ln1_b": _vector(t[p + "attention.output.LayerNorm.bias"]),
+                 "W_1": transpose(_matrix(t[p + "intermediate.dense.weight"])),
+                 "b_1": _vector(t[p + "intermediate.dense.bias"]),
+                 "W_2": transpose(_matrix(t[p + "output.dense.weight"])),
+                 "b_2": _vector(t[p + "output.dense.bias"]),
+                 "ln2_g": _vector(t[p + "output.LayerNorm.weight"]),
+                 "ln2_b": _vector(t[p + "output.LayerNorm.bias"])}
+        m.layers.append(layer)
+    m.emb = {"kind": "bert", "word": _matrix(t["embeddings.word_embeddings.weight"]),
+             "position": _matrix(t["embeddings.position_embeddings.weight"]),
+             "token_type": _matrix(t["embeddings.token_type_embeddings.weight"]),
+             "ln_g": _vector(t["embeddings.LayerNorm.weight"]), "ln_b": _vector(t["embeddings.LayerNorm.bias"]),
+             "eps": m.eps}
+    return m
+
+
+def _load_gpt2(cfg, t):
+    t = _strip(t, "transformer.")
+    m = Model()
+    m.arch = "gpt2"
+    m.L, m.H, m.d = cfg["n_layer"], cfg["n_head"], cfg["n_embd"]
+    m.d_qk = m.d_v = m.d // m.H
+    m.d_ff = cfg.get("n_inner") or 4 * m.d
+    act = cfg.get("activation_function", "gelu_new")
+    m.activation = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}[act]
+    m.eps = _dec(cfg.get("layer_norm_epsilon", "1e-05"))
+    m.own = {"skip": "on", "mlp": "residual", "layernorm": "pre", "mask": "causal"}
+    d, dh = m.d, m.d_qk
+    for l in range(m.L):
+        p = f"h.{l}."
+        # Conv1D: weight [in, out], y = x W + b. c_attn: output = Q | K | V.
+        Wa = _matrix(t[p + "attn.c_attn.weight"])
+        ba = _vector(t[p + "attn.c_attn.bias"])
+        Wp = _matrix(t[p + "attn.c_proj.weight"])     # [H*dh, d]
+        heads = []
+        for h in range(m.H):
+            s = h * dh
+            heads.append({"W_Q": _split_cols(Wa, s, dh), "W_K": _split_cols(Wa, d + s, dh),
+                          "W_V": _split_cols(Wa, 2 * d + s, dh), "W_O": Wp[s:s + dh],
+                          "b_Q": ba[s:s + dh], "b_K": ba[d + s:d + s + dh], "b_V": ba[2 * d + s:2 * d + s + dh]})
+        layer = {"heads": heads, "b_O": _vector(t[p + "attn.c_proj.bias"]),
+                 "ln1_g": _vector(t[p + "ln_1.weight"]), "ln1_b": _vector(t[p + "ln_1.bias"]),
+                 "W_1": _matrix(t[p + "mlp.c_fc.weight"]), "b_1": _vector(t[p + "mlp.c_fc.bias"]),
+                 "W_2": _matrix(t[p + "mlp.c_proj.weight"]), "b_2": _vector(t[p + "mlp.c_proj.bias"]),
+                 "ln2_g": _vector(t[p + "ln_2.weight"]), "ln2_b": _vector(t[p + "ln_2.bias"])}
+        m.layers.append(layer)
+    m.emb = {"kind": "gpt2", "word": _matrix(t["wte.weight"]), "position": _matrix(t["wpe.weight"])}
+    return m
+
+
+# ---------------------------------------------------------------------------
+# Arithmetic at the current mp.prec. Products use mp.fdot (exact products,
+# one rounding of the sum); sums use mp.fsum.
+# ---------------------------------------------------------------------------
+
+
+def to_mp(M):
+    return [[mpf(x) for x in row] for row in M]
+
+
+def vec_mp(v):
+    return [mpf(x) for x in v]
+
+
+def matmul(A, B):
+    """A (n x k) times B (k x m), B given as rows."""
+    Bc = [list(c) for c in zip(*B)]
+    return [[mp.fdot(a, c) for c in Bc] for a in A]
+
+
+def add_bias(M, b):
+    return [[x + y for x, y in zip(row, b)] for row in M]
+
+
+def madd(A, B):
+    return [[x + y for x, y in zip(ra, rb)] for ra, rb in zip(A, B)]
+
+
+def layernorm(X, g, b, eps):
+    out = []
+    for row in X:
+        d = len(row)
+        mean = mp.fsum(row) / d
+        c = [x - mean for x in row]
+        var = mp.fsum(x * x for x in c) / d
+        s = mp.sqrt(var + eps)
+        out.append([ci / s * gi + bi for ci, gi, bi in zip(c, g, b)])
+    return out
+
+
+def activation(name):
+    if name == "relu":
+        return lambda x: x if x > 0 else mpf(0)
+    if name == "gelu":
+        r2 = mp.sqrt(2)
+        return lambda x: x * (1 + mp.erf(x / r2)) / 2
+    if name == "gelu_tanh":
+        k = mp.sqrt(2 / mp.pi)
+        c = mpf("0.044715")
+        return lambda x: x * (1 + mp.tanh(k * (x + c * x * x * x))) / 2
+    raise ValueError(f"activation {name!r}")
+
+
+def softmax_rows(A, causal):
+    P = []
+    for i, row in enumerate(A):
+        m = len(row) if not causal else i + 1
+        live = row[:m]
+        mx = max(live)
+        e = [mp.exp(a - mx) for a in live]
+        s = mp.fsum(e)
+        P.append([x / s for x in e] + [mpf(0)] * (len(row) - m))
+    return P
+
+
+class MpWeights:
+    """A model's weights converted to mpf once (exact, precision independent)."""
+
+    def __init__(self, model):
+        self.layers = []
+        cache = {}
+        for layer in model.layers:
+            key = id(layer)
+            if key not in cache:
+                c = {"heads": []}
+                for hd in layer["heads"]:
+                    c["heads"].append({k: (to_mp(v) if k.startswith("W") else vec_mp(v)) for k, v in hd.items()})
+                for k, v in layer.items():
+                    if k != "heads":
+                        c[k] = to_mp(v) if k.startswith("W") else vec_mp(v)
+                cache[key] = c
+            self.layers.append(cache[key])
+
+
+def embed(model, tokens):
+    """X^0 from token ids: BERT LayerNorm(word + position + token_type[0]); GPT-2 wte + wpe."""
+    e = model.emb
+    if e is None:
+        raise ValueError("the model has no embeddings")
+    X = []
+    for i, tok in enumerate(tokens):
+        if not 0 <= tok < len(e["word"]):
+            raise ValueError(f"token {tok} out of range")
+        if i >= len(e["position"]):
+            raise ValueError("sequence longer than the position table")
+        row = [mpf(w) + mpf(p) for w, p in zip(e["word"][tok], e["position"][i])]
+        if e["kind"] == "bert":
+            row = [r + mpf(t) for r, t in zip(row, e["token_type"][0])]
+        X.append(row)
+    if e["kind"] == "bert":
+        X = layernorm(X, vec_mp(e["ln_g"]), vec_mp(e["ln_b"]), mpf(e["eps"]))
+    return X
+
+
+def attention(X, lw, d_qk, causal, keep_P=None):
+    """Attn(X) = sum_h P_h V_h W_O^h + 1 b_O^T (math.md section 1)."""
+    n = len(X)
+    scale = mp.sqrt(d_qk)
+    total = None
+    Ps = []
+    for hd in lw["heads"]:
+        Q = add_bias(matmul(X, hd["W_Q"]), hd["b_Q"])
+        K = add_bias(matmul(X, hd["W_K"]), hd["b_K"])
+        V = add_bias(matmul(X, hd["W_V"]), hd["b_V"])
+        A = [[mp.fdot(Q[i], K[j]) / scale for j in range(n)] for i in range(n)]
+        P = softmax_rows(A, causal)
+        Ps.append(P)
+        out = matmul(matmul(P, V), hd["W_O"])
+        total = out if total is None else madd(total, out)
+    if keep_P is not None:
+        keep_P.append(Ps)
+    return add_bias(total, lw["b_O"])
+
+
+def mlp_f(Z, lw, act):
+    Hd = add_bias(matmul(Z, lw["W_1"]), lw["b_1"])
+    Hd = [[act(x) for x in row] for row in Hd]
+    return add_bias(matmul(Hd, lw["W_2"]), lw["b_2"])
+
+
+def forward(model, X0, variant, mpw=None, keep_P=False):
+    """All X^l, l = 0..L, at the current mp.prec (math.md section 2).
+
+    variant: dict skip (on/off), mlp (none/plain/residual), layernorm (none/pre/post), mask (none/causal).
+    Returns (Xs, Ps) with Ps[l][h] the attention matrix of layer l+1, head h (when keep_P).
+    """
+    mpw = mpw or MpWeights(model)
+    eps = mpf(model.eps)
+    act = activation(model.activation)
+    skip = variant["skip"] == "on"
+    mlp = variant["mlp"]
+    ln = variant["layernorm"]
+    causal = variant["mask"] == "causal"
+    Xs = [X0]
+    Ps = [] if keep_P else None
+    X = X0
+    for lw in mpw.layers:
+        if ln == "pre":
+            att = attention(layernorm(X, lw["ln1_g"], lw["ln1_b"], eps), lw, model.d_qk, causal, Ps)
+        else:
+            att = attention(X, lw, model.d_qk, causal, Ps)
+        Z = madd(X, att) if skip else att
+        if ln == "post":
+            Z = layernorm(Z, lw["ln1_g"], lw["ln1_b"], eps)
+        if mlp == "none":
+            Xn = Z
+        else:
+            f = mlp_f(layernorm(Z, lw["ln2_g"], lw["ln2_b"], eps) if ln == "pre" else Z, lw, act)
+            Xn = madd(Z, f) if mlp == "residual" else f
+            if ln == "post":
+                Xn = layernorm(Xn, lw["ln2_g"], lw["ln2_b"], eps)
+        Xs.append(Xn)
+        X = Xn
+    return Xs, Ps
+
+
+# ---------------------------------------------------------------------------
+# Norms and residuals (math.md section 3)
+# ---------------------------------------------------------------------------
+
+
+def norm_one(M):
+    return max(mp.fsum(abs(r[j]) for r in M) for j in range(len(M[0])))
+
+
+def norm_inf(M):
+    return max(mp.fsum(abs(x) for x in r) for r in M)
+
+
+def norm_composite(M):
+    return mp.sqrt(norm_one(M) * norm_inf(M))
+
+
+def norm_frobenius(M):
+    return mp.sqrt(mp.fsum(x * x for r in M for x in r))
+
+
+def centre(X, kind):
+    n = len(X)
+    cols = list(zip(*X))
+    if kind == "mean":
+        return [mp.fsum(c) / n for c in cols]
+    if kind == "median":
+        out = []
+        for c in cols:
+            s = sorted(c)
+            out.append(s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2)
+        return out
+    raise ValueError(f"centre {kind!r}")
+
+
+def residual(X, kind="mean"):
+    c = centre(X, kind)
+    return [[x - ci for x, ci in zip(r, c)] for r in X]
+
+
+def layer_stats(X, kind="mean"):
+    """The quantities `sanpath forward` reports per layer, as mpf."""
+    R = residual(X, kind)
+    r1, ri = norm_one(R), norm_inf(R)
+    s = {"residual_one": r1, "residual_inf": ri, "residual_composite": mp.sqrt(r1 * ri),
+         "residual_frobenius": norm_frobenius(R),
+         "norm_composite": norm_composite(X), "norm_frobenius": norm_frobenius(X)}
+    s["relative_residual"] = s["residual_composite"] / s["norm_composite"]
+    return s
+
+
+def optimal_enclosure_checks(X):
+    """Facts any enclosure [lower, upper] of min_c ||X - 1c^T||_{1,inf} must satisfy.
+
+    lower per math.md = sqrt(min_c||.||_1 * min_c||.||_inf); min_c||.||_1 is the
+    median-centred 1-norm (exact); min_c||.||_inf lies in [max_{i,k}||x_i-x_k||_1/2,
+    min over the mean and median centres]. upper <= composite at mean and median
+    centres (both are candidates) and upper >= the true minimum >= lower.
+    Returns (lower_lo, lower_hi, upper_hi).
+    """
+    n1_med = norm_one(residual(X, "median"))
+    inf_hi = min(norm_inf(residual(X, "mean")), norm_inf(residual(X, "median")))
+    inf_lo = max(mp.fsum(abs(a - b) for a, b in zip(X[i], X[k]))
+                 for i in range(len(X)) for k in range(len(X))) / 2
+    comp_hi = min(norm_composite(residual(X, "mean")), norm_composite(residual(X, "median")))
+    return mp.sqrt(n1_med * inf_lo), mp.sqrt(n1_med * inf_hi), comp_hi
+
+
+# ---------------------------------------------------------------------------
+# Path decomposition by length (math.md section 4) and the bounds (section 5)
+# ---------------------------------------------------------------------------
+
+
+def identity(d):
+    return [[mpf(1) if i == j else mpf(0) for j in range(d)] for i in range(d)]
+
+
+def _int_matrix(M):
+    """A matrix of Python floats as (integer matrix N, e) with M = N 2^e exactly."""
+    ratios = [[x.as_integer_ratio() for x in row] for row in M]
+    e = max((den.bit_length() - 1 for row in ratios for _, den in row), default=0)
+    return [[num << (e - (den.bit_length() - 1)) for num, den in row] for row in ratios], -e
+
+
+def exact_product_norms(A, B):
+    """||A B||_1, ||A B||_inf of float matrices, from the exact integer product; one rounding each."""
+    (NA, ea), (NB, eb) = _int_matrix(A), _int_matrix(B)
+    cols = list(zip(*NB))
+    C = [[sum(x * y for x, y in zip(r, c)) for c in cols] for r in NA]
+    one = max(sum(abs(r[j]) for r in C) for j in range(len(C[0])))
+    inf = max(sum(abs(x) for x in r) for r in C)
+    return mp.ldexp(mpf(one), ea + eb), mp.ldexp(mpf(inf), ea + eb)
+
+
+def beta_parts(layer):
+    """Per head of a (float) layer: (||W_Q W_K^T||_1, ||W_V W_O||_{1,inf}), exact products."""
+    out = []
+    for hd in layer["heads"]:
+        qk1, _ = exact_product_norms(hd["W_Q"], transpose(hd["W_K"]))
+        vo1, voi = exact_product_norms(hd["W_V"], hd["W_O"])
+        out.append((qk1, mp.sqrt(vo1 * voi)))
+    return out
+
+
+def head_products(lw):
+    """Per head: W_h = W_V^h W_O^h and W_QK^h = W_Q^h W_K^h^T (both d x d)."""
+    return ([matmul(hd["W_V"], hd["W_O"]) for hd in lw["heads"]],
+            [matmul(hd["W_Q"], transpose(hd["W_K"])) for hd in lw["heads"]])
+
+
+def length_sums(model, X0, variant, mpw=None):
+    """S_k^L for k = 0..L, the bias b^L and X^L, with the P matrices of the actual forward pass.
+
+    Only for attention-only networks (mlp none, layernorm none):
+      S_k^0 = X if k = 0 else 0;  S_k^l = [skip] S_k^{l-1} + sum_h P_h^l S_{k-1}^{l-1} W_h^l
+      b^0 = 0;  b^l = (S^l)^T b^{l-1} + c_l,  S^l = [I +] sum_h W_h^l,  c_l = sum_h W_O^{h T} b_V^h + b_O
+    so that X^L = sum_k S_k^L + 1 b^T. Returns (S list, b, X^L).
+    """
+    if variant["mlp"] != "none" or variant["layernorm"] != "none":
+        raise ValueError("the path decomposition needs mlp none and layernorm none")
+    mpw = mpw or MpWeights(model)
+    Xs, Ps = forward(model, X0, variant, mpw, keep_P=True)
+    skip = variant["skip"] == "on"
+    n, d, L = len(X0), model.d, model.L
+    zero = [[mpf(0)] * d for _ in range(n)]
+    S = [X0] + [zero] * L
+    b = [mpf(0)] * d
+    for l, lw in enumerate(mpw.layers):
+        # Y W_h is evaluated as (Y W_V) W_O: the same number, without forming the d x d product.
+        newS = []
+        for k in range(L + 1):
+            acc = [row[:] for row in S[k]] if skip else [[mpf(0)] * d for _ in range(n)]
+            if k > 0 and any(x != 0 for row in S[k - 1] for x in row):
+                for P, hd in zip(Ps[l], lw["heads"]):
+                    acc = madd(acc, matmul(P, matmul(matmul(S[k - 1], hd["W_V"]), hd["W_O"])))
+            newS.append(acc)
+        S = newS
+        # b^T S^l = [b^T +] sum_h (b^T W_V) W_O ;  c_l = sum_h W_O^T b_V + b_O
+        bS = [b[:] if skip else [mpf(0)] * d]
+        for hd in lw["heads"]:
+            bS.append(matmul(matmul([b], hd["W_V"]), hd["W_O"])[0])
+            bS.append(matmul([hd["b_V"]], hd["W_O"])[0])
+        b = [mp.fsum(v[j] for v in bS) + lw["b_O"][j] for j in range(d)]
+    return S, b, Xs[-1]
+
+
+def length_sum_stats(S, XL):
+    """Per length k: Frobenius norm, composite residual (mean centre), share ||S_k||_F / ||X^L||_F."""
+    nX = norm_frobenius(XL)
+    out = []
+    for Sk in S:
+        f = norm_frobenius(Sk)
+        out.append({"frobenius": f, "residual_composite": norm_composite(residual(Sk, "mean")), "share": f / nX})
+    return out
+
+
+LIPSCHITZ = {"relu": "1", "gelu": "1.1290", "gelu_tanh": "1.1300"}
+
+
+def bound_constants(model, variant, gamma="1", mpw=None, parts=None):
+    """beta[l][h] = ||W_QK^{l,h}||_1 ||W_h^l||_{1,inf}; per layer a_l; a = from beta = max beta_l.
+
+    a = 4 gamma beta H lambda / sqrt(d_qk), lambda = 1 without MLP, and for a plain MLP
+    Lip(act) ||W_1||_{1,inf} ||W_2||_{1,inf} (per layer; the uniform a takes the largest).
+    """
+    mpw = mpw or MpWeights(model)
+    parts = parts or [beta_parts(layer) for layer in model.layers]
+    g = mpf(gamma)
+    beta, lam = [], []
+    for lw, pl in zip(mpw.layers, parts):
+        beta.append([qk * vo for qk, vo in pl])
+        if variant["mlp"] == "plain":
+            lam.append(mpf(LIPSCHITZ[model.activation]) * norm_composite(lw["W_1"]) * norm_composite(lw["W_2"]))
+        else:
+            lam.append(mpf(1))
+    k = 4 * g * model.H / mp.sqrt(model.d_qk)
+    a_l = [k * max(bl) * ll for bl, ll in zip(beta, lam)]
+    a = k * max(max(bl) for bl in beta) * max(lam)
+    return beta, a_l, a
+
+
+def uniform_bound_log10(a, r0, L):
+    """log10 of a^((3^L - 1)/2) r0^(3^L) (Theorems 2.2/2.3), exact integer exponents."""
+    e = 3 ** L
+    return mpf((e - 1) // 2) * mp.log10(a) + e * mp.log10(r0)
+
+
+def layerwise_bound_log10(a_l, r0, L):
+    """log10 r_L <= sum_{k=1..L} 3^(L-k) log10 a_k + 3^L log10 r_0."""
+    return mp.fsum(mpf(3 ** (L - k)) * mp.log10(a_l[k - 1]) for k in range(1, L + 1)) + 3 ** L * mp.log10(r0)
+
+
+# ---------------------------------------------------------------------------
+# Comparing with sanpath's printed numbers
+# ---------------------------------------------------------------------------
+
+
+def parse_printed(s):
+    """'6.82e0' -> ('value', mpf, significant digits printed); '< 1e-12' -> ('below', mpf bound, 0)."""
+    s = s.strip()
+    if s.startswith("<"):
+        return "below", mpf(s[1:].strip()), 0
+    mant = s.lower().split("e")[0].lstrip("+-")
+    digits = mant.replace(".", "").lstrip("0")
+    return "value", mpf(s), max(len(digits), 1)
+
+
+def check_number(printed, digits, ref):
+    """(ok, message, |diff| / tolerance or None). One unit in the last checked significant digit.
+
+    checked digits D = min(confirmed digits, printed significant digits); pass when
+    |printed - ref| <= 10^(e - D + 1), e the decimal exponent of max(|printed|, |ref|).
+    A bound '< 1e-N' passes when |ref| < 1e-N.
+    """
+    kind, v, p = parse_printed(printed)
+    digits = digits or 0          # null: nothing confirmed
+    if kind == "below":
+        ok = abs(ref) < v
+        return ok, f"printed {printed}, reference {mp.nstr(ref, 20)}", None
+    err = abs(v - ref)
+    D = min(digits, p)
+    if D <= 0:
+        return True, f"printed {printed} (no confirmed digits, not checked)", None
+    big = max(abs(v), abs(ref))
+    if big == 0:
+        return True, "both zero", mpf(0)
+    e = int(mp.floor(mp.log10(big)))
+    tol = mpf(10) ** (e - D + 1)
+    ok = err <= tol
+    return ok, (f"printed {printed} ({D} digits checked), reference {mp.nstr(ref, D + 5)}, "
+                f"|diff| {mp.nstr(err, 3)} vs tolerance {mp.nstr(tol, 2)}"), err / tol
+
+
+
+def _check_optimal(where, rec, X, fail):
+    """The optimal centre's enclosure [composite_lower, composite] against certified facts.
+
+    math.md: lower = sqrt(min_c||.||_1 * min_c||.||_inf), upper = the least composite over
+    candidate centres; one, inf, frobenius are then the upper's centre's norms.
+    Slack: one unit in the last checked digit of each printed number.
+    """
+    res, dq = rec["residual"], rec["digits_by_quantity"]
+
+    def val(key, dkey):
+        kind, v, p = parse_printed(res[key])
+        if kind != "value":
+            return None, None
+        D = min(dq.get(dkey, 0), p)
+        return v, (mpf(10) ** (1 - D) if D > 0 else None)
+
+    lo_lo, lo_hi, up_hi = optimal_enclosure_checks(X)
+    n1_med = norm_one(residual(X, "median"))
+    n = len(X)
+    inf_lo = max(mp.fsum(abs(a - b) for a, b in zip(X[i], X[k])) for i in range(n) for k in range(n)) / 2
+    up, su = val("composite", "residual_composite")
+    lo, sl = val("composite_lower", "residual_composite_lower")
+    one, s1 = val("one", "residual_one")
+    inf, si = val("inf", "residual_inf")
+    count = 0
+    if lo is not None and sl is not None:
+        count += 1
+        if not lo_lo * (1 - sl) <= lo <= lo_hi * (1 + sl):
+            fail(f"{where}: composite_lower {res['composite_lower']} ({dq.get('residual_composite_lower')} digits "
+                 f"claimed) is not math.md's sqrt(min_c||.||_1 min_c||.||_inf), which lies in "
+                 f"[{mp.nstr(lo_lo, 17)}, {mp.nstr(lo_hi, 17)}] (min_c||.||_1 = {mp.nstr(n1_med, 17)}, "
+                 f"min_c||.||_inf >= max_ik ||x_i - x_k||_1 / 2 = {mp.nstr(inf_lo, 17)})")
+    if up is not None and su is not None:
+        count += 1
+        if not lo_lo * (1 - su) <= up <= up_hi * (1 + su):
+            fail(f"{where}: composite (upper) {res['composite']} not in [{mp.nstr(lo_lo, 17)}, "
+                 f"min(mean, median composite) = {mp.nstr(up_hi, 17)}]")
+        if lo is not None and up < lo * (1 - su):
+            fail(f"{where}: upper {res['composite']} < lower {res['composite_lower']}")
+        if one is not None and inf is not None and s1 is not None and si is not None:
+            count += 3
+            c = mp.sqrt(one * inf)
+            if abs(c - up) > (su + s1 + si) * up:
+                fail(f"{where}: composite {res['composite']} != sqrt(one * inf) = {mp.nstr(c, 17)}")
+            if one < n1_med * (1 - s1):
+                fail(f"{where}: one {res['one']} below min_c||.||_1 = {mp.nstr(n1_med, 17)}")
+            if inf < inf_lo * (1 - si):
+                fail(f"{where}: inf {res['inf']} below a lower bound of min_c||.||_inf, {mp.nstr(inf_lo, 17)}")
+    return count
+
+
+# ---------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------
+
+
+def _gen_input(a):
+    rng = random.Random(a.seed)
+    c = [rng.gauss(0, 1) for _ in range(a.d_model)]
+    X = [[c[j] + a.spread * rng.gauss(0, 1) for j in range(a.d_model)] for _ in range(a.tokens)]
+    X = [[round_to_dtype(x, a.dtype) for x in r] for r in X]
+    write_safetensors(a.out, {"X": ([a.tokens, a.d_model], [x for r in X for x in r])}, dtype=a.dtype)
+    return 0
+
+
+def _load_input(model, a):
+    if a.tokens:
+        return embed(model, [int(x) for x in a.tokens.split(",")])
+    _, t = read_safetensors(a.input)
+    if "X" not in t:
+        raise ValueError(f"{a.input}: no tensor named X")
+    X = _matrix(t["X"])
+    if len(X[0]) != model.d:
+        raise ValueError(f"{a.input}: X has {len(X[0])} columns, the model d = {model.d}")
+    return to_mp(X)
+
+
+class _Checker:
+    """Collects mismatches, counts checked numbers, tracks the largest error in units of the last digit."""
+
+    def __init__(self, verbose=False):
+        self.failures = 0
+        self.checked = 0
+        self.worst = None
+        self.verbose = verbose
+
+    def fail(self, msg):
+        self.failures += 1
+        print(f"MISMATCH {msg}")
+
+    def number(self, where, printed, digits, ref):
+        ok, msg, ratio = check_number(printed, digits, ref)
+        self.checked += 1
+        if not ok:
+            self.fail(f"{where}: {msg}")
+        elif self.verbose:
+            print(f"ok {where}: {msg}")
+        if ratio is not None and (self.worst is None or ratio > self.worst[0]):
+            self.worst = (ratio, where)
+        return ok
+
+    def close_to(self, where, printed, ref, rel_tol, what="reference"):
+        """printed (a decimal string) within rel_tol of ref (both mpf); for numbers without a digit count."""
+        self.checked += 1
+        kind, v, _ = parse_printed(printed)
+        if kind != "value":
+            if not abs(ref) < v:
+                self.fail(f"{where}: printed {printed}, {what} {mp.nstr(ref, 20)}")
+            return
+        if abs(v - ref) > rel_tol * max(abs(ref), abs(v)):
+            self.fail(f"{where}: printed {printed}, {what} {mp.nstr(ref, 20)} "
+                      f"(relative difference {mp.nstr(abs(v - ref) / max(abs(ref), abs(v)), 3)} > {mp.nstr(rel_tol, 3)})")
+
+    def header(self, path, j, model, want, extra=()):
+        jm = j.get("model", {})
+        for key, mine in (("layers", model.L), ("heads", model.H), ("d_model", model.d), ("d_qk", model.d_qk),
+                          ("d_v", model.d_v)) + tuple(extra):
+            if jm.get(key) != mine:
+                self.fail(f"{path}: model.{key} = {jm.get(key)}, reference loader says {mine}")
+        if "own_variant" in jm and jm["own_variant"] != model.own:
+            self.fail(f"{path}: own_variant {jm.get('own_variant')}, reference loader says {model.own}")
+        if j.get("variant") != want:
+            self.fail(f"{path}: variant {j.get('variant')}, requested {want}")
+
+    def summary(self, bits):
+        text = f"{self.checked} numbers checked against a {bits}-bit reference"
+        if self.worst is not None:
+            text += (f"; largest error {float(self.worst[0]):.2f} units of the last checked digit"
+                     f" ({self.worst[1]})")
+        if self.failures:
+            print(f"FAIL {self.failures} mismatches; {text}")
+            return 1
+        print(f"ok {text}")
+        return 0
+
+
+def _setup(a):
+    """Model, requested variant, parsed JSON runs and the reference precision (max precision_bits + 128)."""
+    model = load_model(a.model)
+    want = dict(model.own)
+    for k in ("skip", "mlp", "layernorm", "mask"):
+        if getattr(a, k):
+            want[k] = getattr(a, k)
+    runs = []
+    for path in a.json:
+        with open(path, encoding="utf-8") as f:
+            runs.append((os.path.basename(path), json.load(f)))
+    bits = max(j["precision_bits"] for _, j in runs) + 128
+    if bits > a.max_ref_bits:
+        raise ValueError(f"the reference would need {bits} bits, above --max-ref-bits {a.max_ref_bits}: "
+                         f"choose a smaller case")
+    return model, want, runs, bits
+
+
+def _check_forward(a):
+    model, want, runs, bits = _setup(a)
+    ck = _Checker(a.verbose)
+    for path, j in runs:
+        ck.header(path, j, model, want)
+        if j.get("center") != a.center:
+            ck.fail(f"{path}: center {j.get('center')}, requested {a.center}")
+        if len(j["layers"]) != model.L + 1:
+            ck.fail(f"{path}: {len(j['layers'])} layer records, expected {model.L + 1}")
+    if ck.failures:
+        return 1
+    mp.prec = bits
+    X0 = _load_input(model, a)
+    Xs, _ = forward(model, X0, want)
+    stats = [layer_stats(X, "mean" if a.center == "optimal" else a.center) for X in Xs]
+    for path, j in runs:
+        tag = f"{path} ({j['precision']})"
+        for rec in j["layers"]:
+            l = rec["layer"]
+            dq = rec["digits_by_quantity"]
+            if rec["digits"] != min(dq.values()):
+                ck.fail(f"{tag} layer {l}: digits {rec['digits']} is not the least of digits_by_quantity {dq}")
+            printed = {"residual_composite": rec["residual"]["composite"], "residual_one": rec["residual"]["one"],
+                       "residual_inf": rec["residual"]["inf"], "residual_frobenius": rec["residual"]["frobenius"],
+                       "norm_composite": rec["norm"]["composite"], "norm_frobenius": rec["norm"]["frobenius"],
+                       "relative_residual": rec["relative_residual"]}
+            if a.center == "optimal":
+                for q in ("norm_composite", "norm_frobenius"):   # the only centre-free numbers
+                    ck.number(f"{tag} layer {l} {q}", printed[q], dq[q], stats[l][q])
+                ck.checked += _check_optimal(f"{tag} layer {l}", rec, Xs[l], ck.fail)
+                continue
+            for q, pv in printed.items():
+                ck.number(f"{tag} layer {l} {q}", pv, dq[q], stats[l][q])
+    return ck.summary(bits)
+
+
+def _path_counts(L, H, skip):
+    """Exact number of paths of each length k = 0..L and in total."""
+    if skip:
+        counts = [math.comb(L, k) * H ** k for k in range(L + 1)]
+    else:
+        counts = [0] * L + [H ** L]
+    return counts, sum(counts)
+
+
+def _check_paths(a):
+    model, want, runs, bits = _setup(a)
+    ck = _Checker(a.verbose)
+    for path, j in runs:
+        ck.header(path, j, model, want)
+    if ck.failures:
+        return 1
+    mp.prec = bits
+    X0 = _load_input(model, a)
+    mpw = MpWeights(model)
+    skip = want["skip"] == "on"
+    counts, total = _path_counts(model.L, model.H, skip)
+    S, b, XL = length_sums(model, X0, want, mpw)
+    # the reference's own check of Theorem 2.1 at its precision
+    err = max(abs(mp.fsum(Sk[i][j] for Sk in S) + b[j] - XL[i][j]) for i in range(len(X0)) for j in range(model.d))
+    scale = max(abs(x) for row in XL for x in row)
+    if err > scale * mpf(2) ** (-bits // 2):
+        ck.fail(f"reference: Theorem 2.1 reconstruction error {mp.nstr(err / scale, 3)} at {bits} bits")
+    sums = length_sum_stats(S, XL)
+    nX = norm_frobenius(XL)
+    Ps = Whs = None
+    for path, j in runs:
+        tag = f"{path} ({j['precision']})"
+        if "total_paths" in j and int(j["total_paths"]) != total:
+            ck.fail(f"{tag}: total_paths {j['total_paths']}, exact count {total}")
+        if "output_norm" in j:
+            ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX)
+        if "decomposition_holds" in j and j["decomposition_holds"] is not True:
+            ck.fail(f"{tag}: decomposition_holds = {j.get('decomposition_holds')}")
+        if "decomposition_error" in j and "decomposition_tolerance" in j:
+            kind, v, _ = parse_printed(j["decomposition_error"])
+            if v > mpf(j["decomposition_tolerance"]):
+                ck.fail(f"{tag}: decomposition_error {j['decomposition_error']} above its tolerance "
+                        f"{j['decomposition_tolerance']}")
+        if "length_sums" in j:
+            recs = j["length_sums"]
+            if [r["length"] for r in recs] != list(range(model.L + 1)):
+                ck.fail(f"{tag}: lengths {[r['length'] for r in recs]}, expected 0..{model.L}")
+                continue
+            for r in recs:
+                k = r["length"]
+                where = f"{tag} length {k}"
+                if int(r["count"]) != counts[k]:
+                    ck.fail(f"{where}: count {r['count']}, exact C(L,k) H^k = {counts[k]}")
+                dq = r["digits_by_quantity"]
+                if r["digits"] != min(dq.values(), key=lambda x: x or 0):
+                    ck.fail(f"{where}: digits {r['digits']} is not the least of digits_by_quantity {dq}")
+                ck.number(f"{where} frobenius", r["norm"]["frobenius"], dq["frobenius"], sums[k]["frobenius"])
+                ck.number(f"{where} residual", r["residual"]["composite"], dq["residual"],
+                          sums[k]["residual_composite"])
+                ck.number(f"{where} share", r["share"], dq["share"], sums[k]["share"])
+        if "paths" in j:
+            if Ps is None:
+                _, Ps = forward(model, X0, want, mpw, keep_P=True)
+                Whs = [head_products(lw)[0] for lw in mpw.layers]
+                # every path passing --length, with its term, P_path and ||T||_{1,inf}
+                choices = ([None] if skip else []) + list(range(model.H))
+                terms = {}
+                for heads in itertools.product(choices, repeat=model.L):
+                    if a.length is not None and sum(h is not None for h in heads) != a.length:
+                        continue
+                    T, P = path_term(Ps, Whs, X0, heads)
+                    terms[heads] = (T, P, norm_composite(T))
+            listed = [tuple(r["heads"]) for r in j["paths"]]
+            if "walked_paths" in j and int(j["walked_paths"]) != len(terms):
+                ck.fail(f"{tag}: walked_paths {j['walked_paths']}, {len(terms)} paths pass the filters")
+            if a.top:
+                ranked = sorted(terms, key=lambda h: terms[h][2], reverse=True)
+                want_set = ranked[:a.top]
+                if set(listed) != set(want_set) or listed != sorted(listed, key=lambda h: terms[h][2], reverse=True):
+                    ck.fail(f"{tag}: top {a.top} by ||T||_(1,inf) listed {listed}, reference (descending) {want_set}")
+            elif set(listed) != set(terms):
+                ck.fail(f"{tag}: {len(listed)} paths listed, reference has {len(terms)} passing the filters")
+            for r in j["paths"]:
+                heads = tuple(r["heads"])
+                where = f"{tag} path {list(heads)}"
+                if r["length"] != sum(h is not None for h in heads):
+                    ck.fail(f"{where}: length {r['length']}")
+                if heads not in terms:
+                    ck.fail(f"{where}: not a path passing the filters")
+                    continue
+                T, P, _ = terms[heads]
+                D = r["digits"]
+                ck.number(f"{where} term_norm.frobenius", r["term_norm"]["frobenius"], D, norm_frobenius(T))
+                ck.number(f"{where} term_norm.composite", r["term_norm"]["composite"], D, norm_composite(T))
+                ck.number(f"{where} term_residual", r["term_residual"]["composite"], D,
+                          norm_composite(residual(T, "mean")))
+                ck.number(f"{where} stochastic_residual", r["stochastic_residual"]["composite"], D,
+                          norm_composite(residual(P, "mean")))
+    return ck.summary(bits)
+
+
+def _digits_of_run(j):
+    """Digits to check for run-level numbers that carry no digit count of their own."""
+    return 15 if j.get("precision_bits") == 53 else 17
+
+
+def path_term(Ps, Whs, X, heads):
+    """T = P_path X W_path and P_path for heads[l] in 0..H-1 or None (skip), l = 0..L-1."""
+    n, d = len(X), len(X[0])
+    P = identity(n)
+    W = identity(d)
+    for l, h in enumerate(heads):
+        if h is None:
+            continue
+        P = matmul(Ps[l][h], P)
+        W = matmul(W, Whs[l][h])
+    return matmul(matmul(P, X), W), P
+
+
+def _check_enclosures(ck, tag, records, Xs, D):
+    """Measured r_l = ||X^l - 1c^T||_{1,inf} at the optimal centre, printed as [lower, upper].
+
+    records: [(l, {lower, upper, below_resolution, relative, digits})]. Certified facts: upper lies in
+    [lo_lo, min(mean, median composite)] and lower, math.md's sqrt(min_c||.||_1 min_c||.||_inf), in
+    [lo_lo, lo_hi] (see optimal_enclosure_checks); relative = upper / ||X^l||_{1,inf}.
+    """
+    for l, m in records:
+        lo_lo, lo_hi, up_hi = optimal_enclosure_checks(Xs[l])
+        where = f"{tag} r_{l}"
+        ck.checked += 1
+        if m.get("below_resolution"):
+            if lo_lo > parse_printed(m["upper"])[1]:
+                ck.fail(f"{where}: printed upper {m['upper']} below the certified {mp.nstr(lo_lo, 17)}")
+            continue
+        md = m.get("digits") or 0
+        slack = mpf(10) ** (1 - min(md, D)) if md else mpf(1)
+        up, lo = parse_printed(m["upper"])[1], parse_printed(m["lower"])[1]
+        ck.checked += 1
+        if not lo_lo * (1 - slack) <= up <= up_hi * (1 + slack):
+            ck.fail(f"{where}: upper {m['upper']} outside [{mp.nstr(lo_lo, 17)}, min(mean, median composite) "
+                    f"= {mp.nstr(up_hi, 17)}]")
+        if not lo_lo * (1 - slack) <= lo <= lo_hi * (1 + slack):
+            ck.fail(f"{where}: lower {m['lower']} ({md} digits) is not math.md's sqrt(min_c||.||_1 "
+                    f"min_c||.||_inf), which lies in [{mp.nstr(lo_lo, 17)}, {mp.nstr(lo_hi, 17)}]")
+        if "relative" in m:
+            ck.close_to(f"{where} relative", m["relative"], up / norm_composite(Xs[l]), 2 * slack,
+                        "printed upper / ||X^l||_(1,inf)")
+
+
+def _check_depth_ratios(ck, tag, r0, depths, D):
+    """cubic constant r_l / r_{l-1}^3 and order log r_l / log r_{l-1} from the printed upper ends."""
+    prev = r0
+    for dep in depths:
+        m = dep["measured"]
+        if not m.get("below_resolution") and not prev.get("below_resolution"):
+            ru, rp = mpf(m["upper"]), mpf(prev["upper"])
+            rel = 5 * mpf(10) ** (1 - D)
+            if dep.get("cubic_constant") is not None:
+                ck.close_to(f"{tag} depth {dep['layer']} cubic_constant", dep["cubic_constant"], ru / rp ** 3, rel,
+                            "r_l/r_(l-1)^3 of the printed upper ends")
+            if dep.get("order") is not None:
+                q = mp.log(ru) / mp.log(rp)
+                # printed r's carry a relative error ~ rel; log r near 0 amplifies it by 1/|log r|
+                amp = 1 + 1 / abs(mp.log(ru)) + 1 / abs(mp.log(rp))
+                ck.close_to(f"{tag} depth {dep['layer']} order", dep["order"], q, rel * amp,
+                            "log r_l / log r_(l-1) of the printed upper ends")
+        prev = m
+
+
+def _check_bounds(a):
+    model, want, runs, bits = _setup(a)
+    ck = _Checker(a.verbose)
+    for path, j in runs:
+        ck.header(path, j, model, want)
+    if ck.failures:
+        return 1
+    mp.prec = bits
+    X0 = _load_input(model, a)
+    mpw = MpWeights(model)
+    Xs, _ = forward(model, X0, want, mpw)
+    Xs_noskip = None
+    parts = [beta_parts(layer) for layer in model.layers]
+    san = want["skip"] == "off" and want["layernorm"] == "none"
+    expect = ("2.2" if model.H == 1 else "2.3") if san and want["mlp"] == "none" else (
+        "3.2" if san and want["mlp"] == "plain" else None)
+    for path, j in runs:
+        tag = f"{path} ({j['precision']})"
+        D = _digits_of_run(j)
+        gamma = j.get("gamma", "1")
+        if mpf(gamma) != mpf(a.gamma):
+            ck.fail(f"{tag}: gamma {gamma}, requested {a.gamma}")
+        beta, a_l, a_ref = bound_constants(model, want if j.get("theorem") == "3.2" else dict(want, mlp="none"),
+                                           gamma, mpw, parts)
+        # beta per head: ||W_Q W_K^T||_1 and ||W_V W_O||_{1,inf}; lambda per layer
+        for l, pl in enumerate(parts):
+            for h, (qk, vo) in enumerate(pl):
+                rec = j["beta_heads"][l][h]
+                ck.number(f"{tag} layer {l + 1} head {h} qk_norm_1", rec["qk_norm_1"], D, qk)
+                ck.number(f"{tag} layer {l + 1} head {h} vo_composite", rec["vo_composite"], D, vo)
+                ck.number(f"{tag} layer {l + 1} head {h} beta", rec["beta"], D, beta[l][h])
+            ck.number(f"{tag} beta_{l + 1}", j["beta"][l], D, max(beta[l]))
+        ck.number(f"{tag} beta_max", j["beta_max"], D, max(max(bl) for bl in beta))
+        if model.d_ff and j.get("lambda"):
+            for l, lw in enumerate(mpw.layers):
+                lam = mpf(LIPSCHITZ[model.activation]) * norm_composite(lw["W_1"]) * norm_composite(lw["W_2"])
+                ck.number(f"{tag} lambda_{l + 1}", j["lambda"][l], D, lam)
+        if j.get("theorem_requested", "auto") == "auto":
+            ck.checked += 1
+            if bool(j.get("applicable")) != (expect is not None) or (expect and j.get("theorem") != expect):
+                ck.fail(f"{tag}: theorem {j.get('theorem')} (applicable {j.get('applicable')}) for variant {want}, "
+                        f"H = {model.H}; math.md section 5 gives {expect or 'none'}")
+        # measured enclosures, cubic constants and orders (also when no theorem applies)
+        _check_enclosures(ck, tag, [(0, j["r0"])] + [(d["layer"], d["measured"]) for d in j["depths"]], Xs, D)
+        _check_depth_ratios(ck, tag, j["r0"], j["depths"], D)
+        if j.get("without_skip"):
+            ws = j["without_skip"]
+            if ws.get("variant") != dict(want, skip="off"):
+                ck.fail(f"{tag}: without_skip.variant {ws.get('variant')}")
+            if Xs_noskip is None:
+                Xs_noskip, _ = forward(model, X0, dict(want, skip="off"), mpw)
+            _check_enclosures(ck, f"{tag} without_skip", [(d["layer"], d["measured"]) for d in ws["depths"]],
+                              Xs_noskip, D)
+        if not j.get("applicable"):
+            continue
+        ck.number(f"{tag} a", j["a"], D, a_ref)
+        ck.number(f"{tag} contraction_radius", j["contraction_radius"], D, 1 / mp.sqrt(a_ref))
+        if "vacuous" in j:
+            ck.checked += 1
+            if j["vacuous"] != bool(mp.sqrt(a_ref) * mpf(j["r0"]["upper"]) >= 1):
+                ck.fail(f"{tag}: vacuous = {j['vacuous']}, sqrt(a) r_0 = "
+                        f"{mp.nstr(mp.sqrt(a_ref) * mpf(j['r0']['upper']), 10)}")
+        # the uniform and layerwise bounds in log10, from the printed r_0 ends and the reference's a, a_l:
+        # the printed r_0 (D digits) is raised to 3^L, hence a tolerance of 3^L units of its last digit
+        r0u, r0l = mpf(j["r0"]["upper"]), mpf(j["r0"]["lower"])
+        u = mpf(10) ** (1 - D)
+        for dep in j["depths"]:
+            L = dep["layer"]
+            tol = 2 * 3 ** L * u / mp.log(10)
+            checks = [("log10_bound", dep.get("log10_bound"), uniform_bound_log10(a_ref, r0u, L)),
+                      ("log10_layerwise_bound", dep.get("log10_layerwise_bound"), layerwise_bound_log10(a_l, r0u, L))]
+            if dep.get("bound_lower") is not None:
+                checks.append(("log10(bound_lower)", mp.log10(parse_printed(dep["bound_lower"])[1]),
+                               uniform_bound_log10(a_ref, r0l, L)))
+            for key, got, ref in checks:
+                if got is None:
+                    continue
+                ck.checked += 1
+                if abs(mpf(got) - ref) > tol + (abs(ref) + 1) * u:
+                    ck.fail(f"{tag} depth {L} {key}: printed {mp.nstr(mpf(got), 20)}, reference {mp.nstr(ref, 20)} "
+                            f"(a = {mp.nstr(a_ref, 20)}, printed r_0 [{j['r0']['lower']}, {j['r0']['upper']}])")
+            if dep.get("a_layer") is not None:
+                ck.number(f"{tag} depth {L} a_layer", dep["a_layer"], D, a_l[L - 1])
+            m = dep["measured"]
+            if dep.get("slack_log10") is not None and not m.get("below_resolution"):
+                ref = mpf(dep["log10_bound"]) - mp.log10(mpf(m["upper"]))
+                ck.close_to(f"{tag} depth {L} slack_log10", dep["slack_log10"], ref, 5 * u * (1 + abs(ref)),
+                            "log10(bound / measured upper)")
+            # verdict from the printed enclosures (math.md section 5)
+            mu, ml = parse_printed(m["upper"])[1], parse_printed(m["lower"])[1]
+            blo = parse_printed(dep.get("bound_lower") or dep["bound"])[1]
+            bup = parse_printed(dep.get("bound_upper") or dep["bound"])[1]
+            verdict = "HOLDS" if mu <= blo else ("VIOLATED" if ml > bup else "UNDECIDED")
+            ck.checked += 1
+            if dep["verdict"] != verdict:
+                ck.fail(f"{tag} depth {L}: verdict {dep['verdict']}, but measured [{m['lower']}, {m['upper']}] "
+                        f"vs bound [{dep.get('bound_lower')}, {dep.get('bound_upper')}] gives {verdict}")
+    return ck.summary(bits)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("gen-input", help="write a random X = 1c^T + R as a safetensors file")
+    g.add_argument("--out", required=True)
+    g.add_argument("--tokens", type=int, required=True)
+    g.add_argument("--d-model", type=int, required=True)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--spread", type=float, default=1.0)
+    g.add_argument("--dtype", default="F64", choices=["F64", "F32", "F16", "BF16"])
+    for name, text in (("check-forward", "check `sanpath forward --format json` results"),
+                       ("check-paths", "check `sanpath paths --sums|--enumerate --format json` results"),
+                       ("check-bounds", "check `sanpath bounds --format json` results")):
+        c = sub.add_parser(name, help=text)
+        c.add_argument("--model", required=True)
+        src = c.add_mutually_exclusive_group(required=True)
+        src.add_argument("--tokens")
+        src.add_argument("--input")
+        c.add_argument("--skip", choices=["on", "off"])
+        c.add_argument("--mlp", choices=["none", "plain", "residual"])
+        c.add_argument("--layernorm", choices=["none", "pre", "post"])
+        c.add_argument("--mask", choices=["none", "causal"])
+        if name == "check-forward":
+            c.add_argument("--center", default="mean", choices=["mean", "median", "optimal"])
+        if name == "check-paths":   # the mode and filters given to `sanpath paths` (the JSON does not echo them)
+            c.add_argument("--sums", action="store_true")
+            c.add_argument("--enumerate", action="store_true")
+            c.add_argument("--length", type=int)
+            c.add_argument("--top", type=int, default=0)
+        if name == "check-bounds":
+            c.add_argument("--gamma", default="1")
+        c.add_argument("--max-ref-bits", type=int, default=4400)
+        c.add_argument("--verbose", action="store_true")
+        c.add_argument("json", nargs="+")
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd == "gen-input":
+            return _gen_input(a)
+        return {"check-forward": _check_forward, "check-paths": _check_paths, "check-bounds": _check_bounds}[a.cmd](a)
+    except (ValueError, KeyError, OSError) as e:
+        print(f"ERROR {type(e).__name__}: {e}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
