@@ -48,6 +48,13 @@ ProgressFn prefixed_progress(const ProgressFn& progress, const std::string& pref
   return [progress, prefix](const std::string& message) { progress(prefix + message); };
 }
 
+std::optional<int> lower_end_digits(const BigReal& L, const BigReal& U) {
+  if (!(U > L)) return std::nullopt;
+  if (!(L > 0)) return 0;
+  const double rel = log10_abs(BigReal((U - L) / (2 * L)));
+  return std::max(0, static_cast<int>(std::floor(-rel)));
+}
+
 long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth) {
   const double log2_rho = log10_abs(rho) / std::log10(2.0);
   const double growth = 2.0 * std::log2(static_cast<double>(std::max(2L, n * d))) + 4.0 * depth + 16.0;
@@ -200,8 +207,14 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     r.res_inf = residual(s.res_inf, c.res_inf, s.norm_composite);
     r.res_composite = residual(s.res_composite, c.res_composite, s.norm_composite);
     r.res_frobenius = residual(s.res_frobenius, c.res_frobenius, s.norm_frobenius);
-    if (s.res_composite_lower)
+    if (s.res_composite_lower) {
       r.res_composite_lower = residual(*s.res_composite_lower, *c.res_composite_lower, s.norm_composite);
+      // Digits of math.md's quantity, not only of this bound's value.
+      limit_digits(*r.res_composite_lower, s.res_composite_lower_digits);
+      // [composite_lower, composite] is an enclosure: print it outward.
+      r.res_composite_lower->rounding = Rounding::down;
+      r.res_composite.rounding = Rounding::up;
+    }
     r.norm_composite = report(s.norm_composite, ck, c.norm_composite, p.bits);
     r.norm_frobenius = report(s.norm_frobenius, ck, c.norm_frobenius, p.bits);
     r.relative_residual = residual(s.relative_residual, c.relative_residual, BigReal(1, 30));

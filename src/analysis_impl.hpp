@@ -25,6 +25,7 @@ std::vector<LayerStats> measure_layers(const Model& model, const Variant& varian
       const OptimalResidual<S> o = optimal_residual<S>(X);
       r = o.at_best;
       s.res_composite_lower = to_big(o.composite.lower);
+      s.res_composite_lower_digits = lower_end_digits(to_big(o.min_inf.lower), to_big(o.min_inf.upper));
     } else {
       r = residual_norms<S>(X, center);
     }

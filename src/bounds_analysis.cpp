@@ -76,6 +76,7 @@ Quantity judge_unconfirmed(const Quantity& q, const BigReal& norm, const BigReal
 Quantity confirm_against_lower(const Quantity& q, const BigReal& lower_value, long lower_bits) {
   if (q.below_resolution) return q;
   Quantity c = confirm(q.value, lower_value, lower_bits);
+  c.rounding = q.rounding;
   return c;
 }
 
@@ -182,7 +183,10 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
     for (std::size_t l = 0; l < s.depths.size(); ++l) {
       MeasuredDepth& m = s.depths[l];
       m.upper = confirm_against_lower(m.upper, low[l].res_composite, below.bits);
-      if (low[l].res_composite_lower) m.lower = confirm_against_lower(m.lower, *low[l].res_composite_lower, below.bits);
+      if (low[l].res_composite_lower) {
+        m.lower = confirm_against_lower(m.lower, *low[l].res_composite_lower, below.bits);
+        limit_digits(m.lower, low[l].res_composite_lower_digits);
+      }
       m.relative = confirm_against_lower(m.relative, low[l].relative_residual, below.bits);
     }
   } else if (!s.check) {

@@ -320,6 +320,27 @@ std::vector<std::uint64_t> quantise(const VectorXd& w) {
   return q;
 }
 
+/// Weights 1 on the two rows of D farthest apart in ‖·‖_1, 0 elsewhere: the
+/// dual bound max_ik ‖x_i − x_k‖_1 / 2 (exact in the caller's precision).
+std::vector<std::uint64_t> farthest_pair(const Eigen::MatrixXd& D) {
+  const Index n = D.rows();
+  std::vector<std::uint64_t> q(static_cast<std::size_t>(n), 0);
+  Index bi = 0, bk = 0;
+  double best = -1;
+  for (Index i = 0; i < n; ++i)
+    for (Index k = i + 1; k < n; ++k) {
+      const double v = (D.row(i) - D.row(k)).cwiseAbs().sum();
+      if (v > best) {
+        best = v;
+        bi = i;
+        bk = k;
+      }
+    }
+  q[static_cast<std::size_t>(bi)] += 1;
+  q[static_cast<std::size_t>(bk)] += 1;
+  return q;
+}
+
 }  // namespace
 
 CentreSearch search_centres(const Eigen::MatrixXd& D, const std::vector<std::int32_t>& order) {
@@ -328,7 +349,7 @@ CentreSearch search_centres(const Eigen::MatrixXd& D, const std::vector<std::int
   CentreSearch out;
   if (n == 0 || d == 0) {
     out.inf_centre = out.composite_centre = RowVectorXd::Zero(d);
-    out.dual_weights.assign(static_cast<std::size_t>(n), 1);
+    out.dual_weights.assign(1, std::vector<std::uint64_t>(static_cast<std::size_t>(n), 1));
     return out;
   }
   const int rounds = rounds_for(n, d);
@@ -348,6 +369,19 @@ CentreSearch search_centres(const Eigen::MatrixXd& D, const std::vector<std::int
   const GameResult lp = play(P, 0.0, rounds, inf, composite);
   descend_inf(P, inf.centre, inf, composite);
 
+  // The LP itself, when small enough: its duals certify the optimum (to
+  // double rounding) and its centre is the ∞-optimal candidate.
+  RowVectorXd lp_centre;
+  VectorXd lp_weights;
+  if (solve_centre_lp(D, lp_centre, lp_weights)) {
+    P.sums(lp_centre, A, B);
+    inf.offer(B, lp_centre);
+    composite.offer(composite_of(A, B), lp_centre);
+    out.dual_weights.push_back(quantise(lp_weights));
+  }
+  out.dual_weights.push_back(quantise(lp.dual_weights));
+  out.dual_weights.push_back(farthest_pair(D));
+
   // Composite: min_c √(A B) = min_λ ½ min_c (λA + B/λ), and at the optimum
   // λ² = B/A; play the scalarised game at κ = B/A of the best centre so far.
   for (int k = 0; k < kCompositeGames; ++k) {
@@ -357,10 +391,8 @@ CentreSearch search_centres(const Eigen::MatrixXd& D, const std::vector<std::int
     play(P, B / A, rounds / 2, scalarised, composite);
   }
   descend_composite(P, composite.centre, composite);
-
   out.inf_centre = inf.centre;
   out.composite_centre = composite.centre;
-  out.dual_weights = quantise(lp.dual_weights);
   return out;
 }
 

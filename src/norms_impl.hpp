@@ -30,10 +30,26 @@ namespace norms_detail {
 
 /// Output of the double-precision centre search on D (n×d, |D| <= 1).
 struct CentreSearch {
-  Eigen::RowVectorXd inf_centre;            ///< 1×d, best centre found for min_c ‖D − 1cᵀ‖_∞
-  Eigen::RowVectorXd composite_centre;      ///< 1×d, best composite centre found
-  std::vector<std::uint64_t> dual_weights;  ///< n nonnegative integer row weights, sum < 2^52
+  Eigen::RowVectorXd inf_centre;        ///< 1×d, best centre found for min_c ‖D − 1cᵀ‖_∞
+  Eigen::RowVectorXd composite_centre;  ///< 1×d, best composite centre found
+  /// Candidate dual weights, each n nonnegative integers summing below 2^52:
+  /// the LP's duals, the multiplicative-weights game's, and the farthest pair
+  /// of rows (weights 1, 1: the bound max_ik ‖x_i − x_k‖_1 / 2).
+  std::vector<std::vector<std::uint64_t>> dual_weights;
 };
+
+/// Largest n·d for which the ∞-norm LP is handed to the simplex solver
+/// (norms_lp.cpp), and its iteration limit (not a time limit: results must
+/// not depend on the machine); beyond either only the bounded
+/// heuristic runs and the enclosure may be wider.
+constexpr Eigen::Index kCentreLpMaxEntries = Eigen::Index(1) << 12;
+constexpr int kCentreLpIterations = 100000;
+
+/// Solves min_c ‖D − 1cᵀ‖_∞ as an LP in double (norms_lp.cpp): on success
+/// `centre` is the optimal centre and `weights` the optimal dual row weights
+/// (nonnegative, summing to 1 up to rounding). False when D is too large, the
+/// iteration limit is hit or the solver fails.
+bool solve_centre_lp(const Eigen::MatrixXd& D, Eigen::RowVectorXd& centre, Eigen::VectorXd& weights);
 
 /// Bounded heuristic search (norms.cpp). `order[j*n + k]` is the row of the
 /// k-th smallest entry of column j. Deterministic.
@@ -326,7 +342,10 @@ template <class S> OptimalResidual<S> optimal_residual(const Matrix<S>& X) {
       }
       consider(c, norms_detail::centred_norms(X, &c));
     }
-    lb_inf = norms_detail::dual_bound(X, order, found.dual_weights);
+    for (const std::vector<std::uint64_t>& q : found.dual_weights) {
+      S v = norms_detail::dual_bound(X, order, q);
+      if (v > lb_inf) lb_inf = std::move(v);
+    }
   }
   out.composite.upper = out.at_best.composite;
 

@@ -1,5 +1,6 @@
 #include "sanpath/quantity.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace sanpath {
@@ -15,7 +16,7 @@ std::string Quantity::str() const {
   if (below_resolution) return "< " + to_sci(bound, 1);
   int sig = 17;
   if (digits && *digits < sig) sig = *digits < 1 ? 1 : *digits;
-  return to_sci(value, sig);
+  return to_sci(value, sig, rounding);
 }
 
 Quantity Quantity::exact(const BigReal& v) {
@@ -29,6 +30,11 @@ Quantity Quantity::unconfirmed(const BigReal& v) {
   Quantity q;
   q.value = v;
   return q;
+}
+
+void limit_digits(Quantity& q, std::optional<int> max_digits) {
+  if (!max_digits || q.below_resolution) return;
+  q.digits = std::min(q.digits.value_or(*max_digits), *max_digits);
 }
 
 Quantity confirm(const BigReal& value, const BigReal& check, long bits) {

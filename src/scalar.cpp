@@ -54,7 +54,7 @@ Precision Precision::next() const {
 
 std::string Precision::name() const { return native_double ? "double" : std::to_string(bits) + " bits"; }
 
-std::string to_sci(const BigReal& x, int significant) {
+std::string to_sci(const BigReal& x, int significant, Rounding rounding) {
   const mpfr_srcptr v = x.backend().data();
   if (mpfr_nan_p(v)) return "nan";
   if (mpfr_inf_p(v)) return mpfr_sgn(v) > 0 ? "inf" : "-inf";
@@ -63,7 +63,8 @@ std::string to_sci(const BigReal& x, int significant) {
   char* out = nullptr;
   // %.*Re: one digit before the point, significant-1 after, exponent in
   // decimal however large.
-  if (mpfr_asprintf(&out, "%.*Re", significant - 1, v) < 0 || out == nullptr)
+  const char* format = rounding == Rounding::down ? "%.*RDe" : rounding == Rounding::up ? "%.*RUe" : "%.*RNe";
+  if (mpfr_asprintf(&out, format, significant - 1, v) < 0 || out == nullptr)
     throw std::runtime_error("to_sci: mpfr_asprintf failed");
   std::string s(out);
   mpfr_free_str(out);

@@ -281,7 +281,13 @@ TEST_CASE("analyze_bounds: at the top tier the check runs one tier below", "[bou
   CHECK(a.check()->bits == Precision::tiers()[Precision::tiers().size() - 2]);
   for (const MeasuredDepth& md : a.measured.depths) {
     REQUIRE(md.digits);
-    CHECK(*md.digits > 100);  // resolved values agree far beyond double
+    REQUIRE(md.upper.digits);
+    CHECK(*md.upper.digits > 100);  // resolved values agree far beyond double
+    // The lower end is math.md's sqrt(min‖·‖_1 · min‖·‖_∞) only as far as the
+    // ∞-norm LP (solved in double) encloses min‖·‖_∞: about 15 digits.
+    REQUIRE(md.lower.digits);
+    CHECK(*md.lower.digits >= 12);
+    CHECK(*md.digits == std::min(*md.upper.digits, *md.lower.digits));
   }
   CHECK(a.measured.note.find("tier below") != std::string::npos);
 }

@@ -39,9 +39,18 @@ struct LayerStats {
   BigReal res_one, res_inf, res_composite, res_frobenius;
   /// optimal centre only: the enclosure of the composite residual
   std::optional<BigReal> res_composite_lower;
+  /// optimal centre only: how many significant digits res_composite_lower can
+  /// have as math.md's sqrt(min_c‖·‖_1 · min_c‖·‖_∞), given the width of the
+  /// enclosure of min_c‖·‖_∞ it was computed from (nullopt: no limit)
+  std::optional<int> res_composite_lower_digits;
   BigReal norm_composite, norm_frobenius;
   BigReal relative_residual;  ///< res_composite / norm_composite
 };
+
+/// Significant digits that a value computed from the lower end L of an
+/// enclosure [L, U] of a positive quantity T carries as sqrt(c·T):
+/// floor(−log10((U − L) / 2L)); nullopt when U ≤ L (no limit), 0 when L ≤ 0.
+std::optional<int> lower_end_digits(const BigReal& L, const BigReal& U);
 
 /// Measures every X^l of a forward pass of `model` in scalar S.
 /// `on_layer(l, L)` (may be empty) is called after layer l of the pass.

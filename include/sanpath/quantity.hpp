@@ -20,6 +20,9 @@ struct Quantity {
   /// True when the value is rounding noise: only `bound` is known, |x| < bound.
   bool below_resolution = false;
   BigReal bound;  ///< a power of ten above |x| when below_resolution
+  /// How str() rounds to its digits: down for the lower end of an
+  /// enclosure, up for the upper end (the printed interval still encloses).
+  Rounding rounding = Rounding::nearest;
 
   /// Decimal string: 17 significant digits; fewer when fewer are confirmed
   /// (never more than confirmed); "< 1e-N" when below resolution. Never
@@ -30,6 +33,11 @@ struct Quantity {
   /// A value with no check run.
   static Quantity unconfirmed(const BigReal& v);
 };
+
+/// Limits q's digits to `max_digits` (when given): the value is known to no
+/// more digits than that for a reason other than rounding (e.g. the width of
+/// an enclosure it was derived from). Values below resolution are unchanged.
+void limit_digits(Quantity& q, std::optional<int> max_digits);
 
 /// Compares a value computed at `bits` with the same quantity from a run at
 /// higher precision. Digits = agreeing significant digits, at most what

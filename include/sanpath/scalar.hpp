@@ -115,9 +115,14 @@ template <class S> S from_double(double x) { return S(x); }
 /// Decimal string in scientific notation with `significant` digits,
 /// e.g. "3.1415926535897931e-1234"; "0" only for an exact zero; never
 /// rounds a tiny or huge value to 0 or inf (MPFR exponents are unbounded
-/// for practical purposes). NaN prints as "nan".
-std::string to_sci(const BigReal& x, int significant = 17);
-inline std::string to_sci(double x, int significant = 17) { return to_sci(BigReal(x, 17), significant); }
+/// for practical purposes). NaN prints as "nan". `rounding` directs the
+/// decimal rounding: down (toward −∞) for the lower end of an enclosure, up
+/// for the upper end, so that the printed interval still encloses.
+enum class Rounding { nearest, down, up };
+std::string to_sci(const BigReal& x, int significant = 17, Rounding rounding = Rounding::nearest);
+inline std::string to_sci(double x, int significant = 17, Rounding rounding = Rounding::nearest) {
+  return to_sci(BigReal(x, 17), significant, rounding);
+}
 
 /// log10 |x| as a double (finite for every nonzero MPFR value; -inf for 0).
 double log10_abs(const BigReal& x);
