@@ -2,7 +2,8 @@
 // on full-precision random entries (every significand bit random):
 //   raw      a plain MPFR loop, C(i,j) = Σ_p mpfr_fma into preallocated values,
 //            one element at a time (A row-major, B column-major: contiguous)
-//   sanpath  sanpath::gemm (one thread, and the default thread count)
+//   sanpath  sanpath::gemm, one and two threads (the AVX-512 IFMA kernel when
+//            the CPU has it), and one thread on the portable GMP kernel
 //   eigen    Eigen's generic product on the Boost.Multiprecision type
 //   arb      Arb's arb_mat_mul on exact balls (zero radius) at the same precision
 // Counter macs = n·n·d.
@@ -53,16 +54,19 @@ void raw_loop(benchmark::State& state, long prec) {
   state.counters["bits"] = double(prec);
 }
 
-template <class S> void sanpath_gemm(benchmark::State& state, int threads) {
+template <class S> void sanpath_gemm(benchmark::State& state, int threads, bool ifma = true) {
   Rand r;
   const Matrix<S> A = random_full_matrix<S>(N, N, r.s), B = random_full_matrix<S>(N, D, r.s);
   Matrix<S> C;
   set_product_threads(threads);
+  allow_ifma_products(ifma);
   for (auto _ : state) {
     gemm(A, B, C);
     benchmark::ClobberMemory();
   }
+  allow_ifma_products(true);
   set_product_threads(0);
+  state.counters["ifma"] = ifma && ifma_products_active() ? 1 : 0;
   state.counters["macs"] = double(N) * N * D;
   state.counters["bits"] = double(precision_bits_v<S>);
   state.counters["threads"] = threads == 0 ? product_threads() : threads;
@@ -118,6 +122,9 @@ template <class S> void register_tier(int iters_fast, int iters_slow) {
   benchmark::RegisterBenchmark((b + "sanpath/threads:1").c_str(), [](benchmark::State& s) { sanpath_gemm<S>(s, 1); })
       ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(iters_fast);
   benchmark::RegisterBenchmark((b + "sanpath/threads:2").c_str(), [](benchmark::State& s) { sanpath_gemm<S>(s, 2); })
+      ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(iters_fast);
+  benchmark::RegisterBenchmark((b + "sanpath_portable/threads:1").c_str(),
+                               [](benchmark::State& s) { sanpath_gemm<S>(s, 1, false); })
       ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(iters_fast);
   benchmark::RegisterBenchmark((b + "eigen").c_str(), [](benchmark::State& s) { eigen_generic<S>(s); })
       ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(iters_slow);

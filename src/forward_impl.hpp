@@ -2,6 +2,7 @@
 #include "sanpath/forward.hpp"
 #include "sanpath/linalg.hpp"
 #include "sanpath/resources.hpp"
+#include "linalg_impl.hpp"  // detail::run_blocks
 
 #include <boost/math/constants/constants.hpp>
 
@@ -33,7 +34,13 @@ template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask) {
       if (A(i, j) > mx) mx = A(i, j);
     S sum(0);
     for (Eigen::Index j = 0; j < last; ++j) {
-      P(i, j) = exp(S(A(i, j) - mx));
+      if constexpr (is_mpfr_v<S>) {  // in place: no temporaries (same roundings)
+        mpfr_ptr p = P(i, j).backend().data();
+        mpfr_sub(p, A(i, j).backend().data(), mx.backend().data(), MPFR_RNDN);
+        mpfr_exp(p, p, MPFR_RNDN);
+      } else {
+        P(i, j) = exp(S(A(i, j) - mx));
+      }
       sum += P(i, j);
     }
     for (Eigen::Index j = 0; j < last; ++j) P(i, j) /= sum;
@@ -158,17 +165,27 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
   add_row(V, w.bV);
   const S scale = S(1) / sqrt(S(static_cast<double>(dq)));
   Matrix<S> heads_out(n, H * dv);
-  Matrix<S> A, PV;
-  for (Eigen::Index h = 0; h < H; ++h) {
-    check_interrupt();
-    const Matrix<S> Qh = Q.middleCols(h * dq, dq), Kh = K.middleCols(h * dq, dq), Vh = V.middleCols(h * dv, dv);
-    gemm_nt(Qh, Kh, A);
-    A *= scale;
-    Matrix<S> Ph = row_softmax(A, mask);
-    gemm(Ph, Vh, PV);
-    heads_out.middleCols(h * dv, dv) = PV;
-    if (P) P->push_back(std::move(Ph));
-  }
+  std::vector<Matrix<S>> Ps(P ? static_cast<std::size_t>(H) : 0);
+  // Heads in parallel (each head's products then run serially): the softmax
+  // exponentials dominate at high precision. Same operations per head for any
+  // thread count.
+  const double head_work = double(H) * double(n) * double(n) * double(dq + dv) * (is_mpfr_v<S> ? 64.0 : 1.0);
+  detail::run_blocks(static_cast<std::size_t>(H), head_work >= double(1 << 20) ? product_threads() : 1,
+                     [&](std::size_t hu) {
+                       check_interrupt();
+                       const auto h = static_cast<Eigen::Index>(hu);
+                       Matrix<S> A, PV;
+                       const Matrix<S> Qh = Q.middleCols(h * dq, dq), Kh = K.middleCols(h * dq, dq),
+                                       Vh = V.middleCols(h * dv, dv);
+                       gemm_nt(Qh, Kh, A);
+                       A *= scale;
+                       Matrix<S> Ph = row_softmax(A, mask);
+                       gemm(Ph, Vh, PV);
+                       heads_out.middleCols(h * dv, dv) = PV;  // disjoint columns per head
+                       if (P) Ps[hu] = std::move(Ph);
+                     });
+  if (P)
+    for (auto& Ph : Ps) P->push_back(std::move(Ph));
   Matrix<S> out;
   gemm(heads_out, w.WO, out);
   add_row(out, w.bO);
