@@ -26,6 +26,8 @@ void register_bounds(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   o->model.add(*cmd, false);
   o->input.add(*cmd, false);
+  if (CLI::App* g = cmd->get_option_group("input"))
+    g->description("X^0, n tokens × d_model features: exactly one of these, unless --search (no default)");
   // --seed also seeds the search: it needs --random-input only without --search (checked below).
   cmd->get_option("--model")
       ->description("Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT) or a native "

@@ -17,6 +17,8 @@ void register_collapse(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   o->model.add(*cmd, false);
+  cmd->get_option("--model")->description(cmd->get_option("--model")->get_description() +
+                                          " (default: the embedded random BERT-shaped model, see below)");
   o->input.add(*cmd, false);
   o->precision.add(*cmd);
   o->out.add(*cmd);

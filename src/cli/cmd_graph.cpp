@@ -24,7 +24,7 @@ void register_graph(CLI::App& app) {
       ->required();
   cmd->add_option("--dot", o->dot,
                   "also write the graph in Graphviz DOT to this file (atomically; at most " +
-                      std::to_string(max_explicit_edges) + " edges)");
+                      std::to_string(max_explicit_edges) + " edges; default: no DOT file)");
   o->out.add(*cmd);
   cmd->footer(
       "\nCounts the paths of the head-path DAG of math.md §4 (a path picks one head, or the skip connection, per "
