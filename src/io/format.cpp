@@ -1,4 +1,5 @@
 #include "sanpath/io/format.hpp"
+#include "text_table.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -95,12 +96,7 @@ std::string precision_line(const ForwardAnalysis& a) {
   return s;
 }
 
-/// Pads to `w` columns, counting UTF-8 code points (‖, ∞ are one column).
-std::string pad(const std::string& s, std::size_t w) {
-  std::size_t cols = 0;
-  for (unsigned char ch : s) cols += (ch & 0xC0) != 0x80;
-  return cols >= w ? s : s + std::string(w - cols, ' ');
-}
+using text_table::pad;
 
 }  // namespace
 
@@ -139,7 +135,7 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
       << pad(r.norm_composite.str(), 26) << digits_text(r.digits) << "\n";
   if (a.center == Center::optimal)
     o << "\noptimal centre: the residual column is the upper end of the enclosure; lower ends in --format json\n";
-  return o.str();
+  return text_table::trim_line_ends(o.str());
 }
 
 std::string format_collapse(const CollapseResult& r, const Model& model, const RunInfo& info, Format f) {
@@ -192,7 +188,7 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
   for (std::size_t i = 0; i < r.variants.size(); ++i)
     o << pad(r.variants[i].name + ":", 10) << describe(r.variants[i].variant) << "; " << precision_line(r.analyses[i])
       << "\n";
-  return o.str();
+  return text_table::trim_line_ends(o.str());
 }
 
 }  // namespace sanpath

@@ -4,6 +4,7 @@
 #include "sanpath/bounds_analysis.hpp"
 #include "sanpath/bounds_search.hpp"
 #include "sanpath/io/format.hpp"
+#include "text_table.hpp"
 
 #include <mpfr.h>
 #include <nlohmann/json.hpp>
@@ -183,12 +184,7 @@ ordered_json bounds_json(const BoundsAnalysis& a) {
 
 // ---- table ----------------------------------------------------------------------
 
-/// Pads to `w` columns, counting UTF-8 code points.
-std::string pad(const std::string& s, std::size_t w) {
-  std::size_t cols = 0;
-  for (unsigned char ch : s) cols += (ch & 0xC0) != 0x80;
-  return cols >= w ? s + " " : s + std::string(w - cols, ' ');
-}
+using text_table::pad;
 
 std::string theorem_title(Theorem t) {
   switch (t) {
@@ -298,7 +294,7 @@ std::string table(const BoundsAnalysis& a, const Model& model, const RunInfo& in
     if (n != r.note && n != a.measured.note && n.rfind(r.theorem.reason, 0) != 0 &&
         n.rfind("The theorem does not apply", 0) != 0)
       o << "- " << n << "\n";
-  return o.str();
+  return text_table::trim_line_ends(o.str());
 }
 
 std::string csv(const BoundsAnalysis& a) {
@@ -396,7 +392,7 @@ std::string format_bounds_search(const BoundsSearchResult& r, Format f) {
     o << table(*r.recheck, *r.model, {r.model_path.empty() ? std::string("(search result)") : r.model_path,
                                       r.input_path.empty() ? std::string("(search result)") : r.input_path});
   }
-  return o.str();
+  return text_table::trim_line_ends(o.str());
 }
 
 }  // namespace sanpath

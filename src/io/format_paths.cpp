@@ -3,6 +3,7 @@
 // every number is already a Quantity or an exact count.
 #include "sanpath/graph.hpp"
 #include "sanpath/io/format.hpp"
+#include "text_table.hpp"
 #include "sanpath/path_analysis.hpp"
 
 #include <nlohmann/json.hpp>
@@ -71,17 +72,8 @@ std::string header_text(const PathReportBase& r, const Model& model, const RunIn
   return o.str();
 }
 
-/// Display columns of a UTF-8 string (code points; ‖, ∞ are one column).
-std::size_t columns(const std::string& s) {
-  std::size_t cols = 0;
-  for (unsigned char ch : s) cols += (ch & 0xC0) != 0x80;
-  return cols;
-}
-
-std::string pad(const std::string& s, std::size_t w) {
-  const std::size_t c = columns(s);
-  return c >= w ? s + " " : s + std::string(w - c, ' ');
-}
+using text_table::columns;
+using text_table::pad;
 
 std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
 
@@ -149,7 +141,7 @@ std::string format_path_counts(const PathGraphSpec& spec, const PathCounts& coun
     o << pad(std::to_string(k), 8) << to_decimal(counts.by_length[k]) << "\n";
   }
   if (omitted) o << "(" << omitted << " lengths have no paths: without skip every path has length L)\n";
-  return o.str();
+  return text_table::trim_line_ends(o.str());
 }
 
 // ------------------------------------------------------------ length sums
@@ -199,7 +191,7 @@ std::string format_length_sums(const LengthSumsReport& r, const Model& model, co
   o << "\ndecomposition error max|Σ_k S_k + 1bᵀ − X^L| / max|X^L| = " << r.decomposition_error.str() << " ("
     << (decomposition_holds(r.decomposition_error, r.precision) ? "holds" : "FAILS") << ", " << tolerance_text(r)
     << ")\n";
-  return o.str();
+  return text_table::trim_line_ends(o.str());
 }
 
 // ------------------------------------------------------------ enumeration
@@ -264,7 +256,7 @@ std::string format_enumeration(const PathEnumerationReport& r, const Model& mode
       << ")\n";
   else
     o << "\n(no decomposition error: not every path passes the filter)\n";
-  return o.str();
+  return text_table::trim_line_ends(o.str());
 }
 
 // --------------------------------------------------------------- sampling
@@ -306,7 +298,7 @@ std::string format_samples(const PathSampleReport& r, const Model& model, const 
       << pad("[" + e.norm.low.str() + ", " + e.norm.high.str() + "]", 52) << pad(e.residual.mean.str(), 26)
       << pad("[" + e.residual.low.str() + ", " + e.residual.high.str() + "]", 52) << pad(digits_text(e.digits), 13)
       << e.population << "\n";
-  return o.str();
+  return text_table::trim_line_ends(o.str());
 }
 
 }  // namespace sanpath

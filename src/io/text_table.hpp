@@ -1,0 +1,41 @@
+#pragma once
+// Plain-text tables of the formatters (format*.cpp): column widths count
+// UTF-8 code points (‖, ∞ and ᵀ are one column each), and no line ends in
+// padding. Internal to the library (not installed).
+#include <cstddef>
+#include <string>
+
+namespace sanpath::text_table {
+
+/// Display columns of a UTF-8 string: its code points.
+inline std::size_t columns(const std::string& s) {
+  std::size_t cols = 0;
+  for (unsigned char ch : s) cols += (ch & 0xC0) != 0x80;
+  return cols;
+}
+
+/// Pads to `w` columns; a cell as wide as or wider than `w` still gets one
+/// space, so neighbouring cells never run together.
+inline std::string pad(const std::string& s, std::size_t w) {
+  const std::size_t c = columns(s);
+  return c >= w ? s + " " : s + std::string(w - c, ' ');
+}
+
+/// The text with the spaces before each newline (and at the end) removed.
+inline std::string trim_line_ends(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t pending = 0;  // spaces seen but not yet written
+  for (char ch : text) {
+    if (ch == ' ') {
+      ++pending;
+      continue;
+    }
+    if (ch != '\n') out.append(pending, ' ');
+    pending = 0;
+    out += ch;
+  }
+  return out;
+}
+
+}  // namespace sanpath::text_table

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The README's CLI tour is pasted from real runs: re-runs every `$ ./build/sanpath ...`
+# line of its console blocks, in order, and requires the output printed there
+# byte for byte (commands without output must print nothing).
+#
+# Usage: bash readme_tour.sh <sanpath binary> <shared dir> <tmp dir>
+# The commands run in <tmp>/readme/project, where ./build/sanpath is the binary
+# under test and ../shared the shared folder, as in the README. Blocks that
+# read ../shared are skipped when it is absent.
+set -euo pipefail
+SANPATH=$(realpath "$1")
+SHARED=$(realpath -m "$2")
+T=$(realpath -m "$3")/readme
+README=$(dirname "$(realpath "$0")")/../../README.md
+rm -rf "$T"
+mkdir -p "$T/project/build"
+ln -s "$SANPATH" "$T/project/build/sanpath"
+[ -d "$SHARED" ] && ln -s "$SHARED" "$T/shared"
+cd "$T/project"
+python3 - "$README" "$([ -d "$SHARED" ] && echo 1 || echo 0)" <<'PY'
+import subprocess, sys
+readme, have_shared = sys.argv[1], sys.argv[2] == "1"
+lines = open(readme, encoding="utf-8").read().split("\n")
+runs, block = [], None
+for line in lines:
+    if block is None:
+        if line.strip() == "```console":
+            block = []
+        continue
+    if line.strip() == "```":
+        runs.extend(block)
+        block = None
+    elif line.startswith("$ "):
+        block.append([line[2:], []])
+    elif block:
+        block[-1][1].append(line)
+failed = checked = skipped = 0
+for cmd, expected in runs:
+    if not cmd.startswith("./build/sanpath"):
+        continue
+    if "../shared" in cmd and not have_shared:
+        skipped += 1
+        continue
+    # stderr is not a terminal here: no progress bar, as in the README.
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True)
+    want = "\n".join(expected) + ("\n" if expected else "")
+    checked += 1
+    if r.returncode != 0 or r.stdout != want:
+        failed += 1
+        print(f"FAIL {cmd}: exit {r.returncode}, stderr {r.stderr.strip()[:300]!r}")
+        for i, (a, b) in enumerate(zip(r.stdout.split("\n"), want.split("\n"))):
+            if a != b:
+                print(f"  first difference, line {i + 1}:\n    README: {b!r}\n    actual: {a!r}")
+                break
+        else:
+            print(f"  README has {len(want.splitlines())} lines, the run printed {len(r.stdout.splitlines())}")
+    else:
+        print(f"ok   {cmd}")
+print(f"{checked} README commands re-run, {failed} differ, {skipped} skipped (no ../shared)")
+sys.exit(1 if failed or not checked else 0)
+PY
