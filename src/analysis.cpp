@@ -89,15 +89,6 @@ std::vector<LayerStats> measure_at(const Precision& p, const Model& model, const
   return stats;
 }
 
-long input_rows(const InputSpec& in) {
-  switch (in.kind) {
-    case InputSpec::Kind::matrix: return static_cast<long>(in.X.rows());
-    case InputSpec::Kind::tokens: return static_cast<long>(in.tokens.size());
-    case InputSpec::Kind::random: return in.random.n;
-  }
-  return 1;
-}
-
 Quantity report(const BigReal& v, const std::vector<LayerStats>* check, const BigReal& c, long bits) {
   return check ? confirm(v, c, bits) : Quantity::unconfirmed(v);
 }
@@ -148,7 +139,7 @@ PrecisionChoice choose_and_measure(const Model& model, const Variant& variant, c
       const BigReal rho = s.relative_residual > 0 ? s.relative_residual : unit;
       if (rho < rho_min) rho_min = rho;
     }
-    const long need = bits_to_resolve(rho_min, request.target_digits, input_rows(input), model.arch().d_model,
+    const long need = bits_to_resolve(rho_min, request.target_digits, input.rows(), model.arch().d_model,
                                       model.arch().layers);
     if (need <= p.bits) break;
     if (p.bits >= max_bits || p.is_top()) {
@@ -199,7 +190,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     const LayerStats& c = ck ? checked[l] : s;
     LayerReport r;
     r.layer = static_cast<int>(l);
-    const long n = input_rows(input), d = model.arch().d_model;
+    const long n = input.rows(), d = model.arch().d_model;
     const auto residual = [&](const BigReal& v, const BigReal& cv, const BigReal& norm) {
       return residual_report(v, ck, cv, p.bits, norm, n, d);
     };

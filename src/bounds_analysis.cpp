@@ -12,15 +12,6 @@ namespace {
 
 bool is_finite(const BigReal& x) { return mpfr_number_p(x.backend().data()) != 0; }
 
-long input_rows(const InputSpec& in) {
-  switch (in.kind) {
-    case InputSpec::Kind::matrix: return static_cast<long>(in.X.rows());
-    case InputSpec::Kind::tokens: return static_cast<long>(in.tokens.size());
-    case InputSpec::Kind::random: return in.random.n;
-  }
-  return 1;
-}
-
 /// x·(1 + dir·2·10^−digits), rounded outwards (dir = +1 up, −1 down), at
 /// x's own precision; a lower end that would turn negative becomes 0.
 BigReal widen(const BigReal& x, int digits, int dir) {
@@ -153,7 +144,7 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
   s.ceiling_reached = fa.ceiling_reached;
   if (req.automatic) s.ceiling_bits = req.max_bits > 0 ? std::min(req.max_bits, Precision::max_bits()) : Precision::max_bits();
 
-  const long n = input_rows(input), d = model.arch().d_model;
+  const long n = input.rows(), d = model.arch().d_model;
   const int L = model.arch().layers;
   for (const LayerReport& r : fa.layers) {
     MeasuredDepth m;

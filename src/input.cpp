@@ -37,6 +37,15 @@ InputSpec InputSpec::from_random(RandomInputSpec spec) {
   return s;
 }
 
+long InputSpec::rows() const {
+  switch (kind) {
+    case Kind::matrix: return static_cast<long>(X.rows());
+    case Kind::tokens: return static_cast<long>(tokens.size());
+    case Kind::random: return random.n;
+  }
+  return 1;
+}
+
 std::string InputSpec::describe() const {
   switch (kind) {
     case Kind::matrix:

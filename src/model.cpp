@@ -1,3 +1,4 @@
+#include "sanpath/errors.hpp"
 #include "sanpath/model.hpp"
 
 #include <cmath>
@@ -40,22 +41,6 @@ std::string to_string(Activation a) {
 }
 
 namespace {
-/// Control characters escaped (\x0a): messages stay on one line.
-std::string printable(const std::string& s) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
 [[noreturn]] void bad_choice(const std::string& what, const std::string& text, const char* allowed) {
   throw std::invalid_argument(printable(what + ": '" + text + "' is not one of " + allowed));
 }

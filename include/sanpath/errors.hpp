@@ -19,6 +19,10 @@ struct NumericalError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// `s` with control characters escaped as \xNN (\x0a for a newline), so that
+/// an error message naming a file's tensors or strings stays on one line.
+std::string printable(const std::string& s);
+
 /// The computation was interrupted (SIGINT).
 struct Interrupted : std::runtime_error {
   Interrupted() : std::runtime_error("interrupted") {}

@@ -25,6 +25,8 @@ struct InputSpec {
   static InputSpec from_tokens(std::vector<long> ids, std::string source = "--tokens");
   static InputSpec from_random(RandomInputSpec spec);
   std::string describe() const;
+  /// n, the number of tokens (rows of X^0).
+  long rows() const;
 };
 
 /// Parses "101,2023,102" (spaces allowed). Throws std::invalid_argument

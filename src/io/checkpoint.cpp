@@ -1,3 +1,4 @@
+#include "sanpath/errors.hpp"
 #include "sanpath/io/checkpoint.hpp"
 
 #include "sanpath/io/atomic_file.hpp"
@@ -28,24 +29,6 @@ constexpr std::int64_t kAny = -1;  // wildcard dimension in an expected shape
 const char* const kNativeConfigKey = "sanpath.config";
 constexpr int kNativeVersion = 1;
 
-/// Control characters escaped (\x0a), so that messages stay on one line
-/// whatever a file's names and strings hold.
-std::string printable(const std::string& s) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size());
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
 
 [[noreturn]] void fail(const std::string& where, const std::string& field, const std::string& why) {
   throw std::invalid_argument(printable(where + ": " + field + ": " + why));

@@ -1,4 +1,5 @@
 #include "sanpath/io/format.hpp"
+#include "json_parts.hpp"
 #include "text_table.hpp"
 
 #include <nlohmann/json.hpp>
@@ -25,20 +26,8 @@ std::string describe(const Variant& v) {
 
 namespace {
 
-ordered_json variant_json(const Variant& v) {
-  return {{"skip", v.skip ? "on" : "off"},
-          {"mlp", to_string(v.mlp)},
-          {"layernorm", to_string(v.layernorm)},
-          {"mask", to_string(v.mask)}};
-}
-
-ordered_json model_json(const Model& m, const RunInfo& info) {
-  const Architecture& a = m.arch();
-  return {{"source", info.model},   {"layers", a.layers}, {"heads", a.heads},
-          {"d_model", a.d_model},   {"d_qk", a.d_qk},     {"d_v", a.d_v},
-          {"d_ff", a.d_ff},         {"activation", to_string(a.activation)},
-          {"own_variant", variant_json(a.variant)}};
-}
+using json_parts::model_json;
+using json_parts::variant_json;
 
 ordered_json digits_json(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
 

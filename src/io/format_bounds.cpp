@@ -4,6 +4,7 @@
 #include "sanpath/bounds_analysis.hpp"
 #include "sanpath/bounds_search.hpp"
 #include "sanpath/io/format.hpp"
+#include "json_parts.hpp"
 #include "text_table.hpp"
 
 #include <mpfr.h>
@@ -66,19 +67,8 @@ std::string measured_text(const MeasuredDepth& m, int cap) {
 
 // ---- JSON -----------------------------------------------------------------------
 
-ordered_json variant_json(const Variant& v) {
-  return {{"skip", v.skip ? "on" : "off"},
-          {"mlp", to_string(v.mlp)},
-          {"layernorm", to_string(v.layernorm)},
-          {"mask", to_string(v.mask)}};
-}
-
-ordered_json model_json(const Model& m, const RunInfo& info) {
-  const Architecture& a = m.arch();
-  return {{"source", info.model}, {"layers", a.layers}, {"heads", a.heads},   {"d_model", a.d_model},
-          {"d_qk", a.d_qk},       {"d_v", a.d_v},       {"d_ff", a.d_ff},     {"activation", to_string(a.activation)},
-          {"shared_layers", a.shared_layers},           {"own_variant", variant_json(a.variant)}};
-}
+using json_parts::model_json;
+using json_parts::variant_json;
 
 ordered_json measured_json(const MeasuredDepth& m) {
   const MeasuredResidual& e = m.enclosure;

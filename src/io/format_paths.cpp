@@ -3,6 +3,7 @@
 // every number is already a Quantity or an exact count.
 #include "sanpath/graph.hpp"
 #include "sanpath/io/format.hpp"
+#include "json_parts.hpp"
 #include "text_table.hpp"
 #include "sanpath/path_analysis.hpp"
 
@@ -17,18 +18,8 @@ using nlohmann::ordered_json;
 
 namespace {
 
-ordered_json variant_object(const Variant& v) {
-  return {{"skip", v.skip ? "on" : "off"},
-          {"mlp", to_string(v.mlp)},
-          {"layernorm", to_string(v.layernorm)},
-          {"mask", to_string(v.mask)}};
-}
-
-ordered_json model_object(const Model& m, const RunInfo& info) {
-  const Architecture& a = m.arch();
-  return {{"source", info.model}, {"layers", a.layers}, {"heads", a.heads},
-          {"d_model", a.d_model}, {"d_qk", a.d_qk},     {"d_v", a.d_v}};
-}
+ordered_json variant_object(const Variant& v) { return json_parts::variant_json(v); }
+ordered_json model_object(const Model& m, const RunInfo& info) { return json_parts::model_json(m, info); }
 
 ordered_json digits_value(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
 

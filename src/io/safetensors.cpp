@@ -1,3 +1,4 @@
+#include "sanpath/errors.hpp"
 #include "sanpath/io/safetensors.hpp"
 
 #include "sanpath/io/atomic_file.hpp"
@@ -24,23 +25,6 @@ using json = nlohmann::json;
 constexpr std::uint64_t kMaxHeader = 100ull * 1000 * 1000;  // 100 MB
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
-/// Control characters escaped, so that messages stay on one line.
-std::string printable(const std::string& s) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size());
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
 
 /// A JSON value shown in a message: one line, at most ~60 characters.
 std::string brief(const json& j) {
