@@ -48,13 +48,6 @@ ProgressFn prefixed_progress(const ProgressFn& progress, const std::string& pref
   return [progress, prefix](const std::string& message) { progress(prefix + message); };
 }
 
-std::optional<int> lower_end_digits(const BigReal& L, const BigReal& U) {
-  if (!(U > L)) return std::nullopt;
-  if (!(L > 0)) return 0;
-  const double rel = log10_abs(BigReal((U - L) / (2 * L)));
-  return std::max(0, static_cast<int>(std::floor(-rel)));
-}
-
 long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth) {
   const double log2_rho = log10_abs(rho) / std::log10(2.0);
   const double growth = 2.0 * std::log2(static_cast<double>(std::max(2L, n * d))) + 4.0 * depth + 16.0;

@@ -32,6 +32,13 @@ Quantity Quantity::unconfirmed(const BigReal& v) {
   return q;
 }
 
+std::optional<int> lower_end_digits(const BigReal& L, const BigReal& U) {
+  if (!(U > L)) return std::nullopt;
+  if (!(L > 0)) return 0;
+  const double rel = log10_abs(BigReal((U - L) / (2 * L)));
+  return std::max(0, static_cast<int>(std::floor(-rel)));
+}
+
 void limit_digits(Quantity& q, std::optional<int> max_digits) {
   if (!max_digits || q.below_resolution) return;
   q.digits = std::min(q.digits.value_or(*max_digits), *max_digits);

@@ -47,11 +47,6 @@ struct LayerStats {
   BigReal relative_residual;  ///< res_composite / norm_composite
 };
 
-/// Significant digits that a value computed from the lower end L of an
-/// enclosure [L, U] of a positive quantity T carries as sqrt(c·T):
-/// floor(−log10((U − L) / 2L)); nullopt when U ≤ L (no limit), 0 when L ≤ 0.
-std::optional<int> lower_end_digits(const BigReal& L, const BigReal& U);
-
 /// Measures every X^l of a forward pass of `model` in scalar S.
 /// `on_layer(l, L)` (may be empty) is called after layer l of the pass.
 template <class S>

@@ -34,6 +34,11 @@ struct Quantity {
   static Quantity unconfirmed(const BigReal& v);
 };
 
+/// Significant digits that a value computed from the lower end L of an
+/// enclosure [L, U] of a positive quantity T carries as sqrt(c·T):
+/// floor(−log10((U − L) / 2L)); nullopt when U ≤ L (no limit), 0 when L ≤ 0.
+std::optional<int> lower_end_digits(const BigReal& L, const BigReal& U);
+
 /// Limits q's digits to `max_digits` (when given): the value is known to no
 /// more digits than that for a reason other than rounding (e.g. the width of
 /// an enclosure it was derived from). Values below resolution are unchanged.

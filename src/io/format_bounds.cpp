@@ -22,23 +22,6 @@ namespace {
 
 // ---- numbers as strings ---------------------------------------------------------
 
-/// x in scientific notation with `significant` digits, rounded outwards
-/// (up = toward +inf, else toward −inf): a printed enclosure end stays an
-/// enclosure end. Same format as to_sci ("1.25e-4930").
-std::string sci_directed(const BigReal& x, int significant, bool up) {
-  const mpfr_srcptr v = x.backend().data();
-  if (mpfr_nan_p(v) || mpfr_inf_p(v) || mpfr_zero_p(v)) return to_sci(x, significant);
-  if (significant < 1) significant = 1;
-  char* out = nullptr;
-  const int rc = up ? mpfr_asprintf(&out, "%.*RUe", significant - 1, v) : mpfr_asprintf(&out, "%.*RDe", significant - 1, v);
-  if (rc < 0 || out == nullptr) throw std::runtime_error("format: mpfr_asprintf failed");
-  std::string s(out);
-  mpfr_free_str(out);
-  const auto e = s.find('e');
-  if (e != std::string::npos) s = s.substr(0, e) + "e" + std::to_string(std::stol(s.substr(e + 1)));
-  return s;
-}
-
 /// Significant digits worth printing for an enclosure end with `digits`
 /// confirmed (two more than confirmed, at most 17).
 int shown_digits(const std::optional<int>& digits, int cap = 17) {
@@ -61,8 +44,8 @@ ordered_json digits_json(const std::optional<int>& d) { return d ? ordered_json(
 std::string measured_text(const MeasuredDepth& m, int cap) {
   if (m.enclosure.below_resolution) return "< " + to_sci(m.enclosure.upper, 1);
   const int sig = shown_digits(m.digits, cap);
-  const std::string lo = m.enclosure.lower == 0 ? "0" : sci_directed(m.enclosure.lower, sig, false);
-  return "[" + lo + ", " + sci_directed(m.enclosure.upper, sig, true) + "]";
+  const std::string lo = m.enclosure.lower == 0 ? "0" : to_sci(m.enclosure.lower, sig, Rounding::down);
+  return "[" + lo + ", " + to_sci(m.enclosure.upper, sig, Rounding::up) + "]";
 }
 
 // ---- JSON -----------------------------------------------------------------------
@@ -74,8 +57,8 @@ ordered_json measured_json(const MeasuredDepth& m) {
   const MeasuredResidual& e = m.enclosure;
   const int sig = 17;
   ordered_json j;
-  j["lower"] = e.lower == 0 ? std::string("0") : sci_directed(e.lower, sig, false);
-  j["upper"] = e.below_resolution ? to_sci(e.upper, 1) : sci_directed(e.upper, sig, true);
+  j["lower"] = e.lower == 0 ? std::string("0") : to_sci(e.lower, sig, Rounding::down);
+  j["upper"] = e.below_resolution ? to_sci(e.upper, 1) : to_sci(e.upper, sig, Rounding::up);
   j["below_resolution"] = e.below_resolution;
   j["upper_end"] = m.upper.str();  // the optimal-centre enclosure's ends with their confirmed digits
   j["lower_end"] = m.lower.str();
