@@ -97,8 +97,8 @@ int main(int argc, char** argv) {
     } else if (kind == "san-small") {
       using S = mpfr_real<154>;  // 513 bits
       const Variant v = Variant::san();
-      const Architecture a = bench::arch(3, 4, 96, 24, false, v);
-      const int n = 48;
+      const Architecture a = bench::arch(4, 8, 256, 32, false, v);
+      const int n = 64;
       const Model model = bench::make_model(a);
       const MatrixXd X0 = bench::make_input(n, a.d_model);
       const ForwardTrace<S> t = forward<S>(model, v, convert<S>(X0));
