@@ -23,7 +23,6 @@ namespace norms_detail {
 bool solve_centre_lp(const Eigen::MatrixXd& D, Eigen::RowVectorXd& centre, Eigen::VectorXd& weights) {
   const Eigen::Index n = D.rows(), d = D.cols();
   if (n == 0 || d == 0 || n * d > kCentreLpMaxEntries) return false;
-  glp_term_out(GLP_OFF);
   std::unique_ptr<glp_prob, void (*)(glp_prob*)> lp(glp_create_prob(), glp_delete_prob);
   glp_prob* P = lp.get();
   glp_set_obj_dir(P, GLP_MIN);

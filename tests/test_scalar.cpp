@@ -72,6 +72,43 @@ TEST_CASE("agreeing digits and confirmed quantities") {
   CHECK(r.str() == "1.235e0");
 }
 
+TEST_CASE("enclosure ends print rounded outward") {
+  BigReal::default_precision(40);
+  const BigReal third = BigReal(1) / 3, neg = -third;
+  CHECK(to_sci(third, 3) == "3.33e-1");
+  CHECK(to_sci(third, 3, Rounding::down) == "3.33e-1");
+  CHECK(to_sci(third, 3, Rounding::up) == "3.34e-1");
+  CHECK(to_sci(neg, 3, Rounding::down) == "-3.34e-1");  // toward −∞
+  CHECK(to_sci(neg, 3, Rounding::up) == "-3.33e-1");
+  CHECK(to_sci(BigReal(0.25), 2, Rounding::up) == "2.5e-1");  // exact: no change
+  Quantity q = Quantity::unconfirmed(BigReal(2) / 3);
+  q.digits = 5;
+  q.rounding = Rounding::down;
+  CHECK(q.str() == "6.6666e-1");
+  q.rounding = Rounding::up;
+  CHECK(q.str() == "6.6667e-1");
+}
+
+TEST_CASE("digits of a value derived from an enclosure's lower end") {
+  BigReal::default_precision(60);
+  // [L, U] = [1, 1 + 1e-10]: relative error of sqrt(c·L) below (U − L)/2L = 5e-11.
+  CHECK(lower_end_digits(BigReal(1), BigReal("1.0000000001")) == 10);
+  CHECK(lower_end_digits(BigReal(1), BigReal("1.5")) == 0);   // (0.5)/2 = 0.25: no digit certain
+  CHECK(lower_end_digits(BigReal(2), BigReal(2)) == std::nullopt);  // exact: no limit
+  CHECK(lower_end_digits(BigReal(0), BigReal(1)) == 0);
+  Quantity q = confirm(BigReal("1.234567890123"), BigReal("1.234567890123"), 200);
+  REQUIRE(q.digits);
+  CHECK(*q.digits > 12);
+  limit_digits(q, 4);
+  CHECK(q.digits == 4);
+  CHECK(q.str() == "1.235e0");
+  limit_digits(q, std::nullopt);
+  CHECK(q.digits == 4);
+  Quantity u = Quantity::unconfirmed(BigReal(1));
+  limit_digits(u, 7);
+  CHECK(u.digits == 7);
+}
+
 TEMPLATE_TEST_CASE("gemm matches a naive triple loop", "", double, mpfr_real<77>) {
   using S = TestType;
   Matrix<S> A(3, 4), B(4, 2);
