@@ -168,7 +168,9 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
     for (const ForwardAnalysis& a : r.analyses) {
       const LayerReport& lr = a.layers[l];
       std::string cell = lr.relative_residual.str();
-      cell += " [" + (lr.digits ? std::to_string(*lr.digits) : std::string("?")) + "]";
+      // The printed number's own confirmed digits (as in the HTML report).
+      const std::optional<int>& dg = lr.relative_residual.digits;
+      cell += " [" + (dg ? std::to_string(*dg) : std::string("?")) + "]";
       o << pad(cell, 30);
     }
     o << "\n";
