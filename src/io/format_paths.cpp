@@ -18,8 +18,8 @@ using nlohmann::ordered_json;
 
 namespace {
 
-ordered_json variant_object(const Variant& v) { return json_parts::variant_json(v); }
-ordered_json model_object(const Model& m, const RunInfo& info) { return json_parts::model_json(m, info); }
+using json_parts::model_json;
+using json_parts::variant_json;
 
 ordered_json digits_value(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
 
@@ -32,8 +32,8 @@ void add_common(ordered_json& j, const PathReportBase& r, const Model& model, co
   j["check_precision_bits"] = r.check ? ordered_json(bits_of(*r.check)) : ordered_json(nullptr);
   j["tried_bits"] = r.tried_bits;
   j["ceiling_reached"] = r.ceiling_reached;
-  j["variant"] = variant_object(r.variant);
-  j["model"] = model_object(model, info);
+  j["variant"] = variant_json(r.variant);
+  j["model"] = model_json(model, info);
   j["input"] = info.input;
   j["tokens"] = r.tokens;
 }
