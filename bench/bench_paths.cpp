@@ -5,7 +5,7 @@
 // process to read it per configuration).
 #include "common.hpp"
 
-#include "sanpath/paths.hpp"
+#include "sanpath/compute/paths.hpp"
 
 using namespace sanpath;
 using namespace sanpath::bench;

@@ -4,7 +4,7 @@
 // its own process and compares time growth with operation-count growth.
 #include "common.hpp"
 
-#include "sanpath/paths.hpp"
+#include "sanpath/compute/paths.hpp"
 
 using namespace sanpath;
 using namespace sanpath::bench;

@@ -1,9 +1,9 @@
 #pragma once
 // Shared pieces of the benchmarks: the model shapes of docs/performance.md,
 // operation counts, peak memory, and full-precision random operands.
-#include "sanpath/forward.hpp"
-#include "sanpath/linalg.hpp"
-#include "sanpath/random.hpp"
+#include "sanpath/compute/forward.hpp"
+#include "sanpath/core/linalg.hpp"
+#include "sanpath/model/random.hpp"
 
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>

@@ -1,10 +1,11 @@
 // Enumerates every path of a small SAN (Theorem 2.1: the output is a sum of
 // one term P_path X W_path per head sequence) with a visitor, keeps the five
 // terms of largest ‖T‖_{1,∞} and prints them.
-#include <sanpath/forward.hpp>
-#include <sanpath/input.hpp>
-#include <sanpath/paths.hpp>
-#include <sanpath/random.hpp>
+#include <sanpath/compute/forward.hpp>
+#include <sanpath/compute/embed.hpp>
+#include <sanpath/model/input.hpp>
+#include <sanpath/compute/paths.hpp>
+#include <sanpath/model/random.hpp>
 
 #include <algorithm>
 #include <iostream>

@@ -5,7 +5,7 @@
 //   example_hf_residuals FOLDER [TOKEN_IDS]      e.g. ../shared/data/real-models/gpt2-capp 1,5,9,2
 //
 // Exits with 77 ("skipped") when FOLDER does not exist.
-#include <sanpath/analysis.hpp>
+#include <sanpath/analysis/forward.hpp>
 #include <sanpath/io/checkpoint.hpp>
 
 #include <filesystem>

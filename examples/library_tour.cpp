@@ -1,9 +1,9 @@
 // The library tour of the README: the relative residual of every layer of a
 // pure self-attention network (no skip connections, no MLP, no LayerNorm),
 // at the precision its doubly exponential collapse needs.
-#include <sanpath/analysis.hpp>
-#include <sanpath/experiment.hpp>
-#include <sanpath/random.hpp>
+#include <sanpath/analysis/forward.hpp>
+#include <sanpath/analysis/collapse.hpp>
+#include <sanpath/model/random.hpp>
 
 #include <iostream>
 

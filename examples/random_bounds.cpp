@@ -2,8 +2,8 @@
 // β_l, the constant a = 4γβH/√d_qk, and per depth the bound (held as a
 // logarithm, printed with its full exponent) against the measured residual
 // r_l = ‖res(X^l)‖_{1,∞} with the optimal centre, and the verdict.
-#include <sanpath/bounds_analysis.hpp>
-#include <sanpath/random.hpp>
+#include <sanpath/analysis/bounds.hpp>
+#include <sanpath/model/random.hpp>
 
 #include <iostream>
 

@@ -6,17 +6,17 @@
 // or sanpath::ResourceError for sizes above the memory budget); anything else
 // escapes as a finding. File errors must also be one line naming the file:
 // a message that breaks that contract aborts (a finding too).
-#include "sanpath/analysis.hpp"
-#include "sanpath/errors.hpp"
-#include "sanpath/input.hpp"
+#include "sanpath/analysis/forward.hpp"
+#include "sanpath/core/errors.hpp"
+#include "sanpath/model/input.hpp"
 #include "sanpath/io/checkpoint.hpp"
-#include "sanpath/io/format.hpp"
+#include "sanpath/report/format.hpp"
 #include "sanpath/io/safetensors.hpp"
-#include "sanpath/model.hpp"
-#include "sanpath/norms.hpp"
-#include "sanpath/random.hpp"
-#include "sanpath/resources.hpp"
-#include "sanpath/scalar.hpp"
+#include "sanpath/model/model.hpp"
+#include "sanpath/compute/norms.hpp"
+#include "sanpath/model/random.hpp"
+#include "sanpath/core/resources.hpp"
+#include "sanpath/core/scalar.hpp"
 
 #include <unistd.h>
 

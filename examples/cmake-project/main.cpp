@@ -1,8 +1,6 @@
 // Consumes the installed library: a random 4-layer SAN, its residual per
 // layer at automatic precision, and the exact number of its head paths.
-#include <sanpath/analysis.hpp>
-#include <sanpath/graph.hpp>
-#include <sanpath/random.hpp>
+#include <sanpath/sanpath.hpp>  // the umbrella header: everything the library offers
 
 #include <iostream>
 

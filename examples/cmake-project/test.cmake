@@ -18,7 +18,7 @@ function(run what)
 endfunction()
 
 run("install" ${CMAKE_COMMAND} --install "${SANPATH_BUILD_DIR}" --prefix "${WORK}/prefix")
-foreach(f include/sanpath/analysis.hpp bin/sanpath)
+foreach(f include/sanpath/sanpath.hpp include/sanpath/analysis/forward.hpp bin/sanpath)
   if(NOT EXISTS "${WORK}/prefix/${f}")
     message(FATAL_ERROR "install: ${f} is missing from the prefix")
   endif()

@@ -1,7 +1,7 @@
 #include "common.hpp"
 
-#include "sanpath/bounds_analysis.hpp"
-#include "sanpath/bounds_search.hpp"
+#include "sanpath/analysis/bounds.hpp"
+#include "sanpath/analysis/search.hpp"
 
 namespace sanpath::cli {
 

@@ -1,7 +1,7 @@
 #include "common.hpp"
 
-#include "sanpath/experiment.hpp"
-#include "sanpath/random.hpp"
+#include "sanpath/analysis/collapse.hpp"
+#include "sanpath/model/random.hpp"
 
 namespace sanpath::cli {
 

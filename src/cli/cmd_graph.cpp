@@ -1,7 +1,7 @@
 #include "common.hpp"
 
-#include "sanpath/errors.hpp"
-#include "sanpath/graph.hpp"
+#include "sanpath/core/errors.hpp"
+#include "sanpath/compute/path_graph.hpp"
 #include "sanpath/io/atomic_file.hpp"
 
 #include <sstream>

@@ -1,7 +1,7 @@
 #include "common.hpp"
 
 #include "sanpath/io/checkpoint.hpp"
-#include "sanpath/random.hpp"
+#include "sanpath/model/random.hpp"
 
 namespace sanpath::cli {
 

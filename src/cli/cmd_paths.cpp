@@ -1,7 +1,7 @@
 #include "common.hpp"
 
-#include "sanpath/errors.hpp"
-#include "sanpath/path_analysis.hpp"
+#include "sanpath/core/errors.hpp"
+#include "sanpath/analysis/paths.hpp"
 
 namespace sanpath::cli {
 

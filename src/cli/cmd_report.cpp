@@ -1,10 +1,10 @@
 #include "common.hpp"
 #include "progress.hpp"
 
-#include "sanpath/experiment.hpp"
-#include "sanpath/io/html_report.hpp"
-#include "sanpath/random.hpp"
-#include "sanpath/resources.hpp"
+#include "sanpath/analysis/collapse.hpp"
+#include "sanpath/report/html_report.hpp"
+#include "sanpath/model/random.hpp"
+#include "sanpath/core/resources.hpp"
 
 namespace sanpath::cli {
 

@@ -4,7 +4,7 @@
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/safetensors.hpp"
-#include "sanpath/resources.hpp"
+#include "sanpath/core/resources.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -3,10 +3,10 @@
 // library objects. No mathematics here: parse, call the library, format.
 #include <CLI/CLI.hpp>
 
-#include "sanpath/analysis.hpp"
-#include "sanpath/input.hpp"
-#include "sanpath/io/format.hpp"
-#include "sanpath/model.hpp"
+#include "sanpath/analysis/forward.hpp"
+#include "sanpath/model/input.hpp"
+#include "sanpath/report/format.hpp"
+#include "sanpath/model/model.hpp"
 
 #include <optional>
 #include <string>

@@ -2,7 +2,7 @@
 // formats; maps every exception to one documented exit code here.
 #include "common.hpp"
 
-#include "sanpath/errors.hpp"
+#include "sanpath/core/errors.hpp"
 
 #include <iostream>
 

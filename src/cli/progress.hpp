@@ -3,7 +3,7 @@
 // terminal, nothing when it is not (pipes, files, CI) or with --quiet. The
 // library reports stages as ProgressFn messages, optionally ending in a
 // count "[i/n]" (sanpath::ProgressStep); this draws them.
-#include "sanpath/analysis.hpp"
+#include "sanpath/analysis/forward.hpp"
 
 #include <chrono>
 #include <iosfwd>

@@ -1,9 +1,9 @@
-#include "sanpath/errors.hpp"
+#include "sanpath/core/errors.hpp"
 #include "sanpath/io/checkpoint.hpp"
 
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/io/safetensors.hpp"
-#include "sanpath/resources.hpp"
+#include "sanpath/core/resources.hpp"
 
 #include <nlohmann/json.hpp>
 

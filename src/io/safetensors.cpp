@@ -1,4 +1,4 @@
-#include "sanpath/errors.hpp"
+#include "sanpath/core/errors.hpp"
 #include "sanpath/io/safetensors.hpp"
 
 #include "sanpath/io/atomic_file.hpp"

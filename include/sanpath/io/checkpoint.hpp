@@ -17,7 +17,7 @@
 ///
 /// Errors are std::invalid_argument with one line "<path>: <field>: <why>".
 
-#include "sanpath/model.hpp"
+#include "sanpath/model/model.hpp"
 
 #include <string>
 

@@ -1,0 +1,76 @@
+#pragma once
+/// \file forward.hpp
+/// The forward pass of math.md §1–2 in any working scalar, recording every
+/// layer's output X^l (n×d) and every attention matrix P_h^l (n×n).
+
+#include "sanpath/model/model.hpp"
+#include "sanpath/core/scalar.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace sanpath {
+
+struct ForwardOptions {
+  bool record_attention = true;  ///< keep every P_h^l in the trace
+  /// Progress: called as on_layer(l, L) after layer l = 1..L is done. May be empty.
+  std::function<void(int layer, int layers)> on_layer{};
+};
+
+/// Result of a forward pass. X[0] is the input, X[l] the output of layer l
+/// (l = 1..L); P[l-1][h] is the attention of layer l, head h (row-stochastic,
+/// lower-triangular under a causal mask), empty when not recorded.
+template <class S> struct ForwardTrace {
+  Variant variant;
+  std::vector<Matrix<S>> X;
+  std::vector<std::vector<Matrix<S>>> P;
+  int layers() const { return static_cast<int>(X.size()) - 1; }
+};
+
+/// Runs `model` on X0 (n×d_model) with the layer map of `variant`.
+/// Throws std::invalid_argument on a shape mismatch or a variant the model's
+/// weights cannot run (e.g. mlp plain without MLP weights).
+template <class S>
+ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix<S>& X0,
+                        const ForwardOptions& options = {});
+
+/// Row-wise softmax with the row maximum subtracted; under a causal mask
+/// entries j > i are exactly 0. A: n×n logits.
+template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask);
+
+/// LayerNorm over the features of each row (biased variance), math.md §2.
+template <class S> Matrix<S> layer_norm(const Matrix<S>& X, const VectorXd& gain, const VectorXd& bias, double eps);
+
+/// Elementwise activation (relu, gelu = x·Φ(x), gelu_tanh = HF gelu_new).
+template <class S> S activate(const S& x, Activation act);
+
+/// A double constant as the decimal number it was written as (its shortest
+/// round-trip decimal), e.g. 1e-12 becomes exactly 10^-12 rounded once to S.
+template <class S> S decimal_constant(double x);
+
+// ---- memory estimates (checked against the budget before a pass) --------------
+
+/// Peak number of working scalars held by forward() on n tokens:
+/// the trace X^0..X^L ((L+1)·n·d), every attention matrix when recorded
+/// (L·H·n²; otherwise the two n×n matrices of one head), the packed layer
+/// weights, Q/K/V and the per-head, MLP and LayerNorm temporaries.
+std::uint64_t forward_scalar_count(const Architecture& a, std::uint64_t n, bool with_mlp, bool record_attention);
+
+/// One line describing the dominant terms, for messages:
+/// "12 layers × 12 heads × 4096² attention entries + ... at 2051 bits".
+std::string describe_forward_estimate(const Architecture& a, std::uint64_t n, bool record_attention, bool is_mpfr,
+                                      long bits);
+
+#define SANPATH_DECLARE_FORWARD(S)                                                                           \
+  extern template ForwardTrace<S> forward<S>(const Model&, const Variant&, const Matrix<S>&,                  \
+                                             const ForwardOptions&);                                         \
+  extern template Matrix<S> row_softmax<S>(const Matrix<S>&, MaskKind);                                      \
+  extern template Matrix<S> layer_norm<S>(const Matrix<S>&, const VectorXd&, const VectorXd&, double);       \
+  extern template S activate<S>(const S&, Activation);                                                       \
+  extern template S decimal_constant<S>(double);
+SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_FORWARD)
+#undef SANPATH_DECLARE_FORWARD
+
+}  // namespace sanpath

@@ -1,0 +1,113 @@
+#pragma once
+/// \file linalg.hpp
+/// Dense products in a working scalar. Double goes through Eigen's blocked
+/// GEMM; MPFR tiers through a fixed-point kernel: the rows of A and the
+/// columns of op(B) are aligned to their largest exponent as integers of W
+/// bits (W = 52·⌈(p+49)/52⌉ − 1 up to 1025 bits, 64·⌈(p+56)/64⌉ above; p the
+/// tier's precision, so W ≥ p + 48), each entry is the exact integer dot
+/// product of those, rounded once to the tier. Its error is at most ½ ulp
+/// plus 3k·2^(e_i+f_j−W) (e_i, f_j the row and column exponents), never above
+/// the classical bound γ_k Σ|a_ip b_pj| of a sequential mpfr_fma loop:
+/// entries for which that cannot be guaranteed (rows and columns whose
+/// magnitudes cross by more than W−p−4 binades), and products with NaN or
+/// infinite entries, fall back to that loop (mpfr_fma into the preallocated
+/// entry, no temporaries). The integer dot products run on AVX-512 IFMA
+/// (eight at a time, 52-bit limbs) when the CPU has it and W allows (tiers up
+/// to 1025 bits), otherwise on GMP's mpn_mul_n; both compute the same
+/// integers, so results do not depend on the kernel.
+///
+/// Large products are split into blocks of rows or columns fixed by the
+/// shapes alone and run on up to product_threads() threads: results do not
+/// depend on the thread count.
+
+#include "sanpath/core/scalar.hpp"
+
+#include <atomic>
+#include <thread>
+#include <type_traits>
+
+namespace sanpath {
+
+/// C = A·B.  A: m×k, B: k×n, C resized to m×n.
+template <class S> void gemm(const Matrix<S>& A, const Matrix<S>& B, Matrix<S>& C);
+/// C = A·Bᵀ.  A: m×k, B: n×k, C resized to m×n.
+template <class S> void gemm_nt(const Matrix<S>& A, const Matrix<S>& B, Matrix<S>& C);
+
+/// Convenience: returns A·B.
+template <class S> Matrix<S> product(const Matrix<S>& A, const Matrix<S>& B) {
+  Matrix<S> C;
+  gemm(A, B, C);
+  return C;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SANPATH_IFMA_KERNEL 1
+#else
+#define SANPATH_IFMA_KERNEL 0
+#endif
+
+namespace detail {
+inline std::atomic<bool> ifma_allowed{true};
+inline std::atomic<int> product_threads_setting{0};
+inline thread_local int serial_products_depth = 0;
+}  // namespace detail
+
+/// Sets the number of threads one large product may use: 0 (the default)
+/// for the hardware concurrency, 1 for serial products. Thread-safe.
+inline void set_product_threads(int threads) { detail::product_threads_setting.store(threads < 0 ? 0 : threads); }
+
+/// Threads one large product started from this thread may use (1 inside a
+/// SerialProductsScope).
+inline int product_threads() {
+  if (detail::serial_products_depth > 0) return 1;
+  const int t = detail::product_threads_setting.load();
+  if (t > 0) return t;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(hw);
+}
+
+/// Whether MPFR products may use the AVX-512 IFMA kernel (default true; it
+/// is used only when the CPU has it). false forces the portable GMP kernel,
+/// for comparisons: results are identical. Thread-safe.
+inline void allow_ifma_products(bool allowed) { detail::ifma_allowed.store(allowed); }
+
+/// Whether MPFR products of tiers up to 1025 bits run on the IFMA kernel.
+inline bool ifma_products_active() {
+#if SANPATH_IFMA_KERNEL
+  static const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma");
+  return cpu && detail::ifma_allowed.load();
+#else
+  return false;
+#endif
+}
+
+/// While alive, products started from the constructing thread run serially.
+/// The library's own worker threads (path enumeration, length sums, product
+/// blocks) hold one, so parallel work is never nested.
+class SerialProductsScope {
+ public:
+  SerialProductsScope() { ++detail::serial_products_depth; }
+  ~SerialProductsScope() { --detail::serial_products_depth; }
+  SerialProductsScope(const SerialProductsScope&) = delete;
+  SerialProductsScope& operator=(const SerialProductsScope&) = delete;
+};
+
+/// Converts a double matrix exactly into scalar S.
+template <class S, class Derived> Matrix<S> convert(const Eigen::MatrixBase<Derived>& m) {
+  if constexpr (std::is_same_v<S, double>) {
+    return m;
+  } else {
+    Matrix<S> out(m.rows(), m.cols());
+    for (Eigen::Index j = 0; j < m.cols(); ++j)
+      for (Eigen::Index i = 0; i < m.rows(); ++i) out(i, j) = S(m(i, j));
+    return out;
+  }
+}
+
+#define SANPATH_DECLARE_LINALG(S)                                                      \
+  extern template void gemm<S>(const Matrix<S>&, const Matrix<S>&, Matrix<S>&);       \
+  extern template void gemm_nt<S>(const Matrix<S>&, const Matrix<S>&, Matrix<S>&);
+SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_LINALG)
+#undef SANPATH_DECLARE_LINALG
+
+}  // namespace sanpath

@@ -1,0 +1,59 @@
+#pragma once
+/// \file quantity.hpp
+/// A reported number and what is known of its accuracy: its value at the
+/// working precision, the significant decimal digits confirmed by a second
+/// run at higher precision, and whether it is below what the precision
+/// resolves (then only an upper bound is known and printed as "< 1e-N").
+
+#include "sanpath/core/scalar.hpp"
+
+#include <optional>
+#include <string>
+
+namespace sanpath {
+
+struct Quantity {
+  BigReal value;
+  /// Significant decimal digits confirmed by the check run; nullopt when no
+  /// check run was made.
+  std::optional<int> digits;
+  /// True when the value is rounding noise: only `bound` is known, |x| < bound.
+  bool below_resolution = false;
+  BigReal bound;  ///< a power of ten above |x| when below_resolution
+  /// How str() rounds to its digits: down for the lower end of an
+  /// enclosure, up for the upper end (the printed interval still encloses).
+  Rounding rounding = Rounding::nearest;
+
+  /// Decimal string: 17 significant digits; fewer when fewer are confirmed
+  /// (never more than confirmed); "< 1e-N" when below resolution. Never
+  /// "0" for a nonzero value, never "inf".
+  std::string str() const;
+  /// An exact value (counts, inputs): all digits count.
+  static Quantity exact(const BigReal& v);
+  /// A value with no check run.
+  static Quantity unconfirmed(const BigReal& v);
+};
+
+/// Significant digits that a value computed from the lower end L of an
+/// enclosure [L, U] of a positive quantity T carries as sqrt(c·T):
+/// floor(−log10((U − L) / 2L)); nullopt when U ≤ L (no limit), 0 when L ≤ 0.
+std::optional<int> lower_end_digits(const BigReal& L, const BigReal& U);
+
+/// Limits q's digits to `max_digits` (when given): the value is known to no
+/// more digits than that for a reason other than rounding (e.g. the width of
+/// an enclosure it was derived from). Values below resolution are unchanged.
+void limit_digits(Quantity& q, std::optional<int> max_digits);
+
+/// Compares a value computed at `bits` with the same quantity from a run at
+/// higher precision. Digits = agreeing significant digits, at most what
+/// `bits` carries. When none agree the value is declared below resolution
+/// with bound = the next power of ten above |value| + |value − check|.
+Quantity confirm(const BigReal& value, const BigReal& check, long bits);
+
+/// Marks a value below resolution without a check run: |x| < bound.
+Quantity below_resolution(const BigReal& value, const BigReal& bound);
+
+/// The smallest power of ten strictly above |x| (x > 0), as BigReal.
+BigReal power_of_ten_above(const BigReal& x);
+
+}  // namespace sanpath

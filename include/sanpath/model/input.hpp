@@ -1,0 +1,36 @@
+#pragma once
+/// \file input.hpp
+/// The input X^0 (n tokens × d_model features) of a forward pass: a given
+/// matrix, token ids through the model's own embeddings, or a seeded
+/// random matrix. compute/embed.hpp turns a spec into X^0 in a working scalar.
+
+#include "sanpath/model/model.hpp"
+#include "sanpath/model/random.hpp"
+#include "sanpath/core/scalar.hpp"
+
+#include <string>
+#include <vector>
+
+namespace sanpath {
+
+struct InputSpec {
+  enum class Kind { matrix, tokens, random };
+  Kind kind = Kind::random;
+  MatrixXd X;                 ///< Kind::matrix: n×d
+  std::vector<long> tokens;   ///< Kind::tokens
+  RandomInputSpec random;     ///< Kind::random (d is taken from the model when 0)
+  std::string source = "input";  ///< for messages: file name or "--tokens"
+
+  static InputSpec from_matrix(MatrixXd X, std::string source);
+  static InputSpec from_tokens(std::vector<long> ids, std::string source = "--tokens");
+  static InputSpec from_random(RandomInputSpec spec);
+  std::string describe() const;
+  /// n, the number of tokens (rows of X^0).
+  long rows() const;
+};
+
+/// Parses "101,2023,102" (spaces allowed). Throws std::invalid_argument
+/// naming `what` and the offending item.
+std::vector<long> parse_token_list(const std::string& text, const std::string& what = "--tokens");
+
+}  // namespace sanpath

@@ -1,0 +1,73 @@
+#pragma once
+/// \file format.hpp
+/// Report formatting: JSON, CSV and plain-text tables of the analyses. The
+/// last stage of the data flow; no mathematics here. Every high-precision
+/// number is a decimal string (Quantity::str()).
+
+#include "sanpath/analysis/forward.hpp"
+#include "sanpath/analysis/collapse.hpp"
+#include "sanpath/model/model.hpp"
+
+#include <string>
+
+namespace sanpath {
+
+enum class Format { table, json, csv };
+/// "table|json|csv"; throws std::invalid_argument.
+Format parse_format(const std::string& text);
+
+/// Describes the analysed setting in reports.
+struct RunInfo {
+  std::string model;  ///< where the model came from
+  std::string input;  ///< InputSpec::describe()
+};
+
+std::string format_forward(const ForwardAnalysis& a, const Model& model, const RunInfo& info, Format f);
+std::string format_collapse(const CollapseResult& r, const Model& model, const RunInfo& info, Format f);
+
+/// "skip=off mlp=none layernorm=none mask=none".
+std::string describe(const Variant& v);
+
+// Path decomposition reports (src/io/format_paths.cpp).
+struct PathGraphSpec;
+struct PathCounts;
+struct LengthSumsReport;
+struct PathEnumerationReport;
+struct PathSampleReport;
+
+/// `sanpath graph`. JSON: {"total": "…", "by_length": [{"length": k,
+/// "count": "…"}, …] (k = 0..L), "layers", "heads", "skip", "vertices",
+/// "edges"}; counts are exact decimal strings.
+std::string format_path_counts(const PathGraphSpec& spec, const PathCounts& counts, Format f);
+/// `sanpath paths --sums`. JSON: {"length_sums": [{"length": k, "count":
+/// "…", "norm": {"frobenius": "…"}, "residual": {"composite": "…"},
+/// "share": "…", "digits": d}, …], "decomposition_error": "…", …}.
+std::string format_length_sums(const LengthSumsReport& r, const Model& model, const RunInfo& info, Format f);
+/// `sanpath paths --enumerate`. JSON: {"paths": [{"heads": [h_1, …, h_L]
+/// (0-based, null = skip), "length": k, "term_norm": {"frobenius": "…",
+/// "composite": "…"}, "term_residual": {"composite": "…"},
+/// "stochastic_residual": {"composite": "…"}, "digits": d}, …],
+/// "decomposition_error": "…" (only when every path is enumerated), …}.
+std::string format_enumeration(const PathEnumerationReport& r, const Model& model, const RunInfo& info, Format f);
+/// `sanpath paths --sample`. JSON: {"samples": [{"length": k, "samples": N,
+/// "population": "…", "term_norm": {"composite": {"mean", "stddev",
+/// "ci95": [low, high]}}, "term_residual": {"composite": {…}}}, …], "seed"}.
+std::string format_samples(const PathSampleReport& r, const Model& model, const RunInfo& info, Format f);
+
+// Bounds reports (src/io/format_bounds.cpp).
+struct BoundsAnalysis;
+struct BoundsSearchResult;
+
+/// `sanpath bounds`. JSON: {"gamma", "theorem" ("2.2|2.3|3.2|none"),
+/// "applicable", "a", "contraction_radius", "vacuous", "vacuity",
+/// "not_applicable", "beta": [β_l], "lambda", precision fields, "r0",
+/// "depths": [{"layer", "bound", "log10_bound", "layerwise_bound",
+/// "measured": {"lower", "upper", "below_resolution", …}, "verdict",
+/// "slack_log10", "cubic_constant", "a_layer", "order", …}], "without_skip"
+/// (skip on), "notes"}; every number a decimal string with its true
+/// exponent, null when absent. Table: one row per depth for a reader.
+std::string format_bounds(const BoundsAnalysis& a, const Model& model, const RunInfo& info, Format f);
+/// `sanpath bounds --search`: the search, the saved files and the re-check.
+std::string format_bounds_search(const BoundsSearchResult& r, Format f);
+
+}  // namespace sanpath

@@ -1,0 +1,70 @@
+#pragma once
+/// \file html_report.hpp
+/// The one-file HTML report of `sanpath report`: every chart an inline SVG
+/// (svg_plot.hpp), no script, no external resource, so it opens offline in
+/// any browser. It shows
+///  - the relative residual per layer of SAN, SAN+MLP, SAN+skip and the full
+///    model (run_collapse) on a log10 axis, values below resolution as
+///    upper-bound marks;
+///  - the bound of Theorem 2.2/2.3 for the SAN against its measured
+///    residual r_l = ‖res(X^l)‖_{1,∞} (analyze_bounds), with a table of β_l,
+///    a_l, a and the verdict per depth;
+///  - the path-length distribution of the attention-only network with skip
+///    connections (analyze_length_sums): the exact number of paths of each
+///    length and each length's share ‖S_k‖_F/‖X^L‖_F of the output;
+///  - the model, input and precisions used.
+/// build_report gathers the data by calling the library; render_html only
+/// formats it (no mathematics beyond scaling the axes).
+
+#include "sanpath/analysis/forward.hpp"
+#include "sanpath/analysis/bounds.hpp"
+#include "sanpath/analysis/collapse.hpp"
+#include "sanpath/model/input.hpp"
+#include "sanpath/report/format.hpp"
+#include "sanpath/model/model.hpp"
+#include "sanpath/analysis/paths.hpp"
+
+#include <string>
+
+namespace sanpath {
+
+/// What to compute and how to describe it.
+struct ReportRequest {
+  PrecisionRequest precision;         ///< for every analysis of the report
+  BoundsRequest bounds;               ///< γ and theorem of the bounds section (its precision is `precision`)
+  RunInfo info;                       ///< where the model and the input came from (printed)
+  std::string generator = "sanpath";  ///< printed in the footer, e.g. "sanpath 0.1.0"
+};
+
+/// Everything the report shows, as the library computed it.
+struct HtmlReport {
+  RunInfo info;
+  std::string generator;
+  Architecture arch;
+  PrecisionRequest precision;
+  CollapseResult collapse;  ///< the four variants (those the model can run)
+  Variant bounds_variant;   ///< the SAN: skip off, mlp none, layernorm none, the model's mask
+  BoundsAnalysis bounds;
+  Variant paths_variant;  ///< skip on, mlp none, layernorm none, the model's mask
+  LengthSumsReport lengths;
+};
+
+/// Runs run_collapse, analyze_bounds on the SAN variant and
+/// analyze_length_sums on the attention-only variant with skip connections,
+/// all on `input` at `request.precision`. Progress messages are prefixed
+/// with the section ("collapse: ", "bounds: ", "path lengths: ").
+HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
+                        const ProgressFn& progress = {});
+
+/// The report as one self-contained HTML document (UTF-8). Element ids the
+/// tests rely on: svg#chart-collapse (series groups #chart-collapse-san,
+/// -san-mlp, -san-skip, -full), svg#chart-bounds (#chart-bounds-measured,
+/// #chart-bounds-uniform, #chart-bounds-layerwise), svg#chart-path-counts,
+/// svg#chart-path-shares, table#table-collapse (cells carry data-variant and
+/// data-layer), table#table-bounds, table#table-paths, table#table-setup.
+std::string render_html(const HtmlReport& report);
+
+/// render_html written to `path` atomically (write_file_atomic).
+void write_html_report(const std::string& path, const HtmlReport& report);
+
+}  // namespace sanpath

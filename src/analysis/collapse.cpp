@@ -1,0 +1,57 @@
+#include "sanpath/analysis/collapse.hpp"
+
+namespace sanpath {
+
+std::vector<NamedVariant> collapse_variants(const Variant& own) {
+  std::vector<NamedVariant> v;
+  v.push_back({"SAN", Variant::san(own.mask)});
+  v.push_back({"SAN+MLP", {false, MlpKind::residual, own.layernorm, own.mask}});
+  v.push_back({"SAN+skip", {true, MlpKind::none, own.layernorm, own.mask}});
+  v.push_back({"full", own});
+  return v;
+}
+
+RandomModelSpec default_collapse_model() {
+  RandomModelSpec s;
+  s.arch.layers = 5;
+  s.arch.heads = 4;
+  s.arch.d_model = 32;
+  s.arch.d_qk = 8;
+  s.arch.d_v = 8;
+  s.arch.d_ff = 128;
+  s.arch.variant = {true, MlpKind::residual, LayerNormKind::post, MaskKind::none};
+  s.arch.activation = Activation::gelu;
+  s.arch.ln_eps = 1e-12;
+  s.init = InitKind::gaussian;
+  s.std = 0.02;
+  s.seed = 0;
+  return s;
+}
+
+RandomInputSpec default_collapse_input() {
+  RandomInputSpec s;
+  s.n = 8;
+  s.seed = 1;
+  return s;
+}
+
+CollapseResult run_collapse(const Model& model, const InputSpec& input, const PrecisionRequest& precision,
+                            const ProgressFn& progress) {
+  CollapseResult r;
+  const std::vector<NamedVariant> all = collapse_variants(model.arch().variant);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const NamedVariant& nv = all[i];
+    try {
+      model.check_supports(nv.variant);
+    } catch (const std::invalid_argument&) {
+      continue;
+    }
+    const std::string prefix = nv.name + " (" + std::to_string(i + 1) + "/" + std::to_string(all.size()) + "): ";
+    r.analyses.push_back(
+        analyze_forward(model, nv.variant, input, precision, Center::mean, prefixed_progress(progress, prefix)));
+    r.variants.push_back(nv);
+  }
+  return r;
+}
+
+}  // namespace sanpath

@@ -1,0 +1,496 @@
+// Path decomposition reports: the precision of analyze_forward, every
+// quantity computed twice (p and p.next()) and confirmed. The templated work
+// is the explicitly instantiated kernels of paths.hpp; this file only runs
+// them per precision and turns their results into Quantity values.
+#include "sanpath/compute/embed.hpp"
+#include "sanpath/analysis/paths.hpp"
+
+#include "sanpath/compute/forward.hpp"
+#include "sanpath/core/resources.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <stdexcept>
+
+namespace sanpath {
+
+namespace {
+
+// ---------------------------------------------------------------- common
+
+/// The forward pass at scalar S with the attention matrices recorded.
+template <class S>
+ForwardTrace<S> trace_at(const Model& model, const Variant& variant, const InputSpec& input, const ProgressFn& progress,
+                         const std::string& stage) {
+  ForwardOptions opt;
+  opt.record_attention = true;
+  if (progress) {
+    report_progress(progress, stage, 0, model.arch().layers);
+    opt.on_layer = [&](int l, int layers) { report_progress(progress, stage, l, layers); };
+  }
+  return forward<S>(model, variant, make_input<S>(model, input), opt);
+}
+
+/// Validates the variant and chooses the working precision and the check.
+struct Plan {
+  PrecisionChoice choice;
+  std::optional<Precision> check;
+};
+
+void require_decomposable(const Model& model, const Variant& variant) {
+  require_attention_only(variant);
+  model.check_supports(variant);
+}
+
+Plan plan_precision(const Model& model, const Variant& variant, const InputSpec& input, const PrecisionRequest& request,
+                    const ProgressFn& progress) {
+  Plan plan;
+  plan.choice =
+      choose_precision(model, variant, input, request, Center::mean, prefixed_progress(progress, "precision: "));
+  if (request.confirm && !plan.choice.precision.is_top()) plan.check = plan.choice.precision.next();
+  return plan;
+}
+
+void fill_base(PathReportBase& r, const Model& model, const Variant& variant, const Plan& plan, long tokens) {
+  r.variant = variant;
+  r.precision = plan.choice.precision;
+  r.check = plan.check;
+  r.tried_bits = plan.choice.tried_bits;
+  r.ceiling_reached = plan.choice.ceiling_reached;
+  r.layers = model.arch().layers;
+  r.heads = model.arch().heads;
+  r.tokens = tokens;
+}
+
+/// A value confirmed by its check value (or unconfirmed without one).
+Quantity confirmed(const BigReal& v, const BigReal* check, long bits) {
+  return check ? confirm(v, *check, bits) : Quantity::unconfirmed(v);
+}
+
+/// A residual: like `confirmed`, except that an exact 0 of a matrix whose
+/// norm is not 0 is rounding (its rows became identical), reported below
+/// the resolution 2^(1-bits)·norm·n·d of the working precision.
+Quantity confirmed_residual(const BigReal& v, const BigReal* check, long bits, const BigReal& norm, long n, long d) {
+  if (v == 0 && norm != 0) {
+    const BigReal unit = pow(BigReal(2, 30), BigReal(1 - bits, 30));
+    return below_resolution(v, BigReal(abs(norm) * unit * BigReal(n * d, 30)));
+  }
+  return confirmed(v, check, bits);
+}
+
+std::optional<int> least_digits(std::initializer_list<const Quantity*> qs) {
+  std::optional<int> d;
+  for (const Quantity* q : qs) {
+    if (!q->digits) return std::nullopt;
+    d = d ? std::min(*d, *q->digits) : *q->digits;
+  }
+  return d;
+}
+
+// ------------------------------------------------------------ length sums
+
+struct RawSums {
+  long n = 0, d = 0;
+  std::vector<PathCount> counts;
+  std::vector<BigReal> frobenius, residual, share;
+  BigReal error, output_frobenius;
+};
+
+RawSums sums_at(const Precision& p, const Model& model, const Variant& variant, const InputSpec& input,
+                const ProgressFn& progress, const std::string& what) {
+  return with_scalar(p, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const ForwardTrace<S> t = trace_at<S>(model, variant, input, progress, what + ": forward pass at " + p.name());
+    report_progress(progress, what + ": length sums at " + p.name(), 0, 0);
+    const LengthSums<S> ls = length_sums<S>(model, t, 1);
+    RawSums r;
+    r.n = static_cast<long>(t.X[0].rows());
+    r.d = static_cast<long>(t.X[0].cols());
+    for (const LengthSum<S>& term : ls.terms) {
+      r.counts.push_back(term.count);
+      r.frobenius.push_back(to_big(term.frobenius));
+      r.residual.push_back(to_big(term.residual_composite));
+      r.share.push_back(to_big(term.share));
+    }
+    r.error = ls.error;
+    r.output_frobenius = to_big(ls.output_frobenius);
+    return r;
+  });
+}
+
+// ------------------------------------------------------------ enumeration
+
+struct RawRecord {
+  std::vector<int> heads;
+  int length = 0;
+  BigReal frobenius, composite, residual, stochastic;
+};
+
+template <class S>
+RawRecord raw_record(const PathRecord<S>& r) {
+  return {r.heads,
+          r.length,
+          to_big(r.norm_frobenius),
+          to_big(r.norm_composite),
+          to_big(r.residual_composite),
+          to_big(r.stochastic_residual)};
+}
+
+struct RawEnumeration {
+  long n = 0, d = 0;
+  std::vector<RawRecord> records;
+  std::optional<BigReal> error;  ///< when every path was accumulated
+};
+
+/// What the confirming run must reproduce: the records of the first run.
+struct CheckTargets {
+  const std::vector<RawRecord>* records = nullptr;
+  bool in_order = false;  ///< same filter, no top-K: the same records in the same order
+};
+
+/// One enumeration at precision p. Without targets: the walk as requested.
+/// With targets: the records of exactly those head sequences (in their
+/// order), by a full walk (when `walk`) or by evaluating each path alone
+/// (then `accumulate` takes the reconstruction error from the length sums).
+RawEnumeration enumerate_at(const Precision& p, const Model& model, const Variant& variant, const InputSpec& input,
+                            const EnumerationRequest& er, bool accumulate, const CheckTargets& targets, bool walk,
+                            std::uint64_t walked, const ProgressFn& progress, const std::string& what) {
+  return with_scalar(p, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const ForwardTrace<S> t = trace_at<S>(model, variant, input, progress, what + ": forward pass at " + p.name());
+    RawEnumeration out;
+    out.n = static_cast<long>(t.X[0].rows());
+    out.d = static_cast<long>(t.X[0].cols());
+    const std::string stage = what + ": path terms at " + p.name();
+    const long total = static_cast<long>(walked);
+    EnumerationOptions o;
+    o.filter = er.filter;
+    o.threads = er.threads;
+    o.max_paths = er.limit;
+    o.accumulate = accumulate;
+    o.top_k = targets.records ? 0 : er.top_k;
+
+    if (targets.records && !walk) {  // a few paths: evaluate each one
+      const auto& want = *targets.records;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        report_progress(progress, stage, static_cast<long>(i), static_cast<long>(want.size()));
+        check_interrupt();
+        out.records.push_back(raw_record(evaluate_path<S>(model, t, want[i].heads)));
+      }
+      // The reconstruction error at this precision without a walk: by the
+      // length sums (a rounding error too; only its size is compared).
+      if (accumulate) out.error = length_sums<S>(model, t, 1).error;
+      return out;
+    }
+
+    std::map<std::vector<int>, std::size_t> index;
+    if (targets.records && !targets.in_order) {
+      for (std::size_t i = 0; i < targets.records->size(); ++i) index.emplace((*targets.records)[i].heads, i);
+      out.records.resize(targets.records->size());
+    }
+    std::size_t visited = 0;
+    report_progress(progress, stage, 0, o.top_k ? 0 : total);
+    const PathVisitor<S> visitor = [&](const PathRecord<S>& r) {
+      ++visited;
+      if (visited % 4096 == 0) {
+        check_interrupt();
+        if (o.top_k == 0) report_progress(progress, stage, static_cast<long>(visited), total);
+      }
+      if (!targets.records || targets.in_order) {
+        out.records.push_back(raw_record(r));
+        return;
+      }
+      const auto it = index.find(r.heads);
+      if (it != index.end()) out.records[it->second] = raw_record(r);
+    };
+    const EnumerationResult<S> res = enumerate_paths<S>(model, t, o, visitor);
+    if (accumulate) {
+      Matrix<S> total_sum = t.X[0];
+      total_sum.setConstant(S(0));
+      for (const Matrix<S>& s : res.sums)
+        if (s.size() != 0) total_sum += s;
+      total_sum.rowwise() += res.bias;
+      out.error = relative_max_error<S>(total_sum, t.X.back());
+    }
+    return out;
+  });
+}
+
+// --------------------------------------------------------------- sampling
+
+struct RawStat {
+  BigReal mean, stddev, low, high;
+};
+
+template <class S>
+RawStat raw_stat(const MeanInterval<S>& m) {
+  return {to_big(m.mean), to_big(m.stddev), to_big(m.low), to_big(m.high)};
+}
+
+struct RawSample {
+  int length = 0;
+  std::uint64_t samples = 0;
+  PathCount population;
+  RawStat norm, residual;
+};
+
+struct RawSamples {
+  long n = 0;
+  std::vector<RawSample> lengths;
+};
+
+RawSamples samples_at(const Precision& p, const Model& model, const Variant& variant, const InputSpec& input,
+                      const std::vector<int>& lengths, std::uint64_t samples, std::uint64_t seed,
+                      const ProgressFn& progress, const std::string& what) {
+  return with_scalar(p, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const ForwardTrace<S> t = trace_at<S>(model, variant, input, progress, what + ": forward pass at " + p.name());
+    RawSamples out;
+    out.n = static_cast<long>(t.X[0].rows());
+    const std::string stage = what + ": sampling at " + p.name();
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      report_progress(progress, stage, static_cast<long>(i), static_cast<long>(lengths.size()));
+      check_interrupt();
+      // One length at a time (results do not depend on the other lengths).
+      SampleOptions o;
+      o.lengths.push_back(lengths[i]);
+      o.samples = samples;
+      o.seed = seed;
+      const std::vector<LengthSample<S>> s = sample_paths<S>(model, t, o);
+      out.lengths.push_back({s[0].length, s[0].samples, s[0].population, raw_stat(s[0].norm), raw_stat(s[0].residual)});
+    }
+    report_progress(progress, stage, static_cast<long>(lengths.size()), static_cast<long>(lengths.size()));
+    return out;
+  });
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ entry points
+
+LengthSumsReport analyze_length_sums(const Model& model, const Variant& variant, const InputSpec& input,
+                                     const PrecisionRequest& request, const ProgressFn& progress) {
+  require_decomposable(model, variant);
+  const Plan plan = plan_precision(model, variant, input, request, progress);
+  const Precision p = plan.choice.precision;
+  const RawSums a = sums_at(p, model, variant, input, progress, "length sums");
+  std::optional<RawSums> c;
+  if (plan.check) c = sums_at(*plan.check, model, variant, input, progress, "confirming run");
+
+  LengthSumsReport r;
+  fill_base(r, model, variant, plan, a.n);
+  const long bits = p.bits;
+  PathCount total = 0;
+  for (std::size_t k = 0; k < a.counts.size(); ++k) {
+    LengthSumEntry e;
+    e.length = static_cast<int>(k);
+    e.count = a.counts[k].str();
+    total += a.counts[k];
+    const auto ck = [&](const std::vector<BigReal> RawSums::*field) -> const BigReal* {
+      return c ? &((*c).*field)[k] : nullptr;
+    };
+    e.frobenius = confirmed(a.frobenius[k], ck(&RawSums::frobenius), bits);
+    e.residual = confirmed_residual(a.residual[k], ck(&RawSums::residual), bits, a.frobenius[k], a.n, a.d);
+    e.share = confirmed(a.share[k], ck(&RawSums::share), bits);
+    e.digits = least_digits({&e.frobenius, &e.residual, &e.share});
+    r.lengths.push_back(std::move(e));
+  }
+  r.total_count = total.str();
+  r.decomposition_error = confirmed(a.error, c ? &c->error : nullptr, bits);
+  r.output_frobenius = confirmed(a.output_frobenius, c ? &c->output_frobenius : nullptr, bits);
+  return r;
+}
+
+PathEnumerationReport analyze_enumeration(const Model& model, const Variant& variant, const InputSpec& input,
+                                          const PrecisionRequest& request, const EnumerationRequest& er,
+                                          const ProgressFn& progress) {
+  require_decomposable(model, variant);
+  const int L = model.arch().layers, H = model.arch().heads;
+  const bool skip = variant.skip;
+  if (er.threads < 0)
+    throw std::invalid_argument("path enumeration: threads: " + std::to_string(er.threads) + " is negative");
+  // Refuse before any forward pass.
+  const PathCount walked = count_filtered_paths(L, H, skip, er.filter);
+  if (walked > er.limit) throw PathLimitError(walked, er.limit);
+  const PathCount all = count_filtered_paths(L, H, skip, {});
+  const bool all_paths = walked == all;
+
+  const auto nwalked = static_cast<std::uint64_t>(walked);
+  const Plan plan = plan_precision(model, variant, input, request, progress);
+  const Precision p = plan.choice.precision;
+  // The records are kept: 4 numbers at each precision, then 4 reported
+  // quantities (value and bound each), plus about 1 KiB per path for the
+  // formatted report.
+  const std::uint64_t kept = er.top_k > 0 ? std::min<std::uint64_t>(er.top_k, nwalked) : nwalked;
+  const long top_bits = plan.check ? plan.check->bits : p.bits;
+  const std::uint64_t per_record =
+      add_sat(mul_sat(16, scalar_bytes(true, std::max(top_bits, 64L))), 1024 + 64 * static_cast<std::uint64_t>(L));
+  require_memory(mul_sat(kept, per_record), "path enumeration", std::to_string(kept) + " path records kept");
+  const RawEnumeration a =
+      enumerate_at(p, model, variant, input, er, all_paths, {}, true, nwalked, progress, "enumeration");
+  std::optional<RawEnumeration> c;
+  if (plan.check) {
+    CheckTargets targets{&a.records, er.top_k == 0};
+    // The selected top-K paths: evaluated one by one when that is cheaper
+    // than a walk (about 2L products per path against one per tree node).
+    const bool walk = er.top_k == 0 || static_cast<double>(a.records.size()) * 2.0 * L >= static_cast<double>(nwalked);
+    c = enumerate_at(*plan.check, model, variant, input, er, all_paths, targets, walk, nwalked, progress,
+                     "confirming run");
+    if (c->records.size() != a.records.size())
+      throw std::logic_error("path enumeration: the confirming run found " + std::to_string(c->records.size()) +
+                             " paths, the first " + std::to_string(a.records.size()));
+  }
+
+  PathEnumerationReport r;
+  fill_base(r, model, variant, plan, a.n);
+  r.request = er;
+  r.walked = walked.str();
+  r.total_count = all.str();
+  r.all_paths = all_paths;
+  const long bits = p.bits;
+  const BigReal one(1, 30);
+  r.paths.reserve(a.records.size());
+  for (std::size_t i = 0; i < a.records.size(); ++i) {
+    const RawRecord& x = a.records[i];
+    const RawRecord* y = c ? &c->records[i] : nullptr;
+    if (y && y->heads != x.heads)
+      throw std::logic_error("path enumeration: the confirming run's path " + std::to_string(i) +
+                             " has a different head sequence");
+    PathTermEntry e;
+    e.heads = x.heads;
+    e.length = x.length;
+    e.norm_frobenius = confirmed(x.frobenius, y ? &y->frobenius : nullptr, bits);
+    e.norm_composite = confirmed(x.composite, y ? &y->composite : nullptr, bits);
+    e.residual_composite = confirmed_residual(x.residual, y ? &y->residual : nullptr, bits, x.composite, a.n, a.d);
+    e.stochastic_residual = confirmed_residual(x.stochastic, y ? &y->stochastic : nullptr, bits, one, a.n, a.n);
+    e.digits = least_digits({&e.norm_frobenius, &e.norm_composite, &e.residual_composite, &e.stochastic_residual});
+    r.paths.push_back(std::move(e));
+  }
+  if (a.error) r.decomposition_error = confirmed(*a.error, c && c->error ? &*c->error : nullptr, bits);
+  return r;
+}
+
+PathSampleReport analyze_samples(const Model& model, const Variant& variant, const InputSpec& input,
+                                 const PrecisionRequest& request, const std::vector<int>& lengths_in,
+                                 std::uint64_t samples, std::uint64_t seed, const ProgressFn& progress) {
+  require_decomposable(model, variant);
+  const int L = model.arch().layers;
+  std::vector<int> lengths = lengths_in;
+  if (lengths.empty()) {
+    if (variant.skip) {
+      for (int k = 0; k <= L; ++k) lengths.push_back(k);
+    } else {
+      lengths.push_back(L);
+    }
+  }
+  // The library's checks, before any forward pass.
+  if (samples < 2)
+    throw std::invalid_argument("path sampling: samples: at least 2 are needed for a confidence interval, got " +
+                                std::to_string(samples));
+  for (int k : lengths)
+    if (k < 0 || k > L || (!variant.skip && k != L))
+      throw std::invalid_argument("path sampling: length " + std::to_string(k) + " has no paths (" +
+                                  (variant.skip ? "lengths run over 0.." + std::to_string(L)
+                                                : "without skip every path has length " + std::to_string(L)) +
+                                  ")");
+
+  const Plan plan = plan_precision(model, variant, input, request, progress);
+  const Precision p = plan.choice.precision;
+  const RawSamples a = samples_at(p, model, variant, input, lengths, samples, seed, progress, "sampling");
+  std::optional<RawSamples> c;
+  if (plan.check)
+    c = samples_at(*plan.check, model, variant, input, lengths, samples, seed, progress, "confirming run");
+
+  PathSampleReport r;
+  fill_base(r, model, variant, plan, a.n);
+  r.seed = seed;
+  const long bits = p.bits;
+  const auto stat = [&](const RawStat& x, const RawStat* y) {
+    SampleStatistic s;
+    s.mean = confirmed(x.mean, y ? &y->mean : nullptr, bits);
+    s.stddev = confirmed(x.stddev, y ? &y->stddev : nullptr, bits);
+    s.low = confirmed(x.low, y ? &y->low : nullptr, bits);
+    s.high = confirmed(x.high, y ? &y->high : nullptr, bits);
+    return s;
+  };
+  for (std::size_t i = 0; i < a.lengths.size(); ++i) {
+    const RawSample& x = a.lengths[i];
+    const RawSample* y = c ? &c->lengths[i] : nullptr;
+    LengthSampleEntry e;
+    e.length = x.length;
+    e.samples = x.samples;
+    e.population = x.population.str();
+    e.norm = stat(x.norm, y ? &y->norm : nullptr);
+    e.residual = stat(x.residual, y ? &y->residual : nullptr);
+    // The spread is no digit count of the means: one path (length 0) has a
+    // standard deviation of 0, computed as rounding noise.
+    e.digits =
+        least_digits({&e.norm.mean, &e.norm.low, &e.norm.high, &e.residual.mean, &e.residual.low, &e.residual.high});
+    r.lengths.push_back(std::move(e));
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------- helpers
+
+std::vector<std::vector<int>> parse_heads_per_layer(const std::string& text, int layers, int heads, bool skip) {
+  const auto fail = [](const std::string& m) { throw std::invalid_argument("heads per layer: " + m); };
+  const auto trim = [](std::string s) {
+    const auto b = s.find_first_not_of(" \t");
+    if (b == std::string::npos) return std::string();
+    const auto e = s.find_last_not_of(" \t");
+    return s.substr(b, e - b + 1);
+  };
+  std::vector<std::string> entries;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t slash = text.find('/', start);
+    entries.push_back(text.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  if (static_cast<int>(entries.size()) != layers)
+    fail("'" + text + "' has " + std::to_string(entries.size()) + " entries separated by '/', the network has " +
+         std::to_string(layers) + " layers");
+  std::vector<std::vector<int>> out(entries.size());
+  for (std::size_t l = 0; l < entries.size(); ++l) {
+    const std::string where = "layer " + std::to_string(l + 1);
+    std::size_t s = 0;
+    const std::string& entry = entries[l];
+    if (trim(entry).empty()) fail(where + ": no choice given (use * for every choice)");
+    for (;;) {
+      const std::size_t comma = entry.find(',', s);
+      const std::string item = trim(entry.substr(s, comma == std::string::npos ? std::string::npos : comma - s));
+      if (item == "*") {
+        if (skip) out[l].push_back(-1);
+        for (int h = 0; h < heads; ++h) out[l].push_back(h);
+      } else if (item == "skip" || item == "-1") {
+        if (!skip) fail(where + ": '" + item + "': the variant has no skip connections (--skip on)");
+        out[l].push_back(-1);
+      } else {
+        const bool digits = !item.empty() && item.size() < 10 &&
+                            std::all_of(item.begin(), item.end(), [](unsigned char ch) { return std::isdigit(ch); });
+        if (!digits) fail(where + ": '" + item + "' is not a head (0-based number), 'skip' or '*'");
+        const int h = std::stoi(item);
+        if (h >= heads)
+          fail(where + ": head " + item + " is outside [0, " + std::to_string(heads) + ") (heads are 0-based)");
+        out[l].push_back(h);
+      }
+      if (comma == std::string::npos) break;
+      s = comma + 1;
+    }
+  }
+  PathFilter f;
+  f.allowed_heads = out;
+  validate_filter(f, layers, heads, skip);
+  return out;
+}
+
+BigReal decomposition_tolerance(const Precision& p) { return pow(BigReal(2, 30), BigReal(-(p.bits / 2), 30)); }
+
+bool decomposition_holds(const Quantity& error, const Precision& p) {
+  return abs(error.value) <= decomposition_tolerance(p);
+}
+
+}  // namespace sanpath

@@ -1,0 +1,293 @@
+#pragma once
+#include "sanpath/compute/forward.hpp"
+#include "sanpath/core/linalg.hpp"
+#include "sanpath/core/resources.hpp"
+#include "core/linalg_impl.hpp"  // detail::run_blocks
+
+#include <boost/math/constants/constants.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <stdexcept>
+
+namespace sanpath {
+
+template <class S> S decimal_constant(double x) {
+  if constexpr (is_mpfr_v<S>) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest round trip
+    return S(std::string(buf, r.ptr));
+  } else {
+    return x;
+  }
+}
+
+template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask) {
+  using std::exp;
+  const Eigen::Index n = A.rows(), m = A.cols();
+  Matrix<S> P(n, m);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    check_interrupt();  // a row costs n exp() calls: seconds at the top tiers
+    const Eigen::Index last = mask == MaskKind::causal ? std::min(i + 1, m) : m;
+    S mx = A(i, 0);
+    for (Eigen::Index j = 1; j < last; ++j)
+      if (A(i, j) > mx) mx = A(i, j);
+    S sum(0);
+    for (Eigen::Index j = 0; j < last; ++j) {
+      if constexpr (is_mpfr_v<S>) {  // in place: no temporaries (same roundings)
+        mpfr_ptr p = P(i, j).backend().data();
+        mpfr_sub(p, A(i, j).backend().data(), mx.backend().data(), MPFR_RNDN);
+        mpfr_exp(p, p, MPFR_RNDN);
+      } else {
+        P(i, j) = exp(S(A(i, j) - mx));
+      }
+      sum += P(i, j);
+    }
+    for (Eigen::Index j = 0; j < last; ++j) P(i, j) /= sum;
+    for (Eigen::Index j = last; j < m; ++j) P(i, j) = S(0);
+  }
+  return P;
+}
+
+template <class S> Matrix<S> layer_norm(const Matrix<S>& X, const VectorXd& gain, const VectorXd& bias, double eps) {
+  using std::sqrt;
+  const Eigen::Index n = X.rows(), d = X.cols();
+  const S e = decimal_constant<S>(eps);
+  const S dd = S(static_cast<double>(d));
+  Matrix<S> Y(n, d);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    S mean(0);
+    for (Eigen::Index j = 0; j < d; ++j) mean += X(i, j);
+    mean /= dd;
+    S var(0);
+    for (Eigen::Index j = 0; j < d; ++j) {
+      const S c = X(i, j) - mean;
+      var += c * c;
+    }
+    var /= dd;
+    const S inv = S(1) / sqrt(S(var + e));
+    for (Eigen::Index j = 0; j < d; ++j) Y(i, j) = (X(i, j) - mean) * inv * S(gain(j)) + S(bias(j));
+  }
+  return Y;
+}
+
+template <class S> S activate(const S& x, Activation act) {
+  using std::erf;
+  using std::sqrt;
+  using std::tanh;
+  switch (act) {
+    case Activation::relu:
+      return x > 0 ? x : S(0);
+    case Activation::gelu: {
+      const S inv_sqrt2 = S(1) / sqrt(S(2));
+      return S(x * (S(1) + erf(S(x * inv_sqrt2)))) / S(2);
+    }
+    case Activation::gelu_tanh: {
+      const S c = sqrt(S(2) / boost::math::constants::pi<S>());
+      const S k = decimal_constant<S>(0.044715);
+      return S(x * (S(1) + tanh(S(c * (x + k * x * x * x))))) / S(2);
+    }
+  }
+  throw std::logic_error("activate: unknown activation");
+}
+
+namespace detail {
+
+/// Per-layer weights converted to S, heads packed side by side so one GEMM
+/// computes every head's Q (resp. K, V): WQ d×(H·d_qk), WO (H·d_v)×d.
+template <class S> struct PackedLayer {
+  Matrix<S> WQ, WK, WV, WO;
+  RowVector<S> bQ, bK, bV, bO;
+  Matrix<S> W1, W2;
+  RowVector<S> b1, b2;
+};
+
+template <class S> RowVector<S> row_of(const VectorXd& v) { return convert<S>(v.transpose()); }
+
+template <class S> PackedLayer<S> pack(const Architecture& a, const LayerWeights& w, bool with_mlp) {
+  const Eigen::Index d = a.d_model, H = a.heads, dq = a.d_qk, dv = a.d_v;
+  MatrixXd WQ(d, H * dq), WK(d, H * dq), WV(d, H * dv), WO(H * dv, d);
+  VectorXd bQ(H * dq), bK(H * dq), bV(H * dv);
+  for (Eigen::Index h = 0; h < H; ++h) {
+    const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+    WQ.middleCols(h * dq, dq) = hw.W_Q;
+    WK.middleCols(h * dq, dq) = hw.W_K;
+    WV.middleCols(h * dv, dv) = hw.W_V;
+    WO.middleRows(h * dv, dv) = hw.W_O;
+    bQ.segment(h * dq, dq) = hw.b_Q;
+    bK.segment(h * dq, dq) = hw.b_K;
+    bV.segment(h * dv, dv) = hw.b_V;
+  }
+  PackedLayer<S> p;
+  if constexpr (std::is_same_v<S, double>) {  // already in S: no second copy
+    p.WQ = std::move(WQ);
+    p.WK = std::move(WK);
+    p.WV = std::move(WV);
+    p.WO = std::move(WO);
+  } else {
+    p.WQ = convert<S>(WQ);
+    p.WK = convert<S>(WK);
+    p.WV = convert<S>(WV);
+    p.WO = convert<S>(WO);
+  }
+  p.bQ = row_of<S>(bQ);
+  p.bK = row_of<S>(bK);
+  p.bV = row_of<S>(bV);
+  p.bO = row_of<S>(w.b_O);
+  if (with_mlp) {
+    if constexpr (!std::is_same_v<S, double>) {  // double multiplies by the model's own W_1, W_2 (see mlp)
+      p.W1 = convert<S>(w.W_1);
+      p.W2 = convert<S>(w.W_2);
+    }
+    p.b1 = row_of<S>(w.b_1);
+    p.b2 = row_of<S>(w.b_2);
+  }
+  return p;
+}
+
+template <class S> void add_row(Matrix<S>& M, const RowVector<S>& b) {
+  for (Eigen::Index j = 0; j < M.cols(); ++j)
+    for (Eigen::Index i = 0; i < M.rows(); ++i) M(i, j) += b(j);
+}
+
+/// Attn(X) = Σ_h P_h V_h W_O^h + 1 b_Oᵀ; appends the P_h to `P` if non-null.
+template <class S>
+Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix<S>& X, MaskKind mask,
+                    std::vector<Matrix<S>>* P) {
+  using std::sqrt;
+  const Eigen::Index n = X.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
+  Matrix<S> Q, K, V;
+  gemm(X, w.WQ, Q);
+  gemm(X, w.WK, K);
+  gemm(X, w.WV, V);
+  add_row(Q, w.bQ);
+  add_row(K, w.bK);
+  add_row(V, w.bV);
+  const S scale = S(1) / sqrt(S(static_cast<double>(dq)));
+  Matrix<S> heads_out(n, H * dv);
+  std::vector<Matrix<S>> Ps(P ? static_cast<std::size_t>(H) : 0);
+  // Heads in parallel (each head's products then run serially): the softmax
+  // exponentials dominate at high precision. Same operations per head for any
+  // thread count.
+  const double head_work = double(H) * double(n) * double(n) * double(dq + dv) * (is_mpfr_v<S> ? 64.0 : 1.0);
+  detail::run_blocks(static_cast<std::size_t>(H), head_work >= double(1 << 20) ? product_threads() : 1,
+                     [&](std::size_t hu) {
+                       check_interrupt();
+                       const auto h = static_cast<Eigen::Index>(hu);
+                       Matrix<S> A, PV;
+                       const Matrix<S> Qh = Q.middleCols(h * dq, dq), Kh = K.middleCols(h * dq, dq),
+                                       Vh = V.middleCols(h * dv, dv);
+                       gemm_nt(Qh, Kh, A);
+                       A *= scale;
+                       Matrix<S> Ph = row_softmax(A, mask);
+                       gemm(Ph, Vh, PV);
+                       heads_out.middleCols(h * dv, dv) = PV;  // disjoint columns per head
+                       if (P) Ps[hu] = std::move(Ph);
+                     });
+  if (P)
+    for (auto& Ph : Ps) P->push_back(std::move(Ph));
+  Matrix<S> out;
+  gemm(heads_out, w.WO, out);
+  add_row(out, w.bO);
+  return out;
+}
+
+/// Double gelu_tanh on a whole matrix with Eigen's SIMD exp (tanh has no SIMD
+/// form for double): ½x(1 + tanh y) = x / (1 + e^{-2y}), y = √(2/π)(x + 0.044715x³);
+/// a few ulp from activate(), and accurate where 1 + tanh y cancels (x ≪ 0).
+/// Returns false, doing nothing, for other scalars and activations.
+template <class S> bool activate_simd(Matrix<S>& M, Activation act) {
+  if constexpr (std::is_same_v<S, double>) {
+    if (act == Activation::gelu_tanh) {
+      const double c = -2.0 * std::sqrt(2.0 / boost::math::constants::pi<double>());
+      auto x = M.array();
+      M.array() = x / (1.0 + (c * (x + 0.044715 * x * x * x)).exp());
+      return true;
+    }
+  }
+  return false;
+}
+
+template <class S>
+Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const LayerWeights& lw, const Matrix<S>& Z) {
+  const Matrix<S>* W1 = &w.W1;
+  const Matrix<S>* W2 = &w.W2;
+  if constexpr (std::is_same_v<S, double>) {
+    W1 = &lw.W_1;
+    W2 = &lw.W_2;
+  }
+  Matrix<S> Hid;
+  gemm(Z, *W1, Hid);
+  add_row(Hid, w.b1);
+  if (!activate_simd(Hid, a.activation))
+    for (Eigen::Index j = 0; j < Hid.cols(); ++j)
+      for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) = activate(Hid(i, j), a.activation);
+  Matrix<S> out;
+  gemm(Hid, *W2, out);
+  add_row(out, w.b2);
+  return out;
+}
+
+}  // namespace detail
+
+template <class S>
+ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix<S>& X0, const ForwardOptions& options) {
+  const Architecture& a = model.arch();
+  if (X0.cols() != a.d_model)
+    throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.cols()) +
+                                " features (columns), the model expects d_model = " + std::to_string(a.d_model));
+  if (X0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
+  model.check_supports(variant);
+  const bool with_mlp = variant.mlp != MlpKind::none;
+  // Refuse before allocating anything when the peak memory exceeds the budget.
+  const auto n = static_cast<std::uint64_t>(X0.rows());
+  require_memory(mul_sat(forward_scalar_count(a, n, with_mlp, options.record_attention),
+                         scalar_bytes(is_mpfr_v<S>, precision_bits_v<S>)),
+                 model.source() + ": forward pass",
+                 describe_forward_estimate(a, n, options.record_attention, is_mpfr_v<S>, precision_bits_v<S>));
+  ForwardTrace<S> t;
+  t.variant = variant;
+  t.X.reserve(static_cast<std::size_t>(a.layers) + 1);
+  t.X.push_back(X0);
+  if (options.record_attention) t.P.resize(static_cast<std::size_t>(a.layers));
+  for (int l = 0; l < a.layers; ++l) {
+    check_interrupt();
+    const LayerWeights& lw = model.layer(l);
+    const detail::PackedLayer<S> w = detail::pack<S>(a, lw, with_mlp);
+    std::vector<Matrix<S>>* P = options.record_attention ? &t.P[static_cast<std::size_t>(l)] : nullptr;
+    const Matrix<S>& X = t.X.back();
+    Matrix<S> Z;
+    // Attention half.
+    if (variant.layernorm == LayerNormKind::pre) {
+      Z = detail::attention(a, w, layer_norm(X, lw.ln1_g, lw.ln1_b, a.ln_eps), variant.mask, P);
+    } else {
+      Z = detail::attention(a, w, X, variant.mask, P);
+    }
+    if (variant.skip) Z += X;
+    if (variant.layernorm == LayerNormKind::post) Z = layer_norm(Z, lw.ln1_g, lw.ln1_b, a.ln_eps);
+    // MLP half.
+    Matrix<S> Xn;
+    if (variant.mlp == MlpKind::none) {
+      Xn = std::move(Z);
+    } else {
+      Xn = detail::mlp(a, w, lw, variant.layernorm == LayerNormKind::pre ? layer_norm(Z, lw.ln2_g, lw.ln2_b, a.ln_eps) : Z);
+      if (variant.mlp == MlpKind::residual) Xn += Z;
+      if (variant.layernorm == LayerNormKind::post) Xn = layer_norm(Xn, lw.ln2_g, lw.ln2_b, a.ln_eps);
+    }
+    t.X.push_back(std::move(Xn));
+    if (options.on_layer) options.on_layer(l + 1, a.layers);
+  }
+  return t;
+}
+
+}  // namespace sanpath
+
+#define SANPATH_INSTANTIATE_FORWARD(S)                                                                            \
+  SANPATH_INSTANTIATE_LINALG(S)                                                                                   \
+  template sanpath::ForwardTrace<S> sanpath::forward<S>(const sanpath::Model&, const sanpath::Variant&,           \
+                                                        const sanpath::Matrix<S>&, const sanpath::ForwardOptions&); \
+  template sanpath::Matrix<S> sanpath::row_softmax<S>(const sanpath::Matrix<S>&, sanpath::MaskKind);              \
+  template sanpath::Matrix<S> sanpath::layer_norm<S>(const sanpath::Matrix<S>&, const sanpath::VectorXd&,         \
+                                                     const sanpath::VectorXd&, double);                           \
+  template S sanpath::activate<S>(const S&, sanpath::Activation);                                                 \
+  template S sanpath::decimal_constant<S>(double);

@@ -1,0 +1,974 @@
+#pragma once
+#include "sanpath/compute/paths.hpp"
+#include "sanpath/core/linalg.hpp"
+#include "sanpath/compute/norms.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <type_traits>
+
+namespace sanpath {
+namespace detail {
+
+/// The path tree after filtering (non-template, src/paths.cpp). choices[l]:
+/// the allowed choices at layer l+1 in enumeration order (-1 = skip first,
+/// then heads ascending). min_add[l] / max_add[l]: fewest / most non-skip
+/// layers among layers l+1..L (suffix counts, size L+1).
+struct PathPlan {
+  int layers = 0, heads = 0;
+  bool skip = false;
+  int kmin = 0, kmax = 0;
+  std::vector<std::vector<int>> choices;
+  std::vector<int> min_add, max_add;
+  bool empty = false;  ///< some layer allows nothing, or the range is unreachable
+  /// A node at `depth` (layers done) with `len` non-skip layers has a
+  /// completion whose length lies in [kmin, kmax].
+  bool reachable(int depth, int len) const {
+    const auto d = static_cast<std::size_t>(depth);
+    return len + min_add[d] <= kmax && len + max_add[d] >= kmin;
+  }
+};
+
+/// Validates the filter and builds the plan.
+PathPlan make_path_plan(int layers, int heads, bool skip, const PathFilter& filter);
+/// Exact counts by length k = 0..L of the plan's paths.
+std::vector<PathCount> plan_counts(const PathPlan& plan);
+/// Task prefixes: the reachable nodes of the shallowest depth D with at
+/// least `target` nodes (or D = L), in enumeration order. Each prefix has D
+/// choices. Depends only on the plan (never on the thread count).
+std::vector<std::vector<int>> task_prefixes(const PathPlan& plan, std::size_t target);
+/// Worker count: `threads` (0: hardware concurrency), at least 1.
+int resolve_threads(int threads);
+
+/// The value-output maps of one layer in S. Factored (when 2·d_v < d, the
+/// cheaper form): Y W_h is evaluated as (Y W_V^h) W_O^h. Otherwise the d×d
+/// products W_h = W_V^h W_O^h are formed once. `c` = c_l (1×d).
+/// Per-head matrices (WV, WO or W) for the path walk; packed ones (WVp
+/// d×H·d_v, WOp H·d_v×d) for the length sums in factored form.
+template <class S> struct LayerMaps {
+  bool factored = false;
+  std::vector<Matrix<S>> WV, WO, W;
+  Matrix<S> WVp, WOp;
+  Matrix<S> c;
+};
+
+inline bool use_factored(const Architecture& a) { return 2 * a.d_v < a.d_model; }
+
+template <class S> LayerMaps<S> layer_maps(const Architecture& a, const LayerWeights& w, bool packed) {
+  const Eigen::Index d = a.d_model, dv = a.d_v, H = a.heads;
+  LayerMaps<S> m;
+  m.factored = use_factored(a);
+  m.c = convert<S>(w.b_O.transpose());
+  Matrix<S> bv, t;
+  if (m.factored && packed) {
+    MatrixXd WV(d, H * dv), WO(H * dv, d);
+    for (Eigen::Index h = 0; h < H; ++h) {
+      WV.middleCols(h * dv, dv) = w.heads[static_cast<std::size_t>(h)].W_V;
+      WO.middleRows(h * dv, dv) = w.heads[static_cast<std::size_t>(h)].W_O;
+    }
+    m.WVp = convert<S>(WV);
+    m.WOp = convert<S>(WO);
+  }
+  for (Eigen::Index h = 0; h < H; ++h) {
+    const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+    Matrix<S> WV = convert<S>(hw.W_V), WO = convert<S>(hw.W_O);
+    bv = convert<S>(hw.b_V.transpose());
+    gemm(bv, WO, t);  // b_V^h W_O^h as a row: (W_O^hᵀ b_V^h)ᵀ
+    m.c += t;
+    if (m.factored) {
+      if (!packed) {
+        m.WV.push_back(std::move(WV));
+        m.WO.push_back(std::move(WO));
+      }
+    } else {
+      Matrix<S> Wh;
+      gemm(WV, WO, Wh);
+      m.W.push_back(std::move(Wh));
+    }
+  }
+  return m;
+}
+
+/// out = Y W_h (per-head form). tmp: scratch.
+template <class S>
+void apply_head(const LayerMaps<S>& m, int h, const Matrix<S>& Y, Matrix<S>& out, Matrix<S>& tmp) {
+  const auto i = static_cast<std::size_t>(h);
+  if (m.factored) {
+    gemm(Y, m.WV[i], tmp);
+    gemm(tmp, m.WO[i], out);
+  } else {
+    gemm(Y, m.W[i], out);
+  }
+}
+
+template <class S> Matrix<S> zeros(Eigen::Index r, Eigen::Index c) {
+  Matrix<S> z(r, c);
+  z.setConstant(S(0));
+  return z;
+}
+
+/// b^L from per-layer maps: b^l = [skip] b^{l-1} + Σ_h b^{l-1} W_h + c_l.
+template <class S> class BiasAccumulator {
+ public:
+  explicit BiasAccumulator(Eigen::Index d) : b_(zeros<S>(1, d)) {}
+  void add_layer(const LayerMaps<S>& m, int heads, bool skip) {
+    Matrix<S> acc = skip ? b_ : zeros<S>(1, b_.cols());
+    Matrix<S> out, tmp;
+    if (m.factored && m.WV.empty()) {  // packed form: all heads at once
+      gemm(b_, m.WVp, tmp);
+      gemm(tmp, m.WOp, out);
+      acc += out;
+    } else {
+      for (int h = 0; h < heads; ++h) {
+        apply_head(m, h, b_, out, tmp);
+        acc += out;
+      }
+    }
+    acc += m.c;
+    b_ = std::move(acc);
+  }
+  RowVector<S> value() const { return b_.row(0); }
+
+ private:
+  Matrix<S> b_;
+};
+
+/// Checks that `t` is an attention-only trace of `model` with attention.
+template <class S> void check_trace(const Model& model, const ForwardTrace<S>& t) {
+  require_attention_only(t.variant);
+  const Architecture& a = model.arch();
+  auto fail = [](const std::string& m) { throw std::invalid_argument("path decomposition: " + m); };
+  if (t.layers() != a.layers)
+    fail("the trace has " + std::to_string(t.layers()) + " layers, the model " + std::to_string(a.layers));
+  if (t.X.empty() || t.X[0].cols() != a.d_model || t.X[0].rows() < 1)
+    fail("the trace's input is not n×d_model with d_model = " + std::to_string(a.d_model));
+  const Eigen::Index n = t.X[0].rows();
+  if (t.X.back().rows() != n || t.X.back().cols() != a.d_model) fail("the trace's output has the wrong shape");
+  if (static_cast<int>(t.P.size()) != a.layers)
+    fail("the trace has no attention matrices (run forward with record_attention)");
+  for (int l = 0; l < a.layers; ++l) {
+    const auto& Pl = t.P[static_cast<std::size_t>(l)];
+    if (static_cast<int>(Pl.size()) != a.heads)
+      fail("layer " + std::to_string(l + 1) + " of the trace has " + std::to_string(Pl.size()) +
+           " attention matrices, the model " + std::to_string(a.heads) + " heads");
+    for (const auto& P : Pl)
+      if (P.rows() != n || P.cols() != n) fail("an attention matrix of layer " + std::to_string(l + 1) + " is not n×n");
+  }
+}
+
+/// Everything the walk reads: the trace and every layer's maps (per head).
+template <class S> struct PathContext {
+  const ForwardTrace<S>& trace;
+  int L, H;
+  Eigen::Index n, d;
+  bool skip;
+  std::vector<LayerMaps<S>> maps;
+
+  PathContext(const Model& model, const ForwardTrace<S>& t)
+      : trace(t), L(model.arch().layers), H(model.arch().heads), n(t.X[0].rows()), d(t.X[0].cols()),
+        skip(t.variant.skip) {
+    maps.reserve(static_cast<std::size_t>(L));
+    for (int l = 0; l < L; ++l) maps.push_back(layer_maps<S>(model.arch(), model.layer(l), false));
+  }
+  RowVector<S> bias() const {
+    BiasAccumulator<S> b(d);
+    for (const auto& m : maps) b.add_layer(m, H, skip);
+    return b.value();
+  }
+};
+
+/// ‖res(M)‖_{1,∞} with the mean centre.
+template <class S> S mean_residual_composite(const Matrix<S>& M) { return norm_composite(residual(M, column_means(M))); }
+
+/// Depth-first walk of the path tree. A node at depth l holds
+/// Y_l = P^l_{h_l} Y_{l-1} W^l_{h_l} (Y_0 = X) and, when wanted, the prefix
+/// P_l = P^l_{h_l} P_{l-1} (null for the identity); a skip child reuses its
+/// parent's matrices. One walker per thread (it owns the workspace).
+template <class S> class PathWalker {
+ public:
+  PathWalker(const PathContext<S>& ctx, const PathPlan& plan, bool need_prefix_P,
+             const std::atomic<bool>* stop = nullptr)
+      : ctx_(ctx), plan_(plan), need_P_(need_prefix_P), stop_(stop),
+        Y_(static_cast<std::size_t>(ctx.L) + 1), P_(static_cast<std::size_t>(ctx.L) + 1),
+        heads_(static_cast<std::size_t>(ctx.L), -1) {}
+
+  /// Walks the subtree below `prefix` (choices of layers 1..D), calling
+  /// leaf(heads, length, T, P_path or nullptr for I) for every completed
+  /// path passing the plan.
+  template <class Leaf> void run(const std::vector<int>& prefix, Leaf&& leaf) {
+    const Matrix<S>* Y = &ctx_.trace.X[0];
+    const Matrix<S>* P = nullptr;
+    int len = 0;
+    for (std::size_t l = 0; l < prefix.size(); ++l) {
+      const int c = prefix[l];
+      heads_[l] = c;
+      if (c >= 0) {
+        P = step(static_cast<int>(l), c, *Y, P);
+        Y = &Y_[l + 1];
+        ++len;
+      }
+    }
+    descend(static_cast<int>(prefix.size()), len, Y, P, leaf);
+  }
+
+ private:
+  /// Child of layer l (0-based) through head h: writes Y_[l+1] (and P_[l+1]);
+  /// returns the child's prefix pointer.
+  const Matrix<S>* step(int l, int h, const Matrix<S>& Y, const Matrix<S>* P) {
+    const auto li = static_cast<std::size_t>(l);
+    const Matrix<S>& Ph = ctx_.trace.P[li][static_cast<std::size_t>(h)];
+    apply_head(ctx_.maps[li], h, Y, t2_, t1_);
+    gemm(Ph, t2_, Y_[li + 1]);
+    if (!need_P_) return nullptr;
+    if (P == nullptr) return &Ph;  // P_h · I
+    gemm(Ph, *P, P_[li + 1]);
+    return &P_[li + 1];
+  }
+
+  template <class Leaf> void descend(int depth, int len, const Matrix<S>* Y, const Matrix<S>* P, Leaf& leaf) {
+    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) return;
+    if (depth == ctx_.L) {
+      leaf(heads_, len, *Y, P);
+      return;
+    }
+    const auto di = static_cast<std::size_t>(depth);
+    for (const int c : plan_.choices[di]) {
+      const int nl = len + (c >= 0 ? 1 : 0);
+      if (!plan_.reachable(depth + 1, nl)) continue;
+      heads_[di] = c;
+      if (c < 0) {
+        descend(depth + 1, nl, Y, P, leaf);
+      } else {
+        const Matrix<S>* np = step(depth, c, *Y, P);
+        descend(depth + 1, nl, &Y_[di + 1], np, leaf);
+      }
+    }
+    heads_[di] = -1;
+  }
+
+  const PathContext<S>& ctx_;
+  const PathPlan& plan_;
+  bool need_P_;
+  const std::atomic<bool>* stop_;
+  std::vector<Matrix<S>> Y_, P_;
+  Matrix<S> t1_, t2_;
+  std::vector<int> heads_;
+};
+
+/// Record norms in double without the scalar bookkeeping of norms.hpp (the
+/// records of an enumeration otherwise cost more than its products). The
+/// composite norms (plain and mean-centred) are bit-identical to
+/// norm_composite and mean_residual_composite: every entry is rounded the
+/// same way and every sum runs in the same order (column sums down a column,
+/// eight columns at a time; row sums along a row, vectorised over rows). The
+/// Frobenius norm scales by a power of two instead of the running rescaling
+/// of norms_of (same accuracy, may differ in the last bits). Every function
+/// returns false, leaving the work to norms.hpp, when M has a non-finite
+/// entry (or its sums overflow).
+class RecordNorms {
+ public:
+  /// plain = ‖M‖_{1,∞} (when `plain` is non-null) and centred = ‖M − 1 mean(M)ᵀ‖_{1,∞}
+  /// with column_means' formula x_0j + Σ_{i≥1}(x_ij − x_0j)/n, in one set of passes.
+  bool composites(const Matrix<double>& M, double* plain, double& centred) {
+    const Eigen::Index n = M.rows(), d = M.cols();
+    const auto du = static_cast<std::size_t>(d), nu = static_cast<std::size_t>(n);
+    mean_.resize(du);
+    col_.resize(du);
+    colc_.resize(du);
+    double* mean = mean_.data();
+    double* col = col_.data();
+    // Pass 1, down the columns: Σ_{i≥1}(x_ij − x_0j) and (plain) Σ_i |x_ij|.
+    if (plain != nullptr)
+      column_pass(M, mean, col);
+    else
+      column_pass(M, mean, nullptr);
+    const double nn = static_cast<double>(n);
+    for (Eigen::Index j = 0; j < d; ++j) mean[j] = M(0, j) + mean[j] / nn;
+    // Pass 2, down the columns: Σ_i |x_ij − c_j|.
+    centred_column_pass(M, mean, colc_.data());
+    // Pass 3, along the rows (vectorised over rows): Σ_j |x_ij − c_j| and Σ_j |x_ij|.
+    rowc_.assign(nu, 0.0);
+    double* rowc = rowc_.data();
+    if (plain != nullptr) {
+      row_.assign(nu, 0.0);
+      double* row = row_.data();
+      for (Eigen::Index j = 0; j < d; ++j) {
+        const double* x = M.col(j).data();
+        const double cj = mean[j];
+        for (Eigen::Index i = 0; i < n; ++i) {
+          row[i] += std::abs(x[i]);
+          rowc[i] += std::abs(x[i] - cj);
+        }
+      }
+    } else {
+      for (Eigen::Index j = 0; j < d; ++j) {
+        const double* x = M.col(j).data();
+        const double cj = mean[j];
+        for (Eigen::Index i = 0; i < n; ++i) rowc[i] += std::abs(x[i] - cj);
+      }
+    }
+    bool finite = true;
+    centred = composite_of(colc_, rowc_, finite);
+    if (plain != nullptr) *plain = composite_of(col_, row_, finite);
+    return finite;
+  }
+
+  /// ‖M‖_F: Σ (2^-e x)² with 2^e the binade of max |x|, then scaled back.
+  /// Call after composite(M, ...) returned true (M finite).
+  static double frobenius(const Matrix<double>& M) {
+    const double amax = M.cwiseAbs().maxCoeff();
+    if (amax == 0) return 0;
+    int e = 0;
+    std::frexp(amax, &e);
+    if (e > 1000 || e < -1000) return norm_frobenius(M);
+    const double s = std::ldexp(1.0, -e);
+    return std::ldexp(std::sqrt((M * s).squaredNorm()), e);
+  }
+
+ private:
+  /// √(max col)·√(max row) as geometric_mean(‖·‖_1, ‖·‖_∞); clears `finite` on a non-finite sum.
+  static double composite_of(const std::vector<double>& col, const std::vector<double>& row, bool& finite) {
+    double one = 0, inf = 0;
+    for (const double v : col) {
+      finite = finite && std::isfinite(v);
+      if (v > one) one = v;
+    }
+    for (const double v : row) {
+      finite = finite && std::isfinite(v);
+      if (v > inf) inf = v;
+    }
+    return std::sqrt(one) * std::sqrt(inf);
+  }
+
+  /// diff[j] = Σ_{i≥1}(x_ij − x_0j) and abs[j] = Σ_i |x_ij| (if non-null), i
+  /// ascending from +0, eight columns at a time so the sums overlap.
+  static void column_pass(const Matrix<double>& M, double* diff, double* abs) {
+    const Eigen::Index n = M.rows(), d = M.cols();
+    Eigen::Index j = 0;
+    for (; j + 8 <= d; j += 8) {
+      double a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, b[8] = {0, 0, 0, 0, 0, 0, 0, 0}, x0[8];
+      const double* x[8];
+      for (int q = 0; q < 8; ++q) {
+        x[q] = M.col(j + q).data();
+        x0[q] = x[q][0];
+      }
+      if (abs != nullptr)
+        for (int q = 0; q < 8; ++q) b[q] += std::abs(x0[q]);
+      for (Eigen::Index i = 1; i < n; ++i)
+        for (int q = 0; q < 8; ++q) {
+          a[q] += x[q][i] - x0[q];
+          if (abs != nullptr) b[q] += std::abs(x[q][i]);
+        }
+      for (int q = 0; q < 8; ++q) {
+        diff[j + q] = a[q];
+        if (abs != nullptr) abs[j + q] = b[q];
+      }
+    }
+    for (; j < d; ++j) {
+      const double* x = M.col(j).data();
+      double a = 0, b = std::abs(x[0]);
+      for (Eigen::Index i = 1; i < n; ++i) {
+        a += x[i] - x[0];
+        b += std::abs(x[i]);
+      }
+      diff[j] = a;
+      if (abs != nullptr) abs[j] = b;
+    }
+  }
+
+  /// out[j] = Σ_i |x_ij − c_j|, i ascending from +0, eight columns at a time.
+  static void centred_column_pass(const Matrix<double>& M, const double* c, double* out) {
+    const Eigen::Index n = M.rows(), d = M.cols();
+    Eigen::Index j = 0;
+    for (; j + 8 <= d; j += 8) {
+      double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      const double* x[8];
+      for (int q = 0; q < 8; ++q) x[q] = M.col(j + q).data();
+      for (Eigen::Index i = 0; i < n; ++i)
+        for (int q = 0; q < 8; ++q) a[q] += std::abs(x[q][i] - c[j + q]);
+      for (int q = 0; q < 8; ++q) out[j + q] = a[q];
+    }
+    for (; j < d; ++j) {
+      const double* x = M.col(j).data();
+      double a = 0;
+      for (Eigen::Index i = 0; i < n; ++i) a += std::abs(x[i] - c[j]);
+      out[j] = a;
+    }
+  }
+
+  std::vector<double> mean_, col_, colc_, row_, rowc_;
+};
+
+/// Record norms in an MPFR tier: the operations of norms.hpp in the same
+/// order (bit-identical to norms_of and mean_residual_composite), on values
+/// kept from record to record instead of a residual matrix and fresh
+/// temporaries per call.
+template <class S> class RecordNormsMp {
+ public:
+  /// norms_of(M).composite and .frobenius.
+  void plain(const Matrix<S>& M, S& composite, S& frobenius) {
+    using std::sqrt;
+    reset_rows(M.rows());
+    one_ = 0;
+    ssq_ = 0;
+    for (Eigen::Index j = 0; j < M.cols(); ++j) {
+      col_ = 0;
+      for (Eigen::Index i = 0; i < M.rows(); ++i) {
+        t_ = M(i, j);
+        mpfr_abs(t_.backend().data(), t_.backend().data(), MPFR_RNDN);
+        col_ += t_;
+        row_[static_cast<std::size_t>(i)] += t_;
+        sq_ = t_;
+        sq_ *= t_;
+        ssq_ += sq_;
+      }
+      if (col_ > one_) one_ = col_;
+    }
+    composite = S(sqrt(one_) * sqrt(max_row()));
+    frobenius = sqrt(ssq_);
+  }
+
+  /// norm_composite(residual(M, column_means(M))).
+  S mean_residual_composite(const Matrix<S>& M) {
+    using std::sqrt;
+    const Eigen::Index n = M.rows(), d = M.cols();
+    if (static_cast<Eigen::Index>(mean_.size()) < d) mean_.resize(static_cast<std::size_t>(d));
+    const S nn = S(static_cast<double>(n));
+    for (Eigen::Index j = 0; j < d; ++j) {
+      const S& x0 = M(0, j);
+      col_ = 0;
+      for (Eigen::Index i = 1; i < n; ++i) {
+        t_ = M(i, j);
+        t_ -= x0;
+        col_ += t_;
+      }
+      col_ /= nn;
+      S& m = mean_[static_cast<std::size_t>(j)];
+      m = x0;
+      m += col_;
+    }
+    reset_rows(n);
+    one_ = 0;
+    for (Eigen::Index j = 0; j < d; ++j) {
+      col_ = 0;
+      for (Eigen::Index i = 0; i < n; ++i) {
+        t_ = M(i, j);
+        t_ -= mean_[static_cast<std::size_t>(j)];
+        mpfr_abs(t_.backend().data(), t_.backend().data(), MPFR_RNDN);
+        col_ += t_;
+        row_[static_cast<std::size_t>(i)] += t_;
+      }
+      if (col_ > one_) one_ = col_;
+    }
+    return S(sqrt(one_) * sqrt(max_row()));
+  }
+
+ private:
+  void reset_rows(Eigen::Index n) {
+    if (static_cast<Eigen::Index>(row_.size()) < n) row_.resize(static_cast<std::size_t>(n));
+    rows_ = n;
+    for (Eigen::Index i = 0; i < n; ++i) row_[static_cast<std::size_t>(i)] = 0;
+  }
+  const S& max_row() {
+    inf_ = 0;
+    for (Eigen::Index i = 0; i < rows_; ++i)
+      if (row_[static_cast<std::size_t>(i)] > inf_) inf_ = row_[static_cast<std::size_t>(i)];
+    return inf_;
+  }
+  std::vector<S> row_, mean_;
+  Eigen::Index rows_ = 0;
+  S one_, inf_, col_, t_, sq_, ssq_;
+};
+
+template <class S>
+PathRecord<S> make_record(const std::vector<int>& heads, int len, const Matrix<S>& T, const Matrix<S>* P,
+                          Eigen::Index n, bool with_P) {
+  PathRecord<S> r;
+  r.heads = heads;
+  r.length = len;
+  if constexpr (std::is_same_v<S, double>) {
+    thread_local RecordNorms k;
+    if (k.composites(T, &r.norm_composite, r.residual_composite) &&
+        (!with_P || P == nullptr || k.composites(*P, nullptr, r.stochastic_residual))) {
+      r.norm_frobenius = RecordNorms::frobenius(T);
+      if (!with_P)
+        r.stochastic_residual = 0;
+      else if (P == nullptr)
+        r.stochastic_residual = mean_residual_composite<double>(Matrix<double>::Identity(n, n));
+      return r;
+    }
+  }
+  if constexpr (is_mpfr_v<S>) {
+    thread_local RecordNormsMp<S> k;
+    k.plain(T, r.norm_composite, r.norm_frobenius);
+    r.residual_composite = k.mean_residual_composite(T);
+    if (!with_P)
+      r.stochastic_residual = S(0);
+    else if (P != nullptr)
+      r.stochastic_residual = k.mean_residual_composite(*P);
+    else
+      r.stochastic_residual = mean_residual_composite<S>(Matrix<S>::Identity(n, n));
+    return r;
+  }
+  const Norms<S> nt = norms_of(T);
+  r.norm_composite = nt.composite;
+  r.norm_frobenius = nt.frobenius;
+  r.residual_composite = mean_residual_composite(T);
+  if (with_P) {
+    if (P != nullptr) {
+      r.stochastic_residual = mean_residual_composite(*P);
+    } else {
+      const Matrix<S> I = Matrix<S>::Identity(n, n);
+      r.stochastic_residual = mean_residual_composite(I);
+    }
+  } else {
+    r.stochastic_residual = S(0);
+  }
+  return r;
+}
+
+/// Total order of top-K: larger ‖T‖_{1,∞} first, then enumeration order.
+template <class S> bool ranks_before(const PathRecord<S>& a, const PathRecord<S>& b) {
+  if (a.norm_composite != b.norm_composite) return a.norm_composite > b.norm_composite;
+  return a.heads < b.heads;
+}
+
+/// Keeps the K best records (a heap whose front is the worst kept).
+template <class S> class TopK {
+ public:
+  explicit TopK(std::size_t k) : k_(k) {}
+  void offer(PathRecord<S>&& r) {
+    auto cmp = [](const PathRecord<S>& a, const PathRecord<S>& b) { return ranks_before(a, b); };
+    if (heap_.size() < k_) {
+      heap_.push_back(std::move(r));
+      std::push_heap(heap_.begin(), heap_.end(), cmp);
+    } else if (k_ > 0 && ranks_before(r, heap_.front())) {
+      std::pop_heap(heap_.begin(), heap_.end(), cmp);
+      heap_.back() = std::move(r);
+      std::push_heap(heap_.begin(), heap_.end(), cmp);
+    }
+  }
+  std::vector<PathRecord<S>> take_sorted() {
+    std::sort(heap_.begin(), heap_.end(), [](const PathRecord<S>& a, const PathRecord<S>& b) { return ranks_before(a, b); });
+    return std::move(heap_);
+  }
+
+ private:
+  std::size_t k_;
+  std::vector<PathRecord<S>> heap_;
+};
+
+/// Output of one task (one subtree): records in enumeration order (or the
+/// task's top K), per-length sums (empty matrices for lengths not met).
+template <class S> struct TaskOutput {
+  std::vector<PathRecord<S>> records;
+  std::vector<Matrix<S>> sums;
+  std::uint64_t paths = 0;
+};
+
+}  // namespace detail
+
+template <class S>
+EnumerationResult<S> enumerate_paths(const Model& model, const ForwardTrace<S>& trace,
+                                     const EnumerationOptions& options, const PathVisitor<S>& visitor) {
+  detail::check_trace(model, trace);
+  const int L = model.arch().layers, H = model.arch().heads;
+  const bool skip = trace.variant.skip;
+  const detail::PathPlan plan = detail::make_path_plan(L, H, skip, options.filter);
+  PathCount total = 0;
+  for (const auto& c : detail::plan_counts(plan)) total += c;
+  if (total > options.max_paths) throw PathLimitError(total, options.max_paths);
+
+  const detail::PathContext<S> ctx(model, trace);
+  EnumerationResult<S> result;
+  result.bias = ctx.bias();
+  if (options.accumulate) result.sums.assign(static_cast<std::size_t>(L) + 1, detail::zeros<S>(ctx.n, ctx.d));
+  if (total == 0) return result;
+
+  const bool want_records = static_cast<bool>(visitor);
+  const std::size_t top_k = options.top_k;
+  const std::vector<std::vector<int>> prefixes = detail::task_prefixes(plan, 256);
+  const std::size_t ntasks = prefixes.size();
+
+  auto run_task = [&](std::size_t i, detail::PathWalker<S>& walker, detail::TaskOutput<S>& out) {
+    std::optional<detail::TopK<S>> top;
+    if (top_k > 0) top.emplace(top_k);
+    if (options.accumulate) out.sums.resize(static_cast<std::size_t>(L) + 1);
+    walker.run(prefixes[i], [&](const std::vector<int>& heads, int len, const Matrix<S>& T, const Matrix<S>* P) {
+      ++out.paths;
+      if (options.accumulate) {
+        Matrix<S>& acc = out.sums[static_cast<std::size_t>(len)];
+        if (acc.size() == 0)
+          acc = T;
+        else
+          acc += T;
+      }
+      if (!want_records) return;
+      PathRecord<S> r = detail::make_record(heads, len, T, P, ctx.n, true);
+      if (top)
+        top->offer(std::move(r));
+      else
+        out.records.push_back(std::move(r));
+    });
+    if (top) out.records = top->take_sorted();
+  };
+
+  std::optional<detail::TopK<S>> global_top;
+  if (top_k > 0) global_top.emplace(top_k);
+  auto consume = [&](detail::TaskOutput<S>& out) {
+    result.paths += out.paths;
+    if (options.accumulate)
+      for (std::size_t k = 0; k < out.sums.size(); ++k)
+        if (out.sums[k].size() != 0) result.sums[k] += out.sums[k];
+    if (!want_records) return;
+    for (auto& r : out.records) {
+      if (global_top)
+        global_top->offer(std::move(r));
+      else
+        visitor(r);
+    }
+  };
+
+  const int threads = static_cast<int>(std::min<std::size_t>(
+      static_cast<std::size_t>(detail::resolve_threads(options.threads)), ntasks));
+  if (threads <= 1) {
+    detail::PathWalker<S> walker(ctx, plan, want_records);
+    for (std::size_t i = 0; i < ntasks; ++i) {
+      detail::TaskOutput<S> out;
+      run_task(i, walker, out);
+      consume(out);
+    }
+  } else {
+    // Workers take tasks in order, at most `window` ahead of the emission;
+    // the calling thread consumes finished tasks in task order.
+    std::mutex mu;
+    std::condition_variable cv;
+    std::atomic<bool> stop{false};
+    std::exception_ptr error;
+    std::size_t next = 0, consumed = 0;
+    const std::size_t window = 2 * static_cast<std::size_t>(threads);
+    std::vector<std::optional<detail::TaskOutput<S>>> done(ntasks);
+    auto worker = [&] {
+      SerialProductsScope serial;  // the workers are the parallelism: products inside run serially
+      try {
+        detail::PathWalker<S> walker(ctx, plan, want_records, &stop);
+        for (;;) {
+          std::size_t i;
+          {
+            std::unique_lock<std::mutex> lock(mu);
+            cv.wait(lock, [&] { return stop.load() || next >= ntasks || next < consumed + window; });
+            if (stop.load() || next >= ntasks) break;
+            i = next++;
+          }
+          detail::TaskOutput<S> out;
+          run_task(i, walker, out);
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            done[i] = std::move(out);
+          }
+          cv.notify_all();
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+        stop = true;
+      }
+      cv.notify_all();
+    };
+    std::vector<std::thread> pool;
+    auto finish = [&] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stop = true;
+      }
+      cv.notify_all();
+      for (auto& t : pool) t.join();
+    };
+    try {
+      for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+      for (std::size_t i = 0; i < ntasks; ++i) {
+        detail::TaskOutput<S> out;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return done[i].has_value() || stop.load(); });
+          if (!done[i].has_value()) break;  // a worker failed
+          out = std::move(*done[i]);
+          done[i].reset();
+        }
+        consume(out);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          consumed = i + 1;
+        }
+        cv.notify_all();
+      }
+    } catch (...) {
+      finish();
+      throw;
+    }
+    finish();
+    if (error) std::rethrow_exception(error);
+  }
+  if (global_top && want_records)
+    for (const auto& r : global_top->take_sorted()) visitor(r);
+  return result;
+}
+
+template <class S>
+PathRecord<S> evaluate_path(const Model& model, const ForwardTrace<S>& trace, const std::vector<int>& heads,
+                            Matrix<S>* term) {
+  detail::check_trace(model, trace);
+  const int L = model.arch().layers, H = model.arch().heads;
+  PathFilter f;
+  f.allowed_heads.reserve(static_cast<std::size_t>(L));
+  if (static_cast<int>(heads.size()) != L)
+    throw std::invalid_argument("evaluate_path: the path has " + std::to_string(heads.size()) +
+                                " choices, the model " + std::to_string(L) + " layers");
+  for (int c : heads) f.allowed_heads.push_back({c});
+  const detail::PathPlan plan = detail::make_path_plan(L, H, trace.variant.skip, f);
+  const detail::PathContext<S> ctx(model, trace);
+  detail::PathWalker<S> walker(ctx, plan, true);
+  PathRecord<S> rec;
+  walker.run(heads, [&](const std::vector<int>& hs, int len, const Matrix<S>& T, const Matrix<S>* P) {
+    rec = detail::make_record(hs, len, T, P, ctx.n, true);
+    if (term != nullptr) *term = T;
+  });
+  return rec;
+}
+
+template <class S> RowVector<S> path_bias(const Model& model, bool skip) {
+  const Architecture& a = model.arch();
+  detail::BiasAccumulator<S> b(a.d_model);
+  for (int l = 0; l < a.layers; ++l) b.add_layer(detail::layer_maps<S>(a, model.layer(l), false), a.heads, skip);
+  return b.value();
+}
+
+template <class S> BigReal relative_max_error(const Matrix<S>& approx, const Matrix<S>& exact) {
+  using std::abs;
+  if (approx.rows() != exact.rows() || approx.cols() != exact.cols())
+    throw std::invalid_argument("relative_max_error: shapes " + std::to_string(approx.rows()) + "×" +
+                                std::to_string(approx.cols()) + " and " + std::to_string(exact.rows()) + "×" +
+                                std::to_string(exact.cols()) + " differ");
+  S scale(0), err(0);
+  for (Eigen::Index j = 0; j < exact.cols(); ++j)
+    for (Eigen::Index i = 0; i < exact.rows(); ++i) {
+      const S e = abs(exact(i, j));
+      if (e > scale) scale = e;
+      const S diff = abs(S(approx(i, j) - exact(i, j)));
+      if (diff > err) err = diff;
+    }
+  if (scale == 0) return to_big(err);
+  return to_big(S(err / scale));
+}
+
+template <class S>
+BigReal enumeration_error(const Model& model, const ForwardTrace<S>& trace, int threads, std::uint64_t max_paths) {
+  EnumerationOptions o;
+  o.threads = threads;
+  o.max_paths = max_paths;
+  o.accumulate = true;
+  const EnumerationResult<S> r = enumerate_paths<S>(model, trace, o, {});
+  Matrix<S> total = detail::zeros<S>(trace.X[0].rows(), trace.X[0].cols());
+  for (const auto& s : r.sums) total += s;
+  total.rowwise() += r.bias;
+  return relative_max_error(total, trace.X.back());
+}
+
+namespace detail {
+
+/// M = Σ_h P_h (S W_h) for one layer. Factored maps: the heads are folded
+/// into two wide products, U = S·[W_V^1 … W_V^H] and
+/// M = [P_1 U_1 … P_H U_H]·[W_O^1; …; W_O^H]; otherwise per head.
+template <class S> struct HeadSumWork {
+  Matrix<S> U, Uh, PU, cat, t1, t2;
+};
+
+template <class S>
+void head_sum(const LayerMaps<S>& m, const std::vector<Matrix<S>>& P, const Matrix<S>& Sm, Eigen::Index dv,
+              Matrix<S>& M, HeadSumWork<S>& w) {
+  const auto H = static_cast<Eigen::Index>(P.size());
+  if (m.factored) {
+    gemm(Sm, m.WVp, w.U);
+    if (w.cat.rows() != Sm.rows() || w.cat.cols() != H * dv) w.cat.resize(Sm.rows(), H * dv);
+    for (Eigen::Index h = 0; h < H; ++h) {
+      w.Uh = w.U.middleCols(h * dv, dv);
+      gemm(P[static_cast<std::size_t>(h)], w.Uh, w.PU);
+      w.cat.middleCols(h * dv, dv) = w.PU;
+    }
+    gemm(w.cat, m.WOp, M);
+  } else {
+    for (Eigen::Index h = 0; h < H; ++h) {
+      gemm(Sm, m.W[static_cast<std::size_t>(h)], w.t1);
+      gemm(P[static_cast<std::size_t>(h)], w.t1, h == 0 ? M : w.t2);
+      if (h > 0) M += w.t2;
+    }
+  }
+}
+
+}  // namespace detail
+
+template <class S> LengthSums<S> length_sums(const Model& model, const ForwardTrace<S>& trace, int threads) {
+  detail::check_trace(model, trace);
+  const Architecture& a = model.arch();
+  const int L = a.layers;
+  const bool skip = trace.variant.skip;
+  const Eigen::Index n = trace.X[0].rows(), d = trace.X[0].cols();
+  const auto Lz = static_cast<std::size_t>(L);
+  const int nthreads = detail::resolve_threads(threads);
+
+  // Sk[k] = S_k^l; an empty matrix stands for 0.
+  std::vector<Matrix<S>> Sk(Lz + 1), M(Lz + 1);
+  Sk[0] = trace.X[0];
+  detail::BiasAccumulator<S> bias(d);
+  for (int l = 0; l < L; ++l) {
+    const detail::LayerMaps<S> maps = detail::layer_maps<S>(a, model.layer(l), true);
+    const auto& P = trace.P[static_cast<std::size_t>(l)];
+    // Lengths updated by this layer: k = 1..l+1 with S_{k-1} nonzero.
+    std::vector<std::size_t> ks;
+    for (std::size_t k = 1; k <= static_cast<std::size_t>(l) + 1; ++k)
+      if (Sk[k - 1].size() != 0) ks.push_back(k);
+    auto work = [&](std::size_t first, std::size_t stride) {
+      detail::HeadSumWork<S> w;
+      for (std::size_t i = first; i < ks.size(); i += stride) detail::head_sum(maps, P, Sk[ks[i] - 1], a.d_v, M[ks[i]], w);
+    };
+    const std::size_t T = std::min<std::size_t>(static_cast<std::size_t>(nthreads), ks.size());
+    if (T <= 1) {
+      work(0, 1);
+    } else {
+      std::vector<std::thread> pool;
+      std::exception_ptr error;
+      std::mutex mu;
+      for (std::size_t t = 0; t < T; ++t)
+        pool.emplace_back([&, t] {
+          SerialProductsScope serial;  // the workers are the parallelism: products inside run serially
+          try {
+            work(t, T);
+          } catch (...) {
+            std::lock_guard<std::mutex> lock(mu);
+            if (!error) error = std::current_exception();
+          }
+        });
+      for (auto& th : pool) th.join();
+      if (error) std::rethrow_exception(error);
+    }
+    // S_k^l = [skip] S_k^{l-1} + M_k, descending k so S_{k-1}^{l-1} is read first
+    // (M already holds every product, so the order only matters for the swap).
+    for (auto it = ks.rbegin(); it != ks.rend(); ++it) {
+      const std::size_t k = *it;
+      if (skip && Sk[k].size() != 0)
+        Sk[k] += M[k];
+      else
+        Sk[k].swap(M[k]);
+    }
+    if (!skip)
+      for (std::size_t k = 0; k <= static_cast<std::size_t>(l); ++k) Sk[k].resize(0, 0);
+    bias.add_layer(maps, a.heads, skip);
+  }
+
+  LengthSums<S> out;
+  out.bias = bias.value();
+  const Matrix<S>& XL = trace.X.back();
+  out.output_frobenius = norm_frobenius(XL);
+  const std::vector<PathCount> counts = count_paths_by_length(L, a.heads, skip);
+  out.reconstruction = detail::zeros<S>(n, d);
+  out.terms.resize(Lz + 1);
+  for (std::size_t k = 0; k <= Lz; ++k) {
+    LengthSum<S>& t = out.terms[k];
+    t.length = static_cast<int>(k);
+    t.count = counts[k];
+    t.sum = Sk[k].size() != 0 ? std::move(Sk[k]) : detail::zeros<S>(n, d);
+    t.frobenius = norm_frobenius(t.sum);
+    t.residual_composite = detail::mean_residual_composite(t.sum);
+    t.share = out.output_frobenius != 0 ? S(t.frobenius / out.output_frobenius) : S(0);
+    out.reconstruction += t.sum;
+  }
+  out.reconstruction.rowwise() += out.bias;
+  out.error = relative_max_error(out.reconstruction, XL);
+  return out;
+}
+
+namespace detail {
+template <class S> MeanInterval<S> mean_interval(const std::vector<S>& v) {
+  using std::sqrt;
+  const S N = S(static_cast<double>(v.size()));
+  S sum(0);
+  for (const S& x : v) sum += x;
+  MeanInterval<S> r;
+  r.mean = sum / N;
+  S ss(0);
+  for (const S& x : v) {
+    const S c = x - r.mean;
+    ss += c * c;
+  }
+  r.stddev = sqrt(S(ss / S(N - S(1))));
+  const S half = decimal_constant<S>(1.959963984540054) * r.stddev / sqrt(N);
+  r.low = r.mean - half;
+  r.high = r.mean + half;
+  return r;
+}
+}  // namespace detail
+
+template <class S>
+std::vector<LengthSample<S>> sample_paths(const Model& model, const ForwardTrace<S>& trace, const SampleOptions& options) {
+  detail::check_trace(model, trace);
+  const int L = model.arch().layers, H = model.arch().heads;
+  const bool skip = trace.variant.skip;
+  if (options.samples < 2)
+    throw std::invalid_argument("path sampling: samples: at least 2 are needed for a confidence interval, got " +
+                                std::to_string(options.samples));
+  for (int k : options.lengths)
+    if (k < 0 || k > L || (!skip && k != L))
+      throw std::invalid_argument("path sampling: length " + std::to_string(k) + " has no paths (" +
+                                  (skip ? "lengths run over 0.." + std::to_string(L)
+                                        : "without skip every path has length " + std::to_string(L)) +
+                                  ")");
+  const std::vector<PathCount> counts = count_paths_by_length(L, H, skip);
+  const detail::PathContext<S> ctx(model, trace);
+  const detail::PathPlan plan = detail::make_path_plan(L, H, skip, {});  // sample paths are complete prefixes
+  detail::PathWalker<S> walker(ctx, plan, false);
+  std::vector<LengthSample<S>> out;
+  for (int k : options.lengths) {
+    Rng rng(options.seed + static_cast<std::uint64_t>(k) * 0x9E3779B97F4A7C15ULL);
+    std::vector<S> norms, residuals;
+    norms.reserve(options.samples);
+    residuals.reserve(options.samples);
+    for (std::uint64_t s = 0; s < options.samples; ++s) {
+      const std::vector<int> heads = random_path(rng, L, H, skip, k);
+      walker.run(heads, [&](const std::vector<int>&, int, const Matrix<S>& T, const Matrix<S>*) {
+        norms.push_back(norm_composite(T));
+        residuals.push_back(detail::mean_residual_composite(T));
+      });
+    }
+    LengthSample<S> ls;
+    ls.length = k;
+    ls.samples = options.samples;
+    ls.population = counts[static_cast<std::size_t>(k)];
+    ls.norm = detail::mean_interval(norms);
+    ls.residual = detail::mean_interval(residuals);
+    out.push_back(std::move(ls));
+  }
+  return out;
+}
+
+}  // namespace sanpath
+
+#define SANPATH_INSTANTIATE_PATHS(S)                                                                                  \
+  template sanpath::EnumerationResult<S> sanpath::enumerate_paths<S>(                                                  \
+      const sanpath::Model&, const sanpath::ForwardTrace<S>&, const sanpath::EnumerationOptions&,                      \
+      const sanpath::PathVisitor<S>&);                                                                                 \
+  template sanpath::PathRecord<S> sanpath::evaluate_path<S>(const sanpath::Model&, const sanpath::ForwardTrace<S>&,    \
+                                                            const std::vector<int>&, sanpath::Matrix<S>*);             \
+  template sanpath::RowVector<S> sanpath::path_bias<S>(const sanpath::Model&, bool);                                   \
+  template sanpath::BigReal sanpath::relative_max_error<S>(const sanpath::Matrix<S>&, const sanpath::Matrix<S>&);     \
+  template sanpath::BigReal sanpath::enumeration_error<S>(const sanpath::Model&, const sanpath::ForwardTrace<S>&, int, \
+                                                          std::uint64_t);                                              \
+  template sanpath::LengthSums<S> sanpath::length_sums<S>(const sanpath::Model&, const sanpath::ForwardTrace<S>&, int); \
+  template std::vector<sanpath::LengthSample<S>> sanpath::sample_paths<S>(                                             \
+      const sanpath::Model&, const sanpath::ForwardTrace<S>&, const sanpath::SampleOptions&);

@@ -1,0 +1,640 @@
+#pragma once
+#include "sanpath/core/linalg.hpp"
+
+#include <gmp.h>
+#include <mpfr.h>
+
+#if SANPATH_IFMA_KERNEL
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace sanpath {
+namespace detail {
+
+inline void check_inner(Eigen::Index a, Eigen::Index b, const char* what) {
+  if (a != b)
+    throw std::invalid_argument(std::string(what) + ": inner dimensions " + std::to_string(a) + " and " +
+                                std::to_string(b) + " differ");
+}
+
+/// Runs work(b) for b = 0..blocks-1, on up to `threads` threads (the calling
+/// thread is one of them). Workers hold a SerialProductsScope. The first
+/// exception thrown by a block is rethrown after every thread has joined.
+template <class F> void run_blocks(std::size_t blocks, int threads, F&& work) {
+  const std::size_t t = std::min<std::size_t>(blocks, static_cast<std::size_t>(std::max(threads, 1)));
+  if (t <= 1) {
+    for (std::size_t b = 0; b < blocks; ++b) work(b);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex mu;
+  auto body = [&] {
+    SerialProductsScope serial;
+    for (;;) {
+      const std::size_t b = next.fetch_add(1);
+      if (b >= blocks || failed.load()) return;
+      try {
+        work(b);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+        failed = true;
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(t - 1);
+  try {
+    for (std::size_t i = 1; i < t; ++i) pool.emplace_back(body);
+  } catch (...) {
+    // Could not start a thread: the threads already running and this one finish the work.
+  }
+  body();
+  for (auto& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+}
+
+/// How a product is cut for threads: blocks of `width` columns of C (or
+/// rows when C has too few columns). Depends on the shapes only.
+struct ProductSplit {
+  bool by_columns = true;
+  Eigen::Index width = 0, count = 1;
+};
+
+inline ProductSplit split_product(Eigen::Index m, Eigen::Index n, Eigen::Index width) {
+  ProductSplit s;
+  s.width = width;
+  if (n >= 2 * width) {
+    s.by_columns = true;
+    s.count = (n + width - 1) / width;
+  } else if (m >= 2 * width) {
+    s.by_columns = false;
+    s.count = (m + width - 1) / width;
+  } else {
+    s.by_columns = true;
+    s.width = std::max<Eigen::Index>(n, 1);
+    s.count = 1;
+  }
+  return s;
+}
+
+// ---- double ---------------------------------------------------------------------
+
+/// C = A·op(B) through Eigen, split in blocks of 128 columns (or rows) of C
+/// when the product is large (≥ 2^21 multiply-adds).
+template <bool Trans> void double_gemm(const Matrix<double>& A, const Matrix<double>& B, Matrix<double>& C) {
+  const Eigen::Index m = A.rows(), k = A.cols(), n = Trans ? B.rows() : B.cols();
+  auto op = [&](Eigen::Index j0, Eigen::Index w) {
+    if constexpr (Trans) {
+      return B.middleRows(j0, w).transpose();
+    } else {
+      return B.middleCols(j0, w);
+    }
+  };
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int threads = work >= double(1 << 21) ? product_threads() : 1;
+  const ProductSplit s = split_product(m, n, 128);
+  if (threads <= 1 || s.count <= 1) {
+    if constexpr (Trans) {
+      C.noalias() = A * B.transpose();
+    } else {
+      C.noalias() = A * B;
+    }
+    return;
+  }
+  C.resize(m, n);
+  run_blocks(static_cast<std::size_t>(s.count), threads, [&](std::size_t b) {
+    const Eigen::Index lo = static_cast<Eigen::Index>(b) * s.width;
+    if (s.by_columns) {
+      const Eigen::Index w = std::min(s.width, n - lo);
+      C.middleCols(lo, w).noalias() = A * op(lo, w);
+    } else {
+      const Eigen::Index h = std::min(s.width, m - lo);
+      C.middleRows(lo, h).noalias() = A.middleRows(lo, h) * op(0, n);
+    }
+  });
+}
+
+// ---- MPFR -----------------------------------------------------------------------
+
+/// The reference kernel: C(i,j) = Σ_p A(i,p)·op(B)(p,j) by mpfr_fma into the
+/// preallocated entry, p ascending. Used for products with NaN or infinite
+/// entries and for the rare entries the fixed-point kernel cannot guarantee.
+template <class S, class GetA, class GetB>
+void fma_entry(mpfr_ptr c, Eigen::Index k, const GetA& a, const GetB& b) {
+  mpfr_set_zero(c, 1);
+  for (Eigen::Index p = 0; p < k; ++p) {
+    mpfr_srcptr bp = b(p);
+    if (mpfr_zero_p(bp)) continue;
+    mpfr_fma(c, a(p), bp, c, MPFR_RNDN);
+  }
+}
+
+constexpr long fixed_limb_bits = GMP_NUMB_BITS;
+/// Guard bits of the fixed-point kernel beyond the tier's precision (at least).
+constexpr long fixed_min_guard = 56;
+/// Exponent of an exact zero in the fixed-point operands.
+constexpr long fixed_zero_exp = LONG_MIN / 4;
+/// Exponents beyond this (in magnitude) send a product to the reference kernel.
+constexpr long fixed_max_exp = 1L << 60;
+
+/// Limbs per fixed-point integer for precision p.
+constexpr long fixed_limbs(long prec) { return (prec + fixed_min_guard + fixed_limb_bits - 1) / fixed_limb_bits; }
+
+/// `count` vectors of length k (rows of A, or columns of op(B)) in fixed
+/// point of width W bits: entry (r, p) is ±mag·2^(top[r] - W), mag < 2^W in
+/// nl = ⌈W/64⌉ limbs, mag = ⌊|x|·2^(W - top[r])⌋ (exact unless x is more than
+/// W - p binades below the vector's largest entry).
+struct FixedVectors {
+  Eigen::Index count = 0, k = 0;
+  long W = 0, nl = 0;
+  std::vector<mp_limb_t> mag;           ///< (r·k + p)·nl
+  std::vector<unsigned char> neg;       ///< r·k + p
+  std::vector<long> exps;               ///< r·k + p; fixed_zero_exp for 0
+  std::vector<long> top, spread;        ///< per vector: largest exponent, largest − smallest (nonzero)
+  std::vector<unsigned char> all_zero;  ///< per vector
+
+  void resize(Eigen::Index c, Eigen::Index kk, long width) {
+    count = c;
+    k = kk;
+    W = width;
+    nl = (width + fixed_limb_bits - 1) / fixed_limb_bits;
+    const auto ck = static_cast<std::size_t>(c) * static_cast<std::size_t>(kk);
+    mag.assign(ck * static_cast<std::size_t>(nl), 0);
+    neg.assign(ck, 0);
+    exps.assign(ck, fixed_zero_exp);
+    top.assign(static_cast<std::size_t>(c), fixed_zero_exp);
+    spread.assign(static_cast<std::size_t>(c), 0);
+    all_zero.assign(static_cast<std::size_t>(c), 1);
+  }
+
+  /// Fills vector r from get(p) (p = 0..k-1). Returns false if an entry is
+  /// NaN or infinite, or an exponent is out of the kernel's range.
+  template <class Get> bool fill(Eigen::Index r, const Get& get) {
+    const auto base = static_cast<std::size_t>(r) * static_cast<std::size_t>(k);
+    long hi = fixed_zero_exp, lo = LONG_MAX;
+    for (Eigen::Index p = 0; p < k; ++p) {
+      mpfr_srcptr x = get(p);
+      if (mpfr_zero_p(x)) continue;
+      if (!mpfr_regular_p(x)) return false;
+      const long e = static_cast<long>(mpfr_get_exp(x));
+      if (e > fixed_max_exp || e < -fixed_max_exp) return false;
+      exps[base + static_cast<std::size_t>(p)] = e;
+      hi = std::max(hi, e);
+      lo = std::min(lo, e);
+    }
+    const auto ri = static_cast<std::size_t>(r);
+    if (hi == fixed_zero_exp) return true;  // all zero: mags stay 0
+    top[ri] = hi;
+    spread[ri] = hi - lo;
+    all_zero[ri] = 0;
+    for (Eigen::Index p = 0; p < k; ++p) {
+      const std::size_t idx = base + static_cast<std::size_t>(p);
+      if (exps[idx] == fixed_zero_exp) continue;
+      mpfr_srcptr x = get(p);
+      neg[idx] = mpfr_signbit(x) ? 1 : 0;
+      const auto* M = static_cast<const mp_limb_t*>(mpfr_custom_get_significand(x));
+      const long nlp = (static_cast<long>(mpfr_get_prec(x)) + fixed_limb_bits - 1) / fixed_limb_bits;
+      mp_limb_t* dst = &mag[idx * static_cast<std::size_t>(nl)];
+      // |x| = M·2^(e - 64·nlp); mag = ⌊|x|·2^(W - top)⌋ = M shifted by s bits.
+      const long s = W - fixed_limb_bits * nlp - (hi - exps[idx]);
+      if (s >= 0) {
+        const long q = s / fixed_limb_bits, b = s % fixed_limb_bits;
+        if (b != 0) {
+          const mp_limb_t out = mpn_lshift(dst + q, M, nlp, static_cast<unsigned>(b));
+          if (q + nlp < nl) dst[q + nlp] = out;  // otherwise out == 0: M·2^s < 2^W
+        } else {
+          std::copy(M, M + nlp, dst + q);
+        }
+      } else {
+        const long t = -s, q = t / fixed_limb_bits, b = t % fixed_limb_bits;
+        if (q >= nlp) continue;  // below the window: truncated to 0 (exps keeps the true exponent)
+        if (b != 0)
+          mpn_rshift(dst, M + q, nlp - q, static_cast<unsigned>(b));
+        else
+          std::copy(M + q, M + nlp, dst);
+      }
+    }
+    return true;
+  }
+};
+
+/// What the fixed-point kernel may do for one entry.
+enum class FixedCheck { zero, compute, reference };
+
+/// Entry (ra of A, rb of B): an exact zero (a vector is zero, or no product
+/// is nonzero), computable within the guarantee, or for the reference
+/// kernel (the magnitudes of the two vectors cross by more than guard-4
+/// binades, so the truncated small entries could matter).
+inline FixedCheck fixed_check(const FixedVectors& A, Eigen::Index ra, const FixedVectors& B, Eigen::Index rb,
+                              long prec) {
+  const auto ia = static_cast<std::size_t>(ra), ib = static_cast<std::size_t>(rb);
+  if (A.all_zero[ia] || B.all_zero[ib]) return FixedCheck::zero;
+  const long guard = A.W - prec;
+  if (A.spread[ia] + B.spread[ib] <= guard - 4) return FixedCheck::compute;
+  const Eigen::Index k = A.k;
+  const long* ea = &A.exps[ia * static_cast<std::size_t>(k)];
+  const long* eb = &B.exps[ib * static_cast<std::size_t>(k)];
+  long emax = fixed_zero_exp;
+  for (Eigen::Index p = 0; p < k; ++p)
+    if (ea[p] != fixed_zero_exp && eb[p] != fixed_zero_exp) emax = std::max(emax, ea[p] + eb[p]);
+  if (emax == fixed_zero_exp) return FixedCheck::zero;
+  return emax < A.top[ia] + B.top[ib] - guard + 4 ? FixedCheck::reference : FixedCheck::compute;
+}
+
+/// Scratch of one thread: the two accumulators (positive and negative
+/// products, 2·nl+1 limbs each), one product and the difference.
+struct FixedScratch {
+  std::vector<mp_limb_t> acc, prod, diff;
+  explicit FixedScratch(long nl)
+      : acc(2 * static_cast<std::size_t>(2 * nl + 1)), prod(2 * static_cast<std::size_t>(nl)),
+        diff(static_cast<std::size_t>(2 * nl + 1)) {}
+};
+
+/// c = Σ_p a_p b_p for fixed-point vectors ra of A and rb of op(B) with GMP:
+/// exact integer accumulation (mpn_mul_n, mpn_add_n), one rounding. The
+/// caller has checked the entry (fixed_check == compute).
+inline void fixed_entry_mpn(mpfr_ptr c, const FixedVectors& A, Eigen::Index ra, const FixedVectors& B,
+                            Eigen::Index rb, FixedScratch& w) {
+  const auto ia = static_cast<std::size_t>(ra), ib = static_cast<std::size_t>(rb);
+  const Eigen::Index k = A.k;
+  const long nl = A.nl;
+  const std::size_t base_a = ia * static_cast<std::size_t>(k), base_b = ib * static_cast<std::size_t>(k);
+  const long* ea = &A.exps[base_a];
+  const long* eb = &B.exps[base_b];
+  const std::size_t len = static_cast<std::size_t>(2 * nl + 1);
+  mp_limb_t* acc = w.acc.data();
+  std::fill(acc, acc + 2 * len, mp_limb_t(0));
+  const mp_limb_t* ma = &A.mag[base_a * static_cast<std::size_t>(nl)];
+  const mp_limb_t* mb = &B.mag[base_b * static_cast<std::size_t>(nl)];
+  const unsigned char* sa = &A.neg[base_a];
+  const unsigned char* sb = &B.neg[base_b];
+  mp_limb_t* prod = w.prod.data();
+  for (Eigen::Index p = 0; p < k; ++p) {
+    if (ea[p] == fixed_zero_exp || eb[p] == fixed_zero_exp) continue;
+    mpn_mul_n(prod, ma + p * nl, mb + p * nl, nl);
+    mp_limb_t* dst = acc + (sa[p] ^ sb[p]) * len;
+    dst[2 * nl] += mpn_add_n(dst, dst, prod, 2 * nl);
+  }
+  const mp_limb_t* pos = acc;
+  const mp_limb_t* negv = acc + len;
+  const int cmp = mpn_cmp(pos, negv, static_cast<mp_size_t>(len));
+  if (cmp == 0) {
+    mpfr_set_zero(c, 1);
+    return;
+  }
+  mp_limb_t* d = w.diff.data();
+  if (cmp > 0)
+    mpn_sub_n(d, pos, negv, static_cast<mp_size_t>(len));
+  else
+    mpn_sub_n(d, negv, pos, static_cast<mp_size_t>(len));
+  mpz_t z;
+  mpz_roinit_n(z, d, cmp > 0 ? static_cast<mp_size_t>(len) : -static_cast<mp_size_t>(len));
+  mpfr_set_z_2exp(c, z, static_cast<mpfr_exp_t>(A.top[ia] + B.top[ib] - 2 * A.W), MPFR_RNDN);
+}
+
+// ---- AVX-512 IFMA kernel --------------------------------------------------------
+//
+// The same exact integers Σ_p a'_p b'_p, eight dot products at once: the
+// values are offset to a'' = a' + 2^W ∈ (0, 2^(W+1)) and cut into L limbs of
+// 52 bits (W = 52L - 1); vpmadd52lo/hi accumulate the 52-bit halves of every
+// limb product in 64-bit lanes, flushed into multi-limb sums before they can
+// overflow; Σ a'b' = Σ a''b'' - 2^W(Σa' + Σb') - k·2^(2W). Selected at run
+// time (cpu_has_ifma); every tier uses width W = 52L-1 up to 1025 bits so
+// that both kernels compute the same integers and give identical results.
+
+/// 52-bit limbs of the IFMA kernel for precision p (guard W - p ≥ 48).
+constexpr int ifma_limbs(long prec) { return static_cast<int>((prec + 49 + 51) / 52); }
+constexpr int ifma_max_limbs = 21;  // 1025 bits (the accumulators must fit in registers)
+
+/// Fixed-point width of a tier: 52L - 1 where the IFMA kernel applies, else 64·⌈(p+56)/64⌉.
+constexpr long fixed_width(long prec) {
+  return ifma_limbs(prec) <= ifma_max_limbs ? 52L * ifma_limbs(prec) - 1 : fixed_limbs(prec) * fixed_limb_bits;
+}
+
+#if SANPATH_IFMA_KERNEL
+/// acc[t - T0][lane] += the 52-bit halves of a_u·b_v[lane] landing at limb t
+/// (lo at u+v, hi at u+v+1), for t in [T0, T0+T), over `terms` terms.
+/// a: terms × L limbs; b: terms × L × 8 lanes; acc: T × 8.
+template <int L, int T0, int T>
+__attribute__((target("avx512f,avx512ifma"))) void ifma_accumulate(const std::uint64_t* a, const std::uint64_t* b,
+                                                                   long terms, std::uint64_t* acc) {
+  __m512i r[T];
+#pragma GCC unroll 64
+  for (int t = 0; t < T; ++t) r[t] = _mm512_loadu_si512(acc + 8 * t);
+  for (long p = 0; p < terms; ++p) {
+    const std::uint64_t* ap = a + p * L;
+    const std::uint64_t* bp = b + p * L * 8;
+#pragma GCC unroll 64
+    for (int u = 0; u < L; ++u) {
+      const __m512i au = _mm512_set1_epi64(static_cast<long long>(ap[u]));
+#pragma GCC unroll 64
+      for (int v = 0; v < L; ++v) {
+        const int tl = u + v - T0, th = u + v + 1 - T0;
+        if (tl >= 0 && tl < T) r[tl] = _mm512_madd52lo_epu64(r[tl], au, _mm512_loadu_si512(bp + 8 * v));
+        if (th >= 0 && th < T) r[th] = _mm512_madd52hi_epu64(r[th], au, _mm512_loadu_si512(bp + 8 * v));
+      }
+    }
+  }
+#pragma GCC unroll 64
+  for (int t = 0; t < T; ++t) _mm512_storeu_si512(acc + 8 * t, r[t]);
+}
+
+template <int L> void ifma_chunk(const std::uint64_t* a, const std::uint64_t* b, long terms, std::uint64_t* acc) {
+  if constexpr (2 * L <= 24) {
+    ifma_accumulate<L, 0, 2 * L>(a, b, terms, acc);
+  } else {  // two passes of L accumulators each
+    ifma_accumulate<L, 0, L>(a, b, terms, acc);
+    ifma_accumulate<L, L, L>(a, b, terms, acc + 8 * L);
+  }
+}
+#endif
+
+/// An array of GMP integers (initialised, cleared on destruction).
+class MpzArray {
+ public:
+  explicit MpzArray(std::size_t n) : v_(n) {
+    for (auto& z : v_) mpz_init(&z);
+  }
+  ~MpzArray() {
+    for (auto& z : v_) mpz_clear(&z);
+  }
+  MpzArray(const MpzArray&) = delete;
+  MpzArray& operator=(const MpzArray&) = delete;
+  mpz_ptr operator[](std::size_t i) { return &v_[i]; }
+  mpz_srcptr operator[](std::size_t i) const { return &v_[i]; }
+
+ private:
+  std::vector<__mpz_struct> v_;
+};
+
+/// Writes the L 52-bit limbs of 2^W ± mag (W = 52L - 1, mag < 2^W in nl
+/// limbs) to out[0], out[stride], ...; tmp: nl + 1 limbs of scratch.
+inline void offset_limbs52(const mp_limb_t* mag, bool neg, long nl, int L, std::uint64_t* out, std::size_t stride,
+                           mp_limb_t* tmp) {
+  const long W = 52L * L - 1;
+  std::copy(mag, mag + nl, tmp);
+  tmp[nl] = 0;
+  if (neg) mpn_neg(tmp, tmp, nl + 1);  // 2^(64(nl+1)) - mag
+  const long q = W / fixed_limb_bits;
+  mpn_add_1(tmp + q, tmp + q, nl + 1 - q, mp_limb_t(1) << (W % fixed_limb_bits));  // mod 2^(64(nl+1))
+  constexpr std::uint64_t mask = (std::uint64_t(1) << 52) - 1;
+  for (int u = 0; u < L; ++u) {
+    const long pos = 52L * u, li = pos / 64, sh = pos % 64;
+    std::uint64_t x = tmp[li] >> sh;
+    if (sh > 12) x |= tmp[li + 1] << (64 - sh);
+    out[static_cast<std::size_t>(u) * stride] = x & mask;
+  }
+}
+
+/// R[r] = -2^W·Σ_p a'_rp (a' = ±mag, the signed fixed-point entries of vector r).
+inline void offset_corrections(const FixedVectors& F, Eigen::Index r, mpz_ptr R) {
+  mpz_set_ui(R, 0);
+  const auto base = static_cast<std::size_t>(r) * static_cast<std::size_t>(F.k);
+  for (Eigen::Index p = 0; p < F.k; ++p) {
+    const std::size_t idx = base + static_cast<std::size_t>(p);
+    if (F.exps[idx] == fixed_zero_exp) continue;
+    mpz_t m;
+    mpz_roinit_n(m, &F.mag[idx * static_cast<std::size_t>(F.nl)], static_cast<mp_size_t>(F.nl));
+    if (F.neg[idx])
+      mpz_add(R, R, m);
+    else
+      mpz_sub(R, R, m);
+  }
+  mpz_mul_2exp(R, R, static_cast<mp_bitcnt_t>(F.W));
+}
+
+#if SANPATH_IFMA_KERNEL
+/// Every entry of C = A·op(B) through the IFMA kernel: lanes run over the
+/// vectors of `Lv` (blocks of 8), the broadcast operand over those of `Bv`;
+/// entry(b, l) gives the MPFR destination of broadcast vector b, lane vector
+/// l, and fallback(b, l, c) computes an entry with the reference kernel.
+template <int L, class Entry, class Fallback>
+void ifma_gemm(const FixedVectors& Bv, const FixedVectors& Lv, long prec, int threads, const Entry& entry,
+               const Fallback& fallback) {
+  const Eigen::Index k = Bv.k, nb = Bv.count, nlanes = Lv.count;
+  const long W = Bv.W, nl = Bv.nl;
+  const auto ku = static_cast<std::size_t>(k), Lu = static_cast<std::size_t>(L);
+  constexpr long flush_terms = 4096 / (2 * L) - 1;  // lanes < 2^64: terms·2L·2^52 < 2^64
+  // Broadcast operand: count × k × L limbs; corrections of both operands.
+  std::vector<std::uint64_t> bl(static_cast<std::size_t>(nb) * ku * Lu);
+  MpzArray Rb(static_cast<std::size_t>(nb)), Rl(static_cast<std::size_t>(nlanes)), K(1);
+  const std::size_t lane_blocks = static_cast<std::size_t>((nlanes + 7) / 8);
+  run_blocks(static_cast<std::size_t>(nb) + static_cast<std::size_t>(nlanes), threads, [&](std::size_t v) {
+    std::vector<mp_limb_t> tmp(static_cast<std::size_t>(nl + 1));
+    if (v < static_cast<std::size_t>(nb)) {
+      const auto r = static_cast<Eigen::Index>(v);
+      for (Eigen::Index p = 0; p < k; ++p) {
+        const std::size_t idx = v * ku + static_cast<std::size_t>(p);
+        offset_limbs52(&Bv.mag[idx * static_cast<std::size_t>(nl)], Bv.neg[idx] != 0, nl, L, &bl[idx * Lu], 1,
+                       tmp.data());
+      }
+      offset_corrections(Bv, r, Rb[v]);
+    } else {
+      const std::size_t l = v - static_cast<std::size_t>(nb);
+      offset_corrections(Lv, static_cast<Eigen::Index>(l), Rl[l]);
+    }
+  });
+  mpz_set_ui(K[0], static_cast<unsigned long>(k));
+  mpz_mul_2exp(K[0], K[0], static_cast<mp_bitcnt_t>(2 * W));
+  mpz_neg(K[0], K[0]);
+  // Σ a''b'' < k·2^(2W+2); the flushed partial sums span 52(2L-1)+64 bits.
+  const std::size_t nd = static_cast<std::size_t>((2 * W + 2 + 64 + 63) / 64 + 2);
+  const std::size_t nt = static_cast<std::size_t>((52 * (2 * L - 1) + 64 + 63) / 64 + 2);
+
+  run_blocks(lane_blocks, threads, [&](std::size_t blk) {
+    const Eigen::Index l0 = static_cast<Eigen::Index>(blk) * 8;
+    const int lanes = static_cast<int>(std::min<Eigen::Index>(8, nlanes - l0));
+    // Lane operand of this block: k × L × 8 (missing lanes are zero and ignored).
+    std::vector<std::uint64_t> ll(ku * Lu * 8, 0);
+    std::vector<mp_limb_t> tmp(static_cast<std::size_t>(nl + 1));
+    for (int q = 0; q < lanes; ++q)
+      for (Eigen::Index p = 0; p < k; ++p) {
+        const std::size_t idx = static_cast<std::size_t>(l0 + q) * ku + static_cast<std::size_t>(p);
+        offset_limbs52(&Lv.mag[idx * static_cast<std::size_t>(nl)], Lv.neg[idx] != 0, nl, L,
+                       &ll[static_cast<std::size_t>(p) * Lu * 8 + static_cast<std::size_t>(q)], 8, tmp.data());
+      }
+    std::vector<std::uint64_t> acc(2 * Lu * 8);
+    std::vector<mp_limb_t> D(8 * nd), part(nt);
+    MpzArray Z(1);
+    for (Eigen::Index b = 0; b < nb; ++b) {
+      std::fill(D.begin(), D.end(), mp_limb_t(0));
+      for (Eigen::Index p0 = 0; p0 < k; p0 += flush_terms) {
+        const long terms = static_cast<long>(std::min<Eigen::Index>(flush_terms, k - p0));
+        std::fill(acc.begin(), acc.end(), std::uint64_t(0));
+        ifma_chunk<L>(&bl[(static_cast<std::size_t>(b) * ku + static_cast<std::size_t>(p0)) * Lu],
+                      &ll[static_cast<std::size_t>(p0) * Lu * 8], terms, acc.data());
+        // D[q] += Σ_t acc[t][q]·2^(52t)
+        for (int q = 0; q < lanes; ++q) {
+          std::fill(part.begin(), part.end(), mp_limb_t(0));
+          for (int t = 0; t < 2 * L; ++t) {
+            const std::uint64_t x = acc[static_cast<std::size_t>(t) * 8 + static_cast<std::size_t>(q)];
+            const long pos = 52L * t, li = pos / 64, sh = pos % 64;
+            const mp_limb_t lo = x << sh, hi = sh != 0 ? x >> (64 - sh) : 0;
+            mp_limb_t two[2] = {lo, hi};
+            mpn_add(&part[static_cast<std::size_t>(li)], &part[static_cast<std::size_t>(li)],
+                    static_cast<mp_size_t>(nt - static_cast<std::size_t>(li)), two, 2);
+          }
+          mpn_add(&D[static_cast<std::size_t>(q) * nd], &D[static_cast<std::size_t>(q) * nd],
+                  static_cast<mp_size_t>(nd), part.data(), static_cast<mp_size_t>(nt));
+        }
+      }
+      for (int q = 0; q < lanes; ++q) {
+        const Eigen::Index l = l0 + q;
+        mpfr_ptr c = entry(b, l);
+        const FixedCheck st = fixed_check(Bv, b, Lv, l, prec);
+        if (st == FixedCheck::zero) {
+          mpfr_set_zero(c, 1);
+          continue;
+        }
+        if (st == FixedCheck::reference) {
+          fallback(b, l, c);
+          continue;
+        }
+        mpz_t d;
+        mpz_roinit_n(d, &D[static_cast<std::size_t>(q) * nd], static_cast<mp_size_t>(nd));
+        mpz_add(Z[0], d, Rb[static_cast<std::size_t>(b)]);
+        mpz_add(Z[0], Z[0], Rl[static_cast<std::size_t>(l)]);
+        mpz_add(Z[0], Z[0], K[0]);
+        mpfr_set_z_2exp(c, Z[0], static_cast<mpfr_exp_t>(Bv.top[static_cast<std::size_t>(b)] +
+                                                        Lv.top[static_cast<std::size_t>(l)] - 2 * W),
+                        MPFR_RNDN);
+      }
+    }
+  });
+}
+#endif
+
+/// C = A·op(B) in an MPFR tier (see linalg.hpp for the arithmetic).
+template <class S, bool Trans> void mpfr_gemm(const Matrix<S>& A, const Matrix<S>& B, Matrix<S>& C) {
+  const Eigen::Index m = A.rows(), k = A.cols(), n = Trans ? B.rows() : B.cols();
+  auto a_at = [&](Eigen::Index i, Eigen::Index p) -> mpfr_srcptr { return A(i, p).backend().data(); };
+  auto b_at = [&](Eigen::Index p, Eigen::Index j) -> mpfr_srcptr {
+    return Trans ? B(j, p).backend().data() : B(p, j).backend().data();
+  };
+  if (C.rows() != m || C.cols() != n) C.resize(m, n);
+  if (m == 0 || n == 0) return;
+  constexpr long prec = precision_bits_v<S>;
+  constexpr long W = fixed_width(prec);
+  const long nl = (W + fixed_limb_bits - 1) / fixed_limb_bits;
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+                      static_cast<double>(nl) * static_cast<double>(nl);
+  const int threads = work >= double(1 << 20) ? product_threads() : 1;
+  auto reference = [&](Eigen::Index i, Eigen::Index j, mpfr_ptr c) {
+    fma_entry<S>(
+        c, k, [&](Eigen::Index p) { return a_at(i, p); }, [&](Eigen::Index p) { return b_at(p, j); });
+  };
+
+  // Operands in fixed point: rows of A, columns of op(B).
+  FixedVectors FA, FB;
+  FA.resize(m, k, W);
+  FB.resize(n, k, W);
+  std::atomic<bool> finite{true};
+  const Eigen::Index cb = 32;  // vectors per conversion block
+  const std::size_t blocks_a = static_cast<std::size_t>((m + cb - 1) / cb);
+  const std::size_t blocks_b = static_cast<std::size_t>((n + cb - 1) / cb);
+  run_blocks(blocks_a + blocks_b, threads, [&](std::size_t blk) {
+    const bool is_a = blk < blocks_a;
+    const Eigen::Index lo = static_cast<Eigen::Index>(is_a ? blk : blk - blocks_a) * cb;
+    const Eigen::Index hi = std::min(lo + cb, is_a ? m : n);
+    for (Eigen::Index r = lo; r < hi && finite.load(std::memory_order_relaxed); ++r) {
+      const bool ok = is_a ? FA.fill(r, [&](Eigen::Index p) { return a_at(r, p); })
+                           : FB.fill(r, [&](Eigen::Index p) { return b_at(p, r); });
+      if (!ok) finite = false;
+    }
+  });
+  if (!finite.load()) {  // NaN or infinite entries: IEEE semantics of the reference kernel
+    const ProductSplit s = split_product(m, n, 16);
+    run_blocks(static_cast<std::size_t>(s.count), threads, [&](std::size_t blk) {
+      const Eigen::Index lo = static_cast<Eigen::Index>(blk) * s.width;
+      const Eigen::Index j0 = s.by_columns ? lo : 0, j1 = s.by_columns ? std::min(lo + s.width, n) : n;
+      const Eigen::Index i0 = s.by_columns ? 0 : lo, i1 = s.by_columns ? m : std::min(lo + s.width, m);
+      for (Eigen::Index j = j0; j < j1; ++j)
+        for (Eigen::Index i = i0; i < i1; ++i) reference(i, j, C(i, j).backend().data());
+    });
+    return;
+  }
+
+#if SANPATH_IFMA_KERNEL
+  constexpr int L = ifma_limbs(prec);
+  if constexpr (L <= ifma_max_limbs) {
+    if (ifma_products_active()) {
+      // Lanes over the longer side, so that blocks of 8 are full.
+      if (n >= m || n >= 8)
+        ifma_gemm<L>(
+            FA, FB, prec, threads, [&](Eigen::Index i, Eigen::Index j) { return C(i, j).backend().data(); },
+            [&](Eigen::Index i, Eigen::Index j, mpfr_ptr c) { reference(i, j, c); });
+      else
+        ifma_gemm<L>(
+            FB, FA, prec, threads, [&](Eigen::Index j, Eigen::Index i) { return C(i, j).backend().data(); },
+            [&](Eigen::Index j, Eigen::Index i, mpfr_ptr c) { reference(i, j, c); });
+      return;
+    }
+  }
+#endif
+
+  // Portable kernel: blocks of 16 columns (or rows) of C; each entry is independent.
+  const ProductSplit s = split_product(m, n, 16);
+  run_blocks(static_cast<std::size_t>(s.count), threads, [&](std::size_t blk) {
+    FixedScratch w(nl);
+    const Eigen::Index lo = static_cast<Eigen::Index>(blk) * s.width;
+    const Eigen::Index j0 = s.by_columns ? lo : 0, j1 = s.by_columns ? std::min(lo + s.width, n) : n;
+    const Eigen::Index i0 = s.by_columns ? 0 : lo, i1 = s.by_columns ? m : std::min(lo + s.width, m);
+    for (Eigen::Index j = j0; j < j1; ++j)
+      for (Eigen::Index i = i0; i < i1; ++i) {
+        mpfr_ptr c = C(i, j).backend().data();
+        switch (fixed_check(FA, i, FB, j, prec)) {
+          case FixedCheck::zero:
+            mpfr_set_zero(c, 1);
+            break;
+          case FixedCheck::compute:
+            fixed_entry_mpn(c, FA, i, FB, j, w);
+            break;
+          case FixedCheck::reference:
+            reference(i, j, c);
+            break;
+        }
+      }
+  });
+}
+
+}  // namespace detail
+
+template <class S> void gemm(const Matrix<S>& A, const Matrix<S>& B, Matrix<S>& C) {
+  detail::check_inner(A.cols(), B.rows(), "gemm");
+  if constexpr (is_mpfr_v<S>) {
+    detail::mpfr_gemm<S, false>(A, B, C);
+  } else {
+    detail::double_gemm<false>(A, B, C);
+  }
+}
+
+template <class S> void gemm_nt(const Matrix<S>& A, const Matrix<S>& B, Matrix<S>& C) {
+  detail::check_inner(A.cols(), B.cols(), "gemm_nt");
+  if constexpr (is_mpfr_v<S>) {
+    detail::mpfr_gemm<S, true>(A, B, C);
+  } else {
+    detail::double_gemm<true>(A, B, C);
+  }
+}
+
+}  // namespace sanpath
+
+#define SANPATH_INSTANTIATE_LINALG(S)                                                       \
+  template void sanpath::gemm<S>(const sanpath::Matrix<S>&, const sanpath::Matrix<S>&,     \
+                                 sanpath::Matrix<S>&);                                      \
+  template void sanpath::gemm_nt<S>(const sanpath::Matrix<S>&, const sanpath::Matrix<S>&,  \
+                                    sanpath::Matrix<S>&);

@@ -1,0 +1,68 @@
+#include "sanpath/core/quantity.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sanpath {
+
+BigReal power_of_ten_above(const BigReal& x) {
+  const double l = log10_abs(x);
+  const long e = static_cast<long>(std::floor(l)) + 1;
+  BigReal ten(10, 30);
+  return pow(ten, BigReal(e, 30));
+}
+
+std::string Quantity::str() const {
+  if (below_resolution) return "< " + to_sci(bound, 1);
+  int sig = 17;
+  if (digits && *digits < sig) sig = *digits < 1 ? 1 : *digits;
+  return to_sci(value, sig, rounding);
+}
+
+Quantity Quantity::exact(const BigReal& v) {
+  Quantity q;
+  q.value = v;
+  q.digits = decimal_digits(mpfr_get_prec(v.backend().data()));
+  return q;
+}
+
+Quantity Quantity::unconfirmed(const BigReal& v) {
+  Quantity q;
+  q.value = v;
+  return q;
+}
+
+std::optional<int> lower_end_digits(const BigReal& L, const BigReal& U) {
+  if (!(U > L)) return std::nullopt;
+  if (!(L > 0)) return 0;
+  const double rel = log10_abs(BigReal((U - L) / (2 * L)));
+  return std::max(0, static_cast<int>(std::floor(-rel)));
+}
+
+void limit_digits(Quantity& q, std::optional<int> max_digits) {
+  if (!max_digits || q.below_resolution) return;
+  q.digits = std::min(q.digits.value_or(*max_digits), *max_digits);
+}
+
+Quantity confirm(const BigReal& value, const BigReal& check, long bits) {
+  Quantity q;
+  q.value = value;
+  const int max_digits = decimal_digits(bits);
+  const int d = agreeing_digits(value, check, max_digits);
+  q.digits = d;
+  if (d == 0 && value != check) {
+    q.below_resolution = true;
+    q.bound = power_of_ten_above(BigReal(abs(value) + abs(value - check)));
+  }
+  return q;
+}
+
+Quantity below_resolution(const BigReal& value, const BigReal& bound) {
+  Quantity q;
+  q.value = value;
+  q.below_resolution = true;
+  q.bound = power_of_ten_above(bound);
+  return q;
+}
+
+}  // namespace sanpath

@@ -1,0 +1,85 @@
+#include "sanpath/model/input.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace sanpath {
+
+InputSpec InputSpec::from_matrix(MatrixXd X, std::string source) {
+  InputSpec s;
+  s.kind = Kind::matrix;
+  s.X = std::move(X);
+  s.source = std::move(source);
+  for (Eigen::Index j = 0; j < s.X.cols(); ++j)
+    for (Eigen::Index i = 0; i < s.X.rows(); ++i)
+      if (!std::isfinite(s.X(i, j)))
+        throw std::invalid_argument(s.source + ": X: " + (std::isnan(s.X(i, j)) ? "NaN" : "Inf") + " at [" +
+                                    std::to_string(i) + ", " + std::to_string(j) + "]");
+  if (s.X.rows() < 1 || s.X.cols() < 1) throw std::invalid_argument(s.source + ": X: empty matrix");
+  return s;
+}
+
+InputSpec InputSpec::from_tokens(std::vector<long> ids, std::string source) {
+  InputSpec s;
+  s.kind = Kind::tokens;
+  s.tokens = std::move(ids);
+  s.source = std::move(source);
+  return s;
+}
+
+InputSpec InputSpec::from_random(RandomInputSpec spec) {
+  InputSpec s;
+  s.kind = Kind::random;
+  s.random = spec;
+  s.source = "random input (seed " + std::to_string(spec.seed) + ")";
+  return s;
+}
+
+long InputSpec::rows() const {
+  switch (kind) {
+    case Kind::matrix: return static_cast<long>(X.rows());
+    case Kind::tokens: return static_cast<long>(tokens.size());
+    case Kind::random: return random.n;
+  }
+  return 1;
+}
+
+std::string InputSpec::describe() const {
+  switch (kind) {
+    case Kind::matrix:
+      return source + " (" + std::to_string(X.rows()) + "×" + std::to_string(X.cols()) + ")";
+    case Kind::tokens:
+      return std::to_string(tokens.size()) + " token ids";
+    case Kind::random:
+      return source;
+  }
+  return source;
+}
+
+std::vector<long> parse_token_list(const std::string& text, const std::string& what) {
+  std::vector<long> ids;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    const std::string t = b == std::string::npos ? std::string() : item.substr(b, e - b + 1);
+    if (t.empty()) throw std::invalid_argument(what + ": empty item at position " + std::to_string(ids.size()));
+    errno = 0;
+    char* end = nullptr;
+    const long v = std::strtol(t.c_str(), &end, 10);
+    if (*end != '\0' || errno == ERANGE)
+      throw std::invalid_argument(what + ": '" + t + "' at position " + std::to_string(ids.size()) +
+                                  " is not an integer token id");
+    if (v < 0) throw std::invalid_argument(what + ": token id " + t + " is negative");
+    ids.push_back(v);
+    if (ids.size() > (1u << 20)) throw std::invalid_argument(what + ": more than 2^20 tokens");
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+}  // namespace sanpath

@@ -1,0 +1,196 @@
+#include "sanpath/core/errors.hpp"
+#include "sanpath/model/model.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace sanpath {
+
+Variant VariantOverride::apply(Variant v) const {
+  if (skip) v.skip = *skip;
+  if (mlp) v.mlp = *mlp;
+  if (layernorm) v.layernorm = *layernorm;
+  if (mask) v.mask = *mask;
+  return v;
+}
+
+std::string to_string(MlpKind k) {
+  switch (k) {
+    case MlpKind::none: return "none";
+    case MlpKind::plain: return "plain";
+    case MlpKind::residual: return "residual";
+  }
+  return "?";
+}
+std::string to_string(LayerNormKind k) {
+  switch (k) {
+    case LayerNormKind::none: return "none";
+    case LayerNormKind::pre: return "pre";
+    case LayerNormKind::post: return "post";
+  }
+  return "?";
+}
+std::string to_string(MaskKind k) { return k == MaskKind::causal ? "causal" : "none"; }
+std::string to_string(Activation a) {
+  switch (a) {
+    case Activation::relu: return "relu";
+    case Activation::gelu: return "gelu";
+    case Activation::gelu_tanh: return "gelu_tanh";
+  }
+  return "?";
+}
+
+namespace {
+[[noreturn]] void bad_choice(const std::string& what, const std::string& text, const char* allowed) {
+  throw std::invalid_argument(printable(what + ": '" + text + "' is not one of " + allowed));
+}
+}  // namespace
+
+MlpKind parse_mlp(const std::string& t, const std::string& what) {
+  if (t == "none") return MlpKind::none;
+  if (t == "plain") return MlpKind::plain;
+  if (t == "residual") return MlpKind::residual;
+  bad_choice(what, t, "none, plain, residual");
+}
+LayerNormKind parse_layernorm(const std::string& t, const std::string& what) {
+  if (t == "none") return LayerNormKind::none;
+  if (t == "pre") return LayerNormKind::pre;
+  if (t == "post") return LayerNormKind::post;
+  bad_choice(what, t, "none, pre, post");
+}
+MaskKind parse_mask(const std::string& t, const std::string& what) {
+  if (t == "none") return MaskKind::none;
+  if (t == "causal") return MaskKind::causal;
+  bad_choice(what, t, "none, causal");
+}
+Activation parse_activation(const std::string& t, const std::string& what) {
+  if (t == "relu") return Activation::relu;
+  if (t == "gelu") return Activation::gelu;
+  if (t == "gelu_tanh" || t == "gelu_new" || t == "gelu_pytorch_tanh") return Activation::gelu_tanh;
+  bad_choice(what, t, "relu, gelu, gelu_tanh (gelu_new)");
+}
+bool parse_on_off(const std::string& t, const std::string& what) {
+  if (t == "on") return true;
+  if (t == "off") return false;
+  bad_choice(what, t, "on, off");
+}
+
+namespace {
+
+struct Checker {
+  const std::string& source;
+  [[noreturn]] void fail(const std::string& field, const std::string& why) const {
+    throw std::invalid_argument(source + ": " + field + ": " + why);
+  }
+  template <class M> void shape(const M& m, Eigen::Index rows, Eigen::Index cols, const std::string& field) const {
+    if (m.rows() != rows || m.cols() != cols)
+      fail(field, "shape [" + std::to_string(m.rows()) + ", " + std::to_string(m.cols()) + "], expected [" +
+                      std::to_string(rows) + ", " + std::to_string(cols) + "]");
+    finite(m, field);
+  }
+  void vec(const VectorXd& v, Eigen::Index n, const std::string& field) const {
+    if (v.size() != n) fail(field, "length " + std::to_string(v.size()) + ", expected " + std::to_string(n));
+    finite(v, field);
+  }
+  template <class M> void finite(const M& m, const std::string& field) const {
+    for (Eigen::Index j = 0; j < m.cols(); ++j)
+      for (Eigen::Index i = 0; i < m.rows(); ++i)
+        if (!std::isfinite(m(i, j)))
+          fail(field, std::string(std::isnan(m(i, j)) ? "NaN" : "Inf") + " at [" + std::to_string(i) + ", " +
+                          std::to_string(j) + "]");
+  }
+};
+
+}  // namespace
+
+Model::Model(Architecture arch, std::vector<LayerWeights> layers, std::optional<Embeddings> embeddings,
+             std::string source)
+    : arch_(arch), layers_(std::move(layers)), embeddings_(std::move(embeddings)), source_(std::move(source)) {
+  validate();
+}
+
+void Model::validate() const {
+  const Checker c{source_};
+  const Architecture& a = arch_;
+  if (a.layers < 1) c.fail("layers", "must be at least 1, got " + std::to_string(a.layers));
+  if (a.heads < 1) c.fail("heads", "must be at least 1, got " + std::to_string(a.heads));
+  if (a.d_model < 1) c.fail("d_model", "must be at least 1, got " + std::to_string(a.d_model));
+  if (a.d_qk < 1) c.fail("d_qk", "must be at least 1, got " + std::to_string(a.d_qk));
+  if (a.d_v < 1) c.fail("d_v", "must be at least 1, got " + std::to_string(a.d_v));
+  if (a.d_ff < 0) c.fail("d_ff", "must not be negative");
+  if (!(a.ln_eps >= 0) || !std::isfinite(a.ln_eps)) c.fail("ln_eps", "must be finite and >= 0");
+  if (static_cast<int>(layers_.size()) != a.layers)
+    c.fail("layers", "config says " + std::to_string(a.layers) + " layers, weights have " +
+                         std::to_string(layers_.size()));
+  const Eigen::Index d = a.d_model;
+  for (int l = 0; l < a.layers; ++l) {
+    const LayerWeights& w = layers_[static_cast<std::size_t>(l)];
+    const std::string p = "layer " + std::to_string(l) + " ";
+    if (static_cast<int>(w.heads.size()) != a.heads)
+      c.fail(p + "heads", "config says " + std::to_string(a.heads) + ", weights have " + std::to_string(w.heads.size()));
+    for (int h = 0; h < a.heads; ++h) {
+      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      const std::string q = p + "head " + std::to_string(h) + " ";
+      c.shape(hw.W_Q, d, a.d_qk, q + "W_Q");
+      c.shape(hw.W_K, d, a.d_qk, q + "W_K");
+      c.shape(hw.W_V, d, a.d_v, q + "W_V");
+      c.shape(hw.W_O, a.d_v, d, q + "W_O");
+      c.vec(hw.b_Q, a.d_qk, q + "b_Q");
+      c.vec(hw.b_K, a.d_qk, q + "b_K");
+      c.vec(hw.b_V, a.d_v, q + "b_V");
+    }
+    c.vec(w.b_O, d, p + "b_O");
+    if (w.has_mlp() || a.d_ff > 0) {
+      if (a.d_ff < 1) c.fail(p + "W_1", "MLP weights present but d_ff is 0");
+      c.shape(w.W_1, d, a.d_ff, p + "W_1");
+      c.vec(w.b_1, a.d_ff, p + "b_1");
+      c.shape(w.W_2, a.d_ff, d, p + "W_2");
+      c.vec(w.b_2, d, p + "b_2");
+    }
+    if (w.has_layernorm() || w.ln1_b.size() || w.ln2_g.size() || w.ln2_b.size()) {
+      c.vec(w.ln1_g, d, p + "ln1_g");
+      c.vec(w.ln1_b, d, p + "ln1_b");
+      c.vec(w.ln2_g, d, p + "ln2_g");
+      c.vec(w.ln2_b, d, p + "ln2_b");
+    }
+  }
+  check_supports(a.variant);
+  if (embeddings_) {
+    const Embeddings& e = *embeddings_;
+    const Eigen::Index width = e.kind == EmbeddingKind::albert ? e.word.cols() : d;
+    if (e.word.rows() < 1) c.fail("embeddings.word", "empty vocabulary");
+    c.shape(e.word, e.word.rows(), width, "embeddings.word");
+    c.shape(e.position, e.position.rows(), width, "embeddings.position");
+    if (e.kind != EmbeddingKind::gpt2) {
+      if (e.token_type.rows() < 1) c.fail("embeddings.token_type", "missing");
+      c.shape(e.token_type, e.token_type.rows(), width, "embeddings.token_type");
+      c.vec(e.ln_g, width, "embeddings.ln_g");
+      c.vec(e.ln_b, width, "embeddings.ln_b");
+    }
+    if (e.kind == EmbeddingKind::albert) {
+      c.shape(e.mapping, width, d, "embeddings.mapping");
+      c.vec(e.mapping_b, d, "embeddings.mapping_b");
+    }
+  }
+}
+
+void Model::check_supports(const Variant& v) const {
+  if (v.mlp != MlpKind::none)
+    for (int l = 0; l < arch_.layers; ++l)
+      if (!layers_[static_cast<std::size_t>(l)].has_mlp())
+        throw std::invalid_argument(source_ + ": mlp: variant mlp=" + to_string(v.mlp) + " but layer " +
+                                    std::to_string(l) + " has no MLP weights");
+  if (v.layernorm != LayerNormKind::none)
+    for (int l = 0; l < arch_.layers; ++l)
+      if (!layers_[static_cast<std::size_t>(l)].has_layernorm())
+        throw std::invalid_argument(source_ + ": layernorm: variant layernorm=" + to_string(v.layernorm) +
+                                    " but layer " + std::to_string(l) + " has no LayerNorm weights");
+}
+
+Variant Model::resolve(const VariantOverride& o) const {
+  const Variant v = o.apply(arch_.variant);
+  check_supports(v);
+  return v;
+}
+
+}  // namespace sanpath

@@ -1,0 +1,183 @@
+#include "sanpath/model/random.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace sanpath {
+
+namespace {
+std::uint64_t splitmix64(std::uint64_t& x) {
+  std::uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+}  // namespace
+
+Rng::Rng(std::uint64_t seed) {
+  for (auto& s : s_) s = splitmix64(seed);
+}
+
+std::uint64_t Rng::next() {
+  const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const std::uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+double Rng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+std::uint64_t Rng::below(std::uint64_t n) {
+  if (n == 0) throw std::invalid_argument("Rng::below: n must be at least 1");
+  const std::uint64_t limit = ~std::uint64_t(0) - (~std::uint64_t(0) % n);
+  std::uint64_t x;
+  do x = next();
+  while (x >= limit);
+  return x % n;
+}
+
+double Rng::gaussian() {
+  if (spare_) {
+    const double v = *spare_;
+    spare_.reset();
+    return v;
+  }
+  double u1;
+  do u1 = uniform();
+  while (u1 <= 0.0);
+  const double u2 = uniform();
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  const double theta = 2.0 * M_PI * u2;
+  spare_ = r * std::sin(theta);
+  return r * std::cos(theta);
+}
+
+namespace {
+
+void check_size(long v, long lo, long hi, const std::string& field) {
+  if (v < lo || v > hi)
+    throw std::invalid_argument("random model: " + field + ": " + std::to_string(v) + " is outside [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+MatrixXd draw(Rng& rng, Eigen::Index rows, Eigen::Index cols, double std) {
+  MatrixXd m(rows, cols);
+  for (Eigen::Index j = 0; j < cols; ++j)
+    for (Eigen::Index i = 0; i < rows; ++i) m(i, j) = std * rng.gaussian();
+  return m;
+}
+
+VectorXd draw_vec(Rng& rng, Eigen::Index n, double std) {
+  if (std == 0.0) return VectorXd::Zero(n);
+  return draw(rng, n, 1, std);
+}
+
+}  // namespace
+
+Model random_model(const RandomModelSpec& spec) {
+  Architecture a = spec.arch;
+  check_size(a.layers, 1, 100000, "layers");
+  check_size(a.heads, 1, 4096, "heads");
+  check_size(a.d_model, 1, 65536, "d_model");
+  check_size(a.d_qk, 1, 65536, "d_qk");
+  check_size(a.d_v, 1, 65536, "d_v");
+  check_size(a.d_ff, 0, 262144, "d_ff");
+  const double params = (4.0 * a.d_model * a.d_qk + 0.0) * a.heads + 2.0 * a.d_model * a.d_ff;
+  if (params * (a.shared_layers ? 1 : a.layers) > 4e9)
+    throw std::invalid_argument("random model: size: more than 4e9 weights requested");
+  if (!(spec.std >= 0) || !std::isfinite(spec.std)) throw std::invalid_argument("random model: std: must be finite and >= 0");
+  if (!(spec.bias_std >= 0) || !std::isfinite(spec.bias_std))
+    throw std::invalid_argument("random model: bias_std: must be finite and >= 0");
+  Rng rng(spec.seed);
+  const auto sd = [&](Eigen::Index fan_in, Eigen::Index fan_out) {
+    return spec.init == InitKind::xavier ? std::sqrt(2.0 / static_cast<double>(fan_in + fan_out)) : spec.std;
+  };
+  const Eigen::Index d = a.d_model;
+  const auto make_layer = [&]() {
+    LayerWeights w;
+    for (int h = 0; h < a.heads; ++h) {
+      HeadWeights hw;
+      hw.W_Q = draw(rng, d, a.d_qk, sd(d, a.d_qk * a.heads));
+      hw.W_K = draw(rng, d, a.d_qk, sd(d, a.d_qk * a.heads));
+      hw.W_V = draw(rng, d, a.d_v, sd(d, a.d_v * a.heads));
+      hw.W_O = draw(rng, a.d_v, d, sd(a.d_v * a.heads, d));
+      hw.b_Q = draw_vec(rng, a.d_qk, spec.bias_std);
+      hw.b_K = draw_vec(rng, a.d_qk, spec.bias_std);
+      hw.b_V = draw_vec(rng, a.d_v, spec.bias_std);
+      w.heads.push_back(std::move(hw));
+    }
+    w.b_O = draw_vec(rng, d, spec.bias_std);
+    if (a.d_ff > 0) {
+      w.W_1 = draw(rng, d, a.d_ff, sd(d, a.d_ff));
+      w.b_1 = draw_vec(rng, a.d_ff, spec.bias_std);
+      w.W_2 = draw(rng, a.d_ff, d, sd(a.d_ff, d));
+      w.b_2 = draw_vec(rng, d, spec.bias_std);
+    }
+    w.ln1_g = VectorXd::Ones(d);
+    w.ln1_b = VectorXd::Zero(d);
+    w.ln2_g = VectorXd::Ones(d);
+    w.ln2_b = VectorXd::Zero(d);
+    return w;
+  };
+  std::vector<LayerWeights> layers;
+  layers.reserve(static_cast<std::size_t>(a.layers));
+  if (a.shared_layers) {
+    const LayerWeights w = make_layer();
+    layers.assign(static_cast<std::size_t>(a.layers), w);
+  } else {
+    for (int l = 0; l < a.layers; ++l) layers.push_back(make_layer());
+  }
+  std::optional<Embeddings> emb;
+  if (spec.vocab > 0) {
+    check_size(spec.max_positions, 1, 1 << 20, "max_positions");
+    Embeddings e;
+    e.kind = EmbeddingKind::bert;
+    e.word = draw(rng, spec.vocab, d, spec.std > 0 ? spec.std : 0.02);
+    e.position = draw(rng, spec.max_positions, d, spec.std > 0 ? spec.std : 0.02);
+    e.token_type = draw(rng, 1, d, spec.std > 0 ? spec.std : 0.02);
+    e.ln_g = VectorXd::Ones(d);
+    e.ln_b = VectorXd::Zero(d);
+    e.ln_eps = a.ln_eps;
+    emb = std::move(e);
+  }
+  if (a.d_ff == 0 && a.variant.mlp != MlpKind::none) a.variant.mlp = MlpKind::none;
+  return Model(a, std::move(layers), std::move(emb), "random model (seed " + std::to_string(spec.seed) + ")");
+}
+
+MatrixXd random_input(const RandomInputSpec& spec) {
+  check_size(spec.n, 1, 1 << 20, "input tokens n");
+  check_size(spec.d, 1, 1 << 20, "input width d");
+  if (static_cast<double>(spec.n) * spec.d > 1e9) throw std::invalid_argument("random input: size: n·d exceeds 1e9");
+  if (!std::isfinite(spec.offset) || !std::isfinite(spec.spread) || spec.spread < 0)
+    throw std::invalid_argument("random input: spread/offset: must be finite, spread >= 0");
+  Rng rng(spec.seed);
+  MatrixXd R(spec.n, spec.d);
+  for (Eigen::Index j = 0; j < R.cols(); ++j)
+    for (Eigen::Index i = 0; i < R.rows(); ++i) R(i, j) = rng.gaussian();
+  R.rowwise() -= R.colwise().mean();
+  if (spec.residual) {
+    if (!(*spec.residual >= 0) || !std::isfinite(*spec.residual))
+      throw std::invalid_argument("random input: residual: must be finite and >= 0");
+    const double n1 = R.cwiseAbs().colwise().sum().maxCoeff();
+    const double ninf = R.cwiseAbs().rowwise().sum().maxCoeff();
+    const double comp = std::sqrt(n1 * ninf);
+    R *= comp > 0 ? *spec.residual / comp : 0.0;
+  } else {
+    R *= spec.spread;
+  }
+  MatrixXd X(spec.n, spec.d);
+  for (Eigen::Index j = 0; j < X.cols(); ++j) {
+    const double c = spec.offset * rng.gaussian();
+    X.col(j) = R.col(j).array() + c;
+  }
+  return X;
+}
+
+}  // namespace sanpath

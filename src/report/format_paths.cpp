@@ -1,0 +1,295 @@
+// Formatting of the path decomposition reports (path counts, length sums,
+// enumerated terms, samples) as JSON, CSV and tables. No mathematics here:
+// every number is already a Quantity or an exact count.
+#include "sanpath/compute/path_graph.hpp"
+#include "sanpath/report/format.hpp"
+#include "report/json_parts.hpp"
+#include "report/text_table.hpp"
+#include "sanpath/analysis/paths.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+namespace sanpath {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+using json_parts::model_json;
+using json_parts::variant_json;
+
+ordered_json digits_value(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
+
+long bits_of(const Precision& p) { return p.native_double ? 53 : p.bits; }
+
+/// The fields every path report shares, appended after its own.
+void add_common(ordered_json& j, const PathReportBase& r, const Model& model, const RunInfo& info) {
+  j["precision_bits"] = bits_of(r.precision);
+  j["precision"] = r.precision.name();
+  j["check_precision_bits"] = r.check ? ordered_json(bits_of(*r.check)) : ordered_json(nullptr);
+  j["tried_bits"] = r.tried_bits;
+  j["ceiling_reached"] = r.ceiling_reached;
+  j["variant"] = variant_json(r.variant);
+  j["model"] = model_json(model, info);
+  j["input"] = info.input;
+  j["tokens"] = r.tokens;
+}
+
+std::string precision_text(const PathReportBase& r) {
+  std::string s = "precision: " + r.precision.name();
+  if (r.check)
+    s += ", digits confirmed by a run at " + r.check->name();
+  else
+    s += ", no confirming run (digits unconfirmed)";
+  if (r.tried_bits.size() > 1) {
+    s += "; auto tried";
+    for (long b : r.tried_bits) s += " " + std::to_string(b);
+    s += " bits";
+  }
+  if (r.ceiling_reached) s += "; CEILING REACHED: the smallest layer residuals are not resolved";
+  return s;
+}
+
+std::string header_text(const PathReportBase& r, const Model& model, const RunInfo& info) {
+  std::ostringstream o;
+  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
+    << ", d=" << model.arch().d_model << ")\n";
+  o << "input: " << info.input << "\n";
+  o << "variant: " << describe(r.variant) << "\n";
+  o << precision_text(r) << "\n";
+  return o.str();
+}
+
+using text_table::columns;
+using text_table::pad;
+
+std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
+
+/// "0 - 3" (0-based heads, '-' for the skip connection).
+std::string heads_text(const std::vector<int>& heads) {
+  std::string s;
+  for (std::size_t l = 0; l < heads.size(); ++l) {
+    if (l) s += ' ';
+    s += heads[l] < 0 ? std::string("-") : std::to_string(heads[l]);
+  }
+  return s;
+}
+
+ordered_json heads_json(const std::vector<int>& heads) {
+  ordered_json a = ordered_json::array();
+  for (int h : heads) a.push_back(h < 0 ? ordered_json(nullptr) : ordered_json(h));
+  return a;
+}
+
+std::string tolerance_text(const PathReportBase& r) {
+  return "tolerance 2^-" + std::to_string(bits_of(r.precision) / 2) + " = " +
+         to_sci(decomposition_tolerance(r.precision), 2);
+}
+
+ordered_json statistic_json(const SampleStatistic& s) {
+  return {{"mean", s.mean.str()}, {"stddev", s.stddev.str()}, {"ci95", {s.low.str(), s.high.str()}}};
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ path counts
+
+std::string format_path_counts(const PathGraphSpec& spec, const PathCounts& counts, Format f) {
+  const PathGraphSize size = path_graph_size(spec);
+  if (f == Format::json) {
+    ordered_json j;
+    j["total"] = to_decimal(counts.total);
+    ordered_json by = ordered_json::array();
+    for (std::size_t k = 0; k < counts.by_length.size(); ++k)
+      by.push_back({{"length", k}, {"count", to_decimal(counts.by_length[k])}});
+    j["by_length"] = by;
+    j["layers"] = spec.layers;
+    j["heads"] = spec.heads;
+    j["skip"] = spec.skip ? "on" : "off";
+    j["vertices"] = size.vertices;
+    j["edges"] = size.edges;
+    return j.dump(2) + "\n";
+  }
+  std::ostringstream o;
+  if (f == Format::csv) {
+    o << "length,count\n";
+    for (std::size_t k = 0; k < counts.by_length.size(); ++k) o << k << ',' << to_decimal(counts.by_length[k]) << '\n';
+    return o.str();
+  }
+  o << "head-path graph: L=" << spec.layers << " layers, H=" << spec.heads << " heads, skip "
+    << (spec.skip ? "on" : "off") << "; " << size.vertices << " vertices, " << size.edges << " edges\n";
+  o << "paths: " << to_decimal(counts.total) << (spec.skip ? "  (= (H+1)^L)" : "  (= H^L)") << "\n\n";
+  o << pad("length", 8) << "paths (exact)\n";
+  std::size_t omitted = 0;
+  for (std::size_t k = 0; k < counts.by_length.size(); ++k) {
+    if (counts.by_length[k] == 0) {
+      ++omitted;
+      continue;
+    }
+    o << pad(std::to_string(k), 8) << to_decimal(counts.by_length[k]) << "\n";
+  }
+  if (omitted) o << "(" << omitted << " lengths have no paths: without skip every path has length L)\n";
+  return text_table::trim_line_ends(o.str());
+}
+
+// ------------------------------------------------------------ length sums
+
+std::string format_length_sums(const LengthSumsReport& r, const Model& model, const RunInfo& info, Format f) {
+  if (f == Format::json) {
+    ordered_json j;
+    ordered_json rows = ordered_json::array();
+    for (const LengthSumEntry& e : r.lengths)
+      rows.push_back({{"length", e.length},
+                      {"count", e.count},
+                      {"norm", {{"frobenius", e.frobenius.str()}}},
+                      {"residual", {{"composite", e.residual.str()}}},
+                      {"share", e.share.str()},
+                      {"digits", digits_value(e.digits)},
+                      {"digits_by_quantity",
+                       {{"frobenius", digits_value(e.frobenius.digits)},
+                        {"residual", digits_value(e.residual.digits)},
+                        {"share", digits_value(e.share.digits)}}}});
+    j["length_sums"] = rows;
+    j["decomposition_error"] = r.decomposition_error.str();
+    j["decomposition_error_digits"] = digits_value(r.decomposition_error.digits);
+    j["decomposition_tolerance"] = to_sci(decomposition_tolerance(r.precision), 2);
+    j["decomposition_holds"] = decomposition_holds(r.decomposition_error, r.precision);
+    j["total_paths"] = r.total_count;
+    j["output_norm"] = {{"frobenius", r.output_frobenius.str()}};
+    add_common(j, r, model, info);
+    return j.dump(2) + "\n";
+  }
+  std::ostringstream o;
+  if (f == Format::csv) {
+    o << "length,count,frobenius,residual_composite,share,digits\n";
+    for (const LengthSumEntry& e : r.lengths)
+      o << e.length << ',' << e.count << ',' << e.frobenius.str() << ',' << e.residual.str() << ',' << e.share.str()
+        << ',' << (e.digits ? std::to_string(*e.digits) : "") << '\n';
+    return o.str();
+  }
+  o << "Length sums S_k = Σ_{|path| = k} P_path X W_path (Theorem 2.1), without enumerating paths\n";
+  o << header_text(r, model, info);
+  o << "paths: " << r.total_count << "; share = ‖S_k‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str()
+    << "\n\n";
+  o << pad("length", 8) << pad("‖S_k‖_F", 26) << pad("‖res(S_k)‖_{1,∞}", 26) << pad("share", 26) << pad("digits", 13)
+    << "paths (exact)\n";
+  for (const LengthSumEntry& e : r.lengths)
+    o << pad(std::to_string(e.length), 8) << pad(e.frobenius.str(), 26) << pad(e.residual.str(), 26)
+      << pad(e.share.str(), 26) << pad(digits_text(e.digits), 13) << e.count << "\n";
+  o << "\ndecomposition error max|Σ_k S_k + 1bᵀ − X^L| / max|X^L| = " << r.decomposition_error.str() << " ("
+    << (decomposition_holds(r.decomposition_error, r.precision) ? "holds" : "FAILS") << ", " << tolerance_text(r)
+    << ")\n";
+  return text_table::trim_line_ends(o.str());
+}
+
+// ------------------------------------------------------------ enumeration
+
+std::string format_enumeration(const PathEnumerationReport& r, const Model& model, const RunInfo& info, Format f) {
+  if (f == Format::json) {
+    ordered_json j;
+    ordered_json rows = ordered_json::array();
+    for (const PathTermEntry& e : r.paths)
+      rows.push_back({{"heads", heads_json(e.heads)},
+                      {"length", e.length},
+                      {"term_norm", {{"frobenius", e.norm_frobenius.str()}, {"composite", e.norm_composite.str()}}},
+                      {"term_residual", {{"composite", e.residual_composite.str()}}},
+                      {"stochastic_residual", {{"composite", e.stochastic_residual.str()}}},
+                      {"digits", digits_value(e.digits)}});
+    j["paths"] = rows;
+    if (r.decomposition_error) {
+      j["decomposition_error"] = r.decomposition_error->str();
+      j["decomposition_error_digits"] = digits_value(r.decomposition_error->digits);
+      j["decomposition_tolerance"] = to_sci(decomposition_tolerance(r.precision), 2);
+      j["decomposition_holds"] = decomposition_holds(*r.decomposition_error, r.precision);
+    }
+    j["walked_paths"] = r.walked;
+    j["total_paths"] = r.total_count;
+    j["all_paths"] = r.all_paths;
+    j["top"] = r.request.top_k;
+    add_common(j, r, model, info);
+    return j.dump(2) + "\n";
+  }
+  std::ostringstream o;
+  if (f == Format::csv) {
+    for (int l = 1; l <= r.layers; ++l) o << 'h' << l << ',';
+    o << "length,norm_frobenius,norm_composite,residual_composite,stochastic_residual,digits\n";
+    for (const PathTermEntry& e : r.paths) {
+      for (int h : e.heads) {
+        if (h >= 0) o << h;
+        o << ',';
+      }
+      o << e.length << ',' << e.norm_frobenius.str() << ',' << e.norm_composite.str() << ','
+        << e.residual_composite.str() << ',' << e.stochastic_residual.str() << ','
+        << (e.digits ? std::to_string(*e.digits) : "") << '\n';
+    }
+    return o.str();
+  }
+  o << "Path terms T = P_path X W_path (Theorem 2.1)\n";
+  o << header_text(r, model, info);
+  o << "paths: " << r.walked << " of " << r.total_count << " pass the filter";
+  if (r.request.top_k > 0)
+    o << "; the " << std::min<std::size_t>(r.request.top_k, r.paths.size()) << " of largest ‖T‖_{1,∞} shown";
+  o << "\nheads per layer are 0-based, '-' is the skip connection\n\n";
+  std::size_t hw = columns("heads") + 2;
+  for (const PathTermEntry& e : r.paths) hw = std::max(hw, columns(heads_text(e.heads)) + 2);
+  o << pad("heads", hw) << pad("length", 8) << pad("‖T‖_{1,∞}", 26) << pad("‖T‖_F", 26) << pad("‖res(T)‖_{1,∞}", 26)
+    << pad("‖res(P)‖_{1,∞}", 26) << "digits\n";
+  for (const PathTermEntry& e : r.paths)
+    o << pad(heads_text(e.heads), hw) << pad(std::to_string(e.length), 8) << pad(e.norm_composite.str(), 26)
+      << pad(e.norm_frobenius.str(), 26) << pad(e.residual_composite.str(), 26) << pad(e.stochastic_residual.str(), 26)
+      << digits_text(e.digits) << "\n";
+  if (r.decomposition_error)
+    o << "\ndecomposition error max|Σ_paths T + 1bᵀ − X^L| / max|X^L| = " << r.decomposition_error->str() << " ("
+      << (decomposition_holds(*r.decomposition_error, r.precision) ? "holds" : "FAILS") << ", " << tolerance_text(r)
+      << ")\n";
+  else
+    o << "\n(no decomposition error: not every path passes the filter)\n";
+  return text_table::trim_line_ends(o.str());
+}
+
+// --------------------------------------------------------------- sampling
+
+std::string format_samples(const PathSampleReport& r, const Model& model, const RunInfo& info, Format f) {
+  if (f == Format::json) {
+    ordered_json j;
+    ordered_json rows = ordered_json::array();
+    for (const LengthSampleEntry& e : r.lengths)
+      rows.push_back({{"length", e.length},
+                      {"samples", e.samples},
+                      {"population", e.population},
+                      {"term_norm", {{"composite", statistic_json(e.norm)}}},
+                      {"term_residual", {{"composite", statistic_json(e.residual)}}},
+                      {"digits", digits_value(e.digits)}});
+    j["samples"] = rows;
+    j["seed"] = r.seed;
+    add_common(j, r, model, info);
+    return j.dump(2) + "\n";
+  }
+  std::ostringstream o;
+  if (f == Format::csv) {
+    o << "length,samples,population,norm_mean,norm_stddev,norm_ci95_low,norm_ci95_high,residual_mean,"
+         "residual_stddev,residual_ci95_low,residual_ci95_high,digits\n";
+    for (const LengthSampleEntry& e : r.lengths)
+      o << e.length << ',' << e.samples << ',' << e.population << ',' << e.norm.mean.str() << ',' << e.norm.stddev.str()
+        << ',' << e.norm.low.str() << ',' << e.norm.high.str() << ',' << e.residual.mean.str() << ','
+        << e.residual.stddev.str() << ',' << e.residual.low.str() << ',' << e.residual.high.str() << ','
+        << (e.digits ? std::to_string(*e.digits) : "") << '\n';
+    return o.str();
+  }
+  o << "Random path terms T = P_path X W_path, uniform among the paths of each length\n";
+  o << header_text(r, model, info);
+  o << "seed " << r.seed << "; mean and 95% confidence interval of the mean (normal approximation)\n\n";
+  o << pad("length", 8) << pad("samples", 9) << pad("mean ‖T‖_{1,∞}", 26) << pad("95% CI", 52)
+    << pad("mean ‖res(T)‖_{1,∞}", 26) << pad("95% CI", 52) << pad("digits", 13) << "paths of this length\n";
+  for (const LengthSampleEntry& e : r.lengths)
+    o << pad(std::to_string(e.length), 8) << pad(std::to_string(e.samples), 9) << pad(e.norm.mean.str(), 26)
+      << pad("[" + e.norm.low.str() + ", " + e.norm.high.str() + "]", 52) << pad(e.residual.mean.str(), 26)
+      << pad("[" + e.residual.low.str() + ", " + e.residual.high.str() + "]", 52) << pad(digits_text(e.digits), 13)
+      << e.population << "\n";
+  return text_table::trim_line_ends(o.str());
+}
+
+}  // namespace sanpath

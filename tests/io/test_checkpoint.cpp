@@ -1,0 +1,784 @@
+// Checkpoints: native round trips, the BERT / GPT-2 / ALBERT layouts (the
+// same weights through every layout give identical models; the per-head
+// slicing is checked against the raw tensors index by index), the real
+// checkpoints in the shared folder, and the loader's error messages.
+#include "support/helpers.hpp"
+
+#include "sanpath/compute/forward.hpp"
+#include "sanpath/io/checkpoint.hpp"
+#include "sanpath/core/linalg.hpp"
+#include "sanpath/model/random.hpp"
+#include "sanpath/io/safetensors.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+
+using namespace sanpath;
+using sanpath::test::real_models_dir;
+using sanpath::test::tmp_path;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+/// Uniform values in [-1, 1) from a fixed-seed 64-bit Mersenne twister (the
+/// engine's output is specified by the standard); optionally rounded to float
+/// so that F32 checkpoints hold them exactly.
+struct Gen {
+  std::mt19937_64 rng;
+  bool f32;
+  double next() {
+    const double u = static_cast<double>(rng() >> 11) * std::ldexp(1.0, -52) - 1.0;
+    return f32 ? static_cast<double>(static_cast<float>(u)) : u;
+  }
+  MatrixXd mat(Eigen::Index r, Eigen::Index c) {
+    MatrixXd m(r, c);
+    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = next();
+    return m;
+  }
+  VectorXd vec(Eigen::Index n) {
+    VectorXd v(n);
+    for (Eigen::Index i = 0; i < n; ++i) v[i] = next();
+    return v;
+  }
+};
+
+struct Spec {
+  int layers = 3, heads = 2, d = 8, d_ff = 12;
+  bool f32 = false;
+  bool mlp = true, layernorm = true;
+  bool shared = false;
+  std::optional<EmbeddingKind> emb;
+  int e = 0;  // ALBERT embedding width (0: d)
+  Variant variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none};
+  Activation act = Activation::gelu;
+  double ln_eps = 1e-12;
+  std::uint64_t seed = 1;
+};
+
+/// A model with every weight random (LayerNorm gains and biases too, so that
+/// a swapped tensor cannot go unnoticed).
+Model make_model(const Spec& s) {
+  Gen g{std::mt19937_64(s.seed), s.f32};
+  Architecture a;
+  a.layers = s.layers;
+  a.heads = s.heads;
+  a.d_model = s.d;
+  a.d_qk = a.d_v = s.d / s.heads;
+  a.d_ff = s.mlp ? s.d_ff : 0;
+  a.variant = s.variant;
+  a.activation = s.act;
+  a.ln_eps = s.ln_eps;
+  a.shared_layers = s.shared;
+  std::vector<LayerWeights> layers;
+  for (int l = 0; l < s.layers; ++l) {
+    if (s.shared && l > 0) {
+      layers.push_back(layers.front());
+      continue;
+    }
+    LayerWeights w;
+    for (int h = 0; h < s.heads; ++h)
+      w.heads.push_back({g.mat(s.d, a.d_qk), g.mat(s.d, a.d_qk), g.mat(s.d, a.d_v), g.mat(a.d_v, s.d),
+                         g.vec(a.d_qk), g.vec(a.d_qk), g.vec(a.d_v)});
+    w.b_O = g.vec(s.d);
+    if (s.mlp) {
+      w.W_1 = g.mat(s.d, s.d_ff);
+      w.b_1 = g.vec(s.d_ff);
+      w.W_2 = g.mat(s.d_ff, s.d);
+      w.b_2 = g.vec(s.d);
+    }
+    if (s.layernorm) {
+      w.ln1_g = g.vec(s.d);
+      w.ln1_b = g.vec(s.d);
+      w.ln2_g = g.vec(s.d);
+      w.ln2_b = g.vec(s.d);
+    }
+    layers.push_back(w);
+  }
+  std::optional<Embeddings> emb;
+  if (s.emb) {
+    Embeddings e;
+    e.kind = *s.emb;
+    const int width = e.kind == EmbeddingKind::albert && s.e > 0 ? s.e : s.d;
+    e.word = g.mat(11, width);
+    e.position = g.mat(7, width);
+    e.ln_eps = s.ln_eps;
+    if (e.kind != EmbeddingKind::gpt2) {
+      e.token_type = g.mat(2, width);
+      e.ln_g = g.vec(width);
+      e.ln_b = g.vec(width);
+    }
+    if (e.kind == EmbeddingKind::albert) {
+      e.mapping = g.mat(width, s.d);
+      e.mapping_b = g.vec(s.d);
+    }
+    emb = e;
+  }
+  return Model(a, layers, emb, "random");
+}
+
+/// Exact equality, with the field named on failure.
+template <class M> void require_same(const M& a, const M& b, const std::string& what) {
+  CAPTURE(what);
+  REQUIRE(a.rows() == b.rows());
+  REQUIRE(a.cols() == b.cols());
+  for (Eigen::Index j = 0; j < a.cols(); ++j)
+    for (Eigen::Index i = 0; i < a.rows(); ++i)
+      if (a(i, j) != b(i, j)) {
+        CAPTURE(i, j, a(i, j), b(i, j));
+        REQUIRE(a(i, j) == b(i, j));
+      }
+}
+
+void require_same_layers(const Model& x, const Model& y) {
+  REQUIRE(x.arch().layers == y.arch().layers);
+  REQUIRE(x.arch().heads == y.arch().heads);
+  REQUIRE(x.arch().d_model == y.arch().d_model);
+  REQUIRE(x.arch().d_qk == y.arch().d_qk);
+  REQUIRE(x.arch().d_v == y.arch().d_v);
+  REQUIRE(x.arch().d_ff == y.arch().d_ff);
+  for (int l = 0; l < x.arch().layers; ++l) {
+    const LayerWeights &a = x.layer(l), &b = y.layer(l);
+    const std::string p = "layer " + std::to_string(l) + " ";
+    for (int h = 0; h < x.arch().heads; ++h) {
+      const HeadWeights &u = a.heads.at(static_cast<std::size_t>(h)), &v = b.heads.at(static_cast<std::size_t>(h));
+      const std::string q = p + "head " + std::to_string(h) + " ";
+      require_same(u.W_Q, v.W_Q, q + "W_Q");
+      require_same(u.W_K, v.W_K, q + "W_K");
+      require_same(u.W_V, v.W_V, q + "W_V");
+      require_same(u.W_O, v.W_O, q + "W_O");
+      require_same(u.b_Q, v.b_Q, q + "b_Q");
+      require_same(u.b_K, v.b_K, q + "b_K");
+      require_same(u.b_V, v.b_V, q + "b_V");
+    }
+    require_same(a.b_O, b.b_O, p + "b_O");
+    require_same(a.W_1, b.W_1, p + "W_1");
+    require_same(a.b_1, b.b_1, p + "b_1");
+    require_same(a.W_2, b.W_2, p + "W_2");
+    require_same(a.b_2, b.b_2, p + "b_2");
+    require_same(a.ln1_g, b.ln1_g, p + "ln1_g");
+    require_same(a.ln1_b, b.ln1_b, p + "ln1_b");
+    require_same(a.ln2_g, b.ln2_g, p + "ln2_g");
+    require_same(a.ln2_b, b.ln2_b, p + "ln2_b");
+  }
+}
+
+void require_same_embeddings(const Model& x, const Model& y) {
+  REQUIRE(x.embeddings().has_value() == y.embeddings().has_value());
+  if (!x.embeddings()) return;
+  const Embeddings &a = *x.embeddings(), &b = *y.embeddings();
+  REQUIRE(a.kind == b.kind);
+  REQUIRE(a.ln_eps == b.ln_eps);
+  require_same(a.word, b.word, "word");
+  require_same(a.position, b.position, "position");
+  require_same(a.token_type, b.token_type, "token_type");
+  require_same(a.ln_g, b.ln_g, "ln_g");
+  require_same(a.ln_b, b.ln_b, "ln_b");
+  require_same(a.mapping, b.mapping, "mapping");
+  require_same(a.mapping_b, b.mapping_b, "mapping_b");
+}
+
+void require_same_arch(const Architecture& a, const Architecture& b) {
+  CHECK(a.layers == b.layers);
+  CHECK(a.heads == b.heads);
+  CHECK(a.d_model == b.d_model);
+  CHECK(a.d_qk == b.d_qk);
+  CHECK(a.d_v == b.d_v);
+  CHECK(a.d_ff == b.d_ff);
+  CHECK(a.variant == b.variant);
+  CHECK(a.activation == b.activation);
+  CHECK(a.ln_eps == b.ln_eps);
+  CHECK(a.shared_layers == b.shared_layers);
+}
+
+std::string fresh(const std::string& name) {
+  const std::string p = tmp_path(name);
+  fs::remove_all(p);
+  return p;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// Requires `f` to throw one line starting with "<where>: <field>:" that contains every `parts`.
+void require_error(const std::function<void()>& f, const std::string& where, const std::string& field,
+                   std::initializer_list<std::string> parts = {}) {
+  const std::string msg = error_of(f);
+  CAPTURE(msg, where, field);
+  REQUIRE(!msg.empty());
+  REQUIRE(msg.rfind(where + ": " + field + ":", 0) == 0);
+  REQUIRE(msg.find('\n') == std::string::npos);
+  for (const std::string& p : parts) {
+    CAPTURE(p);
+    REQUIRE(msg.find(p) != std::string::npos);
+  }
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+void write_json(const std::string& path, const json& j) { std::ofstream(path, std::ios::trunc) << j.dump(2); }
+
+/// Rewrites a checkpoint's tensors through `edit` (metadata kept).
+void edit_tensors(const std::string& path, const std::function<void(std::vector<Tensor>&)>& edit) {
+  const auto f = SafetensorsFile::read(path);
+  std::vector<Tensor> ts = f.tensors();
+  edit(ts);
+  write_safetensors(path, ts, f.metadata());
+}
+
+}  // namespace
+
+TEST_CASE("native files round-trip exactly", "[checkpoint][native]") {
+  SECTION("BERT-style with embeddings, full double precision") {
+    Spec s;
+    s.emb = EmbeddingKind::bert;
+    s.ln_eps = 1e-12 / 3;  // not a short decimal
+    s.act = Activation::gelu_tanh;
+    const Model m = make_model(s);
+    const std::string path = fresh("native_bert.safetensors");
+    save_native(m, path);
+    const Model r = load_model(path);
+    require_same_arch(r.arch(), m.arch());
+    require_same_layers(r, m);
+    require_same_embeddings(r, m);
+    CHECK(r.source() == path);
+    const auto f = SafetensorsFile::read(path);
+    for (const Tensor& t : f.tensors()) CHECK(t.dtype == "F64");
+    CHECK(f.metadata().count("sanpath.config") == 1);
+  }
+  SECTION("SAN without MLP and LayerNorm, causal, GPT-2 embeddings") {
+    Spec s;
+    s.mlp = s.layernorm = false;
+    s.variant = Variant::san(MaskKind::causal);
+    s.act = Activation::relu;
+    s.emb = EmbeddingKind::gpt2;
+    s.heads = 4;
+    const Model m = make_model(s);
+    const std::string path = fresh("native_san.safetensors");
+    save_native(m, path);
+    const Model r = load_model(path);
+    require_same_arch(r.arch(), m.arch());
+    require_same_layers(r, m);
+    require_same_embeddings(r, m);
+    CHECK(!r.layer(0).has_mlp());
+    CHECK(!r.layer(0).has_layernorm());
+  }
+  SECTION("shared layers are stored once; ALBERT embeddings with e != d") {
+    Spec s;
+    s.shared = true;
+    s.layers = 5;
+    s.emb = EmbeddingKind::albert;
+    s.e = 6;
+    const Model m = make_model(s);
+    const std::string path = fresh("native_shared.safetensors");
+    save_native(m, path);
+    const auto f = SafetensorsFile::read(path);
+    CHECK(f.find("layers.0.heads.0.W_Q") != nullptr);
+    CHECK(f.find("layers.1.heads.0.W_Q") == nullptr);
+    const Model r = load_model(path);
+    require_same_arch(r.arch(), m.arch());
+    require_same_layers(r, m);
+    require_same_embeddings(r, m);
+  }
+}
+
+TEST_CASE("the same weights through native, BERT and GPT-2 layouts give identical models", "[checkpoint][hf]") {
+  for (const bool f32 : {false, true}) {
+    CAPTURE(f32);
+    Spec s;
+    s.f32 = f32;
+    s.layers = 3;
+    s.heads = 4;
+    s.d = 12;
+    s.d_ff = 20;
+    s.ln_eps = 1e-5;
+    s.act = Activation::gelu_tanh;
+    s.seed = f32 ? 7 : 8;
+    const Model m = make_model(s);
+    const std::string dtype = f32 ? "F32" : "F64";
+
+    const std::string native = fresh("same_native.safetensors");
+    const std::string bert = fresh("same_bert_" + dtype);
+    const std::string gpt2 = fresh("same_gpt2_" + dtype);
+    save_native(m, native);
+    save_hf(m, bert, HfLayout::bert, dtype);
+    save_hf(m, gpt2, HfLayout::gpt2, dtype);
+    CHECK(SafetensorsFile::read(bert + "/model.safetensors").tensors().front().dtype == dtype);
+
+    const Model from_native = load_model(native);
+    const Model from_bert = load_model(bert);
+    const Model from_gpt2 = load_model(gpt2);
+    require_same_layers(from_native, m);
+    require_same_layers(from_bert, m);
+    require_same_layers(from_gpt2, m);
+    require_same_layers(from_bert, from_gpt2);
+
+    // The variant is the layout's own.
+    CHECK(from_bert.arch().variant == Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
+    CHECK(from_gpt2.arch().variant == Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal});
+    CHECK(from_bert.arch().activation == Activation::gelu_tanh);
+    CHECK(from_gpt2.arch().activation == Activation::gelu_tanh);
+    CHECK(from_bert.arch().ln_eps == 1e-5);
+    CHECK(from_gpt2.arch().ln_eps == 1e-5);
+    CHECK(!from_bert.embeddings());
+    // A model.safetensors beside its config.json loads as the folder does.
+    require_same_layers(load_model(bert + "/model.safetensors"), m);
+
+    // Identical forward passes (bit for bit, at 257 bits) through the three
+    // layouts, in every variant the weights allow.
+    RandomInputSpec in;
+    in.n = 5;
+    in.d = s.d;
+    in.seed = 3;
+    const Matrix<mpfr_real<77>> X0 = convert<mpfr_real<77>>(random_input(in));
+    for (const Variant v : {Variant::san(), Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none},
+                            Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}}) {
+      const auto a = forward<mpfr_real<77>>(from_native, v, X0, {false}).X.back();
+      const auto b = forward<mpfr_real<77>>(from_bert, v, X0, {false}).X.back();
+      const auto c = forward<mpfr_real<77>>(from_gpt2, v, X0, {false}).X.back();
+      CHECK(a == b);
+      CHECK(a == c);
+    }
+  }
+  SECTION("F32 rounds weights that are not floats") {
+    Spec s;
+    const Model m = make_model(s);  // full double precision
+    const std::string dir = fresh("rounded_bert");
+    save_hf(m, dir, HfLayout::bert, "F32");
+    const Model r = load_model(dir);
+    const MatrixXd& a = r.layer(0).heads[0].W_Q;
+    const MatrixXd& b = m.layer(0).heads[0].W_Q;
+    CHECK(a(0, 0) == static_cast<double>(static_cast<float>(b(0, 0))));
+    CHECK(a(0, 0) != b(0, 0));
+  }
+}
+
+TEST_CASE("BERT layout: Linear [out, in] weights, head h owns rows h*d_h.. of Q/K/V and columns of the output",
+          "[checkpoint][hf]") {
+  Spec s;
+  s.heads = 2;
+  s.d = 8;
+  s.emb = EmbeddingKind::bert;
+  s.act = Activation::relu;
+  const Model m = make_model(s);
+  const std::string dir = fresh("layout_bert");
+  save_hf(m, dir, HfLayout::bert);
+  const auto f = SafetensorsFile::read(dir + "/model.safetensors");
+  const json cfg = read_json(dir + "/config.json");
+  CHECK(cfg.at("model_type") == "bert");
+  CHECK(cfg.at("hidden_act") == "relu");
+  CHECK(cfg.at("num_hidden_layers") == 3);
+
+  // Raw tensor entry [r, c] of a row-major tensor.
+  const auto at = [&](const std::string& name, std::int64_t r, std::int64_t c) {
+    const Tensor& t = f.at(name);
+    return t.values.at(static_cast<std::size_t>(r * t.shape.at(1) + c));
+  };
+  const int d = 8, dh = 4;
+  const std::string p = "bert.encoder.layer.1.";
+  const LayerWeights& w = m.layer(1);
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < d; ++i)
+      for (int j = 0; j < dh; ++j) {
+        CAPTURE(h, i, j);
+        const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+        REQUIRE(hw.W_Q(i, j) == at(p + "attention.self.query.weight", h * dh + j, i));
+        REQUIRE(hw.W_K(i, j) == at(p + "attention.self.key.weight", h * dh + j, i));
+        REQUIRE(hw.W_V(i, j) == at(p + "attention.self.value.weight", h * dh + j, i));
+        REQUIRE(hw.W_O(j, i) == at(p + "attention.output.dense.weight", i, h * dh + j));
+        REQUIRE(hw.b_Q(j) == f.at(p + "attention.self.query.bias").values.at(static_cast<std::size_t>(h * dh + j)));
+      }
+  CHECK(w.W_1(3, 5) == at(p + "intermediate.dense.weight", 5, 3));
+  CHECK(w.W_2(5, 3) == at(p + "output.dense.weight", 3, 5));
+  CHECK(w.ln1_g(2) == f.at(p + "attention.output.LayerNorm.weight").values.at(2));
+  CHECK(w.ln2_b(2) == f.at(p + "output.LayerNorm.bias").values.at(2));
+  CHECK(m.embeddings()->word(4, 1) == at("bert.embeddings.word_embeddings.weight", 4, 1));
+
+  SECTION("without the bert. prefix, with old gamma/beta names, extra tensors ignored") {
+    edit_tensors(dir + "/model.safetensors", [](std::vector<Tensor>& ts) {
+      for (Tensor& t : ts) {
+        t.name = t.name.substr(5);
+        const auto pos = t.name.find("LayerNorm.");
+        if (pos != std::string::npos) {
+          const std::string leaf = t.name.substr(pos + 10);
+          t.name = t.name.substr(0, pos + 10) + (leaf == "weight" ? "gamma" : "beta");
+        }
+      }
+      ts.push_back({"pooler.dense.weight", "F32", {8, 8}, std::vector<double>(64, 0.5)});
+      ts.push_back({"classifier.bias", "F32", {3}, {1, 2, 3}});
+    });
+    const auto g = SafetensorsFile::read(dir + "/model.safetensors");
+    CHECK(g.find("encoder.layer.0.output.LayerNorm.gamma") != nullptr);
+    const Model r = load_model(dir);
+    require_same_layers(r, m);
+    require_same_embeddings(r, m);
+  }
+  SECTION("detection by architectures, then by tensor names, when model_type is absent") {
+    json c = cfg;
+    c.erase("model_type");
+    write_json(dir + "/config.json", c);
+    require_same_layers(load_model(dir), m);
+    c.erase("architectures");
+    write_json(dir + "/config.json", c);
+    require_same_layers(load_model(dir), m);
+  }
+}
+
+TEST_CASE("GPT-2 layout: Conv1D [in, out] weights, fused c_attn = Q | K | V", "[checkpoint][hf]") {
+  Spec s;
+  s.heads = 2;
+  s.d = 8;
+  s.d_ff = 32;
+  s.emb = EmbeddingKind::gpt2;
+  s.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  const Model m = make_model(s);
+  const std::string dir = fresh("layout_gpt2");
+  save_hf(m, dir, HfLayout::gpt2);
+  const auto f = SafetensorsFile::read(dir + "/model.safetensors");
+  const auto at = [&](const std::string& name, std::int64_t r, std::int64_t c) {
+    const Tensor& t = f.at(name);
+    return t.values.at(static_cast<std::size_t>(r * t.shape.at(1) + c));
+  };
+  const int d = 8, dh = 4;
+  const std::string p = "transformer.h.2.";
+  const LayerWeights& w = m.layer(2);
+  CHECK(f.at(p + "attn.c_attn.weight").shape == std::vector<std::int64_t>{8, 24});
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < d; ++i)
+      for (int j = 0; j < dh; ++j) {
+        CAPTURE(h, i, j);
+        const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+        REQUIRE(hw.W_Q(i, j) == at(p + "attn.c_attn.weight", i, h * dh + j));
+        REQUIRE(hw.W_K(i, j) == at(p + "attn.c_attn.weight", i, d + h * dh + j));
+        REQUIRE(hw.W_V(i, j) == at(p + "attn.c_attn.weight", i, 2 * d + h * dh + j));
+        REQUIRE(hw.W_O(j, i) == at(p + "attn.c_proj.weight", h * dh + j, i));
+        REQUIRE(hw.b_V(j) == f.at(p + "attn.c_attn.bias").values.at(static_cast<std::size_t>(2 * d + h * dh + j)));
+      }
+  CHECK(w.W_1(3, 5) == at(p + "mlp.c_fc.weight", 3, 5));
+  CHECK(w.W_2(5, 3) == at(p + "mlp.c_proj.weight", 5, 3));
+  const json cfg = read_json(dir + "/config.json");
+  CHECK(cfg.at("n_inner") == 32);
+
+  SECTION("without the transformer. prefix, with buffers, ln_f and lm_head; n_inner null means 4 d") {
+    edit_tensors(dir + "/model.safetensors", [](std::vector<Tensor>& ts) {
+      for (Tensor& t : ts) t.name = t.name.substr(12);
+      ts.push_back({"h.0.attn.bias", "F32", {1, 1, 4, 4}, std::vector<double>(16, 1.0)});
+      ts.push_back({"h.0.attn.masked_bias", "F32", {}, {-1e4}});
+      ts.push_back({"ln_f.weight", "F32", {8}, std::vector<double>(8, 1.0)});
+      ts.push_back({"lm_head.weight", "F32", {11, 8}, std::vector<double>(88, 0.0)});
+    });
+    json c = cfg;
+    c["n_inner"] = nullptr;
+    write_json(dir + "/config.json", c);
+    const Model r = load_model(dir);
+    require_same_layers(r, m);
+    require_same_embeddings(r, m);
+    CHECK(r.arch().d_ff == 32);
+  }
+}
+
+TEST_CASE("ALBERT layout: one shared layer group, embedding mapping e -> d", "[checkpoint][hf]") {
+  Spec s;
+  s.shared = true;
+  s.layers = 4;
+  s.emb = EmbeddingKind::albert;
+  s.e = 6;
+  const Model m = make_model(s);
+  const std::string dir = fresh("layout_albert");
+  save_hf(m, dir, HfLayout::albert);
+  const auto f = SafetensorsFile::read(dir + "/model.safetensors");
+  const Tensor& map = f.at("albert.encoder.embedding_hidden_mapping_in.weight");
+  CHECK(map.shape == std::vector<std::int64_t>{8, 6});  // Linear e -> d: [d, e]
+  CHECK(m.embeddings()->mapping(5, 7) == map.values.at(7 * 6 + 5));
+  const std::string p = "albert.encoder.albert_layer_groups.0.albert_layers.0.";
+  const Tensor& q = f.at(p + "attention.query.weight");
+  const Tensor& o = f.at(p + "attention.dense.weight");
+  const Tensor& ffn = f.at(p + "ffn.weight");
+  CHECK(ffn.shape == std::vector<std::int64_t>{12, 8});
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < 4; ++j) {
+        CAPTURE(h, i, j);
+        REQUIRE(m.layer(0).heads[static_cast<std::size_t>(h)].W_Q(i, j) ==
+                q.values.at(static_cast<std::size_t>((h * 4 + j) * 8 + i)));
+        REQUIRE(m.layer(0).heads[static_cast<std::size_t>(h)].W_O(j, i) ==
+                o.values.at(static_cast<std::size_t>(i * 8 + h * 4 + j)));
+      }
+  CHECK(m.layer(0).W_1(7, 11) == ffn.values.at(11 * 8 + 7));
+  CHECK(m.layer(0).ln1_g(3) == f.at(p + "attention.LayerNorm.weight").values.at(3));
+  CHECK(m.layer(0).ln2_g(3) == f.at(p + "full_layer_layer_norm.weight").values.at(3));
+
+  const Model r = load_model(dir);
+  CHECK(r.arch().shared_layers);
+  CHECK(r.arch().layers == 4);
+  CHECK(r.arch().variant == Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
+  require_same_layers(r, m);
+  require_same_embeddings(r, m);
+
+  json c = read_json(dir + "/config.json");
+  c["num_hidden_groups"] = 2;
+  write_json(dir + "/config.json", c);
+  require_error([&] { load_model(dir); }, dir + "/config.json", "num_hidden_groups");
+
+  // Layers that differ cannot be written as one shared group.
+  Spec t;
+  t.layers = 2;
+  require_error([&] { save_hf(make_model(t), fresh("albert_unshared"), HfLayout::albert); }, tmp_path("albert_unshared"),
+                "layers", {"differs"});
+}
+
+TEST_CASE("the real checkpoints load with their sizes and embeddings", "[checkpoint][real]") {
+  const std::string root = real_models_dir();
+  if (root.empty()) {
+    WARN("no real checkpoints in the shared folder; skipped");
+    SUCCEED();
+    return;
+  }
+  SECTION("BERT ticket classifier") {
+    const std::string dir = root + "/bert-ticket-classifier";
+    const Model m = load_model(dir);
+    const Architecture& a = m.arch();
+    CHECK(a.layers == 2);
+    CHECK(a.heads == 4);
+    CHECK(a.d_model == 96);
+    CHECK(a.d_qk == 24);
+    CHECK(a.d_v == 24);
+    CHECK(a.d_ff == 192);
+    CHECK(a.variant == Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
+    CHECK(a.activation == Activation::gelu);
+    CHECK(a.ln_eps == 1e-12);
+    REQUIRE(m.embeddings());
+    CHECK(m.embeddings()->kind == EmbeddingKind::bert);
+    CHECK(m.embeddings()->vocab_size() == 424);
+    CHECK(m.embeddings()->max_positions() == 160);
+    CHECK(m.embeddings()->token_type.rows() == 2);
+    // Head 3 of layer 1 is rows 72..95 of the query weight, transposed.
+    const auto f = SafetensorsFile::read(dir + "/model.safetensors");
+    const Tensor& q = f.at("bert.encoder.layer.1.attention.self.query.weight");
+    const Tensor& o = f.at("bert.encoder.layer.1.attention.output.dense.weight");
+    const HeadWeights& hw = m.layer(1).heads[3];
+    for (int i : {0, 17, 95})
+      for (int j : {0, 11, 23}) {
+        CAPTURE(i, j);
+        CHECK(hw.W_Q(i, j) == q.values.at(static_cast<std::size_t>((72 + j) * 96 + i)));
+        CHECK(hw.W_O(j, i) == o.values.at(static_cast<std::size_t>(i * 96 + 72 + j)));
+      }
+  }
+  SECTION("GPT-2 capp") {
+    const std::string dir = root + "/gpt2-capp";
+    const Model m = load_model(dir);
+    const Architecture& a = m.arch();
+    CHECK(a.layers == 4);
+    CHECK(a.heads == 4);
+    CHECK(a.d_model == 64);
+    CHECK(a.d_qk == 16);
+    CHECK(a.d_ff == 256);
+    CHECK(a.variant == Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal});
+    CHECK(a.activation == Activation::gelu_tanh);
+    CHECK(a.ln_eps == 1e-5);
+    REQUIRE(m.embeddings());
+    CHECK(m.embeddings()->kind == EmbeddingKind::gpt2);
+    CHECK(m.embeddings()->vocab_size() == 53);
+    CHECK(m.embeddings()->max_positions() == 512);
+    const auto f = SafetensorsFile::read(dir + "/model.safetensors");
+    const Tensor& c = f.at("transformer.h.3.attn.c_attn.weight");
+    const HeadWeights& hw = m.layer(3).heads[2];
+    for (int i : {0, 40, 63})
+      for (int j : {0, 9, 15}) {
+        CAPTURE(i, j);
+        CHECK(hw.W_K(i, j) == c.values.at(static_cast<std::size_t>(i * 192 + 64 + 32 + j)));
+      }
+  }
+  SECTION("a real checkpoint survives native and HF round trips exactly") {
+    const Model m = load_model(root + "/gpt2-capp");
+    const std::string native = fresh("real_gpt2.safetensors");
+    save_native(m, native);
+    const Model r = load_model(native);
+    require_same_arch(r.arch(), m.arch());
+    require_same_layers(r, m);
+    require_same_embeddings(r, m);
+    const std::string dir = fresh("real_gpt2_f32");
+    save_hf(m, dir, HfLayout::gpt2, "F32");  // the weights are F32 already
+    require_same_layers(load_model(dir), m);
+  }
+}
+
+TEST_CASE("loader errors name the file and the field", "[checkpoint][errors]") {
+  Spec s;
+  s.layers = 2;
+  s.emb = EmbeddingKind::bert;
+  const Model m = make_model(s);
+  const std::string dir = fresh("err_bert");
+  save_hf(m, dir, HfLayout::bert);
+  const std::string cfg_path = dir + "/config.json", st_path = dir + "/model.safetensors";
+  const json cfg = read_json(cfg_path);
+  const auto with_config = [&](const std::function<void(json&)>& edit) {
+    json c = cfg;
+    edit(c);
+    write_json(cfg_path, c);
+  };
+
+  SECTION("path, folder contents") {
+    require_error([&] { load_model(tmp_path("nothing-here")); }, tmp_path("nothing-here"), "file", {"does not exist"});
+    const std::string empty = fresh("err_empty");
+    fs::create_directories(empty);
+    require_error([&] { load_model(empty); }, empty, "model.safetensors", {"missing"});
+    fs::remove(cfg_path);
+    require_error([&] { load_model(dir); }, dir, "config.json", {"missing"});
+  }
+  SECTION("config.json values") {
+    with_config([](json& c) { c["num_attention_heads"] = 0; });
+    require_error([&] { load_model(dir); }, cfg_path, "num_attention_heads", {"positive integer"});
+    with_config([](json& c) { c["num_hidden_layers"] = 0; });
+    require_error([&] { load_model(dir); }, cfg_path, "num_hidden_layers", {"positive integer"});
+    with_config([](json& c) { c.erase("hidden_size"); });
+    require_error([&] { load_model(dir); }, cfg_path, "hidden_size", {"missing"});
+    with_config([](json& c) { c["hidden_size"] = "8"; });
+    require_error([&] { load_model(dir); }, cfg_path, "hidden_size", {"positive integer"});
+    with_config([](json& c) { c["num_attention_heads"] = 3; });
+    require_error([&] { load_model(dir); }, cfg_path, "hidden_size", {"not divisible", "num_attention_heads = 3"});
+    with_config([](json& c) { c["hidden_act"] = "swish"; });
+    require_error([&] { load_model(dir); }, cfg_path, "hidden_act", {"swish"});
+    with_config([](json& c) { c["model_type"] = "t5"; });
+    require_error([&] { load_model(dir); }, cfg_path, "model_type", {"t5"});
+    with_config([](json& c) {
+      c.erase("model_type");
+      c.erase("architectures");
+    });
+    edit_tensors(st_path, [](std::vector<Tensor>& ts) {
+      for (Tensor& t : ts) t.name = "x." + t.name.substr(t.name.rfind('.') + 1) + std::to_string(&t - ts.data());
+    });
+    require_error([&] { load_model(dir); }, cfg_path, "model_type", {"missing"});
+    std::ofstream(cfg_path, std::ios::trunc) << "{ not json";
+    require_error([&] { load_model(dir); }, cfg_path, "json", {"not valid JSON"});
+  }
+  SECTION("GPT-2 config") {
+    const std::string g = fresh("err_gpt2");
+    Spec t;
+    save_hf(make_model(t), g, HfLayout::gpt2);
+    json c = read_json(g + "/config.json");
+    c["n_head"] = 0;
+    write_json(g + "/config.json", c);
+    require_error([&] { load_model(g); }, g + "/config.json", "n_head", {"positive integer"});
+    c["n_head"] = 2;
+    c["scale_attn_by_inverse_layer_idx"] = true;
+    write_json(g + "/config.json", c);
+    require_error([&] { load_model(g); }, g + "/config.json", "scale_attn_by_inverse_layer_idx");
+  }
+  SECTION("all missing tensors in one message") {
+    edit_tensors(st_path, [](std::vector<Tensor>& ts) {
+      std::vector<Tensor> kept;
+      for (Tensor& t : ts)
+        if (t.name.find("encoder.layer.1.") == std::string::npos && t.name.find("query.bias") == std::string::npos)
+          kept.push_back(t);
+      ts = kept;
+    });
+    // layer 1: 16 tensors; layer 0: its query bias.
+    require_error([&] { load_model(dir); }, st_path, "tensors",
+                  {"17 missing", "bert.encoder.layer.0.attention.self.query.bias", "(and 12 more)"});
+  }
+  SECTION("a shape inconsistent with config.json names the tensor and both shapes") {
+    edit_tensors(st_path, [](std::vector<Tensor>& ts) {
+      for (Tensor& t : ts)
+        if (t.name == "bert.encoder.layer.1.attention.self.key.weight") {
+          t.shape = {8, 7};
+          t.values.resize(56);
+        }
+    });
+    require_error([&] { load_model(dir); }, st_path, "bert.encoder.layer.1.attention.self.key.weight",
+                  {"[8, 7]", "[8, 8]"});
+    edit_tensors(st_path, [](std::vector<Tensor>& ts) {
+      for (Tensor& t : ts)
+        if (t.name == "bert.embeddings.word_embeddings.weight") t.shape = {static_cast<std::int64_t>(t.values.size())};
+    });
+    with_config([](json& c) { c["vocab_size"] = 12; });  // the tensor is reported first
+    CHECK(error_of([&] { load_model(dir); }).find("bert.embeddings.word_embeddings.weight") != std::string::npos);
+  }
+  SECTION("NaN and Inf weights are decoded and rejected by the Model, naming the field") {
+    edit_tensors(st_path, [](std::vector<Tensor>& ts) {
+      for (Tensor& t : ts)
+        if (t.name == "bert.encoder.layer.0.attention.self.value.weight") t.values[3] = std::nan("");
+    });
+    require_error([&] { load_model(dir); }, dir, "layer 0 head 0 W_V", {"NaN"});
+    save_hf(m, dir, HfLayout::bert);
+    edit_tensors(st_path, [](std::vector<Tensor>& ts) {
+      for (Tensor& t : ts)
+        if (t.name == "bert.encoder.layer.1.output.LayerNorm.bias") t.values[0] = -INFINITY;
+    });
+    require_error([&] { load_model(dir); }, dir, "layer 1 ln2_b", {"Inf"});
+  }
+  SECTION("a hostile safetensors file is reported by the reader") {
+    std::ofstream(st_path, std::ios::binary | std::ios::trunc) << "abc";
+    require_error([&] { load_model(dir); }, st_path, "header length");
+  }
+}
+
+TEST_CASE("native file errors and writer preconditions", "[checkpoint][errors]") {
+  Spec s;
+  const Model m = make_model(s);
+  const std::string path = fresh("err_native.safetensors");
+  save_native(m, path);
+
+  SECTION("not a native file and no config.json beside it") {
+    const std::string dir = fresh("err_plain");
+    fs::create_directories(dir);
+    const std::string plain = dir + "/w.safetensors";
+    write_safetensors(plain, {{"a", "F64", {1}, {1.0}}});
+    require_error([&] { load_model(plain); }, plain, "__metadata__.sanpath.config", {"config.json"});
+  }
+  SECTION("bad configuration fields") {
+    const auto f = SafetensorsFile::read(path);
+    auto meta = f.metadata();
+    json c = json::parse(meta.at("sanpath.config"));
+    c["heads"] = 0;
+    meta["sanpath.config"] = c.dump();
+    write_safetensors(path, f.tensors(), meta);
+    require_error([&] { load_model(path); }, path, "__metadata__.sanpath.config.heads", {">= 1"});
+    c["heads"] = 2;
+    c["mlp"] = "sometimes";
+    meta["sanpath.config"] = c.dump();
+    write_safetensors(path, f.tensors(), meta);
+    require_error([&] { load_model(path); }, path, "__metadata__.sanpath.config.mlp", {"sometimes"});
+    meta["sanpath.config"] = "{oops";
+    write_safetensors(path, f.tensors(), meta);
+    require_error([&] { load_model(path); }, path, "__metadata__.sanpath.config", {"not valid JSON"});
+  }
+  SECTION("missing and unexpected tensors") {
+    edit_tensors(path, [](std::vector<Tensor>& ts) {
+      ts.erase(ts.begin());
+      ts.push_back({"layers.0.extra", "F64", {1}, {0.0}});
+    });
+    require_error([&] { load_model(path); }, path, "tensors", {"1 missing", "layers.0.heads.0.W_Q"});
+    save_native(m, path);
+    edit_tensors(path, [](std::vector<Tensor>& ts) { ts.push_back({"layers.0.extra", "F64", {1}, {0.0}}); });
+    require_error([&] { load_model(path); }, path, "layers.0.extra", {"unexpected tensor"});
+  }
+  SECTION("save_hf preconditions") {
+    Spec t;
+    t.mlp = false;
+    t.variant.mlp = MlpKind::none;
+    require_error([&] { save_hf(make_model(t), fresh("err_nomlp"), HfLayout::bert); }, tmp_path("err_nomlp"),
+                  "layer 0 W_1");
+    Spec u;
+    u.emb = EmbeddingKind::gpt2;
+    require_error([&] { save_hf(make_model(u), fresh("err_kind"), HfLayout::bert); }, tmp_path("err_kind"), "embeddings");
+    require_error([&] { save_hf(m, fresh("err_dtype"), HfLayout::bert, "F16"); }, tmp_path("err_dtype"), "dtype");
+    CHECK(parse_hf_layout("gpt2") == HfLayout::gpt2);
+    CHECK(to_string(HfLayout::albert) == "albert");
+    CHECK_THROWS_AS(parse_hf_layout("t5"), std::invalid_argument);
+  }
+}

@@ -1,0 +1,123 @@
+// The HTML report: gathered by build_report from the library's analyses and
+// rendered without any external resource; the numbers in its tables are the
+// analyses' own strings, and values below resolution become upper-bound marks.
+#include "sanpath/report/html_report.hpp"
+
+#include "sanpath/model/random.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+using namespace sanpath;
+
+namespace {
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + what.size())) ++n;
+  return n;
+}
+
+Model tiny_san(int layers) {
+  RandomModelSpec s;
+  s.arch.layers = layers;
+  s.arch.heads = 2;
+  s.arch.d_model = 8;
+  s.arch.d_qk = s.arch.d_v = 4;
+  s.arch.d_ff = 0;
+  s.arch.variant = Variant::san();
+  s.std = 0.05;
+  s.seed = 3;
+  return random_model(s);
+}
+
+InputSpec tiny_input() {
+  RandomInputSpec r;
+  r.n = 5;
+  r.seed = 2;
+  return InputSpec::from_random(r);
+}
+
+}  // namespace
+
+TEST_CASE("the report holds every chart and the analyses' numbers") {
+  const Model m = tiny_san(3);
+  ReportRequest req;
+  req.info = {"tiny <san> & co", "random input"};
+  req.generator = "sanpath test";
+  int messages = 0;
+  const HtmlReport r = build_report(m, tiny_input(), req, [&](const std::string&) { ++messages; });
+  CHECK(messages > 0);
+  // A SAN has no MLP weights: SAN, SAN+skip and full run, SAN+MLP does not.
+  REQUIRE(r.collapse.variants.size() == 3);
+  CHECK(r.bounds_variant == Variant::san());
+  CHECK(r.paths_variant.skip);
+  CHECK(r.paths_variant.attention_only());
+  REQUIRE(r.lengths.lengths.size() == 4);
+
+  const std::string html = render_html(r);
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  for (const char* id : {"id=\"chart-collapse\"", "id=\"chart-bounds\"", "id=\"chart-path-counts\"",
+                         "id=\"chart-path-shares\"", "id=\"table-setup\"", "id=\"table-collapse\"",
+                         "id=\"table-bounds\"", "id=\"table-paths\"", "id=\"chart-collapse-san\"",
+                         "id=\"chart-collapse-san-skip\"", "id=\"chart-collapse-full\"", "id=\"chart-bounds-uniform\""})
+    CHECK(html.find(id) != std::string::npos);
+  CHECK(count(html, "<svg ") == 4);
+  // Escaped, self-contained.
+  CHECK(html.find("tiny &lt;san&gt; &amp; co") != std::string::npos);
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("src=") == std::string::npos);
+  CHECK(html.find("<link") == std::string::npos);
+  // Each table cell is the analysis' own string.
+  for (std::size_t i = 0; i < r.collapse.variants.size(); ++i)
+    for (const LayerReport& l : r.collapse.analyses[i].layers) {
+      const std::string cell = "data-variant=\"" + r.collapse.variants[i].name + "\" data-layer=\"" +
+                               std::to_string(l.layer) + "\">" + l.relative_residual.str();
+      CHECK(html.find(cell) != std::string::npos);
+    }
+  for (const LengthSumEntry& e : r.lengths.lengths) CHECK(html.find(">" + e.count + "<") != std::string::npos);
+  CHECK(html.find(r.lengths.total_count + " paths in all") != std::string::npos);
+  for (const DepthComparison& d : r.bounds.report.depths) {
+    REQUIRE(d.bound);
+    CHECK(html.find(d.bound->value.to_string(6)) != std::string::npos);
+  }
+}
+
+TEST_CASE("values below resolution are drawn as upper-bound marks") {
+  // In double precision the SAN's residual falls below 1e-16 within a few
+  // layers: those values are only bounds and must not be plotted as values.
+  const Model m = tiny_san(6);
+  ReportRequest req;
+  req.precision = PrecisionRequest::parse("double");
+  req.info = {"tiny", "random"};
+  const HtmlReport r = build_report(m, tiny_input(), req);
+  int below = 0;
+  for (const LayerReport& l : r.collapse.analyses[0].layers) below += l.relative_residual.below_resolution;
+  REQUIRE(below > 0);
+  const std::string html = render_html(r);
+  const std::size_t start = html.find("id=\"chart-collapse-san\"");
+  REQUIRE(start != std::string::npos);
+  const std::string san = html.substr(start, html.find("</g>", start) - start);
+  CHECK(count(san, "class=\"upper-bound\"") == static_cast<std::size_t>(below));
+  CHECK(count(san, "class=\"point\"") == r.collapse.analyses[0].layers.size() - static_cast<std::size_t>(below));
+  CHECK(html.find("below resolution") != std::string::npos);
+}
+
+TEST_CASE("the report is written atomically") {
+  const Model m = tiny_san(2);
+  ReportRequest req;
+  req.info = {"tiny", "random"};
+  const HtmlReport r = build_report(m, tiny_input(), req);
+  const std::string path = std::string(SANPATH_TEST_TMP) + "/report.html";
+  write_html_report(path, r);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  CHECK(ss.str() == render_html(r));
+  CHECK_THROWS_AS(write_html_report(std::string(SANPATH_TEST_TMP) + "/no/such/dir/report.html", r),
+                  std::invalid_argument);
+}
