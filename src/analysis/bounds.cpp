@@ -71,11 +71,6 @@ Quantity confirm_against_lower(const Quantity& q, const BigReal& lower_value, lo
   return c;
 }
 
-std::string variant_text(const Variant& v) {
-  return "skip " + std::string(v.skip ? "on" : "off") + ", mlp " + to_string(v.mlp) + ", layernorm " +
-         to_string(v.layernorm);
-}
-
 std::string join_depths(const std::vector<int>& ls) {
   std::string s;
   for (std::size_t i = 0; i < ls.size(); ++i) s += (i ? ", " : "") + std::to_string(ls[i]);
@@ -163,12 +158,8 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
     s.check = below;
     const std::vector<LayerStats> low = with_scalar(below, [&](auto tag) {
       using S = typename decltype(tag)::type;
-      std::function<void(int, int)> on_layer;
-      const std::string stage = "confirming run at " + below.name() + " (the tier below the top)";
-      if (progress) {
-        report_progress(progress, stage, 0, L);
-        on_layer = [&](int l, int layers) { report_progress(progress, stage, l, layers); };
-      }
+      const auto on_layer =
+          layer_progress(progress, "confirming run at " + below.name() + " (the tier below the top)", L);
       return measure_layers<S>(model, variant, input, Center::optimal, on_layer);
     });
     for (std::size_t l = 0; l < s.depths.size(); ++l) {
@@ -328,7 +319,7 @@ BoundsAnalysis analyze_bounds(const Model& model, const Variant& variant, const 
   out.notes.push_back(out.measured.note);
   if (out.without_skip) {
     const ResidualSeries& w = *out.without_skip;
-    std::string s = "Side by side: the same model and input with skip off (" + variant_text(w.variant) +
+    std::string s = "Side by side: the same model and input with skip off (" + to_string(w.variant, VariantStyle::prose) +
                     ") measured at " + w.precision.name() + ".";
     const std::size_t L = out.measured.depths.size() - 1;
     const MeasuredDepth& with_last = out.measured.depths[L];

@@ -20,34 +20,6 @@ std::string PrecisionRequest::describe() const {
   return automatic ? "auto (" + std::to_string(target_digits) + " digits wanted)" : fixed.name();
 }
 
-std::string ProgressStep::message() const {
-  return total > 0 ? stage + " [" + std::to_string(done) + "/" + std::to_string(total) + "]" : stage;
-}
-
-ProgressStep ProgressStep::parse(const std::string& message) {
-  ProgressStep step{message, 0, 0};
-  const std::size_t open = message.rfind(" [");
-  if (open == std::string::npos || message.empty() || message.back() != ']') return step;
-  const std::string count = message.substr(open + 2, message.size() - open - 3);
-  const std::size_t slash = count.find('/');
-  const auto digits = [](const std::string& t) {
-    return !t.empty() && t.size() < 18 && t.find_first_not_of("0123456789") == std::string::npos;
-  };
-  if (slash == std::string::npos || !digits(count.substr(0, slash)) || !digits(count.substr(slash + 1))) return step;
-  const long done = std::stol(count.substr(0, slash)), total = std::stol(count.substr(slash + 1));
-  if (total <= 0 || done > total) return step;
-  return {message.substr(0, open), done, total};
-}
-
-void report_progress(const ProgressFn& progress, const std::string& stage, long done, long total) {
-  if (progress) progress(ProgressStep{stage, done, total}.message());
-}
-
-ProgressFn prefixed_progress(const ProgressFn& progress, const std::string& prefix) {
-  if (!progress) return {};
-  return [progress, prefix](const std::string& message) { progress(prefix + message); };
-}
-
 long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth) {
   const double log2_rho = log10_abs(rho) / std::log10(2.0);
   const double growth = 2.0 * std::log2(static_cast<double>(std::max(2L, n * d))) + 4.0 * depth + 16.0;
@@ -59,11 +31,7 @@ namespace {
 std::vector<LayerStats> measure_at(const Precision& p, const Model& model, const Variant& variant,
                                    const InputSpec& input, Center center, const ProgressFn& progress,
                                    const std::string& stage) {
-  std::function<void(int, int)> on_layer;
-  if (progress) {
-    report_progress(progress, stage, 0, model.arch().layers);
-    on_layer = [&](int l, int layers) { report_progress(progress, stage, l, layers); };
-  }
+  const std::function<void(int, int)> on_layer = layer_progress(progress, stage, model.arch().layers);
   std::vector<LayerStats> stats = with_scalar(p, [&](auto tag) {
     using S = typename decltype(tag)::type;
     return measure_layers<S>(model, variant, input, center, on_layer);

@@ -25,10 +25,7 @@ ForwardTrace<S> trace_at(const Model& model, const Variant& variant, const Input
                          const std::string& stage) {
   ForwardOptions opt;
   opt.record_attention = true;
-  if (progress) {
-    report_progress(progress, stage, 0, model.arch().layers);
-    opt.on_layer = [&](int l, int layers) { report_progress(progress, stage, l, layers); };
-  }
+  opt.on_layer = layer_progress(progress, stage, model.arch().layers);
   return forward<S>(model, variant, make_input<S>(model, input), opt);
 }
 

@@ -100,10 +100,9 @@ void ProgressBar::clear() {
   drawn_ = false;
 }
 
-void ProgressBar::update(const std::string& message) { update(message, Clock::now()); }
+void ProgressBar::update(const ProgressStep& step) { update(step, Clock::now()); }
 
-void ProgressBar::update(const std::string& message, Clock::time_point now) {
-  const ProgressStep step = ProgressStep::parse(message);
+void ProgressBar::update(const ProgressStep& step, Clock::time_point now) {
   const bool new_stage = step.stage != stage_;
   if (new_stage) {
     stage_ = step.stage;
@@ -120,7 +119,7 @@ void ProgressBar::update(const std::string& message, Clock::time_point now) {
 ProgressFn terminal_progress(bool quiet) {
   if (quiet || !::isatty(STDERR_FILENO)) return {};
   auto bar = std::make_shared<ProgressBar>(std::cerr, terminal_columns(STDERR_FILENO));
-  return [bar](const std::string& message) { bar->update(message); };
+  return [bar](const ProgressStep& step) { bar->update(step); };
 }
 
 }  // namespace sanpath::cli

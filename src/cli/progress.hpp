@@ -1,9 +1,8 @@
 #pragma once
 // Progress on stderr: a one-line bar with rate and ETA when stderr is a
 // terminal, nothing when it is not (pipes, files, CI) or with --quiet. The
-// library reports stages as ProgressFn messages, optionally ending in a
-// count "[i/n]" (sanpath::ProgressStep); this draws them.
-#include "sanpath/analysis/forward.hpp"
+// library reports ProgressSteps (a stage and an optional count); this draws them.
+#include "sanpath/core/progress.hpp"
 
 #include <chrono>
 #include <iosfwd>
@@ -27,8 +26,8 @@ class ProgressBar {
 
   /// Shows `message`; redraws at most every 100 ms except for a new stage
   /// and for the last unit of a stage.
-  void update(const std::string& message);
-  void update(const std::string& message, Clock::time_point now);
+  void update(const ProgressStep& step);
+  void update(const ProgressStep& step, Clock::time_point now);
   /// Erases the line (idempotent).
   void clear();
 

@@ -6,16 +6,11 @@
 
 namespace sanpath {
 
-std::string describe_variant(const Variant& v) {
-  return std::string("skip ") + (v.skip ? "on" : "off") + ", mlp " + to_string(v.mlp) + ", layernorm " +
-         to_string(v.layernorm) + ", mask " + to_string(v.mask);
-}
-
 void require_attention_only(const Variant& v) {
   if (!v.attention_only())
     throw std::invalid_argument(
         "path decomposition: exact only for attention-only networks (mlp none, layernorm none); the variant is " +
-        describe_variant(v));
+        to_string(v, VariantStyle::prose));
 }
 
 void validate_filter(const PathFilter& f, int layers, int heads, bool skip) {
@@ -80,20 +75,13 @@ PathPlan make_path_plan(int layers, int heads, bool skip, const PathFilter& filt
 
 std::vector<PathCount> plan_counts(const PathPlan& p) {
   const auto L = static_cast<std::size_t>(p.layers);
-  std::vector<PathCount> c(L + 1, PathCount(0));
-  if (p.empty) return c;
-  c[0] = 1;
-  // Product over layers of (s_l + a_l x): s_l = skip allowed, a_l = heads allowed.
-  for (std::size_t l = 0; l < L; ++l) {
-    const auto& ch = p.choices[l];
-    const long s = (!ch.empty() && ch.front() == -1) ? 1 : 0;
-    const long a = static_cast<long>(ch.size()) - s;
-    for (std::size_t k = l + 2; k-- > 0;) {
-      PathCount v = s ? c[k] : PathCount(0);
-      if (k > 0) v += c[k - 1] * a;
-      c[k] = std::move(v);
-    }
+  if (p.empty) return std::vector<PathCount>(L + 1, PathCount(0));
+  std::vector<LayerChoice> layers;
+  for (const auto& ch : p.choices) {
+    const bool skip = !ch.empty() && ch.front() == -1;  // choices are sorted: -1 first
+    layers.push_back({skip, static_cast<long>(ch.size()) - (skip ? 1 : 0)});
   }
+  std::vector<PathCount> c = count_by_length(layers);
   for (std::size_t k = 0; k <= L; ++k)
     if (static_cast<int>(k) < p.kmin || static_cast<int>(k) > p.kmax) c[k] = 0;
   return c;

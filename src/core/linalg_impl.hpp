@@ -1,5 +1,17 @@
 #pragma once
+// The products of core/linalg.hpp. One piece (over 600 lines) on purpose:
+// the fixed-point conversion, the GMP and AVX-512 IFMA kernels and the mpfr_fma
+// fallback share one data layout (FixedVectors) and one error analysis (the
+// guard W − p ≥ 48 and the crossing-magnitude test); apart they would hide it.
 #include "sanpath/core/linalg.hpp"
+
+// The AVX-512 IFMA kernel is compiled on x86-64 with GCC or Clang (and used
+// only when the CPU has the instructions, see ifma_products_active()).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SANPATH_IFMA_KERNEL 1
+#else
+#define SANPATH_IFMA_KERNEL 0
+#endif
 
 #include <gmp.h>
 #include <mpfr.h>

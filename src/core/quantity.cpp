@@ -19,13 +19,6 @@ std::string Quantity::str() const {
   return to_sci(value, sig, rounding);
 }
 
-Quantity Quantity::exact(const BigReal& v) {
-  Quantity q;
-  q.value = v;
-  q.digits = decimal_digits(mpfr_get_prec(v.backend().data()));
-  return q;
-}
-
 Quantity Quantity::unconfirmed(const BigReal& v) {
   Quantity q;
   q.value = v;

@@ -14,6 +14,13 @@ Variant VariantOverride::apply(Variant v) const {
   return v;
 }
 
+std::string to_string(const Variant& v, VariantStyle style) {
+  const char* sep = style == VariantStyle::pairs ? "=" : " ";
+  const char* gap = style == VariantStyle::pairs ? " " : ", ";
+  return std::string("skip") + sep + (v.skip ? "on" : "off") + gap + "mlp" + sep + to_string(v.mlp) + gap +
+         "layernorm" + sep + to_string(v.layernorm) + gap + "mask" + sep + to_string(v.mask);
+}
+
 std::string to_string(MlpKind k) {
   switch (k) {
     case MlpKind::none: return "none";

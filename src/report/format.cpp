@@ -19,11 +19,6 @@ Format parse_format(const std::string& t) {
   throw std::invalid_argument("format: '" + t + "' is not one of table, json, csv");
 }
 
-std::string describe(const Variant& v) {
-  return "skip=" + std::string(v.skip ? "on" : "off") + " mlp=" + to_string(v.mlp) +
-         " layernorm=" + to_string(v.layernorm) + " mask=" + to_string(v.mask);
-}
-
 namespace {
 
 using json_parts::model_json;
@@ -115,7 +110,7 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
   o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
     << ", d=" << model.arch().d_model << ")\n";
   o << "input: " << info.input << "\n";
-  o << "variant: " << describe(a.variant) << ", centre: " << to_string(a.center) << "\n";
+  o << "variant: " << to_string(a.variant) << ", centre: " << to_string(a.center) << "\n";
   o << precision_line(a) << "\n\n";
   o << pad("layer", 7) << pad("relative residual", 26) << pad("residual ‖·‖_{1,∞}", 28) << pad("‖X‖_{1,∞}", 26)
     << "digits\n";
@@ -177,7 +172,7 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
   }
   o << "\n";
   for (std::size_t i = 0; i < r.variants.size(); ++i)
-    o << pad(r.variants[i].name + ":", 10) << describe(r.variants[i].variant) << "; " << precision_line(r.analyses[i])
+    o << pad(r.variants[i].name + ":", 10) << to_string(r.variants[i].variant) << "; " << precision_line(r.analyses[i])
       << "\n";
   return text_table::trim_line_ends(o.str());
 }

@@ -186,7 +186,7 @@ std::string table(const BoundsAnalysis& a, const Model& model, const RunInfo& in
   o << "model: " << info.model << " (L=" << arch.layers << ", H=" << arch.heads << ", d=" << arch.d_model
     << ", d_qk=" << arch.d_qk << (arch.shared_layers ? ", shared layers" : "") << ")\n";
   o << "input: " << info.input << "\n";
-  o << "variant: " << describe(a.measured.variant) << "\n";
+  o << "variant: " << to_string(a.measured.variant) << "\n";
   o << "r_l = ‖X^l − 1cᵀ‖_{1,∞} at the optimal centre, an enclosure [lower, upper]\n";
   o << "gamma = " << gamma_string(r.gamma) << "\n";
   if (r.theorem.applicable) {

@@ -58,7 +58,7 @@ std::string header_text(const PathReportBase& r, const Model& model, const RunIn
   o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
     << ", d=" << model.arch().d_model << ")\n";
   o << "input: " << info.input << "\n";
-  o << "variant: " << describe(r.variant) << "\n";
+  o << "variant: " << to_string(r.variant) << "\n";
   o << precision_text(r) << "\n";
   return o.str();
 }

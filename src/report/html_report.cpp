@@ -10,28 +10,6 @@
 namespace sanpath {
 
 // ---------------------------------------------------------------------------
-// Gathering
-// ---------------------------------------------------------------------------
-
-HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
-                        const ProgressFn& progress) {
-  HtmlReport r;
-  r.info = request.info;
-  r.generator = request.generator;
-  r.arch = model.arch();
-  r.precision = request.precision;
-  r.collapse = run_collapse(model, input, request.precision, prefixed_progress(progress, "collapse: "));
-  r.bounds_variant = Variant::san(model.arch().variant.mask);
-  BoundsRequest bounds = request.bounds;
-  bounds.precision = request.precision;  // one precision request for the whole report
-  r.bounds = analyze_bounds(model, r.bounds_variant, input, bounds, prefixed_progress(progress, "bounds: "));
-  r.paths_variant = {true, MlpKind::none, LayerNormKind::none, model.arch().variant.mask};
-  r.lengths = analyze_length_sums(model, r.paths_variant, input, request.precision,
-                                  prefixed_progress(progress, "path lengths: "));
-  return r;
-}
-
-// ---------------------------------------------------------------------------
 // Formatting
 // ---------------------------------------------------------------------------
 
@@ -89,11 +67,6 @@ std::string tried_text(const std::vector<long>& bits) {
   return s;
 }
 
-std::string human_variant(const Variant& v) {
-  return std::string("skip ") + (v.skip ? "on" : "off") + ", mlp " + to_string(v.mlp) + ", layernorm " +
-         to_string(v.layernorm) + ", mask " + to_string(v.mask);
-}
-
 /// A decimal BigReal in short scientific notation (never 0 for nonzero).
 std::string sci(const BigReal& x, int significant = 6) { return to_sci(x, significant); }
 
@@ -128,7 +101,7 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
                    " heads, d = " + std::to_string(a.d_model) + ", d_qk = " + std::to_string(a.d_qk) +
                    ", d_v = " + std::to_string(a.d_v) + ", d_ff = " + std::to_string(a.d_ff) +
                    (a.shared_layers ? ", weights shared across layers" : ""));
-  row("own structure", human_variant(a.variant) + ", activation " + to_string(a.activation));
+  row("own structure", to_string(a.variant, VariantStyle::prose) + ", activation " + to_string(a.activation));
   row("input", r.info.input);
   row("precision requested", r.precision.describe() + (r.precision.confirm ? ", confirmed one tier up" : ""));
   for (std::size_t i = 0; i < r.collapse.variants.size(); ++i) {
@@ -189,7 +162,7 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
   o << "</tbody>\n</table>\n<p class=\"caption\">Digits confirmed by the second run in brackets. Variants: ";
   for (std::size_t i = 0; i < c.variants.size(); ++i)
     o << (i ? "; " : "") << "<b>" << escape(c.variants[i].name) << "</b> "
-      << escape(human_variant(c.variants[i].variant));
+      << escape(to_string(c.variants[i].variant, VariantStyle::prose));
   o << ".</p>\n</section>\n";
 }
 
@@ -263,7 +236,7 @@ void bounds_section(std::ostringstream& o, const HtmlReport& r) {
        "a<sup>(3<sup>L</sup>−1)/2</sup> r<sub>0</sub><sup>3<sup>L</sup></sup> with a = 4γβH/√d<sub>qk</sub>. "
        "Here r<sub>l</sub> is the absolute composite residual with the optimal centre (an enclosure), "
        "evaluated on the SAN variant ("
-    << escape(human_variant(r.bounds_variant)) << "). The layerwise form uses each layer's own a<sub>l</sub>.</p>\n";
+    << escape(to_string(r.bounds_variant, VariantStyle::prose)) << "). The layerwise form uses each layer's own a<sub>l</sub>.</p>\n";
   o << "<figure>" << svg::render(ch) << "</figure>\n";
   o << "<table id=\"table-bounds-summary\" class=\"kv\">\n";
   const auto row = [&](const std::string& k, const std::string& v) {
@@ -330,7 +303,7 @@ void paths_section(std::ostringstream& o, const HtmlReport& r) {
   o << "<p>With skip connections the output is a sum over paths through the heads (Theorem 2.1); a path's "
        "length is the number of heads it passes, and the paths of length k sum to S<sub>k</sub>. Short paths "
        "are few; the right chart shows how much of the output each length carries. Variant: "
-    << escape(human_variant(r.paths_variant)) << " (the SAN+skip network without LayerNorm, where the "
+    << escape(to_string(r.paths_variant, VariantStyle::prose)) << " (the SAN+skip network without LayerNorm, where the "
     << "decomposition is exact). Precision: " << escape(precision_text(p.precision, p.check)) << ".</p>\n";
   o << "<figure class=\"pair\">" << svg::render(counts) << svg::render(shares) << "</figure>\n";
   o << "<table id=\"table-paths\" class=\"num\">\n<thead><tr><th>length k</th><th>paths (exact)</th>"

@@ -199,7 +199,8 @@ else
 fi
 
 # ---- the BERT checkpoint's attention as a pure SAN -------------------------------------
-if [ -d "$REAL/bert-ticket-classifier" ]; then
+source "$(dirname "$0")/../support/shared.sh"
+if require_shared_in_ci "$REAL/bert-ticket-classifier"; then
   if "$SANPATH" bounds --model "$REAL/bert-ticket-classifier" --tokens 2,15,27,3 --skip off --mlp none \
     --layernorm none --quiet --format json --output "$T/bert.json"; then
     expect "bert pure SAN: complete JSON" pycheck "$T/bert.json" '
@@ -214,8 +215,6 @@ for d in j["depths"]:
   else
     fail "bert pure SAN: bounds failed"
   fi
-else
-  echo "skip bert pure SAN: $REAL/bert-ticket-classifier not present"
 fi
 
 echo "$((count - failed))/$count passed"

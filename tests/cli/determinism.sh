@@ -80,7 +80,10 @@ echo "== forward"
 same forward-native-auto forward --model "$M" --random-input 6 --seed 2
 same forward-native-double forward --model "$M" --tokens 1,5,7,29,3 --precision double
 same forward-san-optimal-centre forward --model "$SAN" --random-input 5 --center optimal --precision 128
-if [ -d "$REAL" ]; then
+source "$(dirname "$0")/../support/shared.sh"
+have_real=0
+require_shared_in_ci "$REAL" && have_real=1
+if [ "$have_real" = 1 ]; then
   same forward-real-bert forward --model "$REAL/bert-ticket-classifier" --tokens 2,15,27,3,9
   same forward-real-gpt2-as-san forward --model "$REAL/gpt2-capp" --tokens 1,2,3,4 --skip off --mlp none \
     --layernorm none --precision 257
@@ -97,7 +100,7 @@ if has_command paths; then
   same paths-enumerate-top paths --model "$SAN" --random-input 5 --seed 3 --enumerate --top 7 --precision 257
   same paths-sums paths --model "$SAN" --random-input 5 --seed 3 --sums
   same paths-sample paths --model "$SAN" --random-input 5 --seed 3 --sample 20
-  [ -d "$REAL" ] && same paths-real-gpt2-sums paths --model "$REAL/gpt2-capp" --tokens 1,5,9,13 --skip on --mlp none \
+  [ "$have_real" = 1 ] && same paths-real-gpt2-sums paths --model "$REAL/gpt2-capp" --tokens 1,5,9,13 --skip on --mlp none \
     --layernorm none --sums
 else
   echo "skip paths: this sanpath has no 'paths' command"

@@ -162,8 +162,9 @@ for want in "Examples" "--enumerate" "--sums" "--sample" "--top" "--limit" "1000
 done
 
 # The real GPT-2 checkpoint as a pure SAN and as SAN+skip: Theorem 2.1 to rounding.
+source "$(dirname "$0")/../support/shared.sh"
 gpt2="$SHARED/data/real-models/gpt2-capp"
-if [ -d "$gpt2" ]; then
+if require_shared_in_ci "$gpt2"; then
   for skip in off on; do
     expect 0 "$SANPATH" paths --model "$gpt2" --tokens 1,5,9,13 --skip "$skip" --mlp none --layernorm none \
       --sums --check --format json
@@ -174,8 +175,6 @@ assert j['variant']['mask'] == 'causal'
 assert j['total_paths'] == str((5 if '$skip' == 'on' else 4) ** 4)
 assert all(r['digits'] >= 17 for r in j['length_sums'] if r['count'] != '0')"
   done
-else
-  echo "paths.sh: no real checkpoints at $gpt2: skipped"
 fi
 
 if [ "$fails" -gt 0 ]; then

@@ -6,7 +6,7 @@
 # Usage: bash readme_tour.sh <sanpath binary> <shared dir> <tmp dir>
 # The commands run in <tmp>/readme/project, where ./build/sanpath is the binary
 # under test and ../shared the shared folder, as in the README. Blocks that
-# read ../shared are skipped when it is absent.
+# read ../shared are skipped when it is absent (and fail the test when CI is set).
 set -euo pipefail
 SANPATH=$(realpath "$1")
 SHARED=$(realpath -m "$2")
@@ -16,8 +16,11 @@ rm -rf "$T"
 mkdir -p "$T/project/build"
 ln -s "$SANPATH" "$T/project/build/sanpath"
 [ -d "$SHARED" ] && ln -s "$SHARED" "$T/shared"
+source "$(dirname "$(realpath "$0")")/../support/shared.sh"
+have_shared=0
+require_shared_in_ci "$SHARED/data/real-models" >/dev/null && have_shared=1
 cd "$T/project"
-python3 - "$README" "$([ -d "$SHARED" ] && echo 1 || echo 0)" <<'PY'
+python3 - "$README" "$have_shared" <<'PY'
 import subprocess, sys
 readme, have_shared = sys.argv[1], sys.argv[2] == "1"
 lines = open(readme, encoding="utf-8").read().split("\n")

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "sanpath/compute/path_graph.hpp"
+#include "support/path_count_oracles.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -94,7 +95,7 @@ template <class F> std::string message_of(F&& f) {
 }  // namespace
 
 TEST_CASE("closed forms: known values beyond 64 bits", "[graph]") {
-  const PathCounts c = sanpath::closed_form_counts({24, 12, true});
+  const PathCounts c = sanpath::test::closed_form_counts({24, 12, true});
   REQUIRE(c.by_length.size() == 25);
   REQUIRE(sanpath::to_decimal(c.total) == "542800770374370512771595361");  // 13^24
   const BigInt two64 = BigInt(1) << 64;
@@ -104,7 +105,7 @@ TEST_CASE("closed forms: known values beyond 64 bits", "[graph]") {
   REQUIRE(sanpath::to_decimal(c.by_length[24]) == "79496847203390844133441536");  // 12^24
   REQUIRE(sum(c.by_length) == c.total);
 
-  const PathCounts big = sanpath::closed_form_counts({96, 64, true});
+  const PathCounts big = sanpath::test::closed_form_counts({96, 64, true});
   const BigInt mod20 = power(10, 20);
   REQUIRE(sanpath::to_decimal(big.total % mod20) == "95967197418212890625");           // 65^96 mod 10^20
   REQUIRE(sanpath::to_decimal(big.by_length[48] % mod20) == "93140681048562073600");  // C(96,48)·64^48 mod 10^20
@@ -117,7 +118,7 @@ TEST_CASE("layer DP equals the closed forms on a grid of sizes", "[graph]") {
         CAPTURE(L, H, skip);
         const PathGraphSpec spec{L, H, skip};
         const PathCounts dp = sanpath::count_paths(spec);
-        require_same(dp, sanpath::closed_form_counts(spec));
+        require_same(dp, sanpath::test::closed_form_counts(spec));
         REQUIRE(sum(dp.by_length) == dp.total);
         REQUIRE(dp.total == sanpath::total_paths(spec));
         if (skip) {
@@ -139,7 +140,7 @@ TEST_CASE("layer DP equals the closed forms far beyond 64 bits", "[graph]") {
   for (const PathGraphSpec& spec : specs) {
     CAPTURE(spec.layers, spec.heads, spec.skip);
     const PathCounts dp = sanpath::count_paths(spec);
-    require_same(dp, sanpath::closed_form_counts(spec));
+    require_same(dp, sanpath::test::closed_form_counts(spec));
     REQUIRE(sum(dp.by_length) == dp.total);
     const unsigned base = static_cast<unsigned>(spec.heads) + (spec.skip ? 1U : 0U);
     REQUIRE(dp.total == power(base, spec.layers));
@@ -161,7 +162,7 @@ TEST_CASE("counts at L = H = 1000 are fast and exact", "[graph][slow]") {
   REQUIRE(total.size() == 3001);
   REQUIRE(dp.total == sanpath::total_paths(spec));
   REQUIRE(sum(dp.by_length) == dp.total);
-  require_same(dp, sanpath::closed_form_counts(spec));
+  require_same(dp, sanpath::test::closed_form_counts(spec));
   REQUIRE(seconds < 10.0);  // about 0.1 s in Release; generous for Debug builds
 
   // Without skip: 1000^1000 = 10^3000 exactly.
@@ -238,11 +239,11 @@ TEST_CASE("brute-force DFS on the Boost graph agrees with every count", "[graph]
         const PathCounts dp = sanpath::count_paths(spec);
         REQUIRE(dfs == dp.by_length);
         REQUIRE(sum(dfs) == dp.total);
-        require_same(sanpath::count_paths_on_graph(pg), dp);
+        require_same(sanpath::test::count_paths_on_graph(pg), dp);
       }
   // A larger graph for the per-vertex DP only (DFS would visit 9^20 paths).
   const PathGraphSpec spec{20, 8, true};
-  require_same(sanpath::count_paths_on_graph(PathGraph(spec)), sanpath::closed_form_counts(spec));
+  require_same(sanpath::test::count_paths_on_graph(PathGraph(spec)), sanpath::test::closed_form_counts(spec));
 }
 
 TEST_CASE("DOT output is valid text with one rank group per layer", "[graph]") {
@@ -301,7 +302,7 @@ TEST_CASE("bad specs throw one-line messages naming the field", "[graph]") {
     CAPTURE(spec.layers, spec.heads, field);
     for (const std::string& msg :
          {message_of([&] { sanpath::validate(spec); }), message_of([&] { PathGraph g(spec); }),
-          message_of([&] { sanpath::count_paths(spec); }), message_of([&] { sanpath::closed_form_counts(spec); }),
+          message_of([&] { sanpath::count_paths(spec); }), message_of([&] { sanpath::test::closed_form_counts(spec); }),
           message_of([&] { sanpath::total_paths(spec); }), message_of([&] { sanpath::path_graph_size(spec); })}) {
       CAPTURE(msg);
       REQUIRE(msg.find(field) != std::string::npos);
@@ -332,7 +333,7 @@ TEST_CASE("huge sizes: no explicit graph, counts still work or are refused", "[g
   CAPTURE(refused);
   REQUIRE(refused.find("limit") != std::string::npos);
   REQUIRE(refused.find("layers=100000") != std::string::npos);
-  REQUIRE_THROWS_AS(sanpath::closed_form_counts({100000, 100000, true}), std::invalid_argument);
+  REQUIRE_THROWS_AS(sanpath::test::closed_form_counts({100000, 100000, true}), std::invalid_argument);
   // Without skip every valid size is countable (one number per layer).
   const PathGraphSpec plain{100000, 100000, false};
   const PathCounts c = sanpath::count_paths(plain);
@@ -340,5 +341,5 @@ TEST_CASE("huge sizes: no explicit graph, counts still work or are refused", "[g
   REQUIRE(c.by_length.back() == c.total);
   REQUIRE(c.by_length.front() == 0);
   // Per-vertex DP refuses graphs with too many edge-length additions.
-  REQUIRE_THROWS_AS(sanpath::count_paths_on_graph(PathGraph({500, 40, false})), std::invalid_argument);
+  REQUIRE_THROWS_AS(sanpath::test::count_paths_on_graph(PathGraph({500, 40, false})), std::invalid_argument);
 }

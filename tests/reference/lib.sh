@@ -3,9 +3,12 @@
 # and compare sanpath's numbers with the mpmath reference (sanpath_ref.py).
 
 ref_init() {
+  source "$(dirname "${BASH_SOURCE[0]}")/../support/shared.sh"
   SANPATH=$1
   SHARED=$2
   TMPROOT=$3
+  # In CI a missing shared folder fails here, at top level (not inside a $(...)).
+  require_shared_in_ci "$SHARED/data/real-models" >/dev/null || true
   REF_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
   REF_PY=""
   # The Debian python3-mpmath (scripts/install-deps test) is seen by /usr/bin/python3.

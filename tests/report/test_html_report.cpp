@@ -50,7 +50,7 @@ TEST_CASE("the report holds every chart and the analyses' numbers") {
   req.info = {"tiny <san> & co", "random input"};
   req.generator = "sanpath test";
   int messages = 0;
-  const HtmlReport r = build_report(m, tiny_input(), req, [&](const std::string&) { ++messages; });
+  const HtmlReport r = build_report(m, tiny_input(), req, [&](const ProgressStep&) { ++messages; });
   CHECK(messages > 0);
   // A SAN has no MLP weights: SAN, SAN+skip and full run, SAN+MLP does not.
   REQUIRE(r.collapse.variants.size() == 3);

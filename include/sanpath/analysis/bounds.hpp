@@ -24,10 +24,9 @@
 ///
 /// Precision. Automatic requests raise the working precision until every
 /// depth's residual is resolved (analyze_forward's rule: request.target_digits
-/// digits for the smallest relative residual) or a ceiling is reached. (The
-/// issue asks for every depth above 1e-(10^6) to be resolved: no tier reaches
-/// that far, so any depth below what the ceiling resolves is an upper bound
-/// and `ceiling_reached` says the ceiling stopped the search.) The
+/// digits for the smallest relative residual) or a ceiling is reached: any
+/// depth below what the ceiling resolves is an upper bound and
+/// `ceiling_reached` says the ceiling stopped the search. The
 /// default ceiling is the tier below the top (16387 bits), so that every value
 /// is confirmed by a run at the top tier (32772 bits); residuals below what it
 /// resolves (relative residuals below about 1e-4900) are reported as upper

@@ -8,6 +8,7 @@
 #include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
 #include "sanpath/compute/norms.hpp"
+#include "sanpath/core/progress.hpp"
 #include "sanpath/core/quantity.hpp"
 #include "sanpath/core/scalar.hpp"
 
@@ -74,31 +75,6 @@ struct ForwardAnalysis {
   bool ceiling_reached = false;     ///< auto: the top precision did not resolve everything
   std::vector<LayerReport> layers;  ///< layer 0 = input, l = output of layer l
 };
-
-/// Progress callback: (message). May be empty. A message is a stage
-/// ("forward pass at 2051 bits"), optionally ending in a count " [i/n]"
-/// (i of n units of that stage done, see ProgressStep); a terminal display
-/// draws counted messages as a bar with rate and ETA.
-using ProgressFn = std::function<void(const std::string&)>;
-
-/// A progress message split into its stage and its optional count.
-struct ProgressStep {
-  std::string stage;
-  long done = 0;
-  long total = 0;  ///< 0: no count
-  /// "stage [done/total]", or "stage" when total is 0.
-  std::string message() const;
-  /// Inverse of message(): a trailing " [i/n]" with 0 <= i <= n, n > 0, is
-  /// the count; any other message is a stage without count.
-  static ProgressStep parse(const std::string& message);
-};
-
-/// Calls `progress` (when set) with ProgressStep{stage, done, total}.message().
-void report_progress(const ProgressFn& progress, const std::string& stage, long done, long total);
-
-/// A callback that prefixes every message of `progress` with `prefix` (the
-/// count stays at the end); empty when `progress` is empty.
-ProgressFn prefixed_progress(const ProgressFn& progress, const std::string& prefix);
 
 /// The working precision of a request, as analyze_forward chooses it.
 struct PrecisionChoice {

@@ -29,9 +29,15 @@ template <class S> struct ForwardTrace {
   int layers() const { return static_cast<int>(X.size()) - 1; }
 };
 
-/// Runs `model` on X0 (n×d_model) with the layer map of `variant`.
+/// Runs `model` on X0 (n×d_model) with the layer map of `variant`
+/// (math.md §2): \f$ X^l = \mathrm{layer}_l(X^{l-1}) \f$, l = 1..L, in scalar S.
 /// Throws std::invalid_argument on a shape mismatch or a variant the model's
 /// weights cannot run (e.g. mlp plain without MLP weights).
+/// \code
+/// const Model m = load_model("bert-folder");
+/// const Matrix<mpfr_real<77>> X0 = make_input<mpfr_real<77>>(m, InputSpec::from_tokens({101, 2023, 102}));
+/// const auto t = forward(m, Variant::san(), X0);  // 257 bits; t.X[l]: n×d, t.P[l-1][h]: n×n
+/// \endcode
 template <class S>
 ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix<S>& X0,
                         const ForwardOptions& options = {});

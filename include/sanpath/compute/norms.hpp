@@ -83,7 +83,7 @@ template <class S> struct OptimalResidual {
 /// and a refined composite centre. lower ≤ upper ≤ min(mean, median composite) holds for
 /// the computed values. The search runs in double on \f$(X-\mathbf 1\,\mathrm{med}^T)/s\f$
 /// with bounded work: R = clamp(2^24/(n d), 160, 1024) multiplicative-weights rounds
-/// on the LP, the LP (dual simplex; 0.02 s at 8×32, 0.6 s at 32×64), 2 × R/2 rounds of a scalarised composite game, at
+/// on the LP, the LP (dual simplex, iteration-limited), 2 × R/2 rounds of a scalarised composite game, at
 /// most 4 + 4 coordinate-descent sweeps (each round or sweep O(n d)); sorting costs
 /// O(d n log n). Throws std::invalid_argument when X has no rows or a non-finite entry.
 template <class S> OptimalResidual<S> optimal_residual(const Matrix<S>& X);

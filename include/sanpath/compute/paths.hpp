@@ -40,6 +40,7 @@
 
 #include "sanpath/core/errors.hpp"
 #include "sanpath/compute/forward.hpp"
+#include "sanpath/compute/path_counts.hpp"
 #include "sanpath/model/model.hpp"
 #include "sanpath/model/random.hpp"
 #include "sanpath/core/scalar.hpp"
@@ -52,9 +53,6 @@
 #include <vector>
 
 namespace sanpath {
-
-/// Exact path count (counts exceed 64 bits quickly: 13^24 > 2^64).
-using PathCount = boost::multiprecision::cpp_int;
 
 /// Default limit of enumerate_paths: 10^7 paths.
 inline constexpr std::uint64_t default_max_paths = 10'000'000;
@@ -106,9 +104,6 @@ class PathLimitError : public ResourceError {
 /// Throws std::invalid_argument unless `v` is attention-only (mlp none,
 /// layernorm none), naming the variant.
 void require_attention_only(const Variant& v);
-
-/// "skip on, mlp none, layernorm none, mask none".
-std::string describe_variant(const Variant& v);
 
 /// One enumerated path. Norms of the term T = P_path X W_path (n×d) and of
 /// its stochastic factor P_path (n×n; I for the all-skip path).

@@ -22,8 +22,6 @@
 
 #include "sanpath/core/scalar.hpp"
 
-#include <atomic>
-#include <thread>
 #include <type_traits>
 
 namespace sanpath {
@@ -40,54 +38,29 @@ template <class S> Matrix<S> product(const Matrix<S>& A, const Matrix<S>& B) {
   return C;
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define SANPATH_IFMA_KERNEL 1
-#else
-#define SANPATH_IFMA_KERNEL 0
-#endif
-
-namespace detail {
-inline std::atomic<bool> ifma_allowed{true};
-inline std::atomic<int> product_threads_setting{0};
-inline thread_local int serial_products_depth = 0;
-}  // namespace detail
-
 /// Sets the number of threads one large product may use: 0 (the default)
 /// for the hardware concurrency, 1 for serial products. Thread-safe.
-inline void set_product_threads(int threads) { detail::product_threads_setting.store(threads < 0 ? 0 : threads); }
+void set_product_threads(int threads);
 
 /// Threads one large product started from this thread may use (1 inside a
 /// SerialProductsScope).
-inline int product_threads() {
-  if (detail::serial_products_depth > 0) return 1;
-  const int t = detail::product_threads_setting.load();
-  if (t > 0) return t;
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
-}
+int product_threads();
 
 /// Whether MPFR products may use the AVX-512 IFMA kernel (default true; it
 /// is used only when the CPU has it). false forces the portable GMP kernel,
 /// for comparisons: results are identical. Thread-safe.
-inline void allow_ifma_products(bool allowed) { detail::ifma_allowed.store(allowed); }
+void allow_ifma_products(bool allowed);
 
 /// Whether MPFR products of tiers up to 1025 bits run on the IFMA kernel.
-inline bool ifma_products_active() {
-#if SANPATH_IFMA_KERNEL
-  static const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma");
-  return cpu && detail::ifma_allowed.load();
-#else
-  return false;
-#endif
-}
+bool ifma_products_active();
 
 /// While alive, products started from the constructing thread run serially.
 /// The library's own worker threads (path enumeration, length sums, product
 /// blocks) hold one, so parallel work is never nested.
 class SerialProductsScope {
  public:
-  SerialProductsScope() { ++detail::serial_products_depth; }
-  ~SerialProductsScope() { --detail::serial_products_depth; }
+  SerialProductsScope();
+  ~SerialProductsScope();
   SerialProductsScope(const SerialProductsScope&) = delete;
   SerialProductsScope& operator=(const SerialProductsScope&) = delete;
 };

@@ -28,8 +28,6 @@ struct Quantity {
   /// (never more than confirmed); "< 1e-N" when below resolution. Never
   /// "0" for a nonzero value, never "inf".
   std::string str() const;
-  /// An exact value (counts, inputs): all digits count.
-  static Quantity exact(const BigReal& v);
   /// A value with no check run.
   static Quantity unconfirmed(const BigReal& v);
 };

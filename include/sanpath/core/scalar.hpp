@@ -109,9 +109,6 @@ template <class S> BigReal to_big(const S& x) {
   }
 }
 
-/// Converts a double exactly (doubles are exact in every tier).
-template <class S> S from_double(double x) { return S(x); }
-
 /// Decimal string in scientific notation with `significant` digits,
 /// e.g. "3.1415926535897931e-1234"; "0" only for an exact zero; never
 /// rounds a tiny or huge value to 0 or inf (MPFR exponents are unbounded

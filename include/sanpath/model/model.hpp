@@ -47,6 +47,11 @@ struct VariantOverride {
   Variant apply(Variant v) const;
 };
 
+/// How a variant reads in words: `pairs` "skip=off mlp=none layernorm=none mask=none"
+/// (headers of text reports), `prose` "skip off, mlp none, layernorm none, mask none"
+/// (sentences and error messages). JSON has its own form (report/).
+enum class VariantStyle { pairs, prose };
+std::string to_string(const Variant& v, VariantStyle style = VariantStyle::pairs);
 std::string to_string(MlpKind);
 std::string to_string(LayerNormKind);
 std::string to_string(MaskKind);

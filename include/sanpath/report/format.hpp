@@ -6,6 +6,7 @@
 
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/analysis/collapse.hpp"
+#include "sanpath/analysis/report_data.hpp"
 #include "sanpath/model/model.hpp"
 
 #include <string>
@@ -16,17 +17,8 @@ enum class Format { table, json, csv };
 /// "table|json|csv"; throws std::invalid_argument.
 Format parse_format(const std::string& text);
 
-/// Describes the analysed setting in reports.
-struct RunInfo {
-  std::string model;  ///< where the model came from
-  std::string input;  ///< InputSpec::describe()
-};
-
 std::string format_forward(const ForwardAnalysis& a, const Model& model, const RunInfo& info, Format f);
 std::string format_collapse(const CollapseResult& r, const Model& model, const RunInfo& info, Format f);
-
-/// "skip=off mlp=none layernorm=none mask=none".
-std::string describe(const Variant& v);
 
 // Path decomposition reports (src/io/format_paths.cpp).
 struct PathGraphSpec;

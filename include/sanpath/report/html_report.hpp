@@ -13,48 +13,16 @@
 ///    connections (analyze_length_sums): the exact number of paths of each
 ///    length and each length's share ‖S_k‖_F/‖X^L‖_F of the output;
 ///  - the model, input and precisions used.
-/// build_report gathers the data by calling the library; render_html only
-/// formats it (no mathematics beyond scaling the axes).
+/// build_report (analysis/report_data.hpp) gathers the data by calling the
+/// analyses; render_html only formats it (no mathematics beyond scaling the
+/// axes).
 
-#include "sanpath/analysis/forward.hpp"
-#include "sanpath/analysis/bounds.hpp"
-#include "sanpath/analysis/collapse.hpp"
-#include "sanpath/model/input.hpp"
+#include "sanpath/analysis/report_data.hpp"
 #include "sanpath/report/format.hpp"
-#include "sanpath/model/model.hpp"
-#include "sanpath/analysis/paths.hpp"
 
 #include <string>
 
 namespace sanpath {
-
-/// What to compute and how to describe it.
-struct ReportRequest {
-  PrecisionRequest precision;         ///< for every analysis of the report
-  BoundsRequest bounds;               ///< γ and theorem of the bounds section (its precision is `precision`)
-  RunInfo info;                       ///< where the model and the input came from (printed)
-  std::string generator = "sanpath";  ///< printed in the footer, e.g. "sanpath 0.1.0"
-};
-
-/// Everything the report shows, as the library computed it.
-struct HtmlReport {
-  RunInfo info;
-  std::string generator;
-  Architecture arch;
-  PrecisionRequest precision;
-  CollapseResult collapse;  ///< the four variants (those the model can run)
-  Variant bounds_variant;   ///< the SAN: skip off, mlp none, layernorm none, the model's mask
-  BoundsAnalysis bounds;
-  Variant paths_variant;  ///< skip on, mlp none, layernorm none, the model's mask
-  LengthSumsReport lengths;
-};
-
-/// Runs run_collapse, analyze_bounds on the SAN variant and
-/// analyze_length_sums on the attention-only variant with skip connections,
-/// all on `input` at `request.precision`. Progress messages are prefixed
-/// with the section ("collapse: ", "bounds: ", "path lengths: ").
-HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
-                        const ProgressFn& progress = {});
 
 /// The report as one self-contained HTML document (UTF-8). Element ids the
 /// tests rely on: svg#chart-collapse (series groups #chart-collapse-san,

@@ -1,0 +1,53 @@
+#pragma once
+/// \file report_data.hpp
+/// Everything one report of a model shows, gathered by calling the analyses:
+/// the four collapse variants, the bounds of the SAN and the path-length
+/// split of the attention-only network with skip connections. report/
+/// renders it (HTML) without computing anything.
+
+#include "sanpath/analysis/bounds.hpp"
+#include "sanpath/analysis/collapse.hpp"
+#include "sanpath/analysis/forward.hpp"
+#include "sanpath/analysis/paths.hpp"
+#include "sanpath/model/input.hpp"
+#include "sanpath/model/model.hpp"
+
+#include <string>
+
+namespace sanpath {
+
+/// Describes the analysed setting in reports.
+struct RunInfo {
+  std::string model;  ///< where the model came from
+  std::string input;  ///< InputSpec::describe()
+};
+
+/// What to compute and how to describe it.
+struct ReportRequest {
+  PrecisionRequest precision;         ///< for every analysis of the report
+  BoundsRequest bounds;               ///< γ and theorem of the bounds section (its precision is `precision`)
+  RunInfo info;                       ///< where the model and the input came from (printed)
+  std::string generator = "sanpath";  ///< printed in the footer, e.g. "sanpath 0.1.0"
+};
+
+/// Everything the report shows, as the library computed it.
+struct HtmlReport {
+  RunInfo info;
+  std::string generator;
+  Architecture arch;
+  PrecisionRequest precision;
+  CollapseResult collapse;  ///< the four variants (those the model can run)
+  Variant bounds_variant;   ///< the SAN: skip off, mlp none, layernorm none, the model's mask
+  BoundsAnalysis bounds;
+  Variant paths_variant;  ///< skip on, mlp none, layernorm none, the model's mask
+  LengthSumsReport lengths;
+};
+
+/// Runs run_collapse, analyze_bounds on the SAN variant and
+/// analyze_length_sums on the attention-only variant with skip connections,
+/// all on `input` at `request.precision`. Progress messages are prefixed
+/// with the section ("collapse: ", "bounds: ", "path lengths: ").
+HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
+                        const ProgressFn& progress = {});
+
+}  // namespace sanpath

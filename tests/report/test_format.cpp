@@ -1,0 +1,106 @@
+// The text, JSON and CSV formatters (report/format.hpp) on analyses built by
+// hand: what they print is decided here, digit by digit, from the rules of
+// core/quantity.hpp — at most the confirmed digits, never 0 for a nonzero
+// value, a value below resolution only as "< 1e-N", every exponent as it is.
+#include "support/helpers.hpp"
+
+#include "sanpath/model/random.hpp"
+#include "sanpath/report/format.hpp"
+
+#include <nlohmann/json.hpp>
+
+using namespace sanpath;
+
+namespace {
+
+Model tiny_model() {
+  RandomModelSpec s;
+  s.arch.layers = 1;
+  s.arch.heads = 2;
+  s.arch.d_model = 4;
+  s.arch.d_qk = 2;
+  s.arch.d_v = 2;
+  s.arch.variant = Variant::san();
+  return random_model(s);
+}
+
+BigReal decimal(const char* text, long bits = 4000) {
+  BigReal x(0, static_cast<unsigned>(decimal_digits(bits)));
+  x = BigReal(text, static_cast<unsigned>(decimal_digits(bits)));
+  return x;
+}
+
+/// A quantity confirmed to exactly `digits` digits: the check differs from
+/// the value in the digit after the last confirmed one.
+Quantity confirmed(const char* value, const char* check) { return confirm(decimal(value), decimal(check), 257); }
+
+ForwardAnalysis hand_made() {
+  ForwardAnalysis a;
+  a.variant = Variant::san();
+  a.center = Center::mean;
+  a.precision = Precision::at_least(257);
+  a.check = a.precision.next();
+  a.tried_bits = {257};
+  LayerReport l0;
+  l0.layer = 0;
+  for (Quantity* q : {&l0.res_one, &l0.res_inf, &l0.res_composite, &l0.res_frobenius, &l0.norm_composite,
+                      &l0.norm_frobenius, &l0.relative_residual})
+    *q = confirmed("0.5", "0.5");
+  l0.digits = l0.res_one.digits;
+  LayerReport l1 = l0;
+  l1.layer = 1;
+  // 4 digits agree (1.23456789 against 1.23451), 5 for the composite residual
+  l1.relative_residual = confirmed("1.23456789e-70000", "1.23451e-70000");
+  l1.res_composite = confirmed("6.1728394e-70001", "6.17283e-70001");
+  l1.res_frobenius = below_resolution(decimal("0"), decimal("7e-301"));
+  l1.digits = 4;
+  a.layers = {l0, l1};
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("quantities print their confirmed digits only", "[format]") {
+  CHECK(confirmed("1.23456789e-70000", "1.23451e-70000").str() == "1.235e-70000");
+  CHECK(confirmed("1.23456789e-70000", "1.23451e-70000").digits == 4);
+  CHECK(confirmed("0.5", "0.5").str() == "5.0000000000000000e-1");
+  // The bound printed is the next power of ten above the stated bound.
+  CHECK(below_resolution(decimal("0"), decimal("7e-301")).str() == "< 1e-300");
+  CHECK(below_resolution(decimal("0"), decimal("1.5e-300")).str() == "< 1e-299");
+}
+
+TEST_CASE("format_forward: table rows, JSON fields and CSV lines", "[format]") {
+  const Model m = tiny_model();
+  const ForwardAnalysis a = hand_made();
+  const RunInfo info{"tiny.safetensors", "3 token ids"};
+
+  const std::string table = format_forward(a, m, info, Format::table);
+  CHECK_THAT(table, Catch::StartsWith("model: tiny.safetensors (L=1, H=2, d=4)\ninput: 3 token ids\n"
+                                      "variant: skip=off mlp=none layernorm=none mask=none, centre: mean\n"));
+  CHECK_THAT(table, Catch::Contains("\n0      5.0000000000000000e-1     5.0000000000000000e-1     "
+                                    "5.0000000000000000e-1     77\n"));
+  CHECK_THAT(table, Catch::Contains("\n1      1.235e-70000              6.1728e-70001             "
+                                    "5.0000000000000000e-1     4\n"));
+
+  const auto j = nlohmann::json::parse(format_forward(a, m, info, Format::json));
+  CHECK(j.at("precision_bits") == 257);
+  CHECK(j.at("check_precision_bits") == 513);
+  CHECK(j.at("variant").at("skip") == "off");
+  CHECK(j.at("layers").size() == 2);
+  CHECK(j.at("layers")[1].at("relative_residual") == "1.235e-70000");
+  CHECK(j.at("layers")[1].at("residual").at("frobenius") == "< 1e-300");
+  CHECK(j.at("layers")[1].at("digits") == 4);
+  CHECK(j.at("layers")[1].at("digits_by_quantity").at("relative_residual") == 4);
+  CHECK(j.at("model").at("layers") == 1);
+
+  const std::string csv = format_forward(a, m, info, Format::csv);
+  CHECK(csv ==
+        "layer,residual_composite,residual_one,residual_inf,residual_frobenius,norm_composite,norm_frobenius,"
+        "relative_residual,digits\n"
+        "0,5.0000000000000000e-1,5.0000000000000000e-1,5.0000000000000000e-1,5.0000000000000000e-1,"
+        "5.0000000000000000e-1,5.0000000000000000e-1,5.0000000000000000e-1,77\n"
+        "1,6.1728e-70001,5.0000000000000000e-1,5.0000000000000000e-1,< 1e-300,5.0000000000000000e-1,"
+        "5.0000000000000000e-1,1.235e-70000,4\n");
+  CHECK(parse_format("csv") == Format::csv);
+  CHECK_THROWS_AS(parse_format("xml"), std::invalid_argument);
+}
