@@ -127,10 +127,31 @@ ProgressFn batch_progress(const ProgressFn& progress, std::size_t i, std::size_t
   };
 }
 
+void check_batch_inputs(const Model& model, const std::vector<InputSpec>& inputs) {
+  for (const InputSpec& in : inputs) {
+    if (in.kind != InputSpec::Kind::tokens) continue;
+    if (!model.embeddings())
+      throw std::invalid_argument(in.source + ": " + model.source() +
+                                  " has no embedding tables; use --input or --random-input");
+    const Embeddings& e = *model.embeddings();
+    if (in.tokens.empty()) throw std::invalid_argument(in.source + ": the sequence is empty");
+    if (static_cast<long>(in.tokens.size()) > e.max_positions())
+      throw std::invalid_argument(in.source + ": sequence of " + std::to_string(in.tokens.size()) +
+                                  " tokens is longer than the position table (" + std::to_string(e.max_positions()) +
+                                  ")");
+    for (std::size_t i = 0; i < in.tokens.size(); ++i)
+      if (in.tokens[i] < 0 || in.tokens[i] >= e.vocab_size())
+        throw std::invalid_argument(in.source + ": token " + std::to_string(i) + " has id " +
+                                    std::to_string(in.tokens[i]) + ", outside the vocabulary [0, " +
+                                    std::to_string(e.vocab_size()) + ") of " + model.source());
+  }
+}
+
 BatchForwardAnalysis analyze_forward_batch(const Model& model, const Variant& variant,
                                            const std::vector<InputSpec>& inputs, const PrecisionRequest& request,
                                            Center center, int threads, const ProgressFn& progress) {
   if (inputs.empty()) throw std::invalid_argument("batch: no inputs");
+  check_batch_inputs(model, inputs);
   BatchForwardAnalysis out;
   out.runs.resize(inputs.size());
   for_each_input(inputs.size(), threads, [&](std::size_t i) {
@@ -148,6 +169,7 @@ BatchCollapseResult run_collapse_batch(const Model& model, const std::vector<Inp
                                        const PrecisionRequest& precision, CollapseConventions conventions,
                                        int threads, const ProgressFn& progress) {
   if (inputs.empty()) throw std::invalid_argument("batch: no inputs");
+  check_batch_inputs(model, inputs);
   BatchCollapseResult out;
   out.conventions = conventions;
   out.runs.resize(inputs.size());

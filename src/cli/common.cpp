@@ -54,7 +54,7 @@ void InputOptions::add(CLI::App& app, bool required, bool batches) {
                  "drawn)")
       ->needs(r);
   if (batches) {
-    app.add_option("--batch", batch_size, "B: a batch of B random inputs of N tokens, seeds SEED..SEED+B-1")->needs(r);
+    app.add_option("--batch", batch_size, "B: a batch of B random inputs of N tokens, seeds SEED..SEED+B-1 (default: one input)")->needs(r);
     app.add_option("--threads", threads,
                    "batches: inputs analysed in parallel (0: all cores); the output does not depend on it")
         ->default_val(1);

@@ -130,10 +130,9 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
 
 std::string describe(CollapseConventions c) {
   if (c == CollapseConventions::paper)
-    return "paper (Figure 2, the notebook's surgery: SAN = LN_1(Attn(X)), i.e. layernorm post with mlp none, "
-           "which applies LN_1 only; SAN+MLP and SAN+skip with layernorm post; transformer = the model as trained)";
-  return "theory (SAN = skip off, mlp none, layernorm none: the theorems' SAN; SAN+MLP and SAN+skip keep the "
-         "model's own LayerNorm; --conventions paper for Figure 2's)";
+    return "paper (Figure 2: SAN = LN_1(Attn(X)), i.e. layernorm post with mlp none: LN_1 only, no LN_2; SAN+MLP "
+           "and SAN+skip with layernorm post; transformer = the model as trained)";
+  return "theory (SAN without LayerNorm, as in the theorems; --conventions paper for Figure 2's)";
 }
 
 std::string format_collapse(const CollapseResult& r, const Model& model, const RunInfo& info, Format f) {

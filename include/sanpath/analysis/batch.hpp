@@ -48,6 +48,13 @@ void for_each_input(std::size_t count, int threads, const std::function<void(std
 /// `progress` is empty.
 ProgressFn batch_progress(const ProgressFn& progress, std::size_t i, std::size_t count);
 
+/// Checks every token input against the model's embeddings before any work
+/// (a batch fails at once, not after hours): an empty sequence, one longer
+/// than the position table or an id outside the vocabulary throws
+/// std::invalid_argument naming the input's source (for a token file
+/// "<file>: line <k>") and the token.
+void check_batch_inputs(const Model& model, const std::vector<InputSpec>& inputs);
+
 /// analyze_forward on every input, and the statistics of each layer's
 /// relative residual. layers[l] summarises runs[·].layers[l].relative_residual.
 struct BatchForwardAnalysis {
@@ -58,7 +65,7 @@ BatchForwardAnalysis analyze_forward_batch(const Model& model, const Variant& va
                                            const std::vector<InputSpec>& inputs, const PrecisionRequest& request,
                                            Center center, int threads, const ProgressFn& progress = {});
 
-/// run_collapse on every input. layers[v][l] summarises the relative residual
+/// run_collapse on every input (after check_batch_inputs). layers[v][l] summarises the relative residual
 /// of variant v at layer l over the batch.
 struct BatchCollapseResult {
   CollapseConventions conventions = CollapseConventions::theory;
