@@ -135,6 +135,19 @@ std::string describe(CollapseConventions c) {
   return "theory (SAN without LayerNorm, as in the theorems; --conventions paper for Figure 2's)";
 }
 
+namespace {
+
+/// The first lines of every collapse table: experiment, model, input, conventions.
+void collapse_header(std::ostringstream& o, const Model& model, const RunInfo& info, CollapseConventions c) {
+  o << "Rank collapse, the paper's Section 4 experiment (Dong, Cordonnier & Loukas, ICML 2021)\n";
+  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
+    << ", d=" << model.arch().d_model << ", d_qk=" << model.arch().d_qk << ", d_ff=" << model.arch().d_ff << ")\n";
+  o << "input: " << info.input << "\n";
+  o << "conventions: " << describe(c) << "\n";
+}
+
+}  // namespace
+
 std::string format_collapse(const CollapseResult& r, const Model& model, const RunInfo& info, Format f) {
   if (f == Format::json) {
     ordered_json j;
@@ -163,11 +176,7 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
           << (lr.digits ? std::to_string(*lr.digits) : "") << ',' << r.analyses[i].precision.bits << '\n';
     return o.str();
   }
-  o << "Rank collapse, the paper's Section 4 experiment (Dong, Cordonnier & Loukas, ICML 2021)\n";
-  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
-    << ", d=" << model.arch().d_model << ", d_qk=" << model.arch().d_qk << ", d_ff=" << model.arch().d_ff << ")\n";
-  o << "input: " << info.input << "\n";
-  o << "conventions: " << describe(r.conventions) << "\n";
+  collapse_header(o, model, info, r.conventions);
   o << "relative residual ‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} per layer; digits confirmed in brackets\n\n";
   o << pad("layer", 7);
   for (const NamedVariant& v : r.variants) o << pad(v.name, 30);
@@ -337,11 +346,7 @@ std::string format_collapse_batch(const BatchCollapseResult& r, const std::vecto
         o << r.variants[v].name << ',' << l << ',' << statistics_csv_row(r.layers[v][l]) << '\n';
     return o.str();
   }
-  o << "Rank collapse, the paper's Section 4 experiment (Dong, Cordonnier & Loukas, ICML 2021)\n";
-  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
-    << ", d=" << model.arch().d_model << ", d_qk=" << model.arch().d_qk << ", d_ff=" << model.arch().d_ff << ")\n";
-  o << "input: " << info.input << "\n";
-  o << "conventions: " << describe(r.conventions) << "\n";
+  collapse_header(o, model, info, r.conventions);
   o << "relative residual ‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} per layer, mean ± sample standard deviation over "
     << r.runs.size() << " inputs; digits of the mean in brackets; min, median, max in --format json\n\n";
   o << pad("layer", 7);
