@@ -92,12 +92,12 @@ InputBatch InputOptions::specs() const {
   r.residual = residual;
   if (random_n < 1 || random_n > (1 << 20))
     throw UsageError("--random-input: " + std::to_string(random_n) + " tokens is outside [1, 1048576]");
-  if (batch_size != 0) {
-    if (batch_size < 1 || batch_size > (1 << 20))
-      throw UsageError("--batch: " + std::to_string(batch_size) + " inputs is outside [1, 1048576]");
-    b.inputs = random_input_batch(r, batch_size);
+  if (batch_size) {
+    if (*batch_size < 1 || *batch_size > (1 << 20))
+      throw UsageError("--batch: " + std::to_string(*batch_size) + " inputs is outside [1, 1048576]");
+    b.inputs = random_input_batch(r, *batch_size);
     b.batch = true;
-    const std::uint64_t last = seed + static_cast<std::uint64_t>(batch_size) - 1;
+    const std::uint64_t last = seed + static_cast<std::uint64_t>(*batch_size) - 1;
     b.description =
         describe_batch(b.inputs, "--random-input (seeds " + std::to_string(seed) + ".." + std::to_string(last) + ")");
     return b;

@@ -41,7 +41,7 @@ struct InputOptions {
   std::string tokens;
   std::string tokens_file;
   int random_n = 0;
-  int batch_size = 0;
+  std::optional<int> batch_size;
   int threads = 1;
   std::uint64_t seed = 0;
   double spread = 1.0;

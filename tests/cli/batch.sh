@@ -147,5 +147,9 @@ else
   fail "--batch: input 2 differs from seed 4"
 fi
 
+"$SANPATH" forward -q --model "$T/fig" --random-input 5 --batch 0 >"$T/out" 2>"$T/err"
+code=$?
+if [ $code = 2 ] && grep -q -- "--batch: 0 inputs" "$T/err" && [ ! -s "$T/out" ]; then ok "--batch 0 is refused"; else fail "--batch 0: exit $code, $(cat "$T/err")"; fi
+
 echo "$failed failed"
 [ $failed = 0 ]
