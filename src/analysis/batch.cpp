@@ -75,7 +75,7 @@ BatchStatistic summarize(const std::vector<Quantity>& values) {
   for (const Quantity& q : values)
     worst = std::max(worst, BigReal(BigReal(q.value, prec) * pow(BigReal(10, prec), BigReal(1 - *q.digits, prec))));
   const BigReal err = sqrt(b / (b - 1)) * worst;
-  if (sd > 0 && err == 0) {
+  if (err == 0) {  // every value is exactly 0
     s.stddev = known(sd, digits);
   } else if (sd > 0 && err < sd) {
     const int d = static_cast<int>(std::floor(log10_abs(sd) - log10_abs(err))) + 1;

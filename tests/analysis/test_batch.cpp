@@ -72,6 +72,11 @@ TEST_CASE("summarize: a spread below the inputs' accuracy is not printed as a nu
   CHECK(s.stddev->below_resolution);
   CHECK(s.stddev->str().rfind("< ", 0) == 0);
   CHECK_FALSE(s.mean.below_resolution);
+  // Identical inputs: a spread of exactly 0 is known only to the inputs' accuracy.
+  const BatchStatistic same = summarize({with_digits(0.25, 20), with_digits(0.25, 20)});
+  REQUIRE(same.stddev);
+  CHECK(same.stddev->below_resolution);
+  CHECK(same.stddev->str() == "< 1e-19");  // sqrt(2)·0.25·1e-19 = 3.5e-20 → the next power of ten
 }
 
 TEST_CASE("summarize: a value below resolution makes the statistics upper bounds") {
