@@ -2,8 +2,24 @@
 
 namespace sanpath {
 
-std::vector<NamedVariant> collapse_variants(const Variant& own) {
+std::string to_string(CollapseConventions c) { return c == CollapseConventions::paper ? "paper" : "theory"; }
+
+CollapseConventions parse_conventions(const std::string& text, const std::string& what) {
+  if (text == "theory") return CollapseConventions::theory;
+  if (text == "paper") return CollapseConventions::paper;
+  throw std::invalid_argument(what + ": '" + text + "' is not one of paper, theory");
+}
+
+std::vector<NamedVariant> collapse_variants(const Variant& own, CollapseConventions conventions) {
   std::vector<NamedVariant> v;
+  if (conventions == CollapseConventions::paper) {
+    const LayerNormKind post = LayerNormKind::post;
+    v.push_back({"SAN", {false, MlpKind::none, post, own.mask}});
+    v.push_back({"SAN+MLP", {false, MlpKind::residual, post, own.mask}});
+    v.push_back({"SAN+skip", {true, MlpKind::none, post, own.mask}});
+    v.push_back({"transformer", own});
+    return v;
+  }
   v.push_back({"SAN", Variant::san(own.mask)});
   v.push_back({"SAN+MLP", {false, MlpKind::residual, own.layernorm, own.mask}});
   v.push_back({"SAN+skip", {true, MlpKind::none, own.layernorm, own.mask}});
@@ -36,9 +52,10 @@ RandomInputSpec default_collapse_input() {
 }
 
 CollapseResult run_collapse(const Model& model, const InputSpec& input, const PrecisionRequest& precision,
-                            const ProgressFn& progress) {
+                            const ProgressFn& progress, CollapseConventions conventions) {
   CollapseResult r;
-  const std::vector<NamedVariant> all = collapse_variants(model.arch().variant);
+  r.conventions = conventions;
+  const std::vector<NamedVariant> all = collapse_variants(model.arch().variant, conventions);
   for (std::size_t i = 0; i < all.size(); ++i) {
     const NamedVariant& nv = all[i];
     try {

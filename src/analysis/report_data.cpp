@@ -1,15 +1,20 @@
 #include "sanpath/analysis/report_data.hpp"
 
+#include <stdexcept>
+
 namespace sanpath {
 
-HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
-                        const ProgressFn& progress) {
+namespace {
+
+/// The report of `input` around its collapse result: bounds and path lengths.
+HtmlReport report_on(const Model& model, const InputSpec& input, const ReportRequest& request,
+                     CollapseResult collapse, const ProgressFn& progress) {
   HtmlReport r;
   r.info = request.info;
   r.generator = request.generator;
   r.arch = model.arch();
   r.precision = request.precision;
-  r.collapse = run_collapse(model, input, request.precision, prefixed_progress(progress, "collapse: "));
+  r.collapse = std::move(collapse);
   r.bounds_variant = Variant::san(model.arch().variant.mask);
   BoundsRequest bounds = request.bounds;
   bounds.precision = request.precision;  // one precision request for the whole report
@@ -17,6 +22,25 @@ HtmlReport build_report(const Model& model, const InputSpec& input, const Report
   r.paths_variant = {true, MlpKind::none, LayerNormKind::none, model.arch().variant.mask};
   r.lengths = analyze_length_sums(model, r.paths_variant, input, request.precision,
                                   prefixed_progress(progress, "path lengths: "));
+  return r;
+}
+
+}  // namespace
+
+HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
+                        const ProgressFn& progress) {
+  CollapseResult collapse = run_collapse(model, input, request.precision, prefixed_progress(progress, "collapse: "),
+                                         request.conventions);
+  return report_on(model, input, request, std::move(collapse), progress);
+}
+
+HtmlReport build_report(const Model& model, const std::vector<InputSpec>& inputs, const ReportRequest& request,
+                        int threads, const ProgressFn& progress) {
+  if (inputs.empty()) throw std::invalid_argument("report: no inputs");
+  BatchCollapseResult batch = run_collapse_batch(model, inputs, request.precision, request.conventions, threads,
+                                                 prefixed_progress(progress, "collapse: "));
+  HtmlReport r = report_on(model, inputs.front(), request, batch.runs.front(), progress);
+  r.batch = std::move(batch);
   return r;
 }
 

@@ -14,7 +14,7 @@ void register_forward(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   o->model.add(*cmd);
-  o->input.add(*cmd);
+  o->input.add(*cmd, true, true);
   o->variant.add(*cmd);
   o->precision.add(*cmd);
   cmd->add_option("--center", o->center, "residual centre: mean|median|optimal (optimal: an enclosure)")
@@ -27,7 +27,13 @@ void register_forward(CLI::App& app) {
       "resolves print as '< 1e-N'.\n\nExamples:\n"
       "  sanpath forward --model ../shared/data/real-models/bert-ticket-classifier --tokens 2,15,27,3\n"
       "  sanpath forward --model model.safetensors --random-input 16 --seed 1 --skip off --mlp none "
-      "--layernorm none --precision auto --format json\n");
+      "--layernorm none --precision auto --format json\n"
+      "  sanpath forward --model ../shared/data/real-models/bert-ticket-classifier --tokens-file tokens.txt "
+      "--threads 2\n\n"
+      "A batch (--tokens-file, --random-input N --batch B, or --input with X of shape [b, n, d]) prints per-layer "
+      "statistics of the relative residual over the inputs (mean, sample standard deviation, min, median, max); "
+      "each input runs at its own precision and is confirmed by its own second run; --format json adds every "
+      "input's own values.\n");
   cmd->callback([o] {
     const Format fmt = o->out.parsed();
     const PrecisionRequest req = o->precision.request();
@@ -35,9 +41,15 @@ void register_forward(CLI::App& app) {
     const Center center = as_usage("--center", [&] { return parse_center(o->center); });
     const Model model = o->model.load();
     const Variant v = model.resolve(ov);
-    const InputSpec in = o->input.spec();
-    const ForwardAnalysis a = analyze_forward(model, v, in, req, center, o->out.progress());
-    o->out.emit(format_forward(a, model, {o->model.path, in.describe()}, fmt));
+    const InputBatch in = o->input.specs();
+    if (in.batch) {
+      const BatchForwardAnalysis a =
+          analyze_forward_batch(model, v, in.inputs, req, center, o->input.threads, o->out.progress());
+      o->out.emit(format_forward_batch(a, in.inputs, model, {o->model.path, in.description}, fmt));
+      return;
+    }
+    const ForwardAnalysis a = analyze_forward(model, v, in.inputs.front(), req, center, o->out.progress());
+    o->out.emit(format_forward(a, model, {o->model.path, in.description}, fmt));
   });
 }
 

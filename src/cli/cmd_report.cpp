@@ -17,14 +17,17 @@ void register_report(CLI::App& app) {
     PrecisionOptions precision;
     std::string out;
     std::string gamma = "1";
+    std::string conventions = "theory";
     bool quiet = false;
   };
   auto o = std::make_shared<Opts>();
   o->model.add(*cmd, false);
   cmd->get_option("--model")->description(cmd->get_option("--model")->get_description() +
                                           " (default: the embedded default model of `sanpath collapse`)");
-  o->input.add(*cmd, false);
+  o->input.add(*cmd, false, true);
   o->precision.add(*cmd);
+  cmd->add_option("--conventions", o->conventions, "the collapse section's curves: theory|paper (as `sanpath collapse`)")
+      ->default_val("theory");
   cmd->add_option("--gamma", o->gamma, "the bound's factor γ (arXiv v2 of the paper; 1 = the ICML statement)")
       ->default_val("1");
   cmd->add_option("--out,-o", o->out, "the HTML file to write (atomically)")
@@ -41,17 +44,22 @@ void register_report(CLI::App& app) {
       "input of 8 tokens (seed 1), its default input. Progress: a bar on stderr when it is a terminal.\n\n"
       "Examples:\n  sanpath report --out report.html\n"
       "  sanpath report --model ../shared/data/real-models/bert-ticket-classifier --tokens 2,15,27,3 "
-      "--out bert.html\n");
+      "--out bert.html\n"
+      "  sanpath report --model BERT_FOLDER --tokens-file tokens.txt --conventions paper --threads 2 --out fig2.html\n\n"
+      "A batch (--tokens-file, --random-input N --batch B, or --input with X of shape [b, n, d]): the collapse "
+      "section draws the mean over the inputs with ±std bands; bounds and path lengths analyse the first input.\n");
   cmd->callback([o] {
     ReportRequest req;
     req.precision = o->precision.request();
     req.bounds.gamma = as_usage("--gamma", [&] { return BoundsRequest::parse_gamma(o->gamma); });
     req.generator = std::string("sanpath ") + SANPATH_VERSION;
+    req.conventions = as_usage("--conventions", [&] { return parse_conventions(o->conventions, "conventions"); });
     const bool embedded = o->model.path.empty();
     const Model model = embedded ? random_model(default_collapse_model()) : o->model.load();
-    const InputSpec in = o->input.given() ? o->input.spec() : InputSpec::from_random(default_collapse_input());
-    req.info = {embedded ? "embedded default (random BERT-shaped, seed 0)" : o->model.path, in.describe()};
-    const HtmlReport report = build_report(model, in, req, terminal_progress(o->quiet));
+    const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()));
+    req.info = {embedded ? "embedded default (random BERT-shaped, seed 0)" : o->model.path, in.description};
+    const HtmlReport report = in.batch ? build_report(model, in.inputs, req, o->input.threads, terminal_progress(o->quiet))
+                                       : build_report(model, in.inputs.front(), req, terminal_progress(o->quiet));
     check_interrupt();  // an interrupted run writes nothing
     write_html_report(o->out, report);
   });

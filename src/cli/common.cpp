@@ -3,6 +3,7 @@
 
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/inputs.hpp"
 #include "sanpath/io/safetensors.hpp"
 #include "sanpath/core/resources.hpp"
 
@@ -25,12 +26,19 @@ void ModelOptions::add(CLI::App& app, bool required) {
 
 Model ModelOptions::load() const { return load_model(path); }
 
-void InputOptions::add(CLI::App& app, bool required) {
+void InputOptions::add(CLI::App& app, bool required, bool batches) {
   auto* g = app.add_option_group("input", required ? "X^0, n tokens × d_model features: exactly one of these"
                                                    : "X^0, n tokens × d_model features: at most one of these "
                                                      "(default: the command's own input, see below)");
-  auto* f = g->add_option("--input", file, "safetensors file holding one tensor named X of shape [n, d_model]");
-  auto* t = g->add_option("--tokens", tokens, "comma-separated token ids, embedded with the model's own embeddings");
+  g->add_option("--input", file,
+                batches ? "safetensors file holding one tensor named X of shape [n, d_model], or [b, n, d_model] "
+                          "for a batch of b inputs"
+                        : "safetensors file holding one tensor named X of shape [n, d_model]");
+  g->add_option("--tokens", tokens, "comma-separated token ids, embedded with the model's own embeddings");
+  if (batches)
+    g->add_option("--tokens-file", tokens_file,
+                  "a batch: one sequence of comma-separated token ids per line (lengths may differ; blank lines and "
+                  "'#' comments skipped)");
   auto* r = g->add_option("--random-input", random_n, "N: a seeded random input of N tokens (X = 1cᵀ + R)");
   if (required) {
     g->require_option(1);
@@ -45,28 +53,37 @@ void InputOptions::add(CLI::App& app, bool required) {
                  "scale R so that the initial residual ‖X − 1 mean(X)ᵀ‖_{1,∞} equals this value (default: R as "
                  "drawn)")
       ->needs(r);
-  (void)f;
-  (void)t;
+  if (batches) {
+    app.add_option("--batch", batch_size, "B: a batch of B random inputs of N tokens, seeds SEED..SEED+B-1 (default: one input)")->needs(r);
+    app.add_option("--threads", threads,
+                   "batches: inputs analysed in parallel (0: all cores); the output does not depend on it")
+        ->default_val(1);
+  }
 }
 
-InputSpec InputOptions::spec() const {
+InputBatch InputOptions::specs() const {
+  if (threads < 0) throw UsageError("--threads: " + std::to_string(threads) + " is negative");
+  InputBatch b;
   if (!file.empty()) {
-    const SafetensorsFile st = SafetensorsFile::read(file);
-    const Tensor& x = st.at("X");
-    if (x.shape.size() != 2)
-      throw std::invalid_argument(file + ": X: shape has " + std::to_string(x.shape.size()) +
-                                  " dimensions, expected [n, d_model]");
-    MatrixXd X(x.shape[0], x.shape[1]);
-    for (Eigen::Index i = 0; i < X.rows(); ++i)
-      for (Eigen::Index j = 0; j < X.cols(); ++j) X(i, j) = x.values[static_cast<std::size_t>(i * X.cols() + j)];
-    return InputSpec::from_matrix(std::move(X), file);
+    b.inputs = read_input_tensor(file);
+    b.batch = b.inputs.front().source != file;  // [b, n, d]: the inputs are named "<file>[i]"
+    b.description = b.batch ? describe_batch(b.inputs, file + " (X of shape [b, n, d])") : b.inputs[0].describe();
+    return b;
+  }
+  if (!tokens_file.empty()) {
+    b.inputs = read_token_file(tokens_file);
+    b.batch = true;
+    b.description = describe_batch(b.inputs, tokens_file);
+    return b;
   }
   if (!tokens.empty()) {
     try {
-      return InputSpec::from_tokens(parse_token_list(tokens, "--tokens"));
+      b.inputs.push_back(InputSpec::from_tokens(parse_token_list(tokens, "--tokens")));
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());  // the message already names --tokens
     }
+    b.description = b.inputs[0].describe();
+    return b;
   }
   RandomInputSpec r;
   r.n = random_n;
@@ -75,7 +92,36 @@ InputSpec InputOptions::spec() const {
   r.residual = residual;
   if (random_n < 1 || random_n > (1 << 20))
     throw UsageError("--random-input: " + std::to_string(random_n) + " tokens is outside [1, 1048576]");
-  return InputSpec::from_random(r);
+  if (batch_size) {
+    if (*batch_size < 1 || *batch_size > (1 << 20))
+      throw UsageError("--batch: " + std::to_string(*batch_size) + " inputs is outside [1, 1048576]");
+    b.inputs = random_input_batch(r, *batch_size);
+    b.batch = true;
+    const std::uint64_t last = seed + static_cast<std::uint64_t>(*batch_size) - 1;
+    b.description =
+        describe_batch(b.inputs, "--random-input (seeds " + std::to_string(seed) + ".." + std::to_string(last) + ")");
+    return b;
+  }
+  b.inputs.push_back(InputSpec::from_random(r));
+  b.description = b.inputs[0].describe();
+  return b;
+}
+
+InputBatch InputOptions::specs_or(InputSpec fallback) const {
+  if (given()) return specs();
+  InputBatch b;
+  b.description = fallback.describe();
+  b.inputs.push_back(std::move(fallback));
+  return b;
+}
+
+InputSpec InputOptions::spec() const {
+  InputBatch b = specs();
+  if (b.batch)
+    throw UsageError((file.empty() ? std::string("--tokens-file") : file + ": X") + ": a batch of " +
+                     std::to_string(b.inputs.size()) +
+                     " inputs; this command analyses one input (batches: forward, collapse, report)");
+  return std::move(b.inputs.front());
 }
 
 void VariantOptions::add(CLI::App& app) {

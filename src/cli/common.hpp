@@ -27,17 +27,35 @@ struct ModelOptions {
   Model load() const;
 };
 
+/// The inputs of a command that accepts batches.
+struct InputBatch {
+  std::vector<InputSpec> inputs;
+  /// A batch option was used (--tokens-file, --batch, or --input with X of
+  /// shape [b, n, d]): the output is the batch form, even for b = 1.
+  bool batch = false;
+  std::string description;  ///< the single input's describe(), or describe_batch
+};
+
 struct InputOptions {
   std::string file;
   std::string tokens;
+  std::string tokens_file;
   int random_n = 0;
+  std::optional<int> batch_size;
+  int threads = 1;
   std::uint64_t seed = 0;
   double spread = 1.0;
   std::optional<double> residual;
-  /// `required`: exactly one input option must be given; otherwise at most one.
-  void add(CLI::App& app, bool required = true);
-  bool given() const { return !file.empty() || !tokens.empty() || random_n != 0; }
+  /// `required`: exactly one input option must be given; otherwise at most
+  /// one. `batches`: also --tokens-file, --batch and --threads.
+  void add(CLI::App& app, bool required = true, bool batches = false);
+  bool given() const { return !file.empty() || !tokens.empty() || !tokens_file.empty() || random_n != 0; }
+  /// One input; a batch is refused naming the option.
   InputSpec spec() const;
+  /// The input or the batch (commands with `batches`).
+  InputBatch specs() const;
+  /// specs(), or `fallback` alone when no input option is given.
+  InputBatch specs_or(InputSpec fallback) const;
 };
 
 struct VariantOptions {

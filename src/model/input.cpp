@@ -1,5 +1,6 @@
 #include "sanpath/model/input.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -56,6 +57,26 @@ std::string InputSpec::describe() const {
       return source;
   }
   return source;
+}
+
+std::vector<InputSpec> random_input_batch(const RandomInputSpec& spec, int count) {
+  std::vector<InputSpec> out;
+  for (int i = 0; i < count; ++i) {
+    RandomInputSpec s = spec;
+    s.seed = spec.seed + static_cast<std::uint64_t>(i);
+    out.push_back(InputSpec::from_random(s));
+  }
+  return out;
+}
+
+std::string describe_batch(const std::vector<InputSpec>& inputs, const std::string& source) {
+  long lo = 0, hi = 0;
+  for (const InputSpec& in : inputs) {
+    lo = lo == 0 ? in.rows() : std::min(lo, in.rows());
+    hi = std::max(hi, in.rows());
+  }
+  return std::to_string(inputs.size()) + (inputs.size() == 1 ? " input" : " inputs") + " from " + source +
+         ", n = " + (lo == hi ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi)) + " tokens";
 }
 
 std::vector<long> parse_token_list(const std::string& text, const std::string& what) {

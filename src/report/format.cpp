@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iomanip>
 #include <sstream>
 #include <stdexcept>
@@ -122,11 +123,32 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
   return text_table::trim_line_ends(o.str());
 }
 
+std::string describe(CollapseConventions c) {
+  if (c == CollapseConventions::paper)
+    return "paper (Figure 2: SAN = LN_1(Attn(X)), i.e. layernorm post with mlp none: LN_1 only, no LN_2; SAN+MLP "
+           "and SAN+skip with layernorm post; transformer = the model as trained)";
+  return "theory (SAN without LayerNorm, as in the theorems; --conventions paper for Figure 2's)";
+}
+
+namespace {
+
+/// The first lines of every collapse table: experiment, model, input, conventions.
+void collapse_header(std::ostringstream& o, const Model& model, const RunInfo& info, CollapseConventions c) {
+  o << "Rank collapse, the paper's Section 4 experiment (Dong, Cordonnier & Loukas, ICML 2021)\n";
+  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
+    << ", d=" << model.arch().d_model << ", d_qk=" << model.arch().d_qk << ", d_ff=" << model.arch().d_ff << ")\n";
+  o << "input: " << info.input << "\n";
+  o << "conventions: " << describe(c) << "\n";
+}
+
+}  // namespace
+
 std::string format_collapse(const CollapseResult& r, const Model& model, const RunInfo& info, Format f) {
   if (f == Format::json) {
     ordered_json j;
     j["model"] = model_json(model, info);
     j["input"] = info.input;
+    j["conventions"] = to_string(r.conventions);
     ordered_json vs = ordered_json::array();
     for (std::size_t i = 0; i < r.variants.size(); ++i) {
       const ForwardAnalysis& a = r.analyses[i];
@@ -149,10 +171,7 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
           << (lr.digits ? std::to_string(*lr.digits) : "") << ',' << r.analyses[i].precision.bits << '\n';
     return o.str();
   }
-  o << "Rank collapse, the paper's Section 4 experiment (Dong, Cordonnier & Loukas, ICML 2021)\n";
-  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
-    << ", d=" << model.arch().d_model << ", d_qk=" << model.arch().d_qk << ", d_ff=" << model.arch().d_ff << ")\n";
-  o << "input: " << info.input << "\n";
+  collapse_header(o, model, info, r.conventions);
   o << "relative residual ‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} per layer; digits confirmed in brackets\n\n";
   o << pad("layer", 7);
   for (const NamedVariant& v : r.variants) o << pad(v.name, 30);
@@ -174,6 +193,173 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
   for (std::size_t i = 0; i < r.variants.size(); ++i)
     o << pad(r.variants[i].name + ":", 10) << to_string(r.variants[i].variant) << "; " << precision_line(r.analyses[i])
       << "\n";
+  return text_table::trim_line_ends(o.str());
+}
+
+namespace {
+
+ordered_json statistic_json(const BatchStatistic& s) {
+  const ordered_json null = nullptr;
+  return {{"mean", s.mean.str()},
+          {"stddev", s.stddev ? ordered_json(s.stddev->str()) : null},
+          {"min", s.min.str()},
+          {"median", s.median.str()},
+          {"max", s.max.str()},
+          {"digits",
+           {{"mean", digits_json(s.mean.digits)},
+            {"stddev", s.stddev ? digits_json(s.stddev->digits) : null},
+            {"min", digits_json(s.min.digits)},
+            {"median", digits_json(s.median.digits)},
+            {"max", digits_json(s.max.digits)}}}};
+}
+
+const char* const statistics_text =
+    "over the batch: mean, sample standard deviation (divisor b-1), min, median, max of each input's own value";
+
+/// At most `digits` significant digits of q (a table cell; JSON has them all).
+std::string short_str(Quantity q, int digits) {
+  limit_digits(q, digits);
+  return q.str();
+}
+
+/// "128 bits" or "128–257 bits (by input)", with how digits were confirmed.
+std::string batch_precision_text(const std::vector<const ForwardAnalysis*>& runs) {
+  long lo = 0, hi = 0;
+  bool confirmed = true, ceiling = false;
+  for (const ForwardAnalysis* a : runs) {
+    const long b = a->precision.native_double ? 53 : a->precision.bits;
+    lo = lo == 0 ? b : std::min(lo, b);
+    hi = std::max(hi, b);
+    confirmed = confirmed && a->check.has_value();
+    ceiling = ceiling || a->ceiling_reached;
+  }
+  std::string s = "precision: " + (lo == hi ? std::to_string(lo) + " bits" : std::to_string(lo) + "–" +
+                                                                               std::to_string(hi) + " bits (by input)");
+  s += confirmed ? ", digits confirmed per input by a run one tier up" : ", not every input confirmed";
+  if (ceiling) s += "; CEILING REACHED for some input: its smallest residuals are not resolved";
+  return s;
+}
+
+ordered_json input_run_json(const ForwardAnalysis& a, const InputSpec& in) {
+  ordered_json j;
+  j["input"] = in.describe();
+  j.update(precision_json(a));
+  ordered_json layers = ordered_json::array();
+  for (const LayerReport& r : a.layers) layers.push_back(layer_json(r));
+  j["layers"] = layers;
+  return j;
+}
+
+ordered_json statistics_layers_json(const std::vector<BatchStatistic>& layers) {
+  ordered_json out = ordered_json::array();
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    out.push_back({{"layer", l}, {"relative_residual", statistic_json(layers[l])}});
+  return out;
+}
+
+std::string statistics_csv_row(const BatchStatistic& s) {
+  return s.mean.str() + ',' + (s.stddev ? s.stddev->str() : std::string()) + ',' + s.min.str() + ',' +
+         s.median.str() + ',' + s.max.str() + ',' + (s.mean.digits ? std::to_string(*s.mean.digits) : std::string());
+}
+
+}  // namespace
+
+std::string mean_std_cell(const BatchStatistic& s) {
+  std::string cell = short_str(s.mean, 5);
+  if (s.stddev) cell += " ± " + short_str(*s.stddev, 2);
+  return cell + " [" + (s.mean.digits ? std::to_string(*s.mean.digits) : std::string("?")) + "]";
+}
+
+std::string format_forward_batch(const BatchForwardAnalysis& a, const std::vector<InputSpec>& inputs,
+                                 const Model& model, const RunInfo& info, Format f) {
+  const Variant& variant = a.runs.front().variant;
+  const Center center = a.runs.front().center;
+  if (f == Format::json) {
+    ordered_json j;
+    j["model"] = model_json(model, info);
+    j["input"] = info.input;
+    j["batch"] = a.runs.size();
+    j["variant"] = variant_json(variant);
+    j["center"] = to_string(center);
+    j["statistics"] = statistics_text;
+    j["layers"] = statistics_layers_json(a.layers);
+    ordered_json runs = ordered_json::array();
+    for (std::size_t i = 0; i < a.runs.size(); ++i) runs.push_back(input_run_json(a.runs[i], inputs[i]));
+    j["inputs"] = runs;
+    return j.dump(2) + "\n";
+  }
+  std::ostringstream o;
+  if (f == Format::csv) {
+    o << "layer,mean,stddev,min,median,max,digits\n";
+    for (std::size_t l = 0; l < a.layers.size(); ++l) o << l << ',' << statistics_csv_row(a.layers[l]) << '\n';
+    return o.str();
+  }
+  std::vector<const ForwardAnalysis*> runs;
+  for (const ForwardAnalysis& r : a.runs) runs.push_back(&r);
+  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
+    << ", d=" << model.arch().d_model << ")\n";
+  o << "input: " << info.input << "\n";
+  o << "variant: " << to_string(variant) << ", centre: " << to_string(center) << "\n";
+  o << batch_precision_text(runs) << "\n";
+  o << "relative residual ‖res(X)‖_{1,∞}/‖X‖_{1,∞} " << statistics_text << "; digits of the mean in brackets\n\n";
+  o << pad("layer", 7) << pad("mean ± std", 34) << pad("min", 14) << pad("median", 14) << "max\n";
+  for (std::size_t l = 0; l < a.layers.size(); ++l) {
+    const BatchStatistic& s = a.layers[l];
+    o << pad(std::to_string(l), 7) << pad(mean_std_cell(s), 34) << pad(short_str(s.min, 5), 14)
+      << pad(short_str(s.median, 5), 14) << short_str(s.max, 5) << "\n";
+  }
+  o << "\nevery input's own values (and the unabridged statistics) in --format json\n";
+  return text_table::trim_line_ends(o.str());
+}
+
+std::string format_collapse_batch(const BatchCollapseResult& r, const std::vector<InputSpec>& inputs,
+                                  const Model& model, const RunInfo& info, Format f) {
+  if (f == Format::json) {
+    ordered_json j;
+    j["model"] = model_json(model, info);
+    j["input"] = info.input;
+    j["batch"] = r.runs.size();
+    j["conventions"] = to_string(r.conventions);
+    j["statistics"] = statistics_text;
+    ordered_json vs = ordered_json::array();
+    for (std::size_t v = 0; v < r.variants.size(); ++v) {
+      ordered_json runs = ordered_json::array();
+      for (std::size_t i = 0; i < r.runs.size(); ++i) runs.push_back(input_run_json(r.runs[i].analyses[v], inputs[i]));
+      vs.push_back({{"name", r.variants[v].name},
+                    {"variant", variant_json(r.variants[v].variant)},
+                    {"layers", statistics_layers_json(r.layers[v])},
+                    {"inputs", runs}});
+    }
+    j["variants"] = vs;
+    return j.dump(2) + "\n";
+  }
+  std::ostringstream o;
+  if (f == Format::csv) {
+    o << "variant,layer,mean,stddev,min,median,max,digits\n";
+    for (std::size_t v = 0; v < r.variants.size(); ++v)
+      for (std::size_t l = 0; l < r.layers[v].size(); ++l)
+        o << r.variants[v].name << ',' << l << ',' << statistics_csv_row(r.layers[v][l]) << '\n';
+    return o.str();
+  }
+  collapse_header(o, model, info, r.conventions);
+  o << "relative residual ‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} per layer, mean ± sample standard deviation over "
+    << r.runs.size() << " inputs; digits of the mean in brackets; min, median, max in --format json\n\n";
+  o << pad("layer", 7);
+  for (const NamedVariant& v : r.variants) o << pad(v.name, 34);
+  o << "\n";
+  const std::size_t rows = r.layers.empty() ? 0 : r.layers.front().size();
+  for (std::size_t l = 0; l < rows; ++l) {
+    o << pad(std::to_string(l), 7);
+    for (const std::vector<BatchStatistic>& v : r.layers) o << pad(mean_std_cell(v[l]), 34);
+    o << "\n";
+  }
+  o << "\n";
+  for (std::size_t v = 0; v < r.variants.size(); ++v) {
+    std::vector<const ForwardAnalysis*> runs;
+    for (const CollapseResult& c : r.runs) runs.push_back(&c.analyses[v]);
+    o << pad(r.variants[v].name + ":", 13) << to_string(r.variants[v].variant) << "; " << batch_precision_text(runs)
+      << "\n";
+  }
   return text_table::trim_line_ends(o.str());
 }
 

@@ -48,7 +48,7 @@ std::string variant_color(const std::string& name) {
   if (name == "SAN") return "#d62728";
   if (name == "SAN+MLP") return "#1f77b4";
   if (name == "SAN+skip") return "#2ca02c";
-  if (name == "full") return "#7b3fa0";
+  if (name == "full" || name == "transformer") return "#7b3fa0";
   return "#555555";
 }
 
@@ -103,6 +103,7 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
                    (a.shared_layers ? ", weights shared across layers" : ""));
   row("own structure", to_string(a.variant, VariantStyle::prose) + ", activation " + to_string(a.activation));
   row("input", r.info.input);
+  if (r.collapse.conventions == CollapseConventions::paper) row("collapse conventions", describe(r.collapse.conventions));
   row("precision requested", r.precision.describe() + (r.precision.confirm ? ", confirmed one tier up" : ""));
   for (std::size_t i = 0; i < r.collapse.variants.size(); ++i) {
     const ForwardAnalysis& f = r.collapse.analyses[i];
@@ -119,11 +120,23 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
   o << "</table>\n</section>\n";
 }
 
+/// log10(mean − std) and log10(mean + std) of a batch statistic: the band
+/// drawn around the mean (lo is −inf when mean − std ≤ 0). nullopt when the
+/// standard deviation is unknown or below resolution.
+std::optional<svg::BandPoint> band_of(double x, const BatchStatistic& s) {
+  if (!s.stddev || s.stddev->below_resolution || s.mean.below_resolution) return std::nullopt;
+  const BigReal lo = s.mean.value - s.stddev->value, hi = s.mean.value + s.stddev->value;
+  return svg::BandPoint{x, lo > 0 ? log10_abs(lo) : -INFINITY, log10_abs(hi)};
+}
+
 void collapse_section(std::ostringstream& o, const HtmlReport& r) {
   const CollapseResult& c = r.collapse;
+  const BatchCollapseResult* batch = r.batch ? &*r.batch : nullptr;
   svg::Chart ch;
   ch.id = "chart-collapse";
-  ch.title = "Relative residual per layer";
+  ch.title = batch ? "Relative residual per layer: mean ± standard deviation over " +
+                         std::to_string(batch->runs.size()) + " inputs"
+                   : "Relative residual per layer";
   ch.width = 1000;
   ch.height = 460;
   ch.x = {"layer l (0 = input)", false, true, {}, {}};
@@ -134,9 +147,18 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
     // SAN+skip and full often coincide on a log axis: SAN+skip is drawn
     // wider underneath, so both stay visible.
     if (name == "SAN+skip") s.line_width = 4.5;
-    for (const LayerReport& l : c.analyses[i].layers)
-      s.points.push_back(point_of(l.layer, l.relative_residual,
-                                  name + ", layer " + std::to_string(l.layer) + ": " + l.relative_residual.str()));
+    if (batch) {
+      for (std::size_t l = 0; l < batch->layers[i].size(); ++l) {
+        const BatchStatistic& st = batch->layers[i][l];
+        const double x = static_cast<double>(l);
+        s.points.push_back(point_of(x, st.mean, name + ", layer " + std::to_string(l) + ": " + mean_std_cell(st)));
+        if (const auto band = band_of(x, st)) s.band.push_back(*band);
+      }
+    } else {
+      for (const LayerReport& l : c.analyses[i].layers)
+        s.points.push_back(point_of(l.layer, l.relative_residual,
+                                    name + ", layer " + std::to_string(l.layer) + ": " + l.relative_residual.str()));
+    }
     ch.series.push_back(std::move(s));
   }
   o << "<section id=\"collapse\">\n<h2>1. Rank collapse: relative residual per layer</h2>\n";
@@ -144,6 +166,13 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
        "around its mean row, relative to the norm of X<sup>l</sup>, for the four variants. A pure SAN "
        "(no skip connections, no MLP, no LayerNorm) collapses doubly exponentially; the residual is computed at "
        "the precision it needs, so exponents far below double's 1e-308 appear as they are.</p>\n";
+  if (batch)
+    o << "<p>A batch of " << batch->runs.size()
+      << " inputs: lines are the mean over the inputs, shaded bands the mean ± the sample standard deviation "
+         "(where mean − std ≤ 0 the band reaches the bottom of the chart); every input ran at its own precision "
+         "with its own confirming run. Conventions: "
+      << escape(describe(batch->conventions))
+      << ". The bounds and path-length sections below analyse the first input of the batch.</p>\n";
   o << "<figure>" << svg::render(ch) << "</figure>\n";
   o << "<table id=\"table-collapse\" class=\"num\">\n<thead><tr><th>layer</th>";
   for (const NamedVariant& v : c.variants) o << "<th>" << escape(v.name) << "</th>";
@@ -152,14 +181,19 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
   for (std::size_t l = 0; l < rows; ++l) {
     o << "<tr><th>" << l << "</th>";
     for (std::size_t i = 0; i < c.variants.size(); ++i) {
+      o << "<td data-variant=\"" << escape(c.variants[i].name) << "\" data-layer=\"" << l << "\">";
+      if (batch) {
+        o << escape(mean_std_cell(batch->layers[i][l])) << "</td>";
+        continue;
+      }
       const LayerReport& lr = c.analyses[i].layers[l];
-      o << "<td data-variant=\"" << escape(c.variants[i].name) << "\" data-layer=\"" << l << "\">"
-        << escape(lr.relative_residual.str()) << " <span class=\"digits\">[" << digits_text(lr.relative_residual.digits)
+      o << escape(lr.relative_residual.str()) << " <span class=\"digits\">[" << digits_text(lr.relative_residual.digits)
         << "]</span></td>";
     }
     o << "</tr>\n";
   }
-  o << "</tbody>\n</table>\n<p class=\"caption\">Digits confirmed by the second run in brackets. Variants: ";
+  o << "</tbody>\n</table>\n<p class=\"caption\">Digits confirmed by the second run in brackets"
+    << (batch ? " (of the mean)" : "") << ". Variants: ";
   for (std::size_t i = 0; i < c.variants.size(); ++i)
     o << (i ? "; " : "") << "<b>" << escape(c.variants[i].name) << "</b> "
       << escape(to_string(c.variants[i].variant, VariantStyle::prose));

@@ -143,6 +143,10 @@ std::string render(const Chart& c) {
       if (std::isfinite(p.y)) ys.push_back(p.y);
       any_bound = any_bound || p.mark == Mark::upper_bound;
     }
+  for (const Series& s : c.series)
+    for (const BandPoint& b : s.band)
+      for (double v : {b.lo, b.hi})
+        if (std::isfinite(v)) ys.push_back(v);
   // Bars stand on the bottom of the axis: include a half unit either side.
   const bool has_bars =
       std::any_of(c.series.begin(), c.series.end(), [](const Series& s) { return s.style == SeriesStyle::bars; });
@@ -233,6 +237,15 @@ std::string render(const Chart& c) {
       }
       ++bar_index;
     } else {
+      if (!s.band.empty()) {
+        std::string d;
+        for (const BandPoint& b : s.band)
+          d += (d.empty() ? "M" : " L") + px(sx(b.x)) + ',' + px(sy(std::isfinite(b.hi) ? b.hi : y1));
+        for (auto b = s.band.rbegin(); b != s.band.rend(); ++b)
+          d += " L" + px(sx(b->x)) + ',' + px(sy(std::isfinite(b->lo) ? b->lo : y0));
+        o << "<path class=\"band\" d=\"" << d << " Z\" fill=\"" << escape(s.color)
+          << "\" fill-opacity=\"0.18\" stroke=\"none\"/>\n";
+      }
       // The line joins consecutive measured values; upper bounds break it.
       std::string d;
       bool pen = false;

@@ -121,3 +121,39 @@ TEST_CASE("the report is written atomically") {
   CHECK_THROWS_AS(write_html_report(std::string(SANPATH_TEST_TMP) + "/no/such/dir/report.html", r),
                   std::invalid_argument);
 }
+
+TEST_CASE("a batch: mean ± std cells and bands in the collapse chart; other sections on the first input") {
+  const Model m = tiny_san(3);
+  ReportRequest req;
+  req.info = {"tiny", "a batch"};
+  req.conventions = CollapseConventions::paper;
+  std::vector<InputSpec> inputs;
+  for (int i = 0; i < 3; ++i) {
+    RandomInputSpec r;
+    r.n = 4 + i;
+    r.seed = 20 + static_cast<std::uint64_t>(i);
+    inputs.push_back(InputSpec::from_random(r));
+  }
+  // Variants the model cannot run are skipped (no MLP weights: SAN+MLP).
+  const HtmlReport r = build_report(m, inputs, req, 2);
+  REQUIRE(r.batch);
+  REQUIRE(r.batch->runs.size() == 3);
+  CHECK(r.collapse.conventions == CollapseConventions::paper);
+  const std::string html = render_html(r);
+  const std::size_t variants = r.batch->variants.size();
+  CHECK(variants >= 3);
+  CHECK(count(html, "class=\"band\"") >= 1);
+  // Every cell of the collapse table is the batch's own mean ± std text.
+  for (std::size_t v = 0; v < variants; ++v) {
+    const std::string cell = "data-variant=\"" + r.batch->variants[v].name + "\" data-layer=\"1\">" +
+                             mean_std_cell(r.batch->layers[v][1]) + "</td>";
+    CHECK(html.find(cell) != std::string::npos);
+  }
+  CHECK(html.find("analyse the first input of the batch") != std::string::npos);
+  CHECK(html.find("collapse conventions") != std::string::npos);
+  // The sections beside the collapse analyse input 0.
+  CHECK(r.bounds.measured.depths.size() == 4);
+  for (std::size_t v = 0; v < variants; ++v)
+    CHECK(r.collapse.analyses[v].layers[2].relative_residual.str() ==
+          r.batch->runs[0].analyses[v].layers[2].relative_residual.str());
+}

@@ -144,3 +144,27 @@ TEST_CASE("bad ids and empty ranges are refused") {
   c.y.max = -1;
   CHECK_THROWS_AS(render(c), std::invalid_argument);
 }
+
+TEST_CASE("a band is one shaded path under its line; a non-finite lower edge reaches the bottom") {
+  Chart c = two_series();
+  c.y.min = -4;
+  c.y.max = 0;
+  c.series[0].band = {{0, -0.5, -0.1}, {1, -INFINITY, -2.0}};
+  const std::string s = render(c);
+  CHECK(count(s, "class=\"band\"") == 1);
+  CHECK(s.find("nan") == std::string::npos);
+  CHECK(s.find("inf") == std::string::npos);
+  // The band belongs to the SAN's group and comes before its line.
+  const std::size_t group = s.find("id=\"chart-test-san\""), band = s.find("class=\"band\""),
+                    line = s.find("class=\"line\"", group);
+  CHECK(group < band);
+  CHECK(band < line);
+  // Its lower edge at x = 1 is the plot's bottom: the same y as the axis frame's lower side.
+  const std::regex frame("<rect x=\"([0-9.]+)\" y=\"([0-9.]+)\" width=\"[0-9.]+\" height=\"([0-9.]+)\" fill=\"none\"");
+  std::smatch m;
+  REQUIRE(std::regex_search(s, m, frame));
+  const double bottom = std::stod(m[2]) + std::stod(m[3]);
+  const std::regex path("class=\"band\" d=\"M[0-9.]+,[0-9.]+ L[0-9.]+,[0-9.]+ L[0-9.]+,([0-9.]+) L");
+  REQUIRE(std::regex_search(s, m, path));
+  CHECK(std::abs(std::stod(m[1]) - bottom) < 0.01);
+}

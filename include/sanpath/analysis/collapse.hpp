@@ -7,6 +7,7 @@
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/model/random.hpp"
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -18,12 +19,24 @@ struct NamedVariant {
   Variant variant;
 };
 
-/// The four variants, keeping the model's own LayerNorm placement and mask:
-/// SAN = skip off, mlp none, layernorm none (math.md §2);
-/// SAN+MLP = skip off, mlp residual, own layernorm (the paper's surgery);
-/// SAN+skip = skip on, mlp none, own layernorm;
-/// full = the model's own variant.
-std::vector<NamedVariant> collapse_variants(const Variant& own);
+/// Which definitions of the four curves (math.md §2).
+/// theory: SAN = skip off, mlp none, layernorm none (the theorems' SAN);
+///   SAN+MLP = skip off, mlp residual, own layernorm; SAN+skip = skip on,
+///   mlp none, own layernorm; full = the model's own variant.
+/// paper: the paper's Section 4 (Figure 2, the official notebook's surgery):
+///   SAN = skip off, mlp none, layernorm post (X' = LN_1(Attn(X)): with mlp
+///   none LN_2 is not applied); SAN+MLP = skip off, mlp residual, layernorm
+///   post; SAN+skip = skip on, mlp none, layernorm post; transformer = the
+///   model's own variant. The mask is always the model's own.
+enum class CollapseConventions { theory, paper };
+/// "theory" / "paper".
+std::string to_string(CollapseConventions c);
+/// "theory|paper"; throws std::invalid_argument naming `what`.
+CollapseConventions parse_conventions(const std::string& text, const std::string& what = "conventions");
+
+/// The four variants of `conventions` for a model whose own variant is `own`.
+std::vector<NamedVariant> collapse_variants(const Variant& own,
+                                            CollapseConventions conventions = CollapseConventions::theory);
 
 /// The embedded default: a seeded random BERT-shaped model (post-LN, GELU,
 /// MLP width 4d, BERT initialisation std 0.02) with L = 5, H = 4, d = 32,
@@ -33,6 +46,7 @@ RandomModelSpec default_collapse_model();
 RandomInputSpec default_collapse_input();
 
 struct CollapseResult {
+  CollapseConventions conventions = CollapseConventions::theory;
   std::vector<NamedVariant> variants;
   std::vector<ForwardAnalysis> analyses;  ///< one per variant, same order
 };
@@ -40,6 +54,7 @@ struct CollapseResult {
 /// Runs every variant through analyze_forward (relative residuals with the
 /// mean centre). Variants the model cannot run (no MLP weights) are skipped.
 CollapseResult run_collapse(const Model& model, const InputSpec& input, const PrecisionRequest& precision,
-                            const ProgressFn& progress = {});
+                            const ProgressFn& progress = {},
+                            CollapseConventions conventions = CollapseConventions::theory);
 
 }  // namespace sanpath

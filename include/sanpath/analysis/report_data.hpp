@@ -5,6 +5,7 @@
 /// split of the attention-only network with skip connections. report/
 /// renders it (HTML) without computing anything.
 
+#include "sanpath/analysis/batch.hpp"
 #include "sanpath/analysis/bounds.hpp"
 #include "sanpath/analysis/collapse.hpp"
 #include "sanpath/analysis/forward.hpp"
@@ -12,7 +13,9 @@
 #include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace sanpath {
 
@@ -27,6 +30,7 @@ struct ReportRequest {
   PrecisionRequest precision;         ///< for every analysis of the report
   BoundsRequest bounds;               ///< γ and theorem of the bounds section (its precision is `precision`)
   RunInfo info;                       ///< where the model and the input came from (printed)
+  CollapseConventions conventions = CollapseConventions::theory;  ///< of the collapse section
   std::string generator = "sanpath";  ///< printed in the footer, e.g. "sanpath 0.1.0"
 };
 
@@ -36,7 +40,9 @@ struct HtmlReport {
   std::string generator;
   Architecture arch;
   PrecisionRequest precision;
-  CollapseResult collapse;  ///< the four variants (those the model can run)
+  CollapseResult collapse;  ///< the four variants (those the model can run); a batch: its first input
+  /// A batch: the collapse section shows mean ± standard deviation over it.
+  std::optional<BatchCollapseResult> batch;
   Variant bounds_variant;   ///< the SAN: skip off, mlp none, layernorm none, the model's mask
   BoundsAnalysis bounds;
   Variant paths_variant;  ///< skip on, mlp none, layernorm none, the model's mask
@@ -49,5 +55,10 @@ struct HtmlReport {
 /// with the section ("collapse: ", "bounds: ", "path lengths: ").
 HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
                         const ProgressFn& progress = {});
+/// A batch: the collapse section runs run_collapse_batch on every input
+/// (`threads` as for_each_input) and draws mean lines with ±std bands; the
+/// bounds and path-length sections analyse the first input (said so).
+HtmlReport build_report(const Model& model, const std::vector<InputSpec>& inputs, const ReportRequest& request,
+                        int threads, const ProgressFn& progress = {});
 
 }  // namespace sanpath

@@ -29,6 +29,12 @@ struct InputSpec {
   long rows() const;
 };
 
+/// `count` random inputs: `spec` with seeds spec.seed, spec.seed + 1, ….
+std::vector<InputSpec> random_input_batch(const RandomInputSpec& spec, int count);
+
+/// "3 inputs from <source>, n = 4..9 tokens" (n = 8 when all agree).
+std::string describe_batch(const std::vector<InputSpec>& inputs, const std::string& source);
+
 /// Parses "101,2023,102" (spaces allowed). Throws std::invalid_argument
 /// naming `what` and the offending item.
 std::vector<long> parse_token_list(const std::string& text, const std::string& what = "--tokens");

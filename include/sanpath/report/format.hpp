@@ -4,6 +4,7 @@
 /// last stage of the data flow; no mathematics here. Every high-precision
 /// number is a decimal string (Quantity::str()).
 
+#include "sanpath/analysis/batch.hpp"
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/analysis/collapse.hpp"
 #include "sanpath/analysis/report_data.hpp"
@@ -19,6 +20,32 @@ Format parse_format(const std::string& text);
 
 std::string format_forward(const ForwardAnalysis& a, const Model& model, const RunInfo& info, Format f);
 std::string format_collapse(const CollapseResult& r, const Model& model, const RunInfo& info, Format f);
+
+/// One sentence on the curves of `c` (printed with every collapse result).
+std::string describe(CollapseConventions c);
+
+/// A table cell of a batch statistic: "mean ± std [d]" (mean to at most 5
+/// and std to at most 2 significant digits, never more than confirmed; d =
+/// the mean's confirmed digits).
+std::string mean_std_cell(const BatchStatistic& s);
+
+/// A batch of inputs. JSON: {"model", "input", "batch": b, "variant",
+/// "center", "statistics": "…", "layers": [{"layer", "relative_residual":
+/// {"mean", "stddev", "min", "median", "max", "digits": {…}}}], "inputs":
+/// [{"input", precision fields, "layers": [as format_forward]}]}. Table: one
+/// row per layer (mean ± std, min, median, max). CSV: one row per layer.
+std::string format_forward_batch(const BatchForwardAnalysis& a, const std::vector<InputSpec>& inputs,
+                                 const Model& model, const RunInfo& info, Format f);
+/// A batch of inputs for the collapse experiment. JSON: {"model", "input",
+/// "batch", "conventions", "statistics", "variants": [{"name", "variant",
+/// "layers": [{"layer", "relative_residual": {statistics}}], "inputs":
+/// [{"input", precision fields, "layers": […]}]}]}. Table: mean ± std per
+/// variant and layer.
+std::string format_collapse_batch(const BatchCollapseResult& r, const std::vector<InputSpec>& inputs,
+                                  const Model& model, const RunInfo& info, Format f);
+
+/// "skip=off mlp=none layernorm=none mask=none".
+std::string describe(const Variant& v);
 
 // Path decomposition reports (src/io/format_paths.cpp).
 struct PathGraphSpec;

@@ -20,7 +20,9 @@
 #include "sanpath/analysis/report_data.hpp"
 #include "sanpath/report/format.hpp"
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace sanpath {
 

@@ -26,6 +26,14 @@ struct Point {
 
 enum class SeriesStyle { line, bars };
 
+/// One x of a shaded band around a line (e.g. mean ± standard deviation),
+/// from lo to hi in axis units. A non-finite lo reaches the bottom of the
+/// plot (on a log axis, mean − std ≤ 0 has no logarithm).
+struct BandPoint {
+  double x = 0;
+  double lo = 0, hi = 0;
+};
+
 struct Series {
   std::string name;   ///< legend text
   std::string id;     ///< element id suffix: letters, digits, '-' or '_'
@@ -34,6 +42,7 @@ struct Series {
   bool dashed = false;
   std::vector<Point> points;  ///< non-finite y are left out
   double line_width = 2.2;    ///< wider under a later series shows both where they coincide
+  std::vector<BandPoint> band = {};  ///< lines only: drawn shaded under the line (path.band); empty: none
 };
 
 struct Axis {

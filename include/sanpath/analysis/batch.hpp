@@ -1,0 +1,80 @@
+#pragma once
+/// \file batch.hpp
+/// Batches of inputs: the same analysis on b input sequences (of any
+/// lengths), each at its own automatic precision and confirmed by its own
+/// second run, and per-layer statistics of the relative residual over the
+/// batch — what the paper's Figure 2 plots (a mean over 32 sequences with
+/// its standard deviation). Inputs run on several threads; every result is
+/// stored by input index, so the output does not depend on the thread count.
+
+#include "sanpath/analysis/collapse.hpp"
+#include "sanpath/analysis/forward.hpp"
+#include "sanpath/core/quantity.hpp"
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <vector>
+
+namespace sanpath {
+
+/// Statistics of positive values x_1..x_b (b ≥ 1), each a Quantity:
+/// mean = Σx_i/b; stddev = sqrt(Σ(x_i − mean)²/(b − 1)) (the sample standard
+/// deviation, numpy ddof=1 / torch.std); min, median (mean of the two middle
+/// values for even b), max.
+/// Digits: with d_i confirmed digits x_i is known to a relative error
+/// 10^(1−d_i); a mean, an order statistic or a median of positive values is
+/// then known to the least d_i. The standard deviation moves by at most
+/// sqrt(b/(b−1))·max_i |δx_i|, which limits its digits (below resolution when
+/// none remain). Values that are only upper bounds (below resolution) make
+/// mean, min, median and max upper bounds; the standard deviation is then
+/// unknown.
+struct BatchStatistic {
+  long count = 0;
+  Quantity mean;
+  std::optional<Quantity> stddev;  ///< nullopt for b = 1 or when a value is only an upper bound
+  Quantity min, median, max;
+};
+BatchStatistic summarize(const std::vector<Quantity>& values);
+
+/// Runs `task(i)` for i = 0..count−1 on `threads` worker threads (0: all
+/// cores; 1: the calling thread). Workers run their products serially. When
+/// tasks throw, the exception of the lowest failing index is rethrown after
+/// every started task has finished.
+void for_each_input(std::size_t count, int threads, const std::function<void(std::size_t)>& task);
+
+/// Progress of input i of a batch: messages prefixed "input i/b: ",
+/// serialised by a lock (callable from several threads). Empty when
+/// `progress` is empty.
+ProgressFn batch_progress(const ProgressFn& progress, std::size_t i, std::size_t count);
+
+/// Checks every token input against the model's embeddings before any work
+/// (a batch fails at once, not after hours): an empty sequence, one longer
+/// than the position table or an id outside the vocabulary throws
+/// std::invalid_argument naming the input's source (for a token file
+/// "<file>: line <k>") and the token.
+void check_batch_inputs(const Model& model, const std::vector<InputSpec>& inputs);
+
+/// analyze_forward on every input, and the statistics of each layer's
+/// relative residual. layers[l] summarises runs[·].layers[l].relative_residual.
+struct BatchForwardAnalysis {
+  std::vector<ForwardAnalysis> runs;  ///< one per input, in input order
+  std::vector<BatchStatistic> layers;
+};
+BatchForwardAnalysis analyze_forward_batch(const Model& model, const Variant& variant,
+                                           const std::vector<InputSpec>& inputs, const PrecisionRequest& request,
+                                           Center center, int threads, const ProgressFn& progress = {});
+
+/// run_collapse on every input (after check_batch_inputs). layers[v][l] summarises the relative residual
+/// of variant v at layer l over the batch.
+struct BatchCollapseResult {
+  CollapseConventions conventions = CollapseConventions::theory;
+  std::vector<NamedVariant> variants;
+  std::vector<CollapseResult> runs;  ///< one per input, in input order
+  std::vector<std::vector<BatchStatistic>> layers;
+};
+BatchCollapseResult run_collapse_batch(const Model& model, const std::vector<InputSpec>& inputs,
+                                       const PrecisionRequest& precision, CollapseConventions conventions,
+                                       int threads, const ProgressFn& progress = {});
+
+}  // namespace sanpath

@@ -1,0 +1,192 @@
+#include "sanpath/analysis/batch.hpp"
+
+#include "sanpath/core/linalg.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace sanpath {
+
+namespace {
+
+/// A statistic known to `digits` (nullopt: unconfirmed).
+Quantity known(const BigReal& v, const std::optional<int>& digits) {
+  Quantity q = Quantity::unconfirmed(v);
+  q.digits = digits;
+  return q;
+}
+
+}  // namespace
+
+BatchStatistic summarize(const std::vector<Quantity>& values) {
+  if (values.empty()) throw std::invalid_argument("batch statistics: no values");
+  BatchStatistic s;
+  s.count = static_cast<long>(values.size());
+  // One working precision for every operation: the finest among the values.
+  unsigned prec = 30;
+  for (const Quantity& q : values) prec = std::max(prec, (q.below_resolution ? q.bound : q.value).precision());
+  bool bounded = false, confirmed = true;
+  int dmin = 1 << 30;
+  std::vector<BigReal> x;
+  for (const Quantity& q : values) {
+    bounded = bounded || q.below_resolution;
+    if (q.below_resolution) {
+      x.emplace_back(q.bound, prec);
+    } else {
+      x.emplace_back(q.value, prec);
+      if (q.digits) dmin = std::min(dmin, *q.digits);
+      else confirmed = false;
+    }
+  }
+  const std::optional<int> digits = confirmed && dmin < (1 << 30) ? std::optional<int>(dmin) : std::nullopt;
+  const BigReal b(static_cast<long>(x.size()), prec);
+  BigReal sum(0, prec);
+  for (const BigReal& v : x) sum += v;
+  const BigReal mean = sum / b;
+  std::vector<BigReal> sorted = x;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t m = sorted.size() / 2;
+  const BigReal median = sorted.size() % 2 ? sorted[m] : BigReal((sorted[m - 1] + sorted[m]) / 2);
+  s.mean = known(mean, digits);
+  s.min = known(sorted.front(), digits);
+  s.median = known(median, digits);
+  s.max = known(sorted.back(), digits);
+  if (bounded) {
+    // Every value is at most its printed bound, up to the relative error of
+    // the confirmed ones: these statistics are upper bounds.
+    const BigReal margin = digits ? BigReal(1 + pow(BigReal(10, prec), BigReal(1 - *digits, prec))) : BigReal(2, prec);
+    for (Quantity* q : {&s.mean, &s.min, &s.median, &s.max}) *q = below_resolution(q->value, BigReal(q->value * margin));
+    return s;
+  }
+  if (x.size() < 2) return s;
+  BigReal ss(0, prec);
+  for (const BigReal& v : x) ss += (v - mean) * (v - mean);
+  const BigReal sd = sqrt(ss / (b - 1));
+  if (!digits) {
+    s.stddev = Quantity::unconfirmed(sd);
+    return s;
+  }
+  // |δσ| ≤ sqrt(b/(b−1)) · max_i |δx_i|, |δx_i| ≤ x_i · 10^(1−d_i).
+  BigReal worst(0, prec);
+  for (const Quantity& q : values)
+    worst = std::max(worst, BigReal(BigReal(q.value, prec) * pow(BigReal(10, prec), BigReal(1 - *q.digits, prec))));
+  const BigReal err = sqrt(b / (b - 1)) * worst;
+  if (err == 0) {  // every value is exactly 0
+    s.stddev = known(sd, digits);
+  } else if (sd > 0 && err < sd) {
+    const int d = static_cast<int>(std::floor(log10_abs(sd) - log10_abs(err))) + 1;
+    s.stddev = d >= 1 ? known(sd, std::min(*digits, d)) : below_resolution(sd, BigReal(sd + err));
+  } else {
+    s.stddev = below_resolution(sd, BigReal(sd + err));
+  }
+  return s;
+}
+
+void for_each_input(std::size_t count, int threads, const std::function<void(std::size_t)>& task) {
+  if (threads < 0) throw std::invalid_argument("threads: " + std::to_string(threads) + " is negative");
+  std::size_t workers = threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : static_cast<unsigned>(threads);
+  workers = std::min(workers, count);
+  if (workers <= 1) {
+    for (std::size_t i = 0; i < count; ++i) task(i);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::exception_ptr> errors(count);
+  const auto work = [&] {
+    SerialProductsScope serial;  // the inputs are the parallelism
+    for (;;) {
+      const std::size_t i = next.fetch_add(1);
+      if (i >= count || failed.load()) return;
+      try {
+        task(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < workers; ++t) pool.emplace_back(work);
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+ProgressFn batch_progress(const ProgressFn& progress, std::size_t i, std::size_t count) {
+  if (!progress) return {};
+  static std::mutex lock;
+  const std::string prefix = "input " + std::to_string(i + 1) + "/" + std::to_string(count) + ": ";
+  return [progress, prefix](const ProgressStep& step) {
+    std::lock_guard<std::mutex> guard(lock);
+    progress(ProgressStep{prefix + step.stage, step.done, step.total});
+  };
+}
+
+void check_batch_inputs(const Model& model, const std::vector<InputSpec>& inputs) {
+  for (const InputSpec& in : inputs) {
+    if (in.kind != InputSpec::Kind::tokens) continue;
+    if (!model.embeddings())
+      throw std::invalid_argument(in.source + ": " + model.source() +
+                                  " has no embedding tables; use --input or --random-input");
+    const Embeddings& e = *model.embeddings();
+    if (in.tokens.empty()) throw std::invalid_argument(in.source + ": the sequence is empty");
+    if (static_cast<long>(in.tokens.size()) > e.max_positions())
+      throw std::invalid_argument(in.source + ": sequence of " + std::to_string(in.tokens.size()) +
+                                  " tokens is longer than the position table (" + std::to_string(e.max_positions()) +
+                                  ")");
+    for (std::size_t i = 0; i < in.tokens.size(); ++i)
+      if (in.tokens[i] < 0 || in.tokens[i] >= e.vocab_size())
+        throw std::invalid_argument(in.source + ": token " + std::to_string(i) + " has id " +
+                                    std::to_string(in.tokens[i]) + ", outside the vocabulary [0, " +
+                                    std::to_string(e.vocab_size()) + ") of " + model.source());
+  }
+}
+
+BatchForwardAnalysis analyze_forward_batch(const Model& model, const Variant& variant,
+                                           const std::vector<InputSpec>& inputs, const PrecisionRequest& request,
+                                           Center center, int threads, const ProgressFn& progress) {
+  if (inputs.empty()) throw std::invalid_argument("batch: no inputs");
+  check_batch_inputs(model, inputs);
+  BatchForwardAnalysis out;
+  out.runs.resize(inputs.size());
+  for_each_input(inputs.size(), threads, [&](std::size_t i) {
+    out.runs[i] = analyze_forward(model, variant, inputs[i], request, center, batch_progress(progress, i, inputs.size()));
+  });
+  for (std::size_t l = 0; l < out.runs.front().layers.size(); ++l) {
+    std::vector<Quantity> values;
+    for (const ForwardAnalysis& a : out.runs) values.push_back(a.layers[l].relative_residual);
+    out.layers.push_back(summarize(values));
+  }
+  return out;
+}
+
+BatchCollapseResult run_collapse_batch(const Model& model, const std::vector<InputSpec>& inputs,
+                                       const PrecisionRequest& precision, CollapseConventions conventions,
+                                       int threads, const ProgressFn& progress) {
+  if (inputs.empty()) throw std::invalid_argument("batch: no inputs");
+  check_batch_inputs(model, inputs);
+  BatchCollapseResult out;
+  out.conventions = conventions;
+  out.runs.resize(inputs.size());
+  for_each_input(inputs.size(), threads, [&](std::size_t i) {
+    out.runs[i] = run_collapse(model, inputs[i], precision, batch_progress(progress, i, inputs.size()), conventions);
+  });
+  out.variants = out.runs.front().variants;  // the same for every input: they depend on the model only
+  for (std::size_t v = 0; v < out.variants.size(); ++v) {
+    std::vector<BatchStatistic> layers;
+    for (std::size_t l = 0; l < out.runs.front().analyses[v].layers.size(); ++l) {
+      std::vector<Quantity> values;
+      for (const CollapseResult& r : out.runs) values.push_back(r.analyses[v].layers[l].relative_residual);
+      layers.push_back(summarize(values));
+    }
+    out.layers.push_back(std::move(layers));
+  }
+  return out;
+}
+
+}  // namespace sanpath

@@ -1,0 +1,52 @@
+#include "sanpath/io/inputs.hpp"
+
+#include "sanpath/io/safetensors.hpp"
+
+#include <fstream>
+#include <stdexcept>
+
+namespace sanpath {
+
+std::vector<InputSpec> read_token_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument(path + ": file: cannot be opened for reading");
+  std::vector<InputSpec> out;
+  std::string line;
+  long number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const std::string where = path + ": line " + std::to_string(number);
+    // parse_token_list's messages name `where`: the file and the line.
+    std::vector<long> ids = parse_token_list(line, where);
+    out.push_back(InputSpec::from_tokens(std::move(ids), where));
+  }
+  if (in.bad()) throw std::invalid_argument(path + ": file: read error");
+  if (out.empty()) throw std::invalid_argument(path + ": file: no token sequence (only blank or '#' lines)");
+  return out;
+}
+
+std::vector<InputSpec> read_input_tensor(const std::string& path) {
+  const SafetensorsFile st = SafetensorsFile::read(path);
+  const Tensor& x = st.at("X");
+  const std::size_t dims = x.shape.size();
+  if (dims != 2 && dims != 3)
+    throw std::invalid_argument(path + ": X: shape has " + std::to_string(dims) +
+                                " dimensions, expected [n, d_model] or [b, n, d_model]");
+  const std::int64_t b = dims == 3 ? x.shape[0] : 1;
+  const std::int64_t n = x.shape[dims - 2], d = x.shape[dims - 1];
+  if (b < 1) throw std::invalid_argument(path + ": X: batch dimension is 0");
+  std::vector<InputSpec> out;
+  for (std::int64_t k = 0; k < b; ++k) {
+    MatrixXd X(n, d);
+    const std::size_t base = static_cast<std::size_t>(k * n * d);
+    for (Eigen::Index i = 0; i < X.rows(); ++i)
+      for (Eigen::Index j = 0; j < X.cols(); ++j) X(i, j) = x.values[base + static_cast<std::size_t>(i * d + j)];
+    out.push_back(InputSpec::from_matrix(std::move(X), dims == 3 ? path + "[" + std::to_string(k) + "]" : path));
+  }
+  return out;
+}
+
+}  // namespace sanpath
