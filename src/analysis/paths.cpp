@@ -5,6 +5,7 @@
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/analysis/paths.hpp"
 
+#include "sanpath/compute/effectiveness.hpp"
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/core/resources.hpp"
 
@@ -265,6 +266,38 @@ RawSamples samples_at(const Precision& p, const Model& model, const Variant& var
   });
 }
 
+// ---------------------------------------------------------- effectiveness
+
+struct RawEffectiveness {
+  long n = 0, predictions = 0;
+  std::vector<BigReal> distance, kl;
+  std::vector<long> agree;
+  BigReal output_frobenius;
+};
+
+RawEffectiveness effectiveness_at(const Precision& p, const Model& model, const Variant& variant,
+                                  const InputSpec& input, const TaskHead* head, const ProgressFn& progress,
+                                  const std::string& what) {
+  return with_scalar(p, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const ForwardTrace<S> t = trace_at<S>(model, variant, input, progress, what + ": forward pass at " + p.name());
+    report_progress(progress, what + ": length sums at " + p.name(), 0, 0);
+    const Effectiveness<S> e = exact_effectiveness<S>(model, t, head, 1);
+    RawEffectiveness r;
+    r.n = static_cast<long>(t.X[0].rows());
+    r.output_frobenius = to_big(e.output_frobenius);
+    for (const EffectivenessPoint<S>& pt : e.points) {
+      r.distance.push_back(to_big(pt.distance));
+      if (pt.head) {
+        r.kl.push_back(to_big(pt.head->mean_kl));
+        r.agree.push_back(pt.head->agree);
+        r.predictions = pt.head->predictions;
+      }
+    }
+    return r;
+  });
+}
+
 }  // namespace
 
 // ------------------------------------------------------------ entry points
@@ -429,6 +462,51 @@ PathSampleReport analyze_samples(const Model& model, const Variant& variant, con
         least_digits({&e.norm.mean, &e.norm.low, &e.norm.high, &e.residual.mean, &e.residual.low, &e.residual.high});
     r.lengths.push_back(std::move(e));
   }
+  return r;
+}
+
+EffectivenessReport analyze_effectiveness(const Model& model, const Variant& variant, const InputSpec& input,
+                                          const PrecisionRequest& request, const TaskHead* head,
+                                          const ProgressFn& progress) {
+  require_decomposable(model, variant);
+  const Plan plan = plan_precision(model, variant, input, request, progress);
+  const Precision p = plan.choice.precision;
+  const RawEffectiveness a = effectiveness_at(p, model, variant, input, head, progress, "effectiveness");
+  std::optional<RawEffectiveness> c;
+  if (plan.check) c = effectiveness_at(*plan.check, model, variant, input, head, progress, "confirming run");
+
+  EffectivenessReport r;
+  fill_base(r, model, variant, plan, a.n);
+  if (head) {
+    r.head = head->kind;
+    r.outputs = head->outputs();
+    r.predictions = a.predictions;
+  }
+  const long bits = p.bits;
+  const std::vector<PathCount> counts = count_paths_by_length(model.arch().layers, model.arch().heads, variant.skip);
+  PathCount upto = 0;
+  for (std::size_t k = 0; k < a.distance.size(); ++k) {
+    EffectivenessEntry e;
+    e.length = static_cast<int>(k);
+    upto += counts[k];
+    e.count = upto.str();
+    e.distance = confirmed(a.distance[k], c ? &c->distance[k] : nullptr, bits);
+    if (head) {
+      e.agree = a.agree[k];
+      if (c) e.agree_check = c->agree[k];
+      // A KL computed as exactly 0 for a truncation that differs from X^L is
+      // rounding (every log-probability agreed): below 2^(1-bits) per class.
+      if (a.kl[k] == 0 && a.distance[k] != 0)
+        e.kl = below_resolution(a.kl[k], pow(BigReal(2, 30), BigReal(1 - bits, 30)) * BigReal(r.outputs, 30));
+      else
+        e.kl = confirmed(a.kl[k], c ? &c->kl[k] : nullptr, bits);
+      e.digits = least_digits({&e.distance, &*e.kl});
+    } else {
+      e.digits = e.distance.digits;
+    }
+    r.lengths.push_back(std::move(e));
+  }
+  r.output_frobenius = confirmed(a.output_frobenius, c ? &c->output_frobenius : nullptr, bits);
   return r;
 }
 

@@ -2,6 +2,7 @@
 
 #include "sanpath/core/errors.hpp"
 #include "sanpath/analysis/paths.hpp"
+#include "sanpath/io/task_head.hpp"
 
 namespace sanpath::cli {
 
@@ -42,7 +43,7 @@ void register_paths(CLI::App& app) {
     VariantOptions variant;
     PrecisionOptions precision;
     OutputOptions out;
-    bool enumerate = false, sums = false, check = false;
+    bool enumerate = false, sums = false, effectiveness = false, check = false;
     std::uint64_t sample = 0;
     int length = -1;
     std::string lengths, heads_per_layer;
@@ -68,6 +69,9 @@ void register_paths(CLI::App& app) {
   mode->add_flag("--sums", o->sums,
                  "the sum S_k of all terms of each length k = 0..L (no enumeration, any size) and Theorem 2.1's "
                  "reconstruction error");
+  mode->add_flag("--effectiveness", o->effectiveness,
+                 "the network truncated to paths of length ≤ k, k = 0..L: distance to X^L and, with the "
+                 "checkpoint's task head (BERT classifier, GPT-2 LM head), prediction agreement and KL");
   auto* sample = mode->add_option(
       "--sample", o->sample, "N: N uniform random paths per length, mean and 95% CI of ‖T‖_{1,∞} and ‖res(T)‖_{1,∞}");
   mode->require_option(1);
@@ -111,9 +115,10 @@ void register_paths(CLI::App& app) {
     if (!o->enumerate) {
       for (const CLI::Option* opt : {lengths, heads, top, threads, limit})
         if (opt->count() > 0) throw UsageError(opt->get_name() + ": only with --enumerate");
-      if (o->sums && length->count() > 0) throw UsageError("--length: only with --enumerate or --sample");
+      if ((o->sums || o->effectiveness) && length->count() > 0)
+        throw UsageError("--length: only with --enumerate or --sample");
     }
-    if (o->check && (o->sample > 0 || (o->enumerate && (length->count() || lengths->count() || heads->count()))))
+    if (o->check && (o->sample > 0 || o->effectiveness || (o->enumerate && (length->count() || lengths->count() || heads->count()))))
       throw UsageError(
           "--check: the reconstruction is checked on every path only: use it with --sums, or with --enumerate "
           "without --length/--lengths/--heads-per-layer");
@@ -150,6 +155,11 @@ void register_paths(CLI::App& app) {
       error = r.decomposition_error;
       precision = r.precision;
       o->out.emit(format_length_sums(r, model, info, fmt));
+    } else if (o->effectiveness) {
+      const std::optional<TaskHead> head = read_task_head(o->model.path, model);
+      const EffectivenessReport r =
+          analyze_effectiveness(model, v, in, req, head ? &*head : nullptr, o->out.progress());
+      o->out.emit(format_effectiveness(r, model, info, fmt));
     } else if (o->enumerate) {
       EnumerationRequest er;
       if (length->count() > 0) {

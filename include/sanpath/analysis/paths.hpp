@@ -23,6 +23,7 @@
 #include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
 #include "sanpath/compute/paths.hpp"
+#include "sanpath/model/task_head.hpp"
 #include "sanpath/core/quantity.hpp"
 #include "sanpath/core/scalar.hpp"
 
@@ -146,6 +147,37 @@ struct PathSampleReport : PathReportBase {
 PathSampleReport analyze_samples(const Model& model, const Variant& variant, const InputSpec& input,
                                  const PrecisionRequest& request, const std::vector<int>& lengths,
                                  std::uint64_t samples, std::uint64_t seed, const ProgressFn& progress = {});
+
+// ---------------------------------------------------------- effectiveness
+
+/// The network truncated to the paths of length at most k
+/// (compute/effectiveness.hpp): X_{≤k} = Σ_{j≤k} S_j + 1bᵀ.
+struct EffectivenessEntry {
+  int length = 0;             ///< k
+  std::string count;          ///< paths of length at most k, exact decimal
+  Quantity distance;          ///< ‖X_{≤k} − X^L‖_F / ‖X^L‖_F
+  /// With a task head: predictions (argmax) of the head on X_{≤k} equal to
+  /// those on X^L, out of EffectivenessReport::predictions; the check run's
+  /// count (nullopt without a check run). A count the two runs disagree on
+  /// is not confirmed.
+  std::optional<long> agree, agree_check;
+  std::optional<Quantity> kl;  ///< mean KL(p(X^L) ‖ p(X_{≤k})) of the head's softmax
+  std::optional<int> digits;   ///< least confirmed digits of distance and kl
+};
+
+struct EffectivenessReport : PathReportBase {
+  std::optional<TaskHeadKind> head;  ///< the checkpoint's task head, if any
+  long outputs = 0;                  ///< classes or vocabulary size of the head
+  long predictions = 0;              ///< predictions per truncation (1 per sequence / n per sequence)
+  std::vector<EffectivenessEntry> lengths;  ///< k = 0..L
+  Quantity output_frobenius;                ///< ‖X^L‖_F
+};
+
+/// The exact effectiveness curve for k = 0..L from the length sums (any
+/// size), with the task head's agreement and KL when `head` is given.
+EffectivenessReport analyze_effectiveness(const Model& model, const Variant& variant, const InputSpec& input,
+                                          const PrecisionRequest& request, const TaskHead* head,
+                                          const ProgressFn& progress = {});
 
 // ---------------------------------------------------------------- helpers
 
