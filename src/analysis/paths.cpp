@@ -7,10 +7,12 @@
 
 #include "sanpath/compute/effectiveness.hpp"
 #include "sanpath/compute/forward.hpp"
+#include "sanpath/compute/top_paths.hpp"
 #include "sanpath/core/resources.hpp"
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
 #include <stdexcept>
 
@@ -142,6 +144,7 @@ struct RawEnumeration {
   long n = 0, d = 0;
   std::vector<RawRecord> records;
   std::optional<BigReal> error;  ///< when every path was accumulated
+  std::optional<PathSearchStats> search;  ///< top-K by branch and bound
 };
 
 /// What the confirming run must reproduce: the records of the first run.
@@ -181,6 +184,19 @@ RawEnumeration enumerate_at(const Precision& p, const Model& model, const Varian
       }
       // The reconstruction error at this precision without a walk: by the
       // length sums (a rounding error too; only its size is compared).
+      if (accumulate) out.error = length_sums<S>(model, t, 1).error;
+      return out;
+    }
+
+    if (!targets.records && er.top_k > 0) {  // the K largest by branch and bound
+      report_progress(progress, what + ": top-" + std::to_string(er.top_k) + " search at " + p.name(), 0, 0);
+      TopPathsOptions to;
+      to.k = er.top_k;
+      to.filter = er.filter;
+      to.threads = er.threads;
+      const TopPathsResult<S> res = top_paths<S>(model, t, to);
+      for (const PathRecord<S>& r : res.records) out.records.push_back(raw_record(r));
+      out.search = PathSearchStats{res.nodes, res.skipped, res.leaves};
       if (accumulate) out.error = length_sums<S>(model, t, 1).error;
       return out;
     }
@@ -343,13 +359,15 @@ PathEnumerationReport analyze_enumeration(const Model& model, const Variant& var
   const bool skip = variant.skip;
   if (er.threads < 0)
     throw std::invalid_argument("path enumeration: threads: " + std::to_string(er.threads) + " is negative");
-  // Refuse before any forward pass.
+  // Refuse before any forward pass (a top-K search visits only part of the tree).
   const PathCount walked = count_filtered_paths(L, H, skip, er.filter);
-  if (walked > er.limit) throw PathLimitError(walked, er.limit);
+  if (er.top_k == 0 && walked > er.limit) throw PathLimitError(walked, er.limit);
   const PathCount all = count_filtered_paths(L, H, skip, {});
   const bool all_paths = walked == all;
 
-  const auto nwalked = static_cast<std::uint64_t>(walked);
+  const std::uint64_t nwalked = walked > std::numeric_limits<std::uint64_t>::max()
+                                    ? std::numeric_limits<std::uint64_t>::max()
+                                    : static_cast<std::uint64_t>(walked);
   const Plan plan = plan_precision(model, variant, input, request, progress);
   const Precision p = plan.choice.precision;
   // The records are kept: 4 numbers at each precision, then 4 reported
@@ -365,9 +383,8 @@ PathEnumerationReport analyze_enumeration(const Model& model, const Variant& var
   std::optional<RawEnumeration> c;
   if (plan.check) {
     CheckTargets targets{&a.records, er.top_k == 0};
-    // The selected top-K paths: evaluated one by one when that is cheaper
-    // than a walk (about 2L products per path against one per tree node).
-    const bool walk = er.top_k == 0 || static_cast<double>(a.records.size()) * 2.0 * L >= static_cast<double>(nwalked);
+    // The selected top-K paths: evaluated one by one.
+    const bool walk = er.top_k == 0;
     c = enumerate_at(*plan.check, model, variant, input, er, all_paths, targets, walk, nwalked, progress,
                      "confirming run");
     if (c->records.size() != a.records.size())
@@ -381,6 +398,7 @@ PathEnumerationReport analyze_enumeration(const Model& model, const Variant& var
   r.walked = walked.str();
   r.total_count = all.str();
   r.all_paths = all_paths;
+  r.search = a.search;
   const long bits = p.bits;
   const BigReal one(1, 30);
   r.paths.reserve(a.records.size());

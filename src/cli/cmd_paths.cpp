@@ -90,7 +90,8 @@ void register_paths(CLI::App& app) {
                                   "--enumerate: worker threads (0: all cores); results do not depend on it")
                       ->default_val(1);
   auto* limit = cmd->add_option("--limit", o->limit,
-                                "--enumerate: refuse (exit code 5) when more paths than this pass the filters")
+                                "--enumerate without --top: refuse (exit code 5) when more paths than this pass the filters "
+                                "(--top searches by branch and bound without visiting every path)")
                     ->default_val(1000000);
   cmd->add_flag("--check", o->check,
                 "verify Theorem 2.1: exit code 4 unless the reconstruction error is at most 2^-(bits/2) (--sums, or "

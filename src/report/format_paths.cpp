@@ -209,6 +209,11 @@ std::string format_enumeration(const PathEnumerationReport& r, const Model& mode
     j["total_paths"] = r.total_count;
     j["all_paths"] = r.all_paths;
     j["top"] = r.request.top_k;
+    if (r.search)
+      j["search"] = {{"method", "branch and bound"},
+                     {"nodes", r.search->nodes},
+                     {"skipped_children", r.search->skipped},
+                     {"leaves", r.search->leaves}};
     add_common(j, r, model, info);
     return j.dump(2) + "\n";
   }
@@ -232,6 +237,9 @@ std::string format_enumeration(const PathEnumerationReport& r, const Model& mode
   o << "paths: " << r.walked << " of " << r.total_count << " pass the filter";
   if (r.request.top_k > 0)
     o << "; the " << std::min<std::size_t>(r.request.top_k, r.paths.size()) << " of largest ‖T‖_{1,∞} shown";
+  if (r.search)
+    o << "\nbranch and bound: " << r.search->nodes << " tree nodes formed, " << r.search->skipped
+      << " children skipped by their bound, " << r.search->leaves << " paths evaluated";
   o << "\nheads per layer are 0-based, '-' is the skip connection\n\n";
   std::size_t hw = columns("heads") + 2;
   for (const PathTermEntry& e : r.paths) hw = std::max(hw, columns(heads_text(e.heads)) + 2);
