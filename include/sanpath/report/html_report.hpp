@@ -12,6 +12,10 @@
 ///  - the path-length distribution of the attention-only network with skip
 ///    connections (analyze_length_sums): the exact number of paths of each
 ///    length and each length's share ‖S_k‖_F/‖X^L‖_F of the output;
+///  - how much of that network is in its paths of length ≤ k
+///    (analyze_effectiveness): the distance of the truncation X_{≤k} to the
+///    output and, with the checkpoint's task head, the share of predictions
+///    that agree with the full network's and the mean KL;
 ///  - the model, input and precisions used.
 /// build_report gathers the data by calling the library; render_html only
 /// formats it (no mathematics beyond scaling the axes).
@@ -22,6 +26,7 @@
 #include "sanpath/model/input.hpp"
 #include "sanpath/report/format.hpp"
 #include "sanpath/model/model.hpp"
+#include "sanpath/model/task_head.hpp"
 #include "sanpath/analysis/paths.hpp"
 
 #include <string>
@@ -34,6 +39,7 @@ struct ReportRequest {
   BoundsRequest bounds;               ///< γ and theorem of the bounds section (its precision is `precision`)
   RunInfo info;                       ///< where the model and the input came from (printed)
   std::string generator = "sanpath";  ///< printed in the footer, e.g. "sanpath 0.1.0"
+  std::optional<TaskHead> head;       ///< the checkpoint's task head (effectiveness section), if any
 };
 
 /// Everything the report shows, as the library computed it.
@@ -47,12 +53,14 @@ struct HtmlReport {
   BoundsAnalysis bounds;
   Variant paths_variant;  ///< skip on, mlp none, layernorm none, the model's mask
   LengthSumsReport lengths;
+  EffectivenessReport effectiveness;  ///< on paths_variant
 };
 
-/// Runs run_collapse, analyze_bounds on the SAN variant and
-/// analyze_length_sums on the attention-only variant with skip connections,
-/// all on `input` at `request.precision`. Progress messages are prefixed
-/// with the section ("collapse: ", "bounds: ", "path lengths: ").
+/// Runs run_collapse, analyze_bounds on the SAN variant, and
+/// analyze_length_sums and analyze_effectiveness (with request.head) on the
+/// attention-only variant with skip connections, all on `input` at
+/// `request.precision`. Progress messages are prefixed with the section
+/// ("collapse: ", "bounds: ", "path lengths: ", "effectiveness: ").
 HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
                         const ProgressFn& progress = {});
 
@@ -60,7 +68,9 @@ HtmlReport build_report(const Model& model, const InputSpec& input, const Report
 /// tests rely on: svg#chart-collapse (series groups #chart-collapse-san,
 /// -san-mlp, -san-skip, -full), svg#chart-bounds (#chart-bounds-measured,
 /// #chart-bounds-uniform, #chart-bounds-layerwise), svg#chart-path-counts,
-/// svg#chart-path-shares, table#table-collapse (cells carry data-variant and
+/// svg#chart-path-shares, svg#chart-effectiveness (series
+/// #chart-effectiveness-distance), with a task head svg#chart-effectiveness-head
+/// (#chart-effectiveness-head-agree), table#table-effectiveness, table#table-collapse (cells carry data-variant and
 /// data-layer), table#table-bounds, table#table-paths, table#table-setup.
 std::string render_html(const HtmlReport& report);
 
