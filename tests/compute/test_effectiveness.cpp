@@ -2,6 +2,7 @@
 // the truncation at k = L is the forward output to rounding, the curve
 // against a brute-force sum over paths, the heads against hand-written
 // formulas, KL against a closed form, and the real checkpoints' heads.
+#include "support/attention_models.hpp"
 #include "support/helpers.hpp"
 
 #include "sanpath/compute/effectiveness.hpp"
@@ -20,32 +21,10 @@
 #include <functional>
 
 using namespace sanpath;
+using sanpath::test::attention_model;
+using sanpath::test::gaussian_input;
 
 namespace {
-
-Model attention_model(int L, int H, int d, int dh, bool skip, double std, std::uint64_t seed,
-                      MaskKind mask = MaskKind::none) {
-  RandomModelSpec s;
-  s.arch.layers = L;
-  s.arch.heads = H;
-  s.arch.d_model = d;
-  s.arch.d_qk = dh;
-  s.arch.d_v = dh;
-  s.arch.d_ff = 0;
-  s.arch.variant = Variant{skip, MlpKind::none, LayerNormKind::none, mask};
-  s.std = std;
-  s.bias_std = 0.1;
-  s.seed = seed;
-  return random_model(s);
-}
-
-MatrixXd gaussian_input(int n, int d, std::uint64_t seed) {
-  Rng rng(seed);
-  MatrixXd X(n, d);
-  for (Eigen::Index j = 0; j < d; ++j)
-    for (Eigen::Index i = 0; i < n; ++i) X(i, j) = rng.gaussian();
-  return X;
-}
 
 /// X^L − Σ_{|path| > k} T_path, every term formed from the trace's P and the
 /// weights by plain products in long double (no library path code).

@@ -3,6 +3,7 @@
 // the same order, for several shapes, filters, precisions and thread counts;
 // visited-node counts independent of the thread count; fewer nodes than the
 // tree has when the bound bites.
+#include "support/attention_models.hpp"
 #include "support/helpers.hpp"
 
 #include "sanpath/compute/forward.hpp"
@@ -13,31 +14,11 @@
 #include <cstring>
 
 using namespace sanpath;
+using sanpath::test::attention_model;
 
 namespace {
 
-Model attention_model(int L, int H, int d, int dh, bool skip, double std, std::uint64_t seed, MaskKind mask) {
-  RandomModelSpec s;
-  s.arch.layers = L;
-  s.arch.heads = H;
-  s.arch.d_model = d;
-  s.arch.d_qk = dh;
-  s.arch.d_v = dh;
-  s.arch.d_ff = 0;
-  s.arch.variant = Variant{skip, MlpKind::none, LayerNormKind::none, mask};
-  s.std = std;
-  s.bias_std = 0.1;
-  s.seed = seed;
-  return random_model(s);
-}
-
-MatrixXd gaussian_input(int n, int d, std::uint64_t seed) {
-  Rng rng(seed);
-  MatrixXd X(n, d);
-  for (Eigen::Index j = 0; j < d; ++j)
-    for (Eigen::Index i = 0; i < n; ++i) X(i, j) = 0.5 + rng.gaussian();
-  return X;
-}
+MatrixXd test_input(int n, int d, std::uint64_t seed) { return test::gaussian_input(n, d, seed, 0.5); }
 
 template <class S> bool same_value(const S& a, const S& b) {
   if constexpr (std::is_same_v<S, double>)
@@ -102,7 +83,7 @@ TEST_CASE("top_paths equals exhaustive top-K on random models", "[top_paths]") {
   for (const Case& c : cases) {
     CAPTURE(c.L, c.H, c.d, c.skip, c.std, c.k);
     const Model m = attention_model(c.L, c.H, c.d, c.dh, c.skip, c.std, seed, c.mask);
-    const MatrixXd X0 = gaussian_input(c.n, c.d, seed + 100);
+    const MatrixXd X0 = test_input(c.n, c.d, seed + 100);
     ++seed;
     compare_with_enumeration<double>(m, X0, c.k, {});
     if (c.L >= 3) compare_with_enumeration<double>(m, X0, c.k, PathFilter::lengths(1, c.L - 1));
@@ -111,7 +92,7 @@ TEST_CASE("top_paths equals exhaustive top-K on random models", "[top_paths]") {
 
 TEST_CASE("top_paths with a head filter and in multiprecision", "[top_paths]") {
   const Model m = attention_model(4, 3, 8, 2, true, 0.5, 9, MaskKind::none);
-  const MatrixXd X0 = gaussian_input(5, 8, 4);
+  const MatrixXd X0 = test_input(5, 8, 4);
   PathFilter f;
   f.allowed_heads = {{-1, 0, 2}, {1}, {-1, 0, 1, 2}, {-1, 2}};
   compare_with_enumeration<double>(m, X0, 6, f);
@@ -123,7 +104,7 @@ TEST_CASE("top_paths prunes: a contracting model visits a small part of its tree
   // Value-output maps of spectral norm well below 1: terms shrink with their
   // length, so the K best are short and long subtrees are cut.
   const Model m = attention_model(8, 4, 16, 4, true, 0.15, 21, MaskKind::none);
-  const ForwardTrace<double> t = forward<double>(m, m.arch().variant, gaussian_input(6, 16, 2));
+  const ForwardTrace<double> t = forward<double>(m, m.arch().variant, test_input(6, 16, 2));
   TopPathsOptions o;
   o.k = 5;
   const TopPathsResult<double> r = top_paths<double>(m, t, o);
@@ -141,7 +122,7 @@ TEST_CASE("top_paths prunes: a contracting model visits a small part of its tree
 
 TEST_CASE("top_paths rejects k = 0 and non-decomposable variants", "[top_paths]") {
   const Model m = attention_model(2, 2, 4, 2, true, 0.5, 3, MaskKind::none);
-  const ForwardTrace<double> t = forward<double>(m, m.arch().variant, gaussian_input(3, 4, 1));
+  const ForwardTrace<double> t = forward<double>(m, m.arch().variant, test_input(3, 4, 1));
   TopPathsOptions o;
   o.k = 0;
   CHECK_THROWS_AS(top_paths<double>(m, t, o), std::invalid_argument);
