@@ -102,11 +102,15 @@ void register_paths(CLI::App& app) {
       "--layernorm none; skip on or off) X^L = Σ_paths P_path X W_path + 1bᵀ exactly. A path picks a head (or, with "
       "skip, the skip connection) per layer; its length is the number of heads picked. Every number is computed "
       "at the working precision and again one tier higher; 'digits' counts the agreeing significant digits, and "
-      "values that do not agree print as '< 1e-N'. Counts are exact; JSON heads are 0-based, null = skip.\n\n"
+      "values that do not agree print as '< 1e-N'. Counts are exact; JSON heads are 0-based, null = skip. --top searches "
+      "by branch and bound (the same K as a full walk, at any size). --effectiveness reads the checkpoint's task head "
+      "(BERT pooler + classifier, GPT-2 ln_f + LM head) from its safetensors file.\n\n"
       "Examples:\n"
       "  sanpath paths --model ../shared/data/real-models/gpt2-capp --tokens 1,5,9,13 --skip on --mlp none "
       "--layernorm none --sums\n"
-      "  sanpath paths --model san.safetensors --random-input 8 --seed 1 --enumerate --top 10 --format json\n");
+      "  sanpath paths --model san.safetensors --random-input 8 --seed 1 --enumerate --top 10 --format json\n"
+      "  sanpath paths --model ../shared/data/real-models/bert-ticket-classifier --tokens 2,15,27,3 --skip on "
+      "--mlp none --layernorm none --effectiveness\n");
   cmd->callback([o, seed, sample, length, lengths, heads, top, threads, limit] {
     const Format fmt = o->out.parsed();
     const PrecisionRequest req = o->precision.request();
