@@ -1,11 +1,14 @@
 // Path terms on attention-only models (skip on): depth-first enumeration of
-// the path tree against the same products in a tight gemm loop, and the
-// length sums on the BERT-base shape. Counters: steps (tree nodes with a
+// the path tree against the same products in a tight gemm loop, the length
+// sums on the BERT-base shape, and the branch-and-bound top-10 on it (the
+// forward pass and the search, as `sanpath paths --enumerate --top 10` runs
+// them; 13^12 ≈ 2.3·10^13 paths). Counters: steps (tree nodes with a
 // product), macs, peak_rss_MiB (of the whole process: run one benchmark per
 // process to read it per configuration).
 #include "common.hpp"
 
 #include "sanpath/compute/paths.hpp"
+#include "sanpath/compute/top_paths.hpp"
 
 using namespace sanpath;
 using namespace sanpath::bench;
@@ -85,6 +88,29 @@ template <class S> void sums(benchmark::State& state, const Architecture& a, int
   state.counters["peak_rss_MiB"] = peak_rss_mib();
 }
 
+/// Forward pass (attention recorded) and the top-K search, per iteration.
+void top_k(benchmark::State& state, int n, std::size_t k, int threads) {
+  const Architecture a = arch(12, 12, 768, 64, false, san_skip());
+  const Model model = make_model(a);
+  const MatrixXd X0 = make_input(n, a.d_model);
+  TopPathsOptions o;
+  o.k = k;
+  o.threads = threads;
+  set_product_threads(threads);
+  TopPathsResult<double> r;
+  for (auto _ : state) {
+    const ForwardTrace<double> t = forward<double>(model, a.variant, X0);
+    r = top_paths<double>(model, t, o);
+    benchmark::DoNotOptimize(r.records.data());
+  }
+  set_product_threads(0);
+  state.counters["paths"] = static_cast<double>(r.paths);
+  state.counters["nodes"] = static_cast<double>(r.nodes);
+  state.counters["leaves"] = static_cast<double>(r.leaves);
+  state.counters["threads"] = threads;
+  state.counters["peak_rss_MiB"] = peak_rss_mib();
+}
+
 std::string shape(int L, int H, int n, int d) {
   return "L" + std::to_string(L) + "H" + std::to_string(H) + "n" + std::to_string(n) + "d" + std::to_string(d);
 }
@@ -131,6 +157,10 @@ int main(int argc, char** argv) {
   for (int t : {1, 2})
     benchmark::RegisterBenchmark(("length_sums/bert/double/threads:" + std::to_string(t)).c_str(),
                                  [=](benchmark::State& s) { sums<double>(s, bert_san, 128, t); })
+        ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+  for (int t : {1, 2})
+    benchmark::RegisterBenchmark(("top_paths/bert/double/n32/k10/threads:" + std::to_string(t)).c_str(),
+                                 [=](benchmark::State& s) { top_k(s, 32, 10, t); })
         ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
   benchmark::Initialize(&argc, argv);

@@ -5,11 +5,14 @@
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/analysis/paths.hpp"
 
+#include "sanpath/compute/effectiveness.hpp"
 #include "sanpath/compute/forward.hpp"
+#include "sanpath/compute/top_paths.hpp"
 #include "sanpath/core/resources.hpp"
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
 #include <stdexcept>
 
@@ -138,6 +141,7 @@ struct RawEnumeration {
   long n = 0, d = 0;
   std::vector<RawRecord> records;
   std::optional<BigReal> error;  ///< when every path was accumulated
+  std::optional<PathSearchStats> search;  ///< top-K by branch and bound
 };
 
 /// What the confirming run must reproduce: the records of the first run.
@@ -177,6 +181,19 @@ RawEnumeration enumerate_at(const Precision& p, const Model& model, const Varian
       }
       // The reconstruction error at this precision without a walk: by the
       // length sums (a rounding error too; only its size is compared).
+      if (accumulate) out.error = length_sums<S>(model, t, 1).error;
+      return out;
+    }
+
+    if (!targets.records && er.top_k > 0) {  // the K largest by branch and bound
+      report_progress(progress, what + ": top-" + std::to_string(er.top_k) + " search at " + p.name(), 0, 0);
+      TopPathsOptions to;
+      to.k = er.top_k;
+      to.filter = er.filter;
+      to.threads = er.threads;
+      const TopPathsResult<S> res = top_paths<S>(model, t, to);
+      for (const PathRecord<S>& r : res.records) out.records.push_back(raw_record(r));
+      out.search = PathSearchStats{res.nodes, res.skipped, res.leaves};
       if (accumulate) out.error = length_sums<S>(model, t, 1).error;
       return out;
     }
@@ -262,6 +279,38 @@ RawSamples samples_at(const Precision& p, const Model& model, const Variant& var
   });
 }
 
+// ---------------------------------------------------------- effectiveness
+
+struct RawEffectiveness {
+  long n = 0, predictions = 0;
+  std::vector<BigReal> distance, kl;
+  std::vector<long> agree;
+  BigReal output_frobenius;
+};
+
+RawEffectiveness effectiveness_at(const Precision& p, const Model& model, const Variant& variant,
+                                  const InputSpec& input, const TaskHead* head, const ProgressFn& progress,
+                                  const std::string& what) {
+  return with_scalar(p, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const ForwardTrace<S> t = trace_at<S>(model, variant, input, progress, what + ": forward pass at " + p.name());
+    report_progress(progress, what + ": length sums at " + p.name(), 0, 0);
+    const Effectiveness<S> e = exact_effectiveness<S>(model, t, head, 1);
+    RawEffectiveness r;
+    r.n = static_cast<long>(t.X[0].rows());
+    r.output_frobenius = to_big(e.output_frobenius);
+    for (const EffectivenessPoint<S>& pt : e.points) {
+      r.distance.push_back(to_big(pt.distance));
+      if (pt.head) {
+        r.kl.push_back(to_big(pt.head->mean_kl));
+        r.agree.push_back(pt.head->agree);
+        r.predictions = pt.head->predictions;
+      }
+    }
+    return r;
+  });
+}
+
 }  // namespace
 
 // ------------------------------------------------------------ entry points
@@ -307,13 +356,15 @@ PathEnumerationReport analyze_enumeration(const Model& model, const Variant& var
   const bool skip = variant.skip;
   if (er.threads < 0)
     throw std::invalid_argument("path enumeration: threads: " + std::to_string(er.threads) + " is negative");
-  // Refuse before any forward pass.
+  // Refuse before any forward pass (a top-K search visits only part of the tree).
   const PathCount walked = count_filtered_paths(L, H, skip, er.filter);
-  if (walked > er.limit) throw PathLimitError(walked, er.limit);
+  if (er.top_k == 0 && walked > er.limit) throw PathLimitError(walked, er.limit);
   const PathCount all = count_filtered_paths(L, H, skip, {});
   const bool all_paths = walked == all;
 
-  const auto nwalked = static_cast<std::uint64_t>(walked);
+  const std::uint64_t nwalked = walked > std::numeric_limits<std::uint64_t>::max()
+                                    ? std::numeric_limits<std::uint64_t>::max()
+                                    : static_cast<std::uint64_t>(walked);
   const Plan plan = plan_precision(model, variant, input, request, progress);
   const Precision p = plan.choice.precision;
   // The records are kept: 4 numbers at each precision, then 4 reported
@@ -329,9 +380,8 @@ PathEnumerationReport analyze_enumeration(const Model& model, const Variant& var
   std::optional<RawEnumeration> c;
   if (plan.check) {
     CheckTargets targets{&a.records, er.top_k == 0};
-    // The selected top-K paths: evaluated one by one when that is cheaper
-    // than a walk (about 2L products per path against one per tree node).
-    const bool walk = er.top_k == 0 || static_cast<double>(a.records.size()) * 2.0 * L >= static_cast<double>(nwalked);
+    // The selected top-K paths: evaluated one by one.
+    const bool walk = er.top_k == 0;
     c = enumerate_at(*plan.check, model, variant, input, er, all_paths, targets, walk, nwalked, progress,
                      "confirming run");
     if (c->records.size() != a.records.size())
@@ -345,6 +395,7 @@ PathEnumerationReport analyze_enumeration(const Model& model, const Variant& var
   r.walked = walked.str();
   r.total_count = all.str();
   r.all_paths = all_paths;
+  r.search = a.search;
   const long bits = p.bits;
   const BigReal one(1, 30);
   r.paths.reserve(a.records.size());
@@ -426,6 +477,51 @@ PathSampleReport analyze_samples(const Model& model, const Variant& variant, con
         least_digits({&e.norm.mean, &e.norm.low, &e.norm.high, &e.residual.mean, &e.residual.low, &e.residual.high});
     r.lengths.push_back(std::move(e));
   }
+  return r;
+}
+
+EffectivenessReport analyze_effectiveness(const Model& model, const Variant& variant, const InputSpec& input,
+                                          const PrecisionRequest& request, const TaskHead* head,
+                                          const ProgressFn& progress) {
+  require_decomposable(model, variant);
+  const Plan plan = plan_precision(model, variant, input, request, progress);
+  const Precision p = plan.choice.precision;
+  const RawEffectiveness a = effectiveness_at(p, model, variant, input, head, progress, "effectiveness");
+  std::optional<RawEffectiveness> c;
+  if (plan.check) c = effectiveness_at(*plan.check, model, variant, input, head, progress, "confirming run");
+
+  EffectivenessReport r;
+  fill_base(r, model, variant, plan, a.n);
+  if (head) {
+    r.head = head->kind;
+    r.outputs = head->outputs();
+    r.predictions = a.predictions;
+  }
+  const long bits = p.bits;
+  const std::vector<PathCount> counts = count_paths_by_length(model.arch().layers, model.arch().heads, variant.skip);
+  PathCount upto = 0;
+  for (std::size_t k = 0; k < a.distance.size(); ++k) {
+    EffectivenessEntry e;
+    e.length = static_cast<int>(k);
+    upto += counts[k];
+    e.count = upto.str();
+    e.distance = confirmed(a.distance[k], c ? &c->distance[k] : nullptr, bits);
+    if (head) {
+      e.agree = a.agree[k];
+      if (c) e.agree_check = c->agree[k];
+      // A KL computed as exactly 0 for a truncation that differs from X^L is
+      // rounding (every log-probability agreed): below 2^(1-bits) per class.
+      if (a.kl[k] == 0 && a.distance[k] != 0)
+        e.kl = below_resolution(a.kl[k], pow(BigReal(2, 30), BigReal(1 - bits, 30)) * BigReal(r.outputs, 30));
+      else
+        e.kl = confirmed(a.kl[k], c ? &c->kl[k] : nullptr, bits);
+      e.digits = least_digits({&e.distance, &*e.kl});
+    } else {
+      e.digits = e.distance.digits;
+    }
+    r.lengths.push_back(std::move(e));
+  }
+  r.output_frobenius = confirmed(a.output_frobenius, c ? &c->output_frobenius : nullptr, bits);
   return r;
 }
 

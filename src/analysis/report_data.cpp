@@ -22,6 +22,9 @@ HtmlReport report_on(const Model& model, const InputSpec& input, const ReportReq
   r.paths_variant = {true, MlpKind::none, LayerNormKind::none, model.arch().variant.mask};
   r.lengths = analyze_length_sums(model, r.paths_variant, input, request.precision,
                                   prefixed_progress(progress, "path lengths: "));
+  r.effectiveness = analyze_effectiveness(model, r.paths_variant, input, request.precision,
+                                          request.head ? &*request.head : nullptr,
+                                          prefixed_progress(progress, "effectiveness: "));
   return r;
 }
 

@@ -2,6 +2,7 @@
 
 #include "sanpath/core/errors.hpp"
 #include "sanpath/analysis/paths.hpp"
+#include "sanpath/io/task_head.hpp"
 
 namespace sanpath::cli {
 
@@ -42,7 +43,7 @@ void register_paths(CLI::App& app) {
     VariantOptions variant;
     PrecisionOptions precision;
     OutputOptions out;
-    bool enumerate = false, sums = false, check = false;
+    bool enumerate = false, sums = false, effectiveness = false, check = false;
     std::uint64_t sample = 0;
     int length = -1;
     std::string lengths, heads_per_layer;
@@ -68,6 +69,9 @@ void register_paths(CLI::App& app) {
   mode->add_flag("--sums", o->sums,
                  "the sum S_k of all terms of each length k = 0..L (no enumeration, any size) and Theorem 2.1's "
                  "reconstruction error");
+  mode->add_flag("--effectiveness", o->effectiveness,
+                 "the network truncated to paths of length ≤ k, k = 0..L: distance to X^L and, with the "
+                 "checkpoint's task head (BERT classifier, GPT-2 LM head), prediction agreement and KL");
   auto* sample = mode->add_option(
       "--sample", o->sample, "N: N uniform random paths per length, mean and 95% CI of ‖T‖_{1,∞} and ‖res(T)‖_{1,∞}");
   mode->require_option(1);
@@ -86,7 +90,8 @@ void register_paths(CLI::App& app) {
                                   "--enumerate: worker threads (0: all cores); results do not depend on it")
                       ->default_val(1);
   auto* limit = cmd->add_option("--limit", o->limit,
-                                "--enumerate: refuse (exit code 5) when more paths than this pass the filters")
+                                "--enumerate without --top: refuse (exit code 5) when more paths than this pass the filters "
+                                "(--top searches by branch and bound without visiting every path)")
                     ->default_val(1000000);
   cmd->add_flag("--check", o->check,
                 "verify Theorem 2.1: exit code 4 unless the reconstruction error is at most 2^-(bits/2) (--sums, or "
@@ -97,11 +102,15 @@ void register_paths(CLI::App& app) {
       "--layernorm none; skip on or off) X^L = Σ_paths P_path X W_path + 1bᵀ exactly. A path picks a head (or, with "
       "skip, the skip connection) per layer; its length is the number of heads picked. Every number is computed "
       "at the working precision and again one tier higher; 'digits' counts the agreeing significant digits, and "
-      "values that do not agree print as '< 1e-N'. Counts are exact; JSON heads are 0-based, null = skip.\n\n"
+      "values that do not agree print as '< 1e-N'. Counts are exact; JSON heads are 0-based, null = skip. --top searches "
+      "by branch and bound (the same K as a full walk, at any size). --effectiveness reads the checkpoint's task head "
+      "(BERT pooler + classifier, GPT-2 ln_f + LM head) from its safetensors file.\n\n"
       "Examples:\n"
       "  sanpath paths --model ../shared/data/real-models/gpt2-capp --tokens 1,5,9,13 --skip on --mlp none "
       "--layernorm none --sums\n"
-      "  sanpath paths --model san.safetensors --random-input 8 --seed 1 --enumerate --top 10 --format json\n");
+      "  sanpath paths --model san.safetensors --random-input 8 --seed 1 --enumerate --top 10 --format json\n"
+      "  sanpath paths --model ../shared/data/real-models/bert-ticket-classifier --tokens 2,15,27,3 --skip on "
+      "--mlp none --layernorm none --effectiveness\n");
   cmd->callback([o, seed, sample, length, lengths, heads, top, threads, limit] {
     const Format fmt = o->out.parsed();
     const PrecisionRequest req = o->precision.request();
@@ -111,9 +120,10 @@ void register_paths(CLI::App& app) {
     if (!o->enumerate) {
       for (const CLI::Option* opt : {lengths, heads, top, threads, limit})
         if (opt->count() > 0) throw UsageError(opt->get_name() + ": only with --enumerate");
-      if (o->sums && length->count() > 0) throw UsageError("--length: only with --enumerate or --sample");
+      if ((o->sums || o->effectiveness) && length->count() > 0)
+        throw UsageError("--length: only with --enumerate or --sample");
     }
-    if (o->check && (o->sample > 0 || (o->enumerate && (length->count() || lengths->count() || heads->count()))))
+    if (o->check && (o->sample > 0 || o->effectiveness || (o->enumerate && (length->count() || lengths->count() || heads->count()))))
       throw UsageError(
           "--check: the reconstruction is checked on every path only: use it with --sums, or with --enumerate "
           "without --length/--lengths/--heads-per-layer");
@@ -150,6 +160,11 @@ void register_paths(CLI::App& app) {
       error = r.decomposition_error;
       precision = r.precision;
       o->out.emit(format_length_sums(r, model, info, fmt));
+    } else if (o->effectiveness) {
+      const std::optional<TaskHead> head = read_task_head(o->model.path, model);
+      const EffectivenessReport r =
+          analyze_effectiveness(model, v, in, req, head ? &*head : nullptr, o->out.progress());
+      o->out.emit(format_effectiveness(r, model, info, fmt));
     } else if (o->enumerate) {
       EnumerationRequest er;
       if (length->count() > 0) {

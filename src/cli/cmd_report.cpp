@@ -2,6 +2,7 @@
 #include "progress.hpp"
 
 #include "sanpath/analysis/collapse.hpp"
+#include "sanpath/io/task_head.hpp"
 #include "sanpath/report/html_report.hpp"
 #include "sanpath/model/random.hpp"
 #include "sanpath/core/resources.hpp"
@@ -39,7 +40,9 @@ void register_report(CLI::App& app) {
       "(as `sanpath collapse`) on a log axis; the bound of Theorem 2.2/2.3 for the SAN against its measured "
       "residual, with β, a and a verdict per depth (as `sanpath bounds`); the exact number of paths of each "
       "length and each length's share of the output for the attention-only network with skip connections (as "
-      "`sanpath paths --sums`); the model, input and precisions. Charts are inline SVG: the file opens offline. "
+      "`sanpath paths --sums`); the distance of the network kept to its paths of length ≤ k to its output and, "
+      "with the checkpoint's task head, the agreement of its predictions (as `sanpath paths --effectiveness`); "
+      "the model, input and precisions. Charts are inline SVG: the file opens offline. "
       "Without --model: the embedded default model of `sanpath collapse`; without an input option: a random "
       "input of 8 tokens (seed 1), its default input. Progress: a bar on stderr when it is a terminal.\n\n"
       "Examples:\n  sanpath report --out report.html\n"
@@ -58,6 +61,7 @@ void register_report(CLI::App& app) {
     const Model model = embedded ? random_model(default_collapse_model()) : o->model.load();
     const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()));
     req.info = {embedded ? "embedded default (random BERT-shaped, seed 0)" : o->model.path, in.description};
+    if (!embedded) req.head = read_task_head(o->model.path, model);
     const HtmlReport report = in.batch ? build_report(model, in.inputs, req, o->input.threads, terminal_progress(o->quiet))
                                        : build_report(model, in.inputs.front(), req, terminal_progress(o->quiet));
     check_interrupt();  // an interrupted run writes nothing

@@ -202,6 +202,15 @@ template <class S> class PathWalker {
   /// leaf(heads, length, T, P_path or nullptr for I) for every completed
   /// path passing the plan.
   template <class Leaf> void run(const std::vector<int>& prefix, Leaf&& leaf) {
+    run(prefix, leaf, NoPruning{});
+  }
+
+  /// As above, skipping subtrees: before a head child of layer l (0-based)
+  /// is formed, prune.child(l, h, Y) (Y the parent's term) may refuse it;
+  /// every node entered, prefix nodes included, is then offered to
+  /// prune.node(depth, Y) (Y = P_prefix X W_prefix, depth = layers done),
+  /// which may refuse its subtree. Refused prefix nodes end the walk.
+  template <class Leaf, class Prune> void run(const std::vector<int>& prefix, Leaf&& leaf, Prune&& prune) {
     const Matrix<S>* Y = &ctx_.trace.X[0];
     const Matrix<S>* P = nullptr;
     int len = 0;
@@ -209,12 +218,14 @@ template <class S> class PathWalker {
       const int c = prefix[l];
       heads_[l] = c;
       if (c >= 0) {
+        if (!prune.child(static_cast<int>(l), c, *Y)) return;
         P = step(static_cast<int>(l), c, *Y, P);
         Y = &Y_[l + 1];
         ++len;
       }
+      if (!prune.node(static_cast<int>(l) + 1, *Y)) return;
     }
-    descend(static_cast<int>(prefix.size()), len, Y, P, leaf);
+    descend(static_cast<int>(prefix.size()), len, Y, P, leaf, prune);
   }
 
  private:
@@ -231,7 +242,13 @@ template <class S> class PathWalker {
     return &P_[li + 1];
   }
 
-  template <class Leaf> void descend(int depth, int len, const Matrix<S>* Y, const Matrix<S>* P, Leaf& leaf) {
+  struct NoPruning {
+    bool child(int, int, const Matrix<S>&) const { return true; }
+    bool node(int, const Matrix<S>&) const { return true; }
+  };
+
+  template <class Leaf, class Prune>
+  void descend(int depth, int len, const Matrix<S>* Y, const Matrix<S>* P, Leaf& leaf, Prune& prune) {
     if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) return;
     if (depth == ctx_.L) {
       leaf(heads_, len, *Y, P);
@@ -243,10 +260,11 @@ template <class S> class PathWalker {
       if (!plan_.reachable(depth + 1, nl)) continue;
       heads_[di] = c;
       if (c < 0) {
-        descend(depth + 1, nl, Y, P, leaf);
+        if (prune.node(depth + 1, *Y)) descend(depth + 1, nl, Y, P, leaf, prune);
       } else {
+        if (!prune.child(depth, c, *Y)) continue;
         const Matrix<S>* np = step(depth, c, *Y, P);
-        descend(depth + 1, nl, &Y_[di + 1], np, leaf);
+        if (prune.node(depth + 1, Y_[di + 1])) descend(depth + 1, nl, &Y_[di + 1], np, leaf, prune);
       }
     }
     heads_[di] = -1;
@@ -282,6 +300,8 @@ template <class S> class TopK {
       std::push_heap(heap_.begin(), heap_.end(), cmp);
     }
   }
+  /// The K-th best record when K are kept, else null.
+  const PathRecord<S>* kth() const { return k_ > 0 && heap_.size() == k_ ? &heap_.front() : nullptr; }
   std::vector<PathRecord<S>> take_sorted() {
     std::sort(heap_.begin(), heap_.end(), [](const PathRecord<S>& a, const PathRecord<S>& b) { return ranks_before(a, b); });
     return std::move(heap_);

@@ -209,6 +209,11 @@ std::string format_enumeration(const PathEnumerationReport& r, const Model& mode
     j["total_paths"] = r.total_count;
     j["all_paths"] = r.all_paths;
     j["top"] = r.request.top_k;
+    if (r.search)
+      j["search"] = {{"method", "branch and bound"},
+                     {"nodes", r.search->nodes},
+                     {"skipped_children", r.search->skipped},
+                     {"leaves", r.search->leaves}};
     add_common(j, r, model, info);
     return j.dump(2) + "\n";
   }
@@ -232,6 +237,9 @@ std::string format_enumeration(const PathEnumerationReport& r, const Model& mode
   o << "paths: " << r.walked << " of " << r.total_count << " pass the filter";
   if (r.request.top_k > 0)
     o << "; the " << std::min<std::size_t>(r.request.top_k, r.paths.size()) << " of largest ‖T‖_{1,∞} shown";
+  if (r.search)
+    o << "\nbranch and bound: " << r.search->nodes << " tree nodes formed, " << r.search->skipped
+      << " children skipped by their bound, " << r.search->leaves << " paths evaluated";
   o << "\nheads per layer are 0-based, '-' is the skip connection\n\n";
   std::size_t hw = columns("heads") + 2;
   for (const PathTermEntry& e : r.paths) hw = std::max(hw, columns(heads_text(e.heads)) + 2);
@@ -289,6 +297,76 @@ std::string format_samples(const PathSampleReport& r, const Model& model, const 
       << pad("[" + e.norm.low.str() + ", " + e.norm.high.str() + "]", 52) << pad(e.residual.mean.str(), 26)
       << pad("[" + e.residual.low.str() + ", " + e.residual.high.str() + "]", 52) << pad(digits_text(e.digits), 13)
       << e.population << "\n";
+  return text_table::trim_line_ends(o.str());
+}
+
+}  // namespace sanpath
+
+// ---------------------------------------------------------- effectiveness
+
+namespace sanpath {
+
+namespace {
+
+/// "3/4", with the check run's count when it differs ("3/4 (check 2/4)").
+std::string agreement_text(const EffectivenessEntry& e, long predictions) {
+  std::string s = std::to_string(*e.agree) + "/" + std::to_string(predictions);
+  if (e.agree_check && *e.agree_check != *e.agree)
+    s += " (check " + std::to_string(*e.agree_check) + "/" + std::to_string(predictions) + ")";
+  return s;
+}
+
+}  // namespace
+
+std::string format_effectiveness(const EffectivenessReport& r, const Model& model, const RunInfo& info, Format f) {
+  const auto optional_long = [](const std::optional<long>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
+  if (f == Format::json) {
+    ordered_json j;
+    ordered_json rows = ordered_json::array();
+    for (const EffectivenessEntry& e : r.lengths)
+      rows.push_back({{"length", e.length},
+                      {"paths", e.count},
+                      {"distance", e.distance.str()},
+                      {"agree", optional_long(e.agree)},
+                      {"agree_check", optional_long(e.agree_check)},
+                      {"kl", e.kl ? ordered_json(e.kl->str()) : ordered_json(nullptr)},
+                      {"digits", digits_value(e.digits)}});
+    j["effectiveness"] = rows;
+    j["head"] = r.head ? ordered_json({{"kind", to_string(*r.head)},
+                                       {"outputs", r.outputs},
+                                       {"predictions", r.predictions}})
+                       : ordered_json(nullptr);
+    j["output_norm"] = {{"frobenius", r.output_frobenius.str()}};
+    add_common(j, r, model, info);
+    return j.dump(2) + "\n";
+  }
+  std::ostringstream o;
+  if (f == Format::csv) {
+    o << "length,paths,distance,agree,predictions,kl,digits\n";
+    for (const EffectivenessEntry& e : r.lengths)
+      o << e.length << ',' << e.count << ',' << e.distance.str() << ',' << (e.agree ? std::to_string(*e.agree) : "")
+        << ',' << (r.head ? std::to_string(r.predictions) : "") << ',' << (e.kl ? e.kl->str() : "") << ','
+        << (e.digits ? std::to_string(*e.digits) : "") << '\n';
+    return o.str();
+  }
+  o << "Path effectiveness: X_{≤k} = Σ_{j≤k} S_j + 1bᵀ keeps the paths of length ≤ k (attention frozen, exact)\n";
+  o << header_text(r, model, info);
+  o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str() << "\n";
+  if (r.head)
+    o << "task head: " << to_string(*r.head) << " (" << r.outputs
+      << (*r.head == TaskHeadKind::classifier ? " classes" : " tokens") << "), " << r.predictions
+      << (r.predictions == 1 ? " prediction" : " predictions")
+      << "; agree = argmax on X_{≤k} equal to argmax on X^L; KL = mean KL(p(X^L) ‖ p(X_{≤k}))\n";
+  else
+    o << "task head: none in the checkpoint (bert.pooler + classifier, or transformer.ln_f + LM head)\n";
+  o << "\n" << pad("length", 8) << pad("distance", 26);
+  if (r.head) o << pad("agree", 14) << pad("KL", 26);
+  o << pad("digits", 13) << "paths of length ≤ k (exact)\n";
+  for (const EffectivenessEntry& e : r.lengths) {
+    o << pad(std::to_string(e.length), 8) << pad(e.distance.str(), 26);
+    if (r.head) o << pad(agreement_text(e, r.predictions), 14) << pad(e.kl->str(), 26);
+    o << pad(digits_text(e.digits), 13) << e.count << "\n";
+  }
   return text_table::trim_line_ends(o.str());
 }
 

@@ -354,6 +354,62 @@ void paths_section(std::ostringstream& o, const HtmlReport& r) {
     << escape(p.decomposition_error.str()) << ".</p>\n</section>\n";
 }
 
+void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
+  const EffectivenessReport& e = r.effectiveness;
+  svg::Chart chart;
+  chart.id = "chart-effectiveness";
+  chart.title = "The network kept to its paths of length ≤ k";
+  chart.x = {"longest path kept k", false, true, {}, {}};
+  chart.y = {"‖X≤k − X^L‖_F / ‖X^L‖_F (log scale)", true, false, {}, {}};
+  svg::Series dist{"distance to the output", "distance", "#4c72b0", svg::SeriesStyle::line, false, {}};
+  for (const EffectivenessEntry& x : e.lengths)
+    dist.points.push_back(
+        point_of(x.length, x.distance, "k ≤ " + std::to_string(x.length) + ": distance " + x.distance.str()));
+  chart.series.push_back(std::move(dist));
+  chart.width = 560;
+  chart.height = 380;
+  std::string agree_chart;
+  if (e.head) {
+    svg::Chart a;
+    a.id = "chart-effectiveness-head";
+    a.title = "Predictions of the " + to_string(*e.head) + " head that agree with the full network";
+    a.x = chart.x;
+    a.y = {"agreeing predictions (fraction)", false, false, 0.0, 1.0};
+    svg::Series s{"agreement", "agree", "#c44e52", svg::SeriesStyle::line, false, {}};
+    for (const EffectivenessEntry& x : e.lengths)
+      s.points.push_back({static_cast<double>(x.length),
+                          static_cast<double>(*x.agree) / static_cast<double>(std::max(1L, e.predictions)),
+                          svg::Mark::value,
+                          "k ≤ " + std::to_string(x.length) + ": " + std::to_string(*x.agree) + "/" +
+                              std::to_string(e.predictions)});
+    a.series.push_back(std::move(s));
+    a.width = 560;
+    a.height = 380;
+    agree_chart = svg::render(a);
+  }
+  o << "<section id=\"effectiveness\">\n<h2>4. How much of the model is in its short paths</h2>\n";
+  o << "<p>Keeping only the paths of length ≤ k gives X<sub>≤k</sub> = Σ<sub>j≤k</sub> S<sub>j</sub> + 1bᵀ "
+       "(attention frozen: exact, from the length sums). The left chart shows its distance to the output of the "
+       "same network; "
+    << (e.head ? "the right one how many predictions of the checkpoint's " + escape(to_string(*e.head)) +
+                     " head on X<sub>≤k</sub> agree with those on X<sup>L</sup>."
+               : std::string("the checkpoint has no task head, so no predictions are compared."))
+    << " Variant: " << escape(human_variant(r.paths_variant))
+    << ". Precision: " << escape(precision_text(e.precision, e.check)) << ".</p>\n";
+  o << "<figure class=\"pair\">" << svg::render(chart) << agree_chart << "</figure>\n";
+  o << "<table id=\"table-effectiveness\" class=\"num\">\n<thead><tr><th>k</th><th>paths of length ≤ k</th>"
+       "<th>‖X<sub>≤k</sub> − X<sup>L</sup>‖<sub>F</sub>/‖X<sup>L</sup>‖<sub>F</sub></th>";
+  if (e.head) o << "<th>agreeing predictions</th><th>mean KL</th>";
+  o << "<th>digits</th></tr></thead>\n<tbody>\n";
+  for (const EffectivenessEntry& x : e.lengths) {
+    o << "<tr><th>" << x.length << "</th><td class=\"count\">" << escape(x.count) << "</td><td>"
+      << escape(x.distance.str()) << "</td>";
+    if (e.head) o << "<td>" << *x.agree << "/" << e.predictions << "</td><td>" << escape(x.kl->str()) << "</td>";
+    o << "<td>" << digits_text(x.digits) << "</td></tr>\n";
+  }
+  o << "</tbody>\n</table>\n</section>\n";
+}
+
 const char* kStyle = R"(
 body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #111;
        max-width: 1160px; margin: 24px auto; padding: 0 20px; line-height: 1.45; background: #fff; }
@@ -395,6 +451,7 @@ std::string render_html(const HtmlReport& r) {
   collapse_section(o, r);
   bounds_section(o, r);
   paths_section(o, r);
+  effectiveness_section(o, r);
   o << "<footer>Made by " << escape(r.generator)
     << ". Definitions (norms, residual centres, path terms, bounds, precision): docs/math.md of sanpath.</footer>\n";
   o << "</body>\n</html>\n";

@@ -99,7 +99,8 @@ check "enumerate --top 5" "
 allp = json.load(open('$dir/all.json'))['paths']
 best = sorted(allp, key=lambda x: -float(x['term_norm']['composite']))[:5]
 assert [x['heads'] for x in j['paths']] == [x['heads'] for x in best]
-assert all(x['digits'] >= 30 for x in j['paths'])"
+assert all(x['digits'] >= 30 for x in j['paths'])
+assert j['search']['leaves'] <= 27"
 expect 0 "$SANPATH" paths --model "$san" "${IN[@]}" --enumerate --format csv
 head -1 "$dir/out" | grep -q "^h1,h2,h3,length," || fail "enumerate CSV header"
 grep -q "^,,,0," "$dir/out" || fail "enumerate CSV: the all-skip path"
@@ -117,12 +118,32 @@ grep -q "$((5 ** 12)) paths" "$dir/err" || fail "refusal names 5^12: $(cat "$dir
 # ... while the length sums of the same model need no enumeration.
 expect 0 "$SANPATH" paths --model "$big" "${IN[@]}" --sums --precision double --format json
 check "sums of 5^12 paths" 'assert sum(int(r["count"]) for r in j["length_sums"]) == 5 ** 12'
+# ... nor does a top-K selection (branch and bound, no limit): the same K as a full walk.
+expect 0 "$SANPATH" paths --model "$big" "${IN[@]}" --enumerate --top 4 --threads 2 --precision double --format json
+check "top 4 of 5^12 paths by branch and bound" "
+assert j['walked_paths'] == str(5 ** 12) and len(j['paths']) == 4
+s = j['search']
+assert s['method'] == 'branch and bound' and 0 < s['leaves'] < 5 ** 12 and s['nodes'] < 5 ** 12
+v = [float(x['term_norm']['composite']) for x in j['paths']]
+assert v == sorted(v, reverse=True)"
 # Not attention-only: input error (3), the library message.
 expect 3 "$SANPATH" paths --model "$full" "${IN[@]}" --sums
 grep -q "attention-only" "$dir/err" || fail "variant refusal message: $(cat "$dir/err")"
 expect 3 "$SANPATH" paths --model "$san" "${IN[@]}" --enumerate --layernorm pre
 expect 0 "$SANPATH" paths --model "$full" "${IN[@]}" --sums --mlp none --layernorm none --format json
 check "full model as SAN+skip" 'assert j["variant"]["skip"] == "on" and j["total_paths"] == "9"'
+
+# --effectiveness: k = 0..L, no task head in a native file, the full output at k = L.
+expect 0 "$SANPATH" paths --model "$san" "${IN[@]}" --effectiveness --format json
+check "effectiveness" "
+e = j['effectiveness']
+assert [x['length'] for x in e] == [0, 1, 2, 3] and j['head'] is None
+assert [x['paths'] for x in e] == ['1', '7', '19', '27']
+assert e[-1]['distance'].startswith('< ') and all(x['agree'] is None for x in e)"
+expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --effectiveness --length 1
+expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --effectiveness --check
+expect 3 "$SANPATH" paths --model "$full" "${IN[@]}" --effectiveness
+grep -q "attention-only" "$dir/err" || fail "effectiveness variant refusal: $(cat "$dir/err")"
 
 # --sample: deterministic for a seed; the one all-skip path has no spread.
 expect 0 "$SANPATH" paths --model "$san" --random-input 5 --sample 200 --seed 9 --format json --output "$dir/s1.json"

@@ -8,6 +8,7 @@ check sanpath's numbers against a second implementation at higher precision.
 Library part (import it) and a command line (run it):
 
   sanpath_ref.py gen-input --out X.safetensors --tokens N --d-model D [--seed S] [--spread F] [--dtype F64|F32|F16|BF16]
+  sanpath_ref.py check-paths --effectiveness --model PATH ... JSON...   (`sanpath paths --effectiveness`)
   sanpath_ref.py check-forward --model PATH (--tokens IDS | --input X.safetensors)
         [--skip on|off] [--mlp none|plain|residual] [--layernorm none|pre|post]
         [--mask none|causal] [--center mean|median|optimal] [--max-ref-bits B] JSON...
@@ -932,6 +933,8 @@ def _path_counts(L, H, skip):
 
 
 def _check_paths(a):
+    if a.effectiveness:
+        return _check_effectiveness(a)
     model, want, runs, bits = _setup(a)
     ck = _Checker(a.verbose)
     for path, j in runs:
@@ -1191,6 +1194,82 @@ def _check_bounds(a):
     return ck.summary(bits)
 
 
+def task_head(path):
+    """The task head of a HuggingFace folder, or None (HF conventions, torch Linear weights [out, in]):
+    classifier: logits = W_c tanh(W_p x_0 + b_p) + b_c (bert.pooler.dense, classifier);
+    language model: logits_i = E LN_f(x_i) (transformer.ln_f; lm_head.weight or the tied transformer.wte)."""
+    if not os.path.isdir(path):
+        return None
+    _, t = read_safetensors(os.path.join(path, "model.safetensors"))
+    if "classifier.weight" in t:
+        return {"kind": "classifier", "Wp": _matrix(t["bert.pooler.dense.weight"]),
+                "bp": _vector(t["bert.pooler.dense.bias"]), "Wc": _matrix(t["classifier.weight"]),
+                "bc": _vector(t["classifier.bias"])}
+    if "transformer.ln_f.weight" in t:
+        E = t["lm_head.weight"] if "lm_head.weight" in t else t["transformer.wte.weight"]
+        return {"kind": "language model", "g": _vector(t["transformer.ln_f.weight"]),
+                "b": _vector(t["transformer.ln_f.bias"]), "E": _matrix(E)}
+    return None
+
+
+def head_logits(head, X, eps):
+    if head["kind"] == "classifier":
+        z = [mp.tanh(mp.fdot(w, X[0]) + b) for w, b in zip(head["Wp"], head["bp"])]
+        return [[mp.fdot(w, z) + b for w, b in zip(head["Wc"], head["bc"])]]
+    Y = layernorm(X, vec_mp(head["g"]), vec_mp(head["b"]), eps)
+    return [[mp.fdot(e, y) for e in head["E"]] for y in Y]
+
+
+def log_softmax(row):
+    m = max(row)
+    ls = mp.log(mp.fsum(mp.exp(x - m) for x in row))
+    return [x - m - ls for x in row]
+
+
+def _check_effectiveness(a):
+    """X_{<=k} = sum_{j<=k} S_j + 1b^T: distance to X^L, head agreement (argmax, first on ties) and mean KL."""
+    model, want, runs, bits = _setup(a)
+    ck = _Checker(a.verbose)
+    for path, j in runs:
+        ck.header(path, j, model, want)
+    if ck.failures:
+        return 1
+    mp.prec = bits
+    X0 = _load_input(model, a)
+    S, b, XL = length_sums(model, X0, want, MpWeights(model))
+    head = task_head(a.model)
+    eps = mpf(model.eps)
+    nX = norm_frobenius(XL)
+    argmax = lambda row: max(range(len(row)), key=lambda i: (row[i], -i))
+    ref_logits = head_logits(head, XL, eps) if head else None
+    Xk = [b[:] for _ in XL]
+    rows = []
+    for k in range(model.L + 1):
+        Xk = madd(Xk, S[k])
+        r = {"distance": norm_frobenius([[x - y for x, y in zip(ra, rb)] for ra, rb in zip(Xk, XL)]) / nX}
+        if head:
+            lg = head_logits(head, Xk, eps)
+            r["agree"] = sum(argmax(p) == argmax(q) for p, q in zip(ref_logits, lg))
+            kl = [mp.fsum(mp.exp(lp) * (lp - lq) for lp, lq in zip(log_softmax(p), log_softmax(q)))
+                  for p, q in zip(ref_logits, lg)]
+            r["kl"] = mp.fsum(kl) / len(kl)
+        rows.append(r)
+    for path, j in runs:
+        tag = f"{path} ({j['precision']})"
+        if (j["head"] is None) != (head is None) or (head and j["head"]["kind"] != head["kind"]):
+            ck.fail(f"{tag}: head {j['head']}, reference {head and head['kind']}")
+            continue
+        ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX)
+        for k, (e, r) in enumerate(zip(j["effectiveness"], rows)):
+            ck.number(f"{tag} k={k} distance", e["distance"], e["digits"], r["distance"])
+            if head:
+                ck.number(f"{tag} k={k} kl", e["kl"], e["digits"], r["kl"])
+                ck.checked += 1
+                if e["agree"] != r["agree"]:
+                    ck.fail(f"{tag} k={k}: agree {e['agree']}, reference {r['agree']}")
+    return ck.summary(bits)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -1217,6 +1296,7 @@ def main(argv=None):
             c.add_argument("--center", default="mean", choices=["mean", "median", "optimal"])
         if name == "check-paths":   # the mode and filters given to `sanpath paths` (the JSON does not echo them)
             c.add_argument("--sums", action="store_true")
+            c.add_argument("--effectiveness", action="store_true")
             c.add_argument("--enumerate", action="store_true")
             c.add_argument("--length", type=int)
             c.add_argument("--top", type=int, default=0)

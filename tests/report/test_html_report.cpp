@@ -4,9 +4,14 @@
 #include "sanpath/report/html_report.hpp"
 
 #include "sanpath/model/random.hpp"
+#include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/task_head.hpp"
+#include "sanpath/report/svg_plot.hpp"
+#include "support/helpers.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -64,9 +69,17 @@ TEST_CASE("the report holds every chart and the analyses' numbers") {
   for (const char* id : {"id=\"chart-collapse\"", "id=\"chart-bounds\"", "id=\"chart-path-counts\"",
                          "id=\"chart-path-shares\"", "id=\"table-setup\"", "id=\"table-collapse\"",
                          "id=\"table-bounds\"", "id=\"table-paths\"", "id=\"chart-collapse-san\"",
-                         "id=\"chart-collapse-san-skip\"", "id=\"chart-collapse-full\"", "id=\"chart-bounds-uniform\""})
+                         "id=\"chart-collapse-san-skip\"", "id=\"chart-collapse-full\"", "id=\"chart-bounds-uniform\"",
+                         "id=\"chart-effectiveness\"", "id=\"chart-effectiveness-distance\"",
+                         "id=\"table-effectiveness\""})
     CHECK(html.find(id) != std::string::npos);
-  CHECK(count(html, "<svg ") == 4);
+  // No task head in a model built in memory: the distance chart only.
+  CHECK(count(html, "<svg ") == 5);
+  CHECK(html.find("chart-effectiveness-head") == std::string::npos);
+  REQUIRE(r.effectiveness.lengths.size() == 4);
+  CHECK(!r.effectiveness.head);
+  for (const EffectivenessEntry& e : r.effectiveness.lengths)
+    CHECK(html.find("<td>" + svg::escape(e.distance.str()) + "</td>") != std::string::npos);
   // Escaped, self-contained.
   CHECK(html.find("tiny &lt;san&gt; &amp; co") != std::string::npos);
   CHECK(html.find("<script") == std::string::npos);
@@ -156,4 +169,26 @@ TEST_CASE("a batch: mean ± std cells and bands in the collapse chart; other sec
   for (std::size_t v = 0; v < variants; ++v)
     CHECK(r.collapse.analyses[v].layers[2].relative_residual.str() ==
           r.batch->runs[0].analyses[v].layers[2].relative_residual.str());
+TEST_CASE("with a task head the report shows the agreement per k", "[real]") {
+  const std::string dir = sanpath::test::real_models_dir();
+  if (dir.empty()) {
+    if (std::getenv("CI") != nullptr) FAIL("../shared/data/real-models is missing (CI is set)");
+    WARN("no real checkpoints beside the project: skipped");
+    return;
+  }
+  const std::string path = dir + "/bert-ticket-classifier";
+  const Model m = load_model(path);
+  ReportRequest req;
+  req.info = {path, "tokens"};
+  req.head = read_task_head(path, m);
+  REQUIRE(req.head);
+  const HtmlReport r = build_report(m, InputSpec::from_tokens({2, 15, 27, 3}), req);
+  REQUIRE(r.effectiveness.head == TaskHeadKind::classifier);
+  REQUIRE(r.effectiveness.lengths.size() == 3);
+  CHECK(*r.effectiveness.lengths.back().agree == 1);  // the full network agrees with itself
+  const std::string html = render_html(r);
+  CHECK(html.find("id=\"chart-effectiveness-head\"") != std::string::npos);
+  CHECK(html.find("id=\"chart-effectiveness-head-agree\"") != std::string::npos);
+  CHECK(count(html, "<svg ") == 6);
+  CHECK(html.find("<td>1/1</td>") != std::string::npos);
 }

@@ -23,6 +23,7 @@
 #include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
 #include "sanpath/compute/paths.hpp"
+#include "sanpath/model/task_head.hpp"
 #include "sanpath/core/quantity.hpp"
 #include "sanpath/core/scalar.hpp"
 
@@ -80,8 +81,17 @@ struct EnumerationRequest {
   /// of largest ‖T‖_{1,∞} at the working precision, in descending order.
   std::size_t top_k = 0;
   int threads = 1;  ///< 0: hardware concurrency; results do not depend on it
-  /// Refuse (PathLimitError, a ResourceError) when more paths pass the filter.
+  /// Without top_k: refuse (PathLimitError, a ResourceError) when more paths
+  /// pass the filter. A top-K selection is a branch-and-bound search
+  /// (top_paths.hpp) that does not visit every path: no limit.
   std::uint64_t limit = default_max_paths;
+};
+
+/// The branch-and-bound search of a top-K selection (top_paths.hpp).
+struct PathSearchStats {
+  std::uint64_t nodes = 0;    ///< tree nodes formed
+  std::uint64_t skipped = 0;  ///< head children skipped before being formed
+  std::uint64_t leaves = 0;   ///< complete paths evaluated
 };
 
 /// One path term T = P_path X W_path.
@@ -101,18 +111,21 @@ struct PathEnumerationReport : PathReportBase {
   std::string total_count;           ///< all paths of the network, exact decimal
   bool all_paths = false;            ///< the filter lets every path through
   std::vector<PathTermEntry> paths;  ///< enumeration order, or top-K order
+  std::optional<PathSearchStats> search;  ///< top-K: the search at the working precision
   /// Theorem 2.1 over every path, as LengthSumsReport::decomposition_error;
   /// only when all_paths (a partial sum does not reconstruct X^L).
   std::optional<Quantity> decomposition_error;
 };
 
-/// Enumerates path terms. The confirming run evaluates the same paths
-/// (matched by head sequence) at p.next(): by a second walk, or, for a top-K
-/// selection much smaller than the walk (K·2L below the paths walked), path
-/// by path (evaluate_path); the decomposition error's check value is then
-/// the length-sum reconstruction error at p.next() (both are rounding
-/// errors, only their size enters the bound). Throws PathLimitError before
-/// any forward pass when more than request.limit paths pass the filter, and
+/// Enumerates path terms, or (top_k > 0) selects the K largest by branch
+/// and bound (top_paths.hpp: the same K as a full walk, at any size). The
+/// confirming run evaluates the same paths (matched by head sequence) at
+/// p.next(): by a second walk, or, for a top-K selection, path by path
+/// (evaluate_path). The decomposition error (every path passes the filter)
+/// is the walk's, or for a top-K selection the length-sum reconstruction
+/// error, at each precision (both are rounding errors, only their size
+/// enters the bound). Throws PathLimitError before any forward pass when,
+/// without top_k, more than request.limit paths pass the filter, and
 /// ResourceError when the kept records would exceed the memory budget.
 PathEnumerationReport analyze_enumeration(const Model& model, const Variant& variant, const InputSpec& input,
                                           const PrecisionRequest& request, const EnumerationRequest& enumeration,
@@ -146,6 +159,37 @@ struct PathSampleReport : PathReportBase {
 PathSampleReport analyze_samples(const Model& model, const Variant& variant, const InputSpec& input,
                                  const PrecisionRequest& request, const std::vector<int>& lengths,
                                  std::uint64_t samples, std::uint64_t seed, const ProgressFn& progress = {});
+
+// ---------------------------------------------------------- effectiveness
+
+/// The network truncated to the paths of length at most k
+/// (compute/effectiveness.hpp): X_{≤k} = Σ_{j≤k} S_j + 1bᵀ.
+struct EffectivenessEntry {
+  int length = 0;             ///< k
+  std::string count;          ///< paths of length at most k, exact decimal
+  Quantity distance;          ///< ‖X_{≤k} − X^L‖_F / ‖X^L‖_F
+  /// With a task head: predictions (argmax) of the head on X_{≤k} equal to
+  /// those on X^L, out of EffectivenessReport::predictions; the check run's
+  /// count (nullopt without a check run). A count the two runs disagree on
+  /// is not confirmed.
+  std::optional<long> agree, agree_check;
+  std::optional<Quantity> kl;  ///< mean KL(p(X^L) ‖ p(X_{≤k})) of the head's softmax
+  std::optional<int> digits;   ///< least confirmed digits of distance and kl
+};
+
+struct EffectivenessReport : PathReportBase {
+  std::optional<TaskHeadKind> head;  ///< the checkpoint's task head, if any
+  long outputs = 0;                  ///< classes or vocabulary size of the head
+  long predictions = 0;              ///< predictions per truncation (1 per sequence / n per sequence)
+  std::vector<EffectivenessEntry> lengths;  ///< k = 0..L
+  Quantity output_frobenius;                ///< ‖X^L‖_F
+};
+
+/// The exact effectiveness curve for k = 0..L from the length sums (any
+/// size), with the task head's agreement and KL when `head` is given.
+EffectivenessReport analyze_effectiveness(const Model& model, const Variant& variant, const InputSpec& input,
+                                          const PrecisionRequest& request, const TaskHead* head,
+                                          const ProgressFn& progress = {});
 
 // ---------------------------------------------------------------- helpers
 

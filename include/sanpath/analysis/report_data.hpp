@@ -12,6 +12,7 @@
 #include "sanpath/analysis/paths.hpp"
 #include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
+#include "sanpath/model/task_head.hpp"
 
 #include <optional>
 #include <string>
@@ -32,6 +33,7 @@ struct ReportRequest {
   RunInfo info;                       ///< where the model and the input came from (printed)
   CollapseConventions conventions = CollapseConventions::theory;  ///< of the collapse section
   std::string generator = "sanpath";  ///< printed in the footer, e.g. "sanpath 0.1.0"
+  std::optional<TaskHead> head;       ///< the checkpoint's task head (effectiveness section), if any
 };
 
 /// Everything the report shows, as the library computed it.
@@ -47,12 +49,14 @@ struct HtmlReport {
   BoundsAnalysis bounds;
   Variant paths_variant;  ///< skip on, mlp none, layernorm none, the model's mask
   LengthSumsReport lengths;
+  EffectivenessReport effectiveness;  ///< on paths_variant
 };
 
-/// Runs run_collapse, analyze_bounds on the SAN variant and
-/// analyze_length_sums on the attention-only variant with skip connections,
-/// all on `input` at `request.precision`. Progress messages are prefixed
-/// with the section ("collapse: ", "bounds: ", "path lengths: ").
+/// Runs run_collapse, analyze_bounds on the SAN variant, and
+/// analyze_length_sums and analyze_effectiveness (with request.head) on the
+/// attention-only variant with skip connections, all on `input` at
+/// `request.precision`. Progress messages are prefixed with the section
+/// ("collapse: ", "bounds: ", "path lengths: ", "effectiveness: ").
 HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
                         const ProgressFn& progress = {});
 /// A batch: the collapse section runs run_collapse_batch on every input

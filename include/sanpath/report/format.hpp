@@ -53,6 +53,7 @@ struct PathCounts;
 struct LengthSumsReport;
 struct PathEnumerationReport;
 struct PathSampleReport;
+struct EffectivenessReport;
 
 /// `sanpath graph`. JSON: {"total": "…", "by_length": [{"length": k,
 /// "count": "…"}, …] (k = 0..L), "layers", "heads", "skip", "vertices",
@@ -72,6 +73,13 @@ std::string format_enumeration(const PathEnumerationReport& r, const Model& mode
 /// "population": "…", "term_norm": {"composite": {"mean", "stddev",
 /// "ci95": [low, high]}}, "term_residual": {"composite": {…}}}, …], "seed"}.
 std::string format_samples(const PathSampleReport& r, const Model& model, const RunInfo& info, Format f);
+
+/// `sanpath paths --effectiveness`. JSON: {"effectiveness": [{"length": k,
+/// "paths": "…" (of length ≤ k), "distance": "…", "agree": a, "agree_check":
+/// b, "kl": "…", "digits": d}, …] (agree, agree_check and kl are null
+/// without a task head), "head": {"kind", "outputs", "predictions"} or null,
+/// "output_norm": {"frobenius": "…"}, …}.
+std::string format_effectiveness(const EffectivenessReport& r, const Model& model, const RunInfo& info, Format f);
 
 // Bounds reports (src/io/format_bounds.cpp).
 struct BoundsAnalysis;

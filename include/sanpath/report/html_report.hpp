@@ -12,6 +12,10 @@
 ///  - the path-length distribution of the attention-only network with skip
 ///    connections (analyze_length_sums): the exact number of paths of each
 ///    length and each length's share ‖S_k‖_F/‖X^L‖_F of the output;
+///  - how much of that network is in its paths of length ≤ k
+///    (analyze_effectiveness): the distance of the truncation X_{≤k} to the
+///    output and, with the checkpoint's task head, the share of predictions
+///    that agree with the full network's and the mean KL;
 ///  - the model, input and precisions used.
 /// build_report (analysis/report_data.hpp) gathers the data by calling the
 /// analyses; render_html only formats it (no mathematics beyond scaling the
@@ -30,7 +34,9 @@ namespace sanpath {
 /// tests rely on: svg#chart-collapse (series groups #chart-collapse-san,
 /// -san-mlp, -san-skip, -full), svg#chart-bounds (#chart-bounds-measured,
 /// #chart-bounds-uniform, #chart-bounds-layerwise), svg#chart-path-counts,
-/// svg#chart-path-shares, table#table-collapse (cells carry data-variant and
+/// svg#chart-path-shares, svg#chart-effectiveness (series
+/// #chart-effectiveness-distance), with a task head svg#chart-effectiveness-head
+/// (#chart-effectiveness-head-agree), table#table-effectiveness, table#table-collapse (cells carry data-variant and
 /// data-layer), table#table-bounds, table#table-paths, table#table-setup.
 std::string render_html(const HtmlReport& report);
 

@@ -1,0 +1,9 @@
+#include "sanpath/model/task_head.hpp"
+
+namespace sanpath {
+
+std::string to_string(TaskHeadKind kind) {
+  return kind == TaskHeadKind::classifier ? "classifier" : "language model";
+}
+
+}  // namespace sanpath

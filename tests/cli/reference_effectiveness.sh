@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# sanpath paths --effectiveness against the independent mpmath reference
+# (tests/reference/sanpath_ref.py): for k = 0..L the truncation X_{<=k} = sum_{j<=k} S_j + 1b^T,
+# its distance ||X_{<=k} - X^L||_F / ||X^L||_F, and with the real checkpoints' task heads
+# (BERT pooler + classifier, GPT-2 ln_f + tied LM head) the agreement count and the mean KL,
+# each to the digits sanpath says it confirmed; the reference runs at precision_bits + 128.
+# Without the shared checkpoints the script fails when CI is set.
+# Usage: bash reference_effectiveness.sh <sanpath binary> <shared dir> <tmp dir>
+set -u
+. "$(dirname "$0")/../reference/lib.sh"
+ref_init "$@"
+
+attn=(--mlp none --layernorm none --effectiveness)
+real=$(real_models_dir)
+if [ -z "$real" ]; then
+  if [ -n "${CI:-}" ]; then
+    echo "FAIL: $SHARED/data/real-models is absent (CI is set)"
+    exit 1
+  fi
+  echo "SKIP real checkpoints: $SHARED/data/real-models is absent"
+else
+  paths_case bert-effectiveness "$real/bert-ticket-classifier" tokens 2,15,27,3,40 --skip on "${attn[@]}"
+  paths_case gpt2-effectiveness "$real/gpt2-capp" tokens 1,5,9,13,20,2 --skip on "${attn[@]}"
+  paths_case gpt2-effectiveness-san "$real/gpt2-capp" tokens 1,5,9,13 --skip off "${attn[@]}"
+  # the head's prediction on the full attention-only output is the reference for k = L: all agree
+  out=$WORK/gpt2-effectiveness.auto.json
+  if ! "$REF_PY" -c "import json, sys
+j = json.load(open('$out'))
+last = j['effectiveness'][-1]
+sys.exit(0 if last['agree'] == j['head']['predictions'] == 6 else 1)"; then
+    echo "FAIL gpt2-effectiveness: agreement at k = L is not 6/6"
+    FAILS=$((FAILS + 1))
+  fi
+fi
+
+make_input x5 5 8 1
+make_model e3.safetensors --layers 3 --heads 2 --d-model 8 --seed 4 --std 0.4 --bias-std 0.1 \
+  --skip on --mlp none --layernorm none && {
+  paths_case e3-effectiveness "$WORK/e3.safetensors" input "$WORK/x5" "${attn[@]}"
+  paths_case e3-effectiveness-causal "$WORK/e3.safetensors" input "$WORK/x5" --mask causal "${attn[@]}"
+}
+
+ref_finish

@@ -1,0 +1,216 @@
+// Path effectiveness (effectiveness.hpp) and task heads (io/task_head.hpp):
+// the truncation at k = L is the forward output to rounding, the curve
+// against a brute-force sum over paths, the heads against hand-written
+// formulas, KL against a closed form, and the real checkpoints' heads.
+#include "support/attention_models.hpp"
+#include "support/helpers.hpp"
+
+#include "sanpath/compute/effectiveness.hpp"
+#include "sanpath/compute/forward.hpp"
+#include "sanpath/compute/paths.hpp"
+#include "sanpath/core/linalg.hpp"
+#include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/safetensors.hpp"
+#include "sanpath/io/task_head.hpp"
+#include "sanpath/model/input.hpp"
+#include "sanpath/compute/embed.hpp"
+#include "sanpath/model/random.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+using namespace sanpath;
+using sanpath::test::attention_model;
+using sanpath::test::gaussian_input;
+
+namespace {
+
+/// X^L − Σ_{|path| > k} T_path, every term formed from the trace's P and the
+/// weights by plain products in long double (no library path code).
+MatrixXd brute_truncation(const Model& m, const ForwardTrace<double>& t, int k) {
+  using LMat = Eigen::Matrix<long double, Eigen::Dynamic, Eigen::Dynamic>;
+  const int L = m.arch().layers, H = m.arch().heads;
+  const bool skip = t.variant.skip;
+  LMat rest = LMat::Zero(t.X[0].rows(), t.X[0].cols());
+  std::function<void(int, int, const LMat&)> walk = [&](int l, int len, const LMat& Y) {
+    if (l == L) {
+      if (len > k) rest += Y;
+      return;
+    }
+    if (skip) walk(l + 1, len, Y);
+    for (int h = 0; h < H; ++h) {
+      const HeadWeights& hw = m.layer(l).heads[static_cast<std::size_t>(h)];
+      const LMat P = t.P[static_cast<std::size_t>(l)][static_cast<std::size_t>(h)].cast<long double>();
+      walk(l + 1, len + 1, P * Y * hw.W_V.cast<long double>() * hw.W_O.cast<long double>());
+    }
+  };
+  walk(0, 0, t.X[0].cast<long double>());
+  return (t.X.back().cast<long double>() - rest).cast<double>();
+}
+
+/// Fails when the shared folder is missing under CI, warns otherwise.
+std::string shared_models() {
+  const std::string dir = test::real_models_dir();
+  if (dir.empty()) {
+    if (std::getenv("CI") != nullptr) FAIL("../shared/data/real-models is missing (CI is set)");
+    WARN("no real checkpoints beside the project: skipped");
+  }
+  return dir;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("effectiveness at k = L is the forward output to the working precision", "[effectiveness]",
+                   double, mpfr_real<38>, mpfr_real<154>) {
+  using S = TestType;
+  struct Shape {
+    int L, H, d, dh, n;
+    bool skip;
+  };
+  for (const Shape sh : {Shape{1, 1, 4, 2, 3, true}, Shape{3, 2, 6, 3, 5, true}, Shape{4, 3, 8, 2, 4, true},
+                         Shape{3, 2, 6, 3, 5, false}}) {
+    CAPTURE(sh.L, sh.H, sh.d, sh.skip);
+    const Model m = attention_model(sh.L, sh.H, sh.d, sh.dh, sh.skip, 0.6, 7 + static_cast<std::uint64_t>(sh.L));
+    const ForwardTrace<S> t = forward<S>(m, m.arch().variant, convert<S>(gaussian_input(sh.n, sh.d, 3)));
+    const Effectiveness<S> e = exact_effectiveness<S>(m, t, nullptr);
+    REQUIRE(e.points.size() == static_cast<std::size_t>(sh.L) + 1);
+    // The distance is pure rounding: a sum of (H+1)·L products of matrices
+    // of modest norm; 200 epsilons leaves room for their accumulation only.
+    const BigReal err = to_big(e.points.back().distance) / test::epsilon_of<S>();
+    CAPTURE(to_sci(err));
+    CHECK(err <= 200);
+    // Shorter truncations miss real terms: far above rounding.
+    if (sh.skip) CHECK(to_big(e.points.front().distance) > BigReal(1e-6));
+  }
+}
+
+TEST_CASE("effectiveness curve equals the brute-force sum over paths and decreases on a contracting model",
+          "[effectiveness]") {
+  // Small value-output maps (std 0.25, d = 6): every longer length sum is
+  // smaller, so dropping fewer of them leaves less out.
+  const Model m = attention_model(4, 2, 6, 3, true, 0.25, 11);
+  const ForwardTrace<double> t = forward<double>(m, m.arch().variant, gaussian_input(5, 6, 5));
+  const Effectiveness<double> e = exact_effectiveness<double>(m, t, nullptr);
+  const double norm = t.X.back().norm();
+  for (int k = 0; k <= 4; ++k) {
+    CAPTURE(k);
+    const double expected = (brute_truncation(m, t, k) - t.X.back()).norm() / norm;
+    CHECK(std::abs(e.points[static_cast<std::size_t>(k)].distance - expected) <= 1e-12 + 1e-9 * expected);
+    if (k > 0) CHECK(e.points[static_cast<std::size_t>(k)].distance < e.points[static_cast<std::size_t>(k) - 1].distance);
+  }
+}
+
+TEST_CASE("task heads against their formulas", "[effectiveness]") {
+  Rng rng(3);
+  const auto draw = [&](Eigen::Index r, Eigen::Index c) {
+    MatrixXd M(r, c);
+    for (Eigen::Index j = 0; j < c; ++j)
+      for (Eigen::Index i = 0; i < r; ++i) M(i, j) = rng.gaussian();
+    return M;
+  };
+  const MatrixXd X = draw(4, 5);
+  SECTION("classifier: tanh pooler on the first token, then the linear classifier") {
+    TaskHead h;
+    h.kind = TaskHeadKind::classifier;
+    h.pooler_W = draw(5, 5);
+    h.pooler_b = draw(5, 1);
+    h.classifier_W = draw(3, 5);
+    h.classifier_b = draw(3, 1);
+    const Matrix<double> got = task_logits<double>(h, X);
+    const VectorXd z = (h.pooler_W * X.row(0).transpose() + h.pooler_b).array().tanh().matrix();
+    const VectorXd want = h.classifier_W * z + h.classifier_b;
+    REQUIRE(got.rows() == 1);
+    REQUIRE(got.cols() == 3);
+    for (int c = 0; c < 3; ++c) CHECK(std::abs(got(0, c) - want(c)) <= 1e-13 * (1 + std::abs(want(c))));
+  }
+  SECTION("language model: LayerNorm of every row, then the embedding") {
+    TaskHead h;
+    h.kind = TaskHeadKind::language_model;
+    h.ln_g = draw(5, 1);
+    h.ln_b = draw(5, 1);
+    h.ln_eps = 1e-5;
+    h.embedding = draw(7, 5);
+    const Matrix<double> got = task_logits<double>(h, X);
+    REQUIRE(got.rows() == 4);
+    REQUIRE(got.cols() == 7);
+    for (int i = 0; i < 4; ++i) {
+      const double mean = X.row(i).mean();
+      const double var = (X.row(i).array() - mean).square().mean();
+      const VectorXd y = ((X.row(i).array() - mean) / std::sqrt(var + 1e-5)).matrix().transpose().cwiseProduct(h.ln_g) + h.ln_b;
+      const VectorXd want = h.embedding * y;
+      for (int v = 0; v < 7; ++v) CHECK(std::abs(got(i, v) - want(v)) <= 1e-12 * (1 + std::abs(want(v))));
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("compare_logits: agreement and KL in closed form", "[effectiveness]", double, mpfr_real<77>) {
+  using S = TestType;
+  // Row 1: p = (1/2, 1/2), q = (3/4, 1/4): KL = ½ln(2/3) + ½ln 2 = ½ln(4/3); argmax 0 and 0 (tie: first).
+  // Row 2: p = q (shifted logits): KL = 0; argmax 1 and 1.
+  // Row 3: p = (1/3, 2/3) (logits 0, ln 2), q = (2/3, 1/3): KL = ⅓ln(1/2) + ⅔ln 2 = ⅓ln 2; argmax 1 vs 0.
+  using std::log;
+  Matrix<S> ref(3, 2), got(3, 2);
+  ref << S(0), S(0), S(1), S(2), S(0), log(S(2));
+  got << log(S(3)), S(0), S(5), S(6), log(S(2)), S(0);
+  const HeadAgreement<S> a = compare_logits<S>(ref, got);
+  CHECK(a.predictions == 3);
+  CHECK(a.agree == 2);
+  const S want = (log(S(4) / S(3)) / S(2) + log(S(2)) / S(3)) / S(3);
+  CHECK(test::error_in_eps<S>(a.mean_kl, want) <= 64);
+  CHECK_THROWS_AS(compare_logits<S>(ref, Matrix<S>(2, 2)), std::invalid_argument);
+}
+
+TEST_CASE("read_task_head: no head in a native file, shape errors name the tensor", "[effectiveness]") {
+  const Model m = attention_model(1, 1, 4, 2, true, 0.5, 1);
+  const std::string native = test::tmp_path("effectiveness_native.safetensors");
+  save_native(m, native);
+  CHECK_FALSE(read_task_head(native, m).has_value());
+  const std::string bad = test::tmp_path("effectiveness_bad_head.safetensors");
+  Tensor w{"classifier.weight", "F64", {2, 3}, std::vector<double>(6, 0.5)};
+  Tensor b{"classifier.bias", "F64", {2}, {0.0, 1.0}};
+  Tensor pw{"bert.pooler.dense.weight", "F64", {4, 4}, std::vector<double>(16, 0.1)};
+  Tensor pb{"bert.pooler.dense.bias", "F64", {4}, std::vector<double>(4, 0.0)};
+  write_safetensors(bad, {w, b, pw, pb});
+  try {
+    read_task_head(bad, m);
+    FAIL("a classifier of width 3 for d = 4 was accepted");
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find(bad) != std::string::npos);
+    CHECK(msg.find("classifier.weight") != std::string::npos);
+  }
+  const std::string partial = test::tmp_path("effectiveness_partial_head.safetensors");
+  write_safetensors(partial, {Tensor{"classifier.weight", "F64", {2, 4}, std::vector<double>(8, 0.5)}, b});
+  CHECK_THROWS_WITH(read_task_head(partial, m), Catch::Contains("bert.pooler.dense.weight"));
+}
+
+TEST_CASE("real checkpoints: the task heads agree fully at k = L", "[effectiveness][real]") {
+  const std::string dir = shared_models();
+  if (dir.empty()) return;
+  struct Case {
+    const char* name;
+    TaskHeadKind kind;
+    long outputs;
+  };
+  for (const Case c : {Case{"bert-ticket-classifier", TaskHeadKind::classifier, 6},
+                       Case{"gpt2-capp", TaskHeadKind::language_model, 53}}) {
+    CAPTURE(c.name);
+    const Model m = load_model(dir + "/" + c.name);
+    const std::optional<TaskHead> head = read_task_head(dir + "/" + c.name, m);
+    REQUIRE(head.has_value());
+    CHECK(head->kind == c.kind);
+    CHECK(head->outputs() == c.outputs);
+    Variant v = m.arch().variant;
+    v.skip = true;
+    v.mlp = MlpKind::none;
+    v.layernorm = LayerNormKind::none;
+    const InputSpec in = InputSpec::from_tokens({2, 15, 27, 3, 40, 8});
+    const ForwardTrace<mpfr_real<38>> t = forward<mpfr_real<38>>(m, v, make_input<mpfr_real<38>>(m, in));
+    const Effectiveness<mpfr_real<38>> e = exact_effectiveness<mpfr_real<38>>(m, t, &*head);
+    const auto& last = *e.points.back().head;
+    CHECK(last.predictions == (c.kind == TaskHeadKind::classifier ? 1 : 6));
+    CHECK(last.agree == last.predictions);
+    CHECK(to_big(last.mean_kl) / test::epsilon_of<mpfr_real<38>>() <= 1000);
+  }
+}
