@@ -4,6 +4,7 @@
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/safetensors.hpp"
+#include "sanpath/io/tensor_eigen.hpp"
 #include "sanpath/core/resources.hpp"
 
 #include <cerrno>
@@ -56,10 +57,7 @@ InputSpec InputOptions::spec() const {
     if (x.shape.size() != 2)
       throw std::invalid_argument(file + ": X: shape has " + std::to_string(x.shape.size()) +
                                   " dimensions, expected [n, d_model]");
-    MatrixXd X(x.shape[0], x.shape[1]);
-    for (Eigen::Index i = 0; i < X.rows(); ++i)
-      for (Eigen::Index j = 0; j < X.cols(); ++j) X(i, j) = x.values[static_cast<std::size_t>(i * X.cols() + j)];
-    return InputSpec::from_matrix(std::move(X), file);
+    return InputSpec::from_matrix(to_matrix(x), file);
   }
   if (!tokens.empty()) {
     try {
