@@ -11,7 +11,8 @@ contenders within each round:
   forward: `forward --precision double --no-confirm --tokens <128 ids>`, whose
            peak RSS (getrusage of the child) is compared with the analysed
            weights in double (every tensor of the folder, 8 bytes a value).
-Prints one JSON line: medians in seconds, peak RSS in MiB, the weights' MiB.
+Prints one JSON line: medians of wall and CPU seconds, peak RSS in MiB, the
+weights' MiB. On a loaded machine the CPU seconds are the steadier figure.
 """
 import argparse
 import json
@@ -26,7 +27,7 @@ import time
 
 
 def run(cmd):
-    """Wall seconds and peak RSS (MiB) of one child process."""
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one child process."""
     start = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, ru = os.wait4(p.pid, 0)
@@ -34,7 +35,7 @@ def run(cmd):
     err = p.stderr.read().decode()
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"bench/load.py: {' '.join(cmd)} failed: {err[-2000:]}")
-    return wall, ru.ru_maxrss / 1024.0
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0
 
 
 def weight_values(folder):
@@ -67,17 +68,15 @@ def main():
         contenders = {"sanpath": a.sanpath}
         if a.baseline:
             contenders["baseline"] = a.baseline
-        res = {k: {"load": [], "forward": [], "load_rss": [], "forward_rss": []} for k in contenders}
+        res = {k: {"load": [], "load_cpu": [], "load_rss": [], "forward": [], "forward_cpu": [], "forward_rss": []}
+               for k in contenders}
         for _ in range(a.rounds):
             for name, exe in contenders.items():
-                t, m = run([exe, "forward", "--model", folder, "--precision", "double", "--no-confirm",
-                            "--random-input", "1"])
-                res[name]["load"].append(t)
-                res[name]["load_rss"].append(m)
-                t, m = run([exe, "forward", "--model", folder, "--precision", "double", "--no-confirm",
-                            "--tokens", tokens])
-                res[name]["forward"].append(t)
-                res[name]["forward_rss"].append(m)
+                for what, inp in (("load", ["--random-input", "1"]), ("forward", ["--tokens", tokens])):
+                    t, cpu, m = run([exe, "forward", "--model", folder, "--precision", "double", "--no-confirm"] + inp)
+                    res[name][what].append(t)
+                    res[name][what + "_cpu"].append(cpu)
+                    res[name][what + "_rss"].append(m)
         out = {"file_MiB": os.path.getsize(os.path.join(folder, "model.safetensors")) / 2**20,
                "weights_double_MiB": weight_values(folder) * 8 / 2**20}
         for name, r in res.items():
