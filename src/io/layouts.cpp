@@ -2,6 +2,7 @@
 // is. Adding a family is one entry in `families()`.
 #include "hf_layout.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace sanpath::io {
@@ -21,10 +22,13 @@ const Family& family(Layout l) {
 
 namespace {
 
+/// The model_type values of every family, in alphabetical order.
 std::string known_layouts() {
+  std::vector<std::string> types;
+  for (const Family& f : families()) types.insert(types.end(), f.model_types.begin(), f.model_types.end());
+  std::sort(types.begin(), types.end());
   std::string s;
-  for (const Family& f : families())
-    for (const std::string& t : f.model_types) s += (s.empty() ? "" : ", ") + t;
+  for (const std::string& t : types) s += (s.empty() ? "" : ", ") + t;
   return s;
 }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <algorithm>
+#include <set>
 
 namespace sanpath {
 
@@ -29,20 +30,23 @@ TensorStore TensorStore::sharded(const std::string& index_path) {
   if (!wm->is_object()) fail(index_path, "weight_map", "must be an object {tensor: shard file}, got " + brief(*wm));
   if (wm->empty()) fail(index_path, "weight_map", "is empty");
 
-  // Shards in order of first mention; each named by a plain file name.
-  std::vector<std::string> shard_names;
-  std::map<std::string, std::size_t> shard_of_name;
-  std::map<std::string, std::size_t> mapped;  // tensor -> shard
+  // Shards in file name order; each named by a plain file name.
+  std::map<std::string, std::string> mapped_to;  // tensor -> shard file
+  std::set<std::string> names;
   for (const auto& [tensor, shard] : wm->items()) {
     if (!shard.is_string()) fail(index_path, "weight_map." + tensor, "must be a shard file name, got " + brief(shard));
     const std::string name = shard.get<std::string>();
     if (name.empty() || name.find('/') != std::string::npos || name.find('\\') != std::string::npos ||
         name == "." || name == "..")
       fail(index_path, "weight_map." + tensor, "'" + name + "' is not a file name in the index's folder");
-    const auto [it, added] = shard_of_name.emplace(name, shard_names.size());
-    if (added) shard_names.push_back(name);
-    mapped[tensor] = it->second;
+    mapped_to[tensor] = name;
+    names.insert(name);
   }
+  const std::vector<std::string> shard_names(names.begin(), names.end());
+  std::map<std::string, std::size_t> mapped;  // tensor -> shard index
+  for (const auto& [tensor, name] : mapped_to)
+    mapped[tensor] = static_cast<std::size_t>(std::lower_bound(shard_names.begin(), shard_names.end(), name) -
+                                              shard_names.begin());
 
   TensorStore s;
   s.path_ = index_path;
@@ -57,20 +61,23 @@ TensorStore TensorStore::sharded(const std::string& index_path) {
     s.files_.push_back(SafetensorsMap::open(p));
   }
 
-  std::uint64_t bytes = 0;
-  for (std::size_t f = 0; f < s.files_.size(); ++f) {
-    const SafetensorsMap& file = s.files_[f];
-    for (const TensorInfo& t : file.tensors()) {
+  // No tensor in two shards; then every shard agrees with the index.
+  for (std::size_t f = 0; f < s.files_.size(); ++f)
+    for (const TensorInfo& t : s.files_[f].tensors()) {
       const auto [it, added] = s.index_.emplace(t.name, Where{f, &t});
       if (!added)
-        fail(file.path(), t.name, "also in shard " + shard_names[it->second.file] + ": a tensor must be in one shard");
+        fail(s.files_[f].path(), t.name,
+             "also in shard " + shard_names[it->second.file] + ": a tensor must be in one shard");
+    }
+  std::uint64_t bytes = 0;
+  for (std::size_t f = 0; f < s.files_.size(); ++f)
+    for (const TensorInfo& t : s.files_[f].tensors()) {
       const auto m = mapped.find(t.name);
-      if (m == mapped.end()) fail(file.path(), t.name, "not listed in the weight_map of " + index_path);
+      if (m == mapped.end()) fail(s.files_[f].path(), t.name, "not listed in the weight_map of " + index_path);
       if (m->second != f)
-        fail(file.path(), t.name, "the index " + index_path + " maps it to shard " + shard_names[m->second]);
+        fail(s.files_[f].path(), t.name, "the index " + index_path + " maps it to shard " + shard_names[m->second]);
       bytes += t.end - t.begin;
     }
-  }
   for (const auto& [tensor, f] : mapped)
     if (!s.index_.count(tensor))
       fail(index_path, "weight_map." + tensor, "mapped to shard " + shard_names[f] + ", whose header does not hold it");
