@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <filesystem>
 
-#include <sys/mman.h>
-
 namespace sanpath::io {
 
 // ---- building the table -------------------------------------------------------
@@ -74,16 +72,6 @@ void Slots::heads_out(const std::string& key, Storage s, LayerWeights& w, const 
 // ---- walking it -------------------------------------------------------------------
 
 namespace {
-
-/// Asks the kernel to back the 2 MiB-aligned interior of a large, still
-/// untouched allocation with huge pages: one page fault per 2 MiB instead of
-/// 512 while the weights are decoded into it. A hint; ignored where THP is off.
-void prefer_huge_pages(double* data, std::size_t bytes) {
-  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
-  const auto lo = (reinterpret_cast<std::uintptr_t>(data) + kHuge - 1) / kHuge * kHuge;
-  const auto hi = (reinterpret_cast<std::uintptr_t>(data) + bytes) / kHuge * kHuge;
-  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
-}
 
 /// Rows and width of a stored tensor seen as a row-major matrix (a vector is one row).
 std::int64_t rows_of(const Shape& s) { return s.size() == 1 ? 1 : s.at(0); }
@@ -224,7 +212,6 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
         p.vector->resize(b.image_rows());
         data = p.vector->data();
       }
-      prefer_huge_pages(data, static_cast<std::size_t>(b.image_rows() * b.image_cols()) * sizeof(double));
       read_block(b, width_of(t.shape), read, Eigen::Map<MatrixXd>(data, b.image_rows(), b.image_cols()));
     }
     file.release(t);
