@@ -132,12 +132,12 @@ inline const std::string& hf_config_path() {
     s.max_positions = 4;
     s.seed = 1;
     const std::string cfg = dir + "/config.json";
-    for (const HfLayout l : {HfLayout::bert, HfLayout::gpt2, HfLayout::albert}) {
+    for (const Layout l : {Layout::bert, Layout::gpt2, Layout::albert}) {
       RandomModelSpec t = s;
-      t.arch.shared_layers = l == HfLayout::albert;
+      t.arch.shared_layers = l == Layout::albert;
       const Model m = random_model(t);
       // albert and gpt2 embeddings must be of their own kind: write those without.
-      const Model w = l == HfLayout::bert ? m : Model(m.arch(), m.layers(), std::nullopt, "fuzz");
+      const Model w = l == Layout::bert ? m : Model(m.arch(), m.layers(), std::nullopt, "fuzz");
       const std::string folder = dir + "/" + to_string(l);
       save_hf(w, folder, l);
       fs::remove(folder + "/config.json");
@@ -190,7 +190,7 @@ inline void arguments(const std::uint8_t* data, std::size_t size) {
   expect_argument_errors([&] { (void)parse_mask(text); });
   expect_argument_errors([&] { (void)parse_activation(text); });
   expect_argument_errors([&] { (void)parse_on_off(text, "skip"); });
-  expect_argument_errors([&] { (void)parse_hf_layout(text); });
+  expect_argument_errors([&] { (void)parse_layout(text); });
   expect_argument_errors([&] { (void)parse_format(text); });
   expect_argument_errors([&] { (void)parse_center(text); });
   expect_argument_errors([&] {

@@ -3,6 +3,7 @@
 #include "sanpath/core/errors.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/safetensors.hpp"
+#include "sanpath/io/tensor_eigen.hpp"
 #include "sanpath/model/random.hpp"
 #include "sanpath/core/resources.hpp"
 
@@ -243,12 +244,7 @@ void save_search_result(BoundsSearchResult& result, const std::string& model_pat
   if (!result.model) throw std::invalid_argument(model_path + ": file: the search has no result to save");
   const std::string input_path = search_input_path(model_path);
   save_native(*result.model, model_path);
-  Tensor x;
-  x.name = "X";
-  x.dtype = "F64";
-  x.shape = {static_cast<std::int64_t>(result.X.rows()), static_cast<std::int64_t>(result.X.cols())};
-  for (Eigen::Index i = 0; i < result.X.rows(); ++i)
-    for (Eigen::Index j = 0; j < result.X.cols(); ++j) x.values.push_back(result.X(i, j));
+  const Tensor x = make_tensor("X", result.X);
   const BoundsSearchSpec& s = result.spec;
   write_safetensors(input_path, {x},
                     {{"sanpath.search", "layers=" + std::to_string(s.layers) + " heads=" + std::to_string(s.heads) +

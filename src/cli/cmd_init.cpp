@@ -6,9 +6,9 @@
 namespace sanpath::cli {
 
 void register_init(CLI::App& app) {
-  auto* cmd = app.add_subcommand("init", "Write a seeded random model (native or BERT layout)");
+  auto* cmd = app.add_subcommand("init", "Write a seeded random model (native or a HuggingFace layout)");
   struct Opts {
-    std::string out, layout = "native", init = "gaussian", activation = "gelu";
+    std::string out, layout = "native", init = "gaussian", activation = "gelu", dtype = "F64";
     int layers = 6, heads = 4, d_model = 64, d_qk = 0, d_v = 0, d_ff = -1, vocab = 0, max_positions = 512;
     double std = 0.02, bias_std = 0.0, ln_eps = 1e-12;
     std::uint64_t seed = 0;
@@ -16,8 +16,11 @@ void register_init(CLI::App& app) {
     VariantOptions variant;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--out", o->out, "output: a .safetensors file (native) or a folder (bert)")->required();
-  cmd->add_option("--layout", o->layout, "native|bert")->default_val("native");
+  cmd->add_option("--out", o->out, "output: a .safetensors file (native) or a folder (HuggingFace layouts)")
+      ->required();
+  cmd->add_option("--layout", o->layout, "native|bert|roberta|distilbert|gpt2|albert")->default_val("native");
+  cmd->add_option("--dtype", o->dtype, "F64|F32: tensor dtype of a HuggingFace layout (native is F64)")
+      ->default_val("F64");
   cmd->add_option("--layers", o->layers, "number of layers L")->default_val(6);
   cmd->add_option("--heads", o->heads, "heads per layer H")->default_val(4);
   cmd->add_option("--d-model", o->d_model, "model width d")->default_val(64);
@@ -40,7 +43,9 @@ void register_init(CLI::App& app) {
       "override it with --skip/--mlp/--layernorm/--mask.\n\nExamples:\n"
       "  sanpath init --out san.safetensors --layers 6 --heads 4 --d-model 64 --skip off --mlp none "
       "--layernorm none\n"
-      "  sanpath init --out albert10.safetensors --layers 10 --shared-layers --std 0.02 --seed 7\n");
+      "  sanpath init --out albert10.safetensors --layers 10 --shared-layers --std 0.02 --seed 7\n"
+      "  sanpath init --layout bert --out bert-base --layers 12 --heads 12 --d-model 768 --d-ff 3072 "
+      "--vocab 30522 --dtype F32\n");
   cmd->callback([o] {
     RandomModelSpec s;
     Architecture& a = s.arch;
@@ -68,14 +73,18 @@ void register_init(CLI::App& app) {
     s.seed = o->seed;
     s.vocab = o->vocab;
     s.max_positions = o->max_positions;
-    const Model m = as_usage("init", [&] { return random_model(s); });
     if (o->layout == "native") {
-      save_native(m, o->out);
-    } else if (o->layout == "bert") {
-      save_hf(m, o->out, HfLayout::bert);
-    } else {
-      throw UsageError("--layout: '" + o->layout + "' is not one of native, bert");
+      if (o->dtype != "F64") throw UsageError("--dtype: native files are F64");
+      save_native(as_usage("init", [&] { return random_model(s); }), o->out);
+      return;
     }
+    const Layout layout = as_usage("--layout", [&] { return parse_layout(o->layout); });
+    // The random embeddings take the layout's kind; ALBERT's have none to draw.
+    if (layout != Layout::albert) s.embeddings = layout;
+    if (layout == Layout::albert && o->vocab > 0)
+      throw UsageError("--vocab: the albert layout is written without embeddings");
+    if (layout == Layout::albert && !o->shared) throw UsageError("--layout albert: needs --shared-layers");
+    save_hf(as_usage("init", [&] { return random_model(s); }), o->out, layout, o->dtype);
   });
 }
 

@@ -5,6 +5,7 @@
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/inputs.hpp"
 #include "sanpath/io/safetensors.hpp"
+#include "sanpath/io/tensor_eigen.hpp"
 #include "sanpath/core/resources.hpp"
 
 #include <cerrno>

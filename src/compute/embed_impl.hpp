@@ -26,13 +26,13 @@ template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<
     for (Eigen::Index j = 0; j < w; ++j) {
       S v = S(e.word(id, j));
       v += S(e.position(i, j));
-      if (e.kind != EmbeddingKind::gpt2) v += S(e.token_type(0, j));
+      if (e.kind != Layout::gpt2 && e.token_type.rows() > 0) v += S(e.token_type(0, j));
       E(i, j) = v;
     }
   }
-  if (e.kind == EmbeddingKind::gpt2) return E;
+  if (e.kind == Layout::gpt2) return E;
   Matrix<S> N = layer_norm(E, e.ln_g, e.ln_b, e.ln_eps);
-  if (e.kind == EmbeddingKind::bert) return N;
+  if (e.kind != Layout::albert) return N;
   Matrix<S> out;
   gemm(N, convert<S>(e.mapping), out);
   for (Eigen::Index j = 0; j < out.cols(); ++j)

@@ -1,7 +1,9 @@
 #include "sanpath/io/inputs.hpp"
 
 #include "sanpath/io/safetensors.hpp"
+#include "sanpath/io/tensor_eigen.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <stdexcept>
 
@@ -39,11 +41,13 @@ std::vector<InputSpec> read_input_tensor(const std::string& path) {
   const std::int64_t n = x.shape[dims - 2], d = x.shape[dims - 1];
   if (b < 1) throw std::invalid_argument(path + ": X: batch dimension is 0");
   std::vector<InputSpec> out;
+  const TensorReader read = [&x](std::size_t first, std::size_t count, double* dst) {
+    std::copy_n(x.values.begin() + static_cast<std::ptrdiff_t>(first), count, dst);
+  };
   for (std::int64_t k = 0; k < b; ++k) {
+    // Input k is rows [k·n, (k+1)·n) of X seen as a (b·n)×d row-major matrix.
     MatrixXd X(n, d);
-    const std::size_t base = static_cast<std::size_t>(k * n * d);
-    for (Eigen::Index i = 0; i < X.rows(); ++i)
-      for (Eigen::Index j = 0; j < X.cols(); ++j) X(i, j) = x.values[base + static_cast<std::size_t>(i * d + j)];
+    read_block({k * n, n, 0, d, false}, d, read, Eigen::Map<Eigen::MatrixXd>(X.data(), X.rows(), X.cols()));
     out.push_back(InputSpec::from_matrix(std::move(X), dims == 3 ? path + "[" + std::to_string(k) + "]" : path));
   }
   return out;

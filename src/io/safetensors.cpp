@@ -7,10 +7,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utility>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -95,6 +99,21 @@ void decode_all(const std::string& dtype, const unsigned char* p, std::size_t n,
   const auto each = [&](std::size_t size, auto&& one) {
     for (std::size_t i = 0; i < n; ++i) out[i] = one(p + i * size);
   };
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  // The host's own order: plain copies the compiler vectorises.
+  if (dtype == "F64") {
+    std::memcpy(out, p, n * 8);
+    return;
+  }
+  if (dtype == "F32") {
+    for (std::size_t i = 0; i < n; ++i) {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      out[i] = static_cast<double>(f);
+    }
+    return;
+  }
+#endif
   if (dtype == "F64")
     each(8, [](const unsigned char* q) {
       const std::uint64_t u = load_le(q, 8);
@@ -140,13 +159,6 @@ void decode_all(const std::string& dtype, const unsigned char* p, std::size_t n,
 }
 
 // ---- header parsing ---------------------------------------------------------
-
-struct Entry {
-  std::string name;
-  std::string dtype;
-  std::vector<std::int64_t> shape;
-  std::uint64_t begin = 0, end = 0;
-};
 
 /// Nesting limit of the header. A valid header nests 3 levels (the header
 /// object, a tensor's object, its shape list); a deeper one is hostile, and
@@ -212,7 +224,33 @@ std::size_t dtype_size(const std::string& t) {
   return 0;
 }
 
-SafetensorsFile SafetensorsFile::read(const std::string& path) {
+std::int64_t TensorInfo::numel() const {
+  std::int64_t n = 1;
+  for (const std::int64_t s : shape) n *= s;
+  return n;
+}
+
+SafetensorsMap::SafetensorsMap(SafetensorsMap&& o) noexcept { *this = std::move(o); }
+
+SafetensorsMap& SafetensorsMap::operator=(SafetensorsMap&& o) noexcept {
+  if (this != &o) {
+    if (base_) ::munmap(const_cast<unsigned char*>(base_), size_);
+    path_ = std::move(o.path_);
+    base_ = std::exchange(o.base_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    data_start_ = o.data_start_;
+    tensors_ = std::move(o.tensors_);
+    index_ = std::move(o.index_);
+    metadata_ = std::move(o.metadata_);
+  }
+  return *this;
+}
+
+SafetensorsMap::~SafetensorsMap() {
+  if (base_) ::munmap(const_cast<unsigned char*>(base_), size_);
+}
+
+SafetensorsMap SafetensorsMap::open(const std::string& path) {
   namespace fs = std::filesystem;
   const auto fail = [&](const std::string& field, const std::string& why) {
     throw std::invalid_argument(path + ": " + printable(field + ": " + why));
@@ -222,28 +260,40 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) fail("file", "does not exist");
   if (fs::is_directory(st)) fail("file", "is a directory, not a safetensors file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("file", std::string("cannot be opened: ") + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff end_pos = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (end_pos < 0 || !in) fail("file", "cannot be read");
-  const auto file_size = static_cast<std::uint64_t>(end_pos);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("file", std::string("cannot be opened: ") + std::strerror(errno));
+  struct ::stat sb {};
+  if (::fstat(fd, &sb) != 0 || sb.st_size < 0) {
+    ::close(fd);
+    fail("file", "cannot be read");
+  }
+  SafetensorsMap file;
+  file.path_ = path;
+  file.size_ = static_cast<std::size_t>(sb.st_size);
+  if (file.size_ > 0) {
+    void* m = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      fail("file", std::string("cannot be mapped: ") + std::strerror(err));
+    }
+    file.base_ = static_cast<const unsigned char*>(m);
+    ::madvise(m, file.size_, MADV_SEQUENTIAL);
+  }
+  ::close(fd);
+  const auto file_size = static_cast<std::uint64_t>(file.size_);
 
   if (file_size < 8)
     fail("header length", "the file has " + std::to_string(file_size) + " bytes, fewer than the 8-byte length field");
-  unsigned char len_bytes[8];
-  if (!in.read(reinterpret_cast<char*>(len_bytes), 8)) fail("file", "cannot be read");
-  const std::uint64_t header_len = load_le(len_bytes, 8);
+  const std::uint64_t header_len = load_le(file.base_, 8);
   if (header_len > kMaxHeader)
     fail("header length", std::to_string(header_len) + " bytes exceeds the limit of 100 MB");
   if (header_len > file_size - 8)
     fail("header length", std::to_string(header_len) + " bytes exceeds the " + std::to_string(file_size - 8) +
                               " bytes that follow the length field");
-  std::string header(static_cast<std::size_t>(header_len), '\0');
-  if (header_len > 0 && !in.read(header.data(), static_cast<std::streamsize>(header_len)))
-    fail("file", "cannot read the header");
+  const std::string header(reinterpret_cast<const char*>(file.base_) + 8, static_cast<std::size_t>(header_len));
   if (header.empty() || header[0] != '{') fail("header", "not a JSON object (must start with '{')");
+  file.data_start_ = 8 + static_cast<std::size_t>(header_len);
 
   DuplicateFinder dups;
   json root;
@@ -264,9 +314,7 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
   }
 
   const std::uint64_t data_size = file_size - 8 - header_len;
-  SafetensorsFile file;
-  file.path_ = path;
-  std::vector<Entry> entries;
+  std::vector<TensorInfo>& entries = file.tensors_;
   for (const auto& [name, val] : root.items()) {
     if (name == "__metadata__") {
       if (!val.is_object()) fail("__metadata__", std::string("must be an object of strings, got ") + val.type_name());
@@ -280,7 +328,7 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
     if (name.empty()) fail("tensor name", "empty");
     if (!val.is_object())
       fail(name, std::string("entry must be an object {dtype, shape, data_offsets}, got ") + val.type_name());
-    Entry e;
+    TensorInfo e;
     e.name = name;
 
     const auto dt = val.find("dtype");
@@ -335,11 +383,12 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
   }
 
   // The data section must be covered exactly: no overlap, no gap, no tail.
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::sort(entries.begin(), entries.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
   std::uint64_t pos = 0;
-  const Entry* prev = nullptr;
-  for (const Entry& e : entries) {
+  const TensorInfo* prev = nullptr;
+  for (const TensorInfo& e : entries) {
     if (e.begin < pos)
       fail(e.name + ".data_offsets", "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ") overlaps " +
                                          printable(prev->name) + " [" + std::to_string(prev->begin) + ", " +
@@ -354,23 +403,43 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
   if (pos != data_size)
     fail("data section", std::to_string(data_size - pos) + " trailing bytes after offset " + std::to_string(pos) +
                              " are covered by no tensor");
+  for (std::size_t i = 0; i < entries.size(); ++i) file.index_[entries[i].name] = i;
+  return file;
+}
 
-  // Decode, sequentially: entries are contiguous from the data section's start.
-  std::vector<unsigned char> buf;
-  file.tensors_.reserve(entries.size());
-  for (Entry& e : entries) {
-    const std::size_t elsize = dtype_size(e.dtype);
-    const auto bytes = static_cast<std::size_t>(e.end - e.begin);
-    buf.resize(bytes);
-    if (bytes > 0 && !in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(bytes)))
-      fail(e.name, "cannot read its data (file truncated while reading?)");
+const TensorInfo* SafetensorsMap::find(const std::string& name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+void SafetensorsMap::decode(const TensorInfo& t, std::size_t first, std::size_t count, double* out) const {
+  const std::size_t elsize = dtype_size(t.dtype);
+  if ((first + count) * elsize > t.end - t.begin) throw std::logic_error("SafetensorsMap::decode: out of range");
+  decode_all(t.dtype, base_ + data_start_ + t.begin + first * elsize, count, out);
+}
+
+void SafetensorsMap::release(const TensorInfo& t) const {
+  // Whole pages inside the tensor's bytes only: neighbours may still be needed.
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto lo = reinterpret_cast<std::uintptr_t>(base_ + data_start_ + t.begin);
+  const auto hi = reinterpret_cast<std::uintptr_t>(base_ + data_start_ + t.end);
+  const std::uintptr_t a = (lo + page - 1) / page * page, b = hi / page * page;
+  if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
+
+SafetensorsFile SafetensorsFile::read(const std::string& path) {
+  const SafetensorsMap map = SafetensorsMap::open(path);
+  SafetensorsFile file;
+  file.path_ = path;
+  file.metadata_ = map.metadata();
+  file.tensors_.reserve(map.tensors().size());
+  for (const TensorInfo& e : map.tensors()) {
     Tensor t;
-    t.name = std::move(e.name);
-    t.dtype = std::move(e.dtype);
-    t.shape = std::move(e.shape);
-    const std::size_t n = bytes / elsize;
-    t.values.resize(n);
-    decode_all(t.dtype, buf.data(), n, t.values.data());
+    t.name = e.name;
+    t.dtype = e.dtype;
+    t.shape = e.shape;
+    t.values.resize(static_cast<std::size_t>(e.numel()));
+    map.decode(e, 0, t.values.size(), t.values.data());
     file.index_[t.name] = file.tensors_.size();
     file.tensors_.push_back(std::move(t));
   }

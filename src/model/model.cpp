@@ -76,6 +76,21 @@ Activation parse_activation(const std::string& t, const std::string& what) {
   if (t == "gelu_tanh" || t == "gelu_new" || t == "gelu_pytorch_tanh") return Activation::gelu_tanh;
   bad_choice(what, t, "relu, gelu, gelu_tanh (gelu_new)");
 }
+std::string to_string(Layout l) {
+  switch (l) {
+    case Layout::bert: return "bert";
+    case Layout::gpt2: return "gpt2";
+    case Layout::albert: return "albert";
+    case Layout::roberta: return "roberta";
+    case Layout::distilbert: return "distilbert";
+  }
+  return "?";
+}
+Layout parse_layout(const std::string& t) {
+  for (const Layout l : {Layout::bert, Layout::gpt2, Layout::albert, Layout::roberta, Layout::distilbert})
+    if (t == to_string(l)) return l;
+  bad_choice("layout", t, "bert, gpt2, albert, roberta, distilbert");
+}
 bool parse_on_off(const std::string& t, const std::string& what) {
   if (t == "on") return true;
   if (t == "off") return false;
@@ -100,6 +115,7 @@ struct Checker {
     finite(v, field);
   }
   template <class M> void finite(const M& m, const std::string& field) const {
+    if (m.allFinite()) return;  // the vectorised test; the loop below finds the culprit
     for (Eigen::Index j = 0; j < m.cols(); ++j)
       for (Eigen::Index i = 0; i < m.rows(); ++i)
         if (!std::isfinite(m(i, j)))
@@ -164,17 +180,21 @@ void Model::validate() const {
   check_supports(a.variant);
   if (embeddings_) {
     const Embeddings& e = *embeddings_;
-    const Eigen::Index width = e.kind == EmbeddingKind::albert ? e.word.cols() : d;
+    const Eigen::Index width = e.kind == Layout::albert ? e.word.cols() : d;
     if (e.word.rows() < 1) c.fail("embeddings.word", "empty vocabulary");
     c.shape(e.word, e.word.rows(), width, "embeddings.word");
     c.shape(e.position, e.position.rows(), width, "embeddings.position");
-    if (e.kind != EmbeddingKind::gpt2) {
+    if (e.kind == Layout::distilbert) {
+      if (e.token_type.size() > 0) c.fail("embeddings.token_type", "a distilbert model has no token types");
+    } else if (e.kind != Layout::gpt2) {
       if (e.token_type.rows() < 1) c.fail("embeddings.token_type", "missing");
       c.shape(e.token_type, e.token_type.rows(), width, "embeddings.token_type");
+    }
+    if (e.kind != Layout::gpt2) {
       c.vec(e.ln_g, width, "embeddings.ln_g");
       c.vec(e.ln_b, width, "embeddings.ln_b");
     }
-    if (e.kind == EmbeddingKind::albert) {
+    if (e.kind == Layout::albert) {
       c.shape(e.mapping, width, d, "embeddings.mapping");
       c.vec(e.mapping_b, d, "embeddings.mapping_b");
     }

@@ -137,13 +137,18 @@ Model random_model(const RandomModelSpec& spec) {
   std::optional<Embeddings> emb;
   if (spec.vocab > 0) {
     check_size(spec.max_positions, 1, 1 << 20, "max_positions");
+    if (spec.embeddings == Layout::albert)
+      throw std::invalid_argument("random model: embeddings: albert embeddings (width e, mapping) are not drawn");
     Embeddings e;
-    e.kind = EmbeddingKind::bert;
+    e.kind = spec.embeddings;
     e.word = draw(rng, spec.vocab, d, spec.std > 0 ? spec.std : 0.02);
     e.position = draw(rng, spec.max_positions, d, spec.std > 0 ? spec.std : 0.02);
-    e.token_type = draw(rng, 1, d, spec.std > 0 ? spec.std : 0.02);
-    e.ln_g = VectorXd::Ones(d);
-    e.ln_b = VectorXd::Zero(d);
+    if (e.kind == Layout::bert || e.kind == Layout::roberta)
+      e.token_type = draw(rng, 1, d, spec.std > 0 ? spec.std : 0.02);
+    if (e.kind != Layout::gpt2) {
+      e.ln_g = VectorXd::Ones(d);
+      e.ln_b = VectorXd::Zero(d);
+    }
     e.ln_eps = a.ln_eps;
     emb = std::move(e);
   }

@@ -362,6 +362,67 @@ else
   echo "skip enumeration-above-path-limit: this sanpath has no 'paths --enumerate'"
 fi
 
+echo "== sharded checkpoints"
+# shard(src, dst, lie): dst = the HF folder src as two shards with a
+# model.safetensors.index.json, then made to lie: drop-shard, duplicate,
+# contradict (the index maps a tensor to the other shard), missing.
+cat >>"$T/st.py" <<'EOF'
+import os, shutil
+
+def shard(src, dst, lie=None):
+    os.makedirs(dst, exist_ok=True)
+    shutil.copy(src + '/config.json', dst + '/config.json')
+    h, data = read(src + '/model.safetensors')
+    names = [k for _, k in sorted((v['data_offsets'][0], k) for k, v in h.items() if k != '__metadata__')]
+    parts = [names[:len(names) // 2], names[len(names) // 2:]]
+    files = ['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors']
+    if lie == 'duplicate':
+        parts[1].append(parts[0][0])
+    if lie == 'missing':
+        parts = [[n for n in p if n != 'bert.encoder.layer.1.output.dense.bias'] for p in parts]
+    wm = {n: files[i] for i, p in enumerate(parts) for n in p}
+    if lie == 'contradict':
+        wm[parts[0][-1]] = files[1]
+    total = 0
+    for f, p in zip(files, parts):
+        out, blob = {}, b''
+        for k in p:
+            v = dict(h[k]); b, e = v['data_offsets']
+            v['data_offsets'] = [len(blob), len(blob) + e - b]
+            blob += data[b:e]
+            out[k] = v
+        total += len(blob)
+        write(dst + '/' + f, out, blob)
+    json.dump({'metadata': {'total_size': total}, 'weight_map': wm}, open(dst + '/model.safetensors.index.json', 'w'))
+    if lie == 'drop-shard':
+        os.remove(dst + '/' + files[1])
+EOF
+py "shard('$T/bert', '$T/sharded')"
+count=$((count + 1))
+if "$SANPATH" forward --quiet --model "$T/sharded" --random-input 4 >/dev/null 2>&1; then
+  echo "ok   sharded-honest-index-loads"
+else
+  failed=$((failed + 1))
+  echo "FAIL sharded-honest-index-loads"
+fi
+py "shard('$T/bert', '$T/sh-drop', 'drop-shard')"
+fwd sharded-missing-shard 3 "sh-drop/model.safetensors.index.json: weight_map\.[a-zA-Z0-9_.]+: shard model-00002-of-00002.safetensors does not exist" \
+  --model "$T/sh-drop" --random-input 4
+py "shard('$T/bert', '$T/sh-dup', 'duplicate')"
+fwd sharded-tensor-in-two-shards 3 "model-00002-of-00002.safetensors: [a-zA-Z0-9_.]+: also in shard model-00001-of-00002.safetensors" \
+  --model "$T/sh-dup" --random-input 4
+py "shard('$T/bert', '$T/sh-contra', 'contradict')"
+fwd sharded-header-contradicts-index 3 "model-00001-of-00002.safetensors: [a-zA-Z0-9_.]+: the index .* maps it to shard model-00002-of-00002.safetensors" \
+  --model "$T/sh-contra" --random-input 4
+py "shard('$T/bert', '$T/sh-miss', 'missing')"
+fwd sharded-tensor-in-no-shard 3 "sh-miss/model.safetensors.index.json: tensors: 1 missing for a bert checkpoint: bert.encoder.layer.1.output.dense.bias" \
+  --model "$T/sh-miss" --random-input 4
+echo "== layouts"
+real_folder bert-ticket-classifier "$T/t5"
+py "edit_json('$T/t5/config.json', '$T/t5/config.json', model_type='t5')"
+fwd unknown-model-type 3 "t5/config.json: model_type: 't5' is not a layout sanpath knows \(known: albert, bert, distilbert, gpt2, roberta.*\)" \
+  --model "$T/t5" --random-input 4
+
 echo "== output"
 # out NAME CODE REGEX OUTPUT: forward with --output OUTPUT
 out() {

@@ -3,6 +3,7 @@
 // slicing is checked against the raw tensors index by index), the real
 // checkpoints in the shared folder, and the loader's error messages.
 #include "support/helpers.hpp"
+#include "support/checkpoint_helpers.hpp"
 
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/io/checkpoint.hpp"
@@ -25,227 +26,11 @@ using sanpath::test::tmp_path;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-namespace {
-
-/// Uniform values in [-1, 1) from a fixed-seed 64-bit Mersenne twister (the
-/// engine's output is specified by the standard); optionally rounded to float
-/// so that F32 checkpoints hold them exactly.
-struct Gen {
-  std::mt19937_64 rng;
-  bool f32;
-  double next() {
-    const double u = static_cast<double>(rng() >> 11) * std::ldexp(1.0, -52) - 1.0;
-    return f32 ? static_cast<double>(static_cast<float>(u)) : u;
-  }
-  MatrixXd mat(Eigen::Index r, Eigen::Index c) {
-    MatrixXd m(r, c);
-    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = next();
-    return m;
-  }
-  VectorXd vec(Eigen::Index n) {
-    VectorXd v(n);
-    for (Eigen::Index i = 0; i < n; ++i) v[i] = next();
-    return v;
-  }
-};
-
-struct Spec {
-  int layers = 3, heads = 2, d = 8, d_ff = 12;
-  bool f32 = false;
-  bool mlp = true, layernorm = true;
-  bool shared = false;
-  std::optional<EmbeddingKind> emb;
-  int e = 0;  // ALBERT embedding width (0: d)
-  Variant variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none};
-  Activation act = Activation::gelu;
-  double ln_eps = 1e-12;
-  std::uint64_t seed = 1;
-};
-
-/// A model with every weight random (LayerNorm gains and biases too, so that
-/// a swapped tensor cannot go unnoticed).
-Model make_model(const Spec& s) {
-  Gen g{std::mt19937_64(s.seed), s.f32};
-  Architecture a;
-  a.layers = s.layers;
-  a.heads = s.heads;
-  a.d_model = s.d;
-  a.d_qk = a.d_v = s.d / s.heads;
-  a.d_ff = s.mlp ? s.d_ff : 0;
-  a.variant = s.variant;
-  a.activation = s.act;
-  a.ln_eps = s.ln_eps;
-  a.shared_layers = s.shared;
-  std::vector<LayerWeights> layers;
-  for (int l = 0; l < s.layers; ++l) {
-    if (s.shared && l > 0) {
-      layers.push_back(layers.front());
-      continue;
-    }
-    LayerWeights w;
-    for (int h = 0; h < s.heads; ++h)
-      w.heads.push_back({g.mat(s.d, a.d_qk), g.mat(s.d, a.d_qk), g.mat(s.d, a.d_v), g.mat(a.d_v, s.d),
-                         g.vec(a.d_qk), g.vec(a.d_qk), g.vec(a.d_v)});
-    w.b_O = g.vec(s.d);
-    if (s.mlp) {
-      w.W_1 = g.mat(s.d, s.d_ff);
-      w.b_1 = g.vec(s.d_ff);
-      w.W_2 = g.mat(s.d_ff, s.d);
-      w.b_2 = g.vec(s.d);
-    }
-    if (s.layernorm) {
-      w.ln1_g = g.vec(s.d);
-      w.ln1_b = g.vec(s.d);
-      w.ln2_g = g.vec(s.d);
-      w.ln2_b = g.vec(s.d);
-    }
-    layers.push_back(w);
-  }
-  std::optional<Embeddings> emb;
-  if (s.emb) {
-    Embeddings e;
-    e.kind = *s.emb;
-    const int width = e.kind == EmbeddingKind::albert && s.e > 0 ? s.e : s.d;
-    e.word = g.mat(11, width);
-    e.position = g.mat(7, width);
-    e.ln_eps = s.ln_eps;
-    if (e.kind != EmbeddingKind::gpt2) {
-      e.token_type = g.mat(2, width);
-      e.ln_g = g.vec(width);
-      e.ln_b = g.vec(width);
-    }
-    if (e.kind == EmbeddingKind::albert) {
-      e.mapping = g.mat(width, s.d);
-      e.mapping_b = g.vec(s.d);
-    }
-    emb = e;
-  }
-  return Model(a, layers, emb, "random");
-}
-
-/// Exact equality, with the field named on failure.
-template <class M> void require_same(const M& a, const M& b, const std::string& what) {
-  CAPTURE(what);
-  REQUIRE(a.rows() == b.rows());
-  REQUIRE(a.cols() == b.cols());
-  for (Eigen::Index j = 0; j < a.cols(); ++j)
-    for (Eigen::Index i = 0; i < a.rows(); ++i)
-      if (a(i, j) != b(i, j)) {
-        CAPTURE(i, j, a(i, j), b(i, j));
-        REQUIRE(a(i, j) == b(i, j));
-      }
-}
-
-void require_same_layers(const Model& x, const Model& y) {
-  REQUIRE(x.arch().layers == y.arch().layers);
-  REQUIRE(x.arch().heads == y.arch().heads);
-  REQUIRE(x.arch().d_model == y.arch().d_model);
-  REQUIRE(x.arch().d_qk == y.arch().d_qk);
-  REQUIRE(x.arch().d_v == y.arch().d_v);
-  REQUIRE(x.arch().d_ff == y.arch().d_ff);
-  for (int l = 0; l < x.arch().layers; ++l) {
-    const LayerWeights &a = x.layer(l), &b = y.layer(l);
-    const std::string p = "layer " + std::to_string(l) + " ";
-    for (int h = 0; h < x.arch().heads; ++h) {
-      const HeadWeights &u = a.heads.at(static_cast<std::size_t>(h)), &v = b.heads.at(static_cast<std::size_t>(h));
-      const std::string q = p + "head " + std::to_string(h) + " ";
-      require_same(u.W_Q, v.W_Q, q + "W_Q");
-      require_same(u.W_K, v.W_K, q + "W_K");
-      require_same(u.W_V, v.W_V, q + "W_V");
-      require_same(u.W_O, v.W_O, q + "W_O");
-      require_same(u.b_Q, v.b_Q, q + "b_Q");
-      require_same(u.b_K, v.b_K, q + "b_K");
-      require_same(u.b_V, v.b_V, q + "b_V");
-    }
-    require_same(a.b_O, b.b_O, p + "b_O");
-    require_same(a.W_1, b.W_1, p + "W_1");
-    require_same(a.b_1, b.b_1, p + "b_1");
-    require_same(a.W_2, b.W_2, p + "W_2");
-    require_same(a.b_2, b.b_2, p + "b_2");
-    require_same(a.ln1_g, b.ln1_g, p + "ln1_g");
-    require_same(a.ln1_b, b.ln1_b, p + "ln1_b");
-    require_same(a.ln2_g, b.ln2_g, p + "ln2_g");
-    require_same(a.ln2_b, b.ln2_b, p + "ln2_b");
-  }
-}
-
-void require_same_embeddings(const Model& x, const Model& y) {
-  REQUIRE(x.embeddings().has_value() == y.embeddings().has_value());
-  if (!x.embeddings()) return;
-  const Embeddings &a = *x.embeddings(), &b = *y.embeddings();
-  REQUIRE(a.kind == b.kind);
-  REQUIRE(a.ln_eps == b.ln_eps);
-  require_same(a.word, b.word, "word");
-  require_same(a.position, b.position, "position");
-  require_same(a.token_type, b.token_type, "token_type");
-  require_same(a.ln_g, b.ln_g, "ln_g");
-  require_same(a.ln_b, b.ln_b, "ln_b");
-  require_same(a.mapping, b.mapping, "mapping");
-  require_same(a.mapping_b, b.mapping_b, "mapping_b");
-}
-
-void require_same_arch(const Architecture& a, const Architecture& b) {
-  CHECK(a.layers == b.layers);
-  CHECK(a.heads == b.heads);
-  CHECK(a.d_model == b.d_model);
-  CHECK(a.d_qk == b.d_qk);
-  CHECK(a.d_v == b.d_v);
-  CHECK(a.d_ff == b.d_ff);
-  CHECK(a.variant == b.variant);
-  CHECK(a.activation == b.activation);
-  CHECK(a.ln_eps == b.ln_eps);
-  CHECK(a.shared_layers == b.shared_layers);
-}
-
-std::string fresh(const std::string& name) {
-  const std::string p = tmp_path(name);
-  fs::remove_all(p);
-  return p;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
-
-/// Requires `f` to throw one line starting with "<where>: <field>:" that contains every `parts`.
-void require_error(const std::function<void()>& f, const std::string& where, const std::string& field,
-                   std::initializer_list<std::string> parts = {}) {
-  const std::string msg = error_of(f);
-  CAPTURE(msg, where, field);
-  REQUIRE(!msg.empty());
-  REQUIRE(msg.rfind(where + ": " + field + ":", 0) == 0);
-  REQUIRE(msg.find('\n') == std::string::npos);
-  for (const std::string& p : parts) {
-    CAPTURE(p);
-    REQUIRE(msg.find(p) != std::string::npos);
-  }
-}
-
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
-void write_json(const std::string& path, const json& j) { std::ofstream(path, std::ios::trunc) << j.dump(2); }
-
-/// Rewrites a checkpoint's tensors through `edit` (metadata kept).
-void edit_tensors(const std::string& path, const std::function<void(std::vector<Tensor>&)>& edit) {
-  const auto f = SafetensorsFile::read(path);
-  std::vector<Tensor> ts = f.tensors();
-  edit(ts);
-  write_safetensors(path, ts, f.metadata());
-}
-
-}  // namespace
 
 TEST_CASE("native files round-trip exactly", "[checkpoint][native]") {
   SECTION("BERT-style with embeddings, full double precision") {
     Spec s;
-    s.emb = EmbeddingKind::bert;
+    s.emb = Layout::bert;
     s.ln_eps = 1e-12 / 3;  // not a short decimal
     s.act = Activation::gelu_tanh;
     const Model m = make_model(s);
@@ -265,7 +50,7 @@ TEST_CASE("native files round-trip exactly", "[checkpoint][native]") {
     s.mlp = s.layernorm = false;
     s.variant = Variant::san(MaskKind::causal);
     s.act = Activation::relu;
-    s.emb = EmbeddingKind::gpt2;
+    s.emb = Layout::gpt2;
     s.heads = 4;
     const Model m = make_model(s);
     const std::string path = fresh("native_san.safetensors");
@@ -281,7 +66,7 @@ TEST_CASE("native files round-trip exactly", "[checkpoint][native]") {
     Spec s;
     s.shared = true;
     s.layers = 5;
-    s.emb = EmbeddingKind::albert;
+    s.emb = Layout::albert;
     s.e = 6;
     const Model m = make_model(s);
     const std::string path = fresh("native_shared.safetensors");
@@ -315,8 +100,8 @@ TEST_CASE("the same weights through native, BERT and GPT-2 layouts give identica
     const std::string bert = fresh("same_bert_" + dtype);
     const std::string gpt2 = fresh("same_gpt2_" + dtype);
     save_native(m, native);
-    save_hf(m, bert, HfLayout::bert, dtype);
-    save_hf(m, gpt2, HfLayout::gpt2, dtype);
+    save_hf(m, bert, Layout::bert, dtype);
+    save_hf(m, gpt2, Layout::gpt2, dtype);
     CHECK(SafetensorsFile::read(bert + "/model.safetensors").tensors().front().dtype == dtype);
 
     const Model from_native = load_model(native);
@@ -358,7 +143,7 @@ TEST_CASE("the same weights through native, BERT and GPT-2 layouts give identica
     Spec s;
     const Model m = make_model(s);  // full double precision
     const std::string dir = fresh("rounded_bert");
-    save_hf(m, dir, HfLayout::bert, "F32");
+    save_hf(m, dir, Layout::bert, "F32");
     const Model r = load_model(dir);
     const MatrixXd& a = r.layer(0).heads[0].W_Q;
     const MatrixXd& b = m.layer(0).heads[0].W_Q;
@@ -372,11 +157,11 @@ TEST_CASE("BERT layout: Linear [out, in] weights, head h owns rows h*d_h.. of Q/
   Spec s;
   s.heads = 2;
   s.d = 8;
-  s.emb = EmbeddingKind::bert;
+  s.emb = Layout::bert;
   s.act = Activation::relu;
   const Model m = make_model(s);
   const std::string dir = fresh("layout_bert");
-  save_hf(m, dir, HfLayout::bert);
+  save_hf(m, dir, Layout::bert);
   const auto f = SafetensorsFile::read(dir + "/model.safetensors");
   const json cfg = read_json(dir + "/config.json");
   CHECK(cfg.at("model_type") == "bert");
@@ -443,11 +228,11 @@ TEST_CASE("GPT-2 layout: Conv1D [in, out] weights, fused c_attn = Q | K | V", "[
   s.heads = 2;
   s.d = 8;
   s.d_ff = 32;
-  s.emb = EmbeddingKind::gpt2;
+  s.emb = Layout::gpt2;
   s.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
   const Model m = make_model(s);
   const std::string dir = fresh("layout_gpt2");
-  save_hf(m, dir, HfLayout::gpt2);
+  save_hf(m, dir, Layout::gpt2);
   const auto f = SafetensorsFile::read(dir + "/model.safetensors");
   const auto at = [&](const std::string& name, std::int64_t r, std::int64_t c) {
     const Tensor& t = f.at(name);
@@ -495,11 +280,11 @@ TEST_CASE("ALBERT layout: one shared layer group, embedding mapping e -> d", "[c
   Spec s;
   s.shared = true;
   s.layers = 4;
-  s.emb = EmbeddingKind::albert;
+  s.emb = Layout::albert;
   s.e = 6;
   const Model m = make_model(s);
   const std::string dir = fresh("layout_albert");
-  save_hf(m, dir, HfLayout::albert);
+  save_hf(m, dir, Layout::albert);
   const auto f = SafetensorsFile::read(dir + "/model.safetensors");
   const Tensor& map = f.at("albert.encoder.embedding_hidden_mapping_in.weight");
   CHECK(map.shape == std::vector<std::int64_t>{8, 6});  // Linear e -> d: [d, e]
@@ -537,7 +322,7 @@ TEST_CASE("ALBERT layout: one shared layer group, embedding mapping e -> d", "[c
   // Layers that differ cannot be written as one shared group.
   Spec t;
   t.layers = 2;
-  require_error([&] { save_hf(make_model(t), fresh("albert_unshared"), HfLayout::albert); }, tmp_path("albert_unshared"),
+  require_error([&] { save_hf(make_model(t), fresh("albert_unshared"), Layout::albert); }, tmp_path("albert_unshared"),
                 "layers", {"differs"});
 }
 
@@ -558,7 +343,7 @@ TEST_CASE("the real checkpoints load with their sizes and embeddings", "[checkpo
     CHECK(a.activation == Activation::gelu);
     CHECK(a.ln_eps == 1e-12);
     REQUIRE(m.embeddings());
-    CHECK(m.embeddings()->kind == EmbeddingKind::bert);
+    CHECK(m.embeddings()->kind == Layout::bert);
     CHECK(m.embeddings()->vocab_size() == 424);
     CHECK(m.embeddings()->max_positions() == 160);
     CHECK(m.embeddings()->token_type.rows() == 2);
@@ -587,7 +372,7 @@ TEST_CASE("the real checkpoints load with their sizes and embeddings", "[checkpo
     CHECK(a.activation == Activation::gelu_tanh);
     CHECK(a.ln_eps == 1e-5);
     REQUIRE(m.embeddings());
-    CHECK(m.embeddings()->kind == EmbeddingKind::gpt2);
+    CHECK(m.embeddings()->kind == Layout::gpt2);
     CHECK(m.embeddings()->vocab_size() == 53);
     CHECK(m.embeddings()->max_positions() == 512);
     const auto f = SafetensorsFile::read(dir + "/model.safetensors");
@@ -608,7 +393,7 @@ TEST_CASE("the real checkpoints load with their sizes and embeddings", "[checkpo
     require_same_layers(r, m);
     require_same_embeddings(r, m);
     const std::string dir = fresh("real_gpt2_f32");
-    save_hf(m, dir, HfLayout::gpt2, "F32");  // the weights are F32 already
+    save_hf(m, dir, Layout::gpt2, "F32");  // the weights are F32 already
     require_same_layers(load_model(dir), m);
   }
 }
@@ -616,10 +401,10 @@ TEST_CASE("the real checkpoints load with their sizes and embeddings", "[checkpo
 TEST_CASE("loader errors name the file and the field", "[checkpoint][errors]") {
   Spec s;
   s.layers = 2;
-  s.emb = EmbeddingKind::bert;
+  s.emb = Layout::bert;
   const Model m = make_model(s);
   const std::string dir = fresh("err_bert");
-  save_hf(m, dir, HfLayout::bert);
+  save_hf(m, dir, Layout::bert);
   const std::string cfg_path = dir + "/config.json", st_path = dir + "/model.safetensors";
   const json cfg = read_json(cfg_path);
   const auto with_config = [&](const std::function<void(json&)>& edit) {
@@ -665,7 +450,7 @@ TEST_CASE("loader errors name the file and the field", "[checkpoint][errors]") {
   SECTION("GPT-2 config") {
     const std::string g = fresh("err_gpt2");
     Spec t;
-    save_hf(make_model(t), g, HfLayout::gpt2);
+    save_hf(make_model(t), g, Layout::gpt2);
     json c = read_json(g + "/config.json");
     c["n_head"] = 0;
     write_json(g + "/config.json", c);
@@ -710,7 +495,7 @@ TEST_CASE("loader errors name the file and the field", "[checkpoint][errors]") {
         if (t.name == "bert.encoder.layer.0.attention.self.value.weight") t.values[3] = std::nan("");
     });
     require_error([&] { load_model(dir); }, dir, "layer 0 head 0 W_V", {"NaN"});
-    save_hf(m, dir, HfLayout::bert);
+    save_hf(m, dir, Layout::bert);
     edit_tensors(st_path, [](std::vector<Tensor>& ts) {
       for (Tensor& t : ts)
         if (t.name == "bert.encoder.layer.1.output.LayerNorm.bias") t.values[0] = -INFINITY;
@@ -767,14 +552,14 @@ TEST_CASE("native file errors and writer preconditions", "[checkpoint][errors]")
     Spec t;
     t.mlp = false;
     t.variant.mlp = MlpKind::none;
-    require_error([&] { save_hf(make_model(t), fresh("err_nomlp"), HfLayout::bert); }, tmp_path("err_nomlp"),
+    require_error([&] { save_hf(make_model(t), fresh("err_nomlp"), Layout::bert); }, tmp_path("err_nomlp"),
                   "layer 0 W_1");
     Spec u;
-    u.emb = EmbeddingKind::gpt2;
-    require_error([&] { save_hf(make_model(u), fresh("err_kind"), HfLayout::bert); }, tmp_path("err_kind"), "embeddings");
-    require_error([&] { save_hf(m, fresh("err_dtype"), HfLayout::bert, "F16"); }, tmp_path("err_dtype"), "dtype");
-    CHECK(parse_hf_layout("gpt2") == HfLayout::gpt2);
-    CHECK(to_string(HfLayout::albert) == "albert");
-    CHECK_THROWS_AS(parse_hf_layout("t5"), std::invalid_argument);
+    u.emb = Layout::gpt2;
+    require_error([&] { save_hf(make_model(u), fresh("err_kind"), Layout::bert); }, tmp_path("err_kind"), "embeddings");
+    require_error([&] { save_hf(m, fresh("err_dtype"), Layout::bert, "F16"); }, tmp_path("err_dtype"), "dtype");
+    CHECK(parse_layout("gpt2") == Layout::gpt2);
+    CHECK(to_string(Layout::albert) == "albert");
+    CHECK_THROWS_AS(parse_layout("t5"), std::invalid_argument);
   }
 }

@@ -171,11 +171,7 @@ TEST_CASE("a batch: mean ± std cells and bands in the collapse chart; other sec
           r.batch->runs[0].analyses[v].layers[2].relative_residual.str());
 TEST_CASE("with a task head the report shows the agreement per k", "[real]") {
   const std::string dir = sanpath::test::real_models_dir();
-  if (dir.empty()) {
-    if (std::getenv("CI") != nullptr) FAIL("../shared/data/real-models is missing (CI is set)");
-    WARN("no real checkpoints beside the project: skipped");
-    return;
-  }
+  if (dir.empty()) return;  // skipped outside CI (real_models_dir says so)
   const std::string path = dir + "/bert-ticket-classifier";
   const Model m = load_model(path);
   ReportRequest req;

@@ -12,8 +12,9 @@
 
 namespace sanpath {
 
-/// Embeds token ids with the model's embeddings: BERT LayerNorm(word +
-/// position + token_type 0); GPT-2 wte + wpe; ALBERT its embeddings then the
+/// Embeds token ids with the model's embeddings: BERT, RoBERTa LayerNorm(word
+/// + position + token_type 0); DistilBERT LayerNorm(word + position); GPT-2
+/// wte + wpe; ALBERT its embeddings then the
 /// mapping into d_model. Throws naming the token index for ids outside the
 /// vocabulary and for sequences longer than the position table.
 template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<long>& ids);

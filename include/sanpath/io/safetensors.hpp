@@ -5,8 +5,8 @@
 /// header maps tensor names to {dtype, shape, data_offsets} (offsets relative
 /// to the data section) plus an optional "__metadata__" object of strings.
 ///
-/// The reader validates the header strictly and decodes every tensor into
-/// double. Floating dtypes (F64, F32, F16, BF16, F8_E5M2, F8_E4M3) are exact
+/// The reader maps the file (read only), validates the header strictly and
+/// decodes tensors into double on demand. Floating dtypes (F64, F32, F16, BF16, F8_E5M2, F8_E4M3) are exact
 /// in double; integer dtypes are exact up to 2^53 in magnitude. Errors are
 /// std::invalid_argument with one line "<file>: <field>: <why>".
 
@@ -16,6 +16,55 @@
 #include <vector>
 
 namespace sanpath {
+
+/// Where one tensor lies: dtype, shape and its byte range [begin, end) in
+/// the data section.
+struct TensorInfo {
+  std::string name;
+  std::string dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0, end = 0;
+
+  /// prod(shape) (1 for a scalar).
+  std::int64_t numel() const;
+};
+
+/// A safetensors file mapped into memory, its header validated; tensor data
+/// is decoded on demand, so that a loader can decode each tensor straight
+/// into its own storage. Move-only.
+class SafetensorsMap {
+ public:
+  /// Maps and validates `path`. Throws std::invalid_argument "<path>: <field>: <why>".
+  static SafetensorsMap open(const std::string& path);
+  SafetensorsMap(SafetensorsMap&& other) noexcept;
+  SafetensorsMap& operator=(SafetensorsMap&& other) noexcept;
+  SafetensorsMap(const SafetensorsMap&) = delete;
+  SafetensorsMap& operator=(const SafetensorsMap&) = delete;
+  ~SafetensorsMap();
+
+  const std::string& path() const { return path_; }
+  /// The tensor called `name`, or nullptr.
+  const TensorInfo* find(const std::string& name) const;
+  /// Tensors in the order of their data (ascending data_offsets).
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  /// The "__metadata__" object (empty when absent).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  /// Decodes elements [first, first + count) of `t` (row-major order) into out[0 .. count).
+  void decode(const TensorInfo& t, std::size_t first, std::size_t count, double* out) const;
+  /// Drops the pages of `t` from this process's resident memory (they stay
+  /// in the page cache); a later decode maps them in again.
+  void release(const TensorInfo& t) const;
+
+ private:
+  SafetensorsMap() = default;
+  std::string path_;
+  const unsigned char* base_ = nullptr;  // the whole file, mapped
+  std::size_t size_ = 0;
+  std::size_t data_start_ = 0;  // 8 + header length
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, std::size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
 
 /// One tensor: `values` holds prod(shape) entries in row-major order (the
 /// last index varies fastest). A scalar has an empty shape and one value.
@@ -29,10 +78,11 @@ struct Tensor {
   std::int64_t numel() const;
 };
 
-/// A whole safetensors file, decoded into memory.
+/// A whole safetensors file, decoded into memory (small files: inputs,
+/// tests; models are loaded through SafetensorsMap).
 class SafetensorsFile {
  public:
-  /// Reads and validates `path`. Throws std::invalid_argument "<path>: <field>: <why>".
+  /// Reads and validates `path` (as SafetensorsMap::open) and decodes every tensor. Throws std::invalid_argument "<path>: <field>: <why>".
   static SafetensorsFile read(const std::string& path);
 
   const std::string& path() const { return path_; }

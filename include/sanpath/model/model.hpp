@@ -101,14 +101,21 @@ struct LayerWeights {
   bool has_layernorm() const { return ln1_g.size() > 0; }
 };
 
-enum class EmbeddingKind { bert, gpt2, albert };
+/// The checkpoint layout families (io/ reads and writes them); embeddings
+/// carry the family whose recipe builds X^0.
+enum class Layout { bert, gpt2, albert, roberta, distilbert };
+std::string to_string(Layout);
+/// "bert|gpt2|albert|roberta|distilbert"; throws std::invalid_argument.
+Layout parse_layout(const std::string& text);
 
-/// Token embeddings of a checkpoint, for building X^0 from token ids.
-/// word: vocab×e, position: max_pos×e, token_type: types×e (BERT/ALBERT),
-/// ln_g/ln_b: e (BERT/ALBERT), mapping: e×d and mapping_b: d (ALBERT's
-/// embedding_hidden_mapping_in, stored as x·mapping + mapping_b).
+/// Token embeddings of a checkpoint, for building X^0 from token ids:
+/// token i uses position row i. word: vocab×e, position: max_pos×e,
+/// token_type: types×e (BERT, ALBERT, RoBERTa; empty for GPT-2 and
+/// DistilBERT), ln_g/ln_b: e (all but GPT-2), mapping: e×d and mapping_b: d
+/// (ALBERT's embedding_hidden_mapping_in, stored as x·mapping + mapping_b).
+/// RoBERTa's table starts at its row padding_idx + 1 (math.md §1).
 struct Embeddings {
-  EmbeddingKind kind = EmbeddingKind::bert;
+  Layout kind = Layout::bert;
   MatrixXd word, position, token_type;
   VectorXd ln_g, ln_b;
   double ln_eps = 1e-12;

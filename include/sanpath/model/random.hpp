@@ -35,8 +35,10 @@ enum class InitKind { gaussian, xavier };
 /// set; d_ff = 0 means no MLP weights), weights N(0, std²) (gaussian) or
 /// N(0, 2/(fan_in+fan_out)) (Xavier normal); biases N(0, bias_std²);
 /// LayerNorm gains 1 and biases 0. `shared_layers`: one layer's weights are
-/// reused by all layers (ALBERT-style). `vocab` > 0 adds BERT-style
-/// embeddings (word vocab×d, position max_positions×d, one token type).
+/// reused by all layers (ALBERT-style). `vocab` > 0 adds embeddings of kind
+/// `embeddings` (word vocab×d, position max_positions×d; one token type for
+/// bert and roberta; LayerNorm gain 1, bias 0 but for gpt2; albert is not
+/// drawn).
 struct RandomModelSpec {
   Architecture arch;
   InitKind init = InitKind::gaussian;
@@ -45,6 +47,7 @@ struct RandomModelSpec {
   std::uint64_t seed = 0;
   int vocab = 0;
   int max_positions = 512;
+  Layout embeddings = Layout::bert;
 };
 
 /// Throws std::invalid_argument (naming the field) for absurd sizes.

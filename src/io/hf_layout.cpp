@@ -1,0 +1,303 @@
+#include "hf_layout.hpp"
+
+#include "sanpath/core/resources.hpp"
+#include "sanpath/io/atomic_file.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+namespace sanpath::io {
+
+// ---- building the table -------------------------------------------------------
+
+Slot& Slots::add(const std::string& key, Shape shape, std::string alias) {
+  list.push_back(Slot{key, std::move(shape), {}, std::move(alias)});
+  return list.back();
+}
+
+namespace {
+
+Piece whole_vector(VectorXd& v, std::int64_t n) { return Piece{nullptr, &v, TensorBlock{0, 1, 0, n, true}}; }
+
+LayerWeights& with_heads(LayerWeights& w, const Dims& k) {
+  if (w.heads.size() != static_cast<std::size_t>(k.heads)) w.heads.resize(static_cast<std::size_t>(k.heads));
+  return w;
+}
+
+}  // namespace
+
+void Slots::dense(const std::string& key, Storage s, MatrixXd& W, VectorXd& b, std::int64_t in, std::int64_t out) {
+  if (s == Storage::linear)
+    add(key + ".weight", {out, in}).pieces.push_back({&W, nullptr, TensorBlock{0, out, 0, in, true}});
+  else
+    add(key + ".weight", {in, out}).pieces.push_back({&W, nullptr, TensorBlock{0, in, 0, out, false}});
+  add(key + ".bias", {out}).pieces.push_back(whole_vector(b, out));
+}
+
+void Slots::layernorm(const std::string& key, VectorXd& g, VectorXd& b, std::int64_t n, bool aliases) {
+  add(key + ".weight", {n}, aliases ? key + ".gamma" : "").pieces.push_back(whole_vector(g, n));
+  add(key + ".bias", {n}, aliases ? key + ".beta" : "").pieces.push_back(whole_vector(b, n));
+}
+
+void Slots::table(const std::string& key, MatrixXd& m, std::int64_t rows, std::int64_t cols, std::int64_t offset) {
+  add(key, {rows, cols}).pieces.push_back({&m, nullptr, TensorBlock{offset, kAny, 0, cols, false}});
+}
+
+void Slots::heads_in(Slot& W, Slot& b, Storage s, LayerWeights& w, char which, std::int64_t offset, const Dims& k) {
+  with_heads(w, k);
+  for (int h = 0; h < k.heads; ++h) {
+    HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+    MatrixXd& target = which == 'Q' ? hw.W_Q : which == 'K' ? hw.W_K : hw.W_V;
+    VectorXd& bias = which == 'Q' ? hw.b_Q : which == 'K' ? hw.b_K : hw.b_V;
+    const std::int64_t o = offset + static_cast<std::int64_t>(h) * k.dh;
+    // Columns [o, o + dh) of M: rows of a Linear weight, columns of a Conv1D one.
+    W.pieces.push_back({&target, nullptr,
+                        s == Storage::linear ? TensorBlock{o, k.dh, 0, k.d, true} : TensorBlock{0, k.d, o, k.dh, false}});
+    b.pieces.push_back({nullptr, &bias, TensorBlock{0, 1, o, k.dh, true}});
+  }
+}
+
+void Slots::heads_out(const std::string& key, Storage s, LayerWeights& w, const Dims& k) {
+  with_heads(w, k);
+  Slot& W = add(key + ".weight", {k.d, k.d});
+  for (int h = 0; h < k.heads; ++h) {
+    const std::int64_t o = static_cast<std::int64_t>(h) * k.dh;
+    // Rows [o, o + dh) of M: columns of a Linear weight, rows of a Conv1D one.
+    W.pieces.push_back({&w.heads[static_cast<std::size_t>(h)].W_O, nullptr,
+                        s == Storage::linear ? TensorBlock{0, k.d, o, k.dh, true} : TensorBlock{o, k.dh, 0, k.d, false}});
+  }
+  add(key + ".bias", {k.d}).pieces.push_back(whole_vector(w.b_O, k.d));
+}
+
+// ---- walking it -------------------------------------------------------------------
+
+namespace {
+
+/// Rows and width of a stored tensor seen as a row-major matrix (a vector is one row).
+std::int64_t rows_of(const Shape& s) { return s.size() == 1 ? 1 : s.at(0); }
+std::int64_t width_of(const Shape& s) { return s.size() == 1 ? s.at(0) : s.at(1); }
+
+/// `p`'s block with kAny resolved against the stored shape.
+TensorBlock resolve(const Piece& p, const Shape& shape, const std::string& where, const std::string& name) {
+  TensorBlock b = p.block;
+  if (b.rows == kAny) {
+    b.rows = rows_of(shape) - b.row;
+    if (b.rows < 1)
+      fail(where, name,
+           "has " + std::to_string(rows_of(shape)) + " rows; the first one used is row " + std::to_string(b.row));
+  }
+  return b;
+}
+
+/// The prefix in use: `prefix` if any tensor name starts with it, else "".
+std::string detect_prefix(const TensorStore& f, const std::string& prefix) {
+  for (const TensorInfo* t : f.tensors())
+    if (t->name.compare(0, prefix.size(), prefix) == 0) return prefix;
+  return "";
+}
+
+bool same(const MatrixXd& a, const MatrixXd& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() && (a.array() == b.array()).all();
+}
+bool same(const VectorXd& a, const VectorXd& b) { return a.size() == b.size() && (a.array() == b.array()).all(); }
+
+Dims dims_of(const Architecture& a) { return Dims{a.heads, a.d_model, a.d_qk, a.d_ff}; }
+
+/// The config.json key of the layer count (the first key naming layers).
+const char* const kLayerKeys[] = {"num_hidden_layers", "n_layer", "n_layers"};
+
+}  // namespace
+
+void check_shared_copies(const std::string& where, const std::string& key, int layers, const LayerWeights& w) {
+  std::uint64_t doubles = static_cast<std::uint64_t>(w.b_O.size() + w.W_1.size() + w.W_2.size() + w.b_1.size() +
+                                                     w.b_2.size() + w.ln1_g.size() + w.ln1_b.size() +
+                                                     w.ln2_g.size() + w.ln2_b.size());
+  for (const HeadWeights& h : w.heads)
+    doubles += static_cast<std::uint64_t>(h.W_Q.size() + h.W_K.size() + h.W_V.size() + h.W_O.size() + h.b_Q.size() +
+                                          h.b_K.size() + h.b_V.size());
+  require_memory(mul_sat(static_cast<std::uint64_t>(layers), mul_sat(doubles, 8)), printable(where + ": " + key),
+                 str(layers) + " copies of the shared layer weights");
+}
+
+bool same_layer(const LayerWeights& a, const LayerWeights& b) {
+  if (a.heads.size() != b.heads.size()) return false;
+  for (std::size_t h = 0; h < a.heads.size(); ++h) {
+    const HeadWeights &x = a.heads[h], &y = b.heads[h];
+    if (!same(x.W_Q, y.W_Q) || !same(x.W_K, y.W_K) || !same(x.W_V, y.W_V) || !same(x.W_O, y.W_O) ||
+        !same(x.b_Q, y.b_Q) || !same(x.b_K, y.b_K) || !same(x.b_V, y.b_V))
+      return false;
+  }
+  return same(a.b_O, b.b_O) && same(a.W_1, b.W_1) && same(a.W_2, b.W_2) && same(a.b_1, b.b_1) &&
+         same(a.b_2, b.b_2) && same(a.ln1_g, b.ln1_g) && same(a.ln1_b, b.ln1_b) && same(a.ln2_g, b.ln2_g) &&
+         same(a.ln2_b, b.ln2_b);
+}
+
+Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source) {
+  Architecture a;
+  EmbeddingSizes es;
+  fam.read_config(c, a, es);
+  const Dims k = dims_of(a);
+  const std::string layout = to_string(fam.layout);
+  const std::string prefix = detect_prefix(f, fam.prefix);
+  const int stored = fam.shared_layers ? 1 : a.layers;
+
+  // A layer count that no file could hold is refused before millions of
+  // missing names are listed.
+  if (!fam.shared_layers && static_cast<std::size_t>(a.layers) > f.size()) {
+    LayerWeights scratch;
+    Slots one;
+    fam.layer(k, 0, scratch, one);
+    std::string key = kLayerKeys[0];
+    for (const char* candidate : kLayerKeys)
+      if (c.has(candidate)) key = candidate;
+    fail(c.path, key,
+         str(a.layers) + " layers, but " + f.path() + " holds only " + std::to_string(f.size()) + " tensors (a " +
+             layout + " layer has " + std::to_string(one.list.size()) + ")");
+  }
+
+  std::vector<LayerWeights> layers(static_cast<std::size_t>(stored));
+  Slots s;
+  for (int l = 0; l < stored; ++l) fam.layer(k, l, layers[static_cast<std::size_t>(l)], s);
+  Embeddings e;
+  Slots emb_slots;
+  fam.embeddings(k, es, e, emb_slots);
+  const bool with_emb = f.find(prefix + emb_slots.list.front().key) != nullptr;
+  if (with_emb) s.list.insert(s.list.end(), emb_slots.list.begin(), emb_slots.list.end());
+
+  // Every tensor first: all missing names in one message, then shapes.
+  std::vector<const TensorInfo*> found(s.list.size());
+  std::vector<std::string> missing;
+  for (std::size_t i = 0; i < s.list.size(); ++i) {
+    const Slot& slot = s.list[i];
+    found[i] = f.find(prefix + slot.key);
+    if (!found[i] && !slot.alias.empty()) found[i] = f.find(prefix + slot.alias);
+    if (!found[i]) missing.push_back(prefix + slot.key);
+  }
+  if (!missing.empty()) {
+    std::string list;
+    const std::size_t shown = std::min<std::size_t>(missing.size(), 5);
+    for (std::size_t i = 0; i < shown; ++i) list += (i ? ", " : "") + missing[i];
+    if (missing.size() > shown) list += " (and " + std::to_string(missing.size() - shown) + " more)";
+    fail(f.path(), "tensors", std::to_string(missing.size()) + " missing for a " + layout + " checkpoint: " + list);
+  }
+  // Shapes are checked in name order, so that the first one reported does
+  // not depend on the table's order.
+  std::vector<std::size_t> by_name(s.list.size());
+  for (std::size_t i = 0; i < by_name.size(); ++i) by_name[i] = i;
+  std::sort(by_name.begin(), by_name.end(), [&](std::size_t x, std::size_t y) { return s.list[x].key < s.list[y].key; });
+  for (const std::size_t i : by_name) {
+    const Shape &want = s.list[i].shape, &got = found[i]->shape;
+    bool ok = got.size() == want.size();
+    for (std::size_t j = 0; ok && j < got.size(); ++j) ok = want[j] == kAny || want[j] == got[j];
+    if (!ok)
+      fail(f.file_of(*found[i]).path(), found[i]->name,
+           "shape " + shape_str(got) + ", expected " + shape_str(want) + " from " + c.path);
+  }
+
+  // Each tensor is decoded straight into the model's own matrices, then its
+  // pages are let go.
+  for (std::size_t i = 0; i < s.list.size(); ++i) {
+    const TensorInfo& t = *found[i];
+    const SafetensorsMap& file = f.file_of(t);
+    const TensorReader read = [&](std::size_t first, std::size_t count, double* out) {
+      file.decode(t, first, count, out);
+    };
+    for (const Piece& p : s.list[i].pieces) {
+      const TensorBlock b = resolve(p, t.shape, file.path(), t.name);
+      double* data;
+      if (p.matrix) {
+        p.matrix->resize(b.image_rows(), b.image_cols());
+        data = p.matrix->data();
+      } else {
+        p.vector->resize(b.image_rows());
+        data = p.vector->data();
+      }
+      read_block(b, width_of(t.shape), read, Eigen::Map<MatrixXd>(data, b.image_rows(), b.image_cols()));
+    }
+    file.release(t);
+  }
+
+  if (fam.shared_layers) {
+    check_shared_copies(c.path, kLayerKeys[0], a.layers, layers.front());
+    layers.resize(static_cast<std::size_t>(a.layers), layers.front());
+  }
+  std::optional<Embeddings> emb;
+  if (with_emb) {
+    e.kind = fam.layout;
+    e.ln_eps = a.ln_eps;
+    emb = std::move(e);
+  }
+  return Model(a, std::move(layers), std::move(emb), source);
+}
+
+void save_family(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
+  namespace fs = std::filesystem;
+  const Architecture& a = model.arch();
+  const std::string lname = to_string(fam.layout);
+  if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
+  const int d = a.d_model, H = a.heads, L = a.layers;
+  if (d % H != 0 || a.d_qk != d / H || a.d_v != d / H)
+    fail(folder, "d_qk", "the " + lname + " layout needs d_qk = d_v = d_model / heads; model has d_model " + str(d) +
+                             ", heads " + str(H) + ", d_qk " + str(a.d_qk) + ", d_v " + str(a.d_v));
+  for (int l = 0; l < L; ++l) {
+    if (!model.layer(l).has_mlp()) fail(folder, "layer " + str(l) + " W_1", "the " + lname + " layout needs MLP weights");
+    if (!model.layer(l).has_layernorm())
+      fail(folder, "layer " + str(l) + " ln1_g", "the " + lname + " layout needs LayerNorm weights");
+  }
+  if (fam.fixed_ln_eps != 0 && a.ln_eps != fam.fixed_ln_eps)
+    fail(folder, "ln_eps", "the " + lname + " layout has LayerNorm epsilon 1e-12; the model has " + brief(a.ln_eps));
+  const auto& emb = model.embeddings();
+  if (emb && emb->kind != fam.layout)
+    fail(folder, "embeddings", "kind " + to_string(emb->kind) + " cannot be written in the " + lname + " layout");
+  if (emb && emb->ln_g.size() > 0 && emb->ln_eps != a.ln_eps)
+    fail(folder, "embeddings.ln_eps", "differs from ln_eps; a " + lname + " config.json has one layer_norm_eps");
+  if (fam.shared_layers)
+    for (int l = 1; l < L; ++l)
+      if (!same_layer(model.layer(0), model.layer(l)))
+        fail(folder, "layers", "the " + lname + " layout shares one layer, but layer " + str(l) + " differs from layer 0");
+
+  std::vector<Tensor> ts;
+  const auto emit = [&](const Slots& s) {
+    for (const Slot& slot : s.list) {
+      std::int64_t n = 1;
+      for (const std::int64_t dim : slot.shape) n *= dim;
+      Tensor t{fam.prefix + slot.key, dtype, slot.shape, std::vector<double>(static_cast<std::size_t>(n), 0.0)};
+      for (const Piece& p : slot.pieces) {
+        const TensorBlock b = resolve(p, slot.shape, folder, t.name);
+        const double* data = p.matrix ? p.matrix->data() : p.vector->data();
+        write_block(b, width_of(slot.shape), Eigen::Map<const MatrixXd>(data, b.image_rows(), b.image_cols()),
+                    t.values.data());
+      }
+      ts.push_back(std::move(t));
+    }
+  };
+  const Dims k = dims_of(a);
+  for (int l = 0; l < (fam.shared_layers ? 1 : L); ++l) {
+    LayerWeights w = model.layer(l);
+    Slots s;
+    fam.layer(k, l, w, s);
+    emit(s);
+  }
+  EmbeddingSizes es;
+  if (emb) {
+    Embeddings e = *emb;
+    es.vocab = e.word.rows();
+    es.positions = e.position.rows() + fam.written_position_offset;
+    es.types = e.token_type.rows();
+    es.width = static_cast<int>(e.word.cols());
+    es.position_offset = fam.written_position_offset;
+    Slots s;
+    fam.embeddings(k, es, e, s);
+    emit(s);
+  }
+  json c = fam.write_config(model, emb ? &es : nullptr);
+  c["torch_dtype"] = dtype == "F64" ? "float64" : "float32";
+
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (!fs::is_directory(folder)) fail(folder, "folder", "cannot be created" + (ec ? ": " + ec.message() : std::string()));
+  write_safetensors((fs::path(folder) / "model.safetensors").string(), ts, {{"format", "pt"}});
+  write_file_atomic((fs::path(folder) / "config.json").string(), c.dump(2) + "\n");
+}
+
+}  // namespace sanpath::io

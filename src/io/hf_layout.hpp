@@ -1,0 +1,126 @@
+#pragma once
+// HuggingFace layout families as name tables. A family lists, for each
+// stored layer and for the embeddings, the tensors of its checkpoints (the
+// "slots": key, expected shape) and where each block of a tensor lives in the
+// model (the "pieces"). One table serves loading (tensor -> model) and
+// saving (model -> tensor); hf_layout.cpp walks it both ways.
+
+#include "hf_config.hpp"
+
+#include "sanpath/io/tensor_eigen.hpp"
+#include "sanpath/io/tensor_store.hpp"
+#include "sanpath/model/model.hpp"
+
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace sanpath::io {
+
+/// How a stored 2-D weight T relates to the x·W matrix M of math.md §1.
+enum class Storage {
+  linear,  ///< torch Linear: T is [out, in], M = Tᵀ
+  conv1d,  ///< GPT-2 Conv1D and embedding tables: T is [in, out] (rows, cols), M = T
+};
+
+/// One block of a tensor and the matrix or vector it fills (rows/cols kAny:
+/// to the end of the tensor, for tables whose size config.json may omit).
+struct Piece {
+  MatrixXd* matrix = nullptr;
+  VectorXd* vector = nullptr;
+  TensorBlock block;
+};
+
+/// One tensor: its key (without the family prefix), expected shape, an
+/// older spelling accepted instead, and its pieces.
+struct Slot {
+  std::string key;
+  Shape shape;
+  std::vector<Piece> pieces;
+  std::string alias;
+};
+
+/// Sizes a layer's slots depend on.
+struct Dims {
+  int heads = 0, d = 0, dh = 0, ff = 0;
+};
+
+/// Sizes of the embedding tables (kAny: whatever the file holds).
+/// `position_offset`: stored position rows before the first used one.
+struct EmbeddingSizes {
+  std::int64_t vocab = kAny, positions = kAny, types = kAny;
+  int width = 0;
+  int position_offset = 0;
+};
+
+/// The builder the families describe their tensors with.
+class Slots {
+ public:
+  std::deque<Slot> list;  ///< a deque: references to slots stay valid as slots are added
+
+  /// A whole weight W (M = W) and bias b: T shaped [out, in] (linear) or [in, out] (conv1d).
+  void dense(const std::string& key, Storage s, MatrixXd& W, VectorXd& b, std::int64_t in, std::int64_t out);
+  /// LayerNorm gain and bias of width n (".weight"/".bias", or ".gamma"/".beta" with `aliases`).
+  void layernorm(const std::string& key, VectorXd& g, VectorXd& b, std::int64_t n, bool aliases = true);
+  /// A table (rows × cols, stored as is) from stored row `offset` on; rows kAny: any.
+  void table(const std::string& key, MatrixXd& m, std::int64_t rows, std::int64_t cols, std::int64_t offset = 0);
+  /// Per-head query, key or value weights and biases: head h owns columns
+  /// [offset + h·dh, offset + (h+1)·dh) of M (d × m_cols) and of the bias.
+  /// `which` is 'Q', 'K' or 'V'. Appends to `W` and `b` (the fused GPT-2
+  /// c_attn holds all three).
+  void heads_in(Slot& W, Slot& b, Storage s, LayerWeights& w, char which, std::int64_t offset, const Dims& k);
+  /// Per-head output weights: head h owns rows [h·dh, (h+1)·dh) of M (d × d); the bias is b_O.
+  void heads_out(const std::string& key, Storage s, LayerWeights& w, const Dims& k);
+  /// A new slot.
+  Slot& add(const std::string& key, Shape shape, std::string alias = "");
+};
+
+/// One layout family: its names, config.json keys and tensor table.
+struct Family {
+  Layout layout;
+  std::string prefix;                    ///< "bert." (absent in some files: detected)
+  std::vector<std::string> model_types;  ///< config.json model_type values
+  std::string architecture;              ///< prefix of config.json architectures ("Bert")
+  std::string tensor_mark;               ///< a fragment only this family's tensor names have
+  bool shared_layers = false;            ///< one stored layer used by every layer
+  int written_position_offset = 0;       ///< position rows written before the first used one
+  double fixed_ln_eps = 0;               ///< LayerNorm epsilon the format fixes (0: config.json has it)
+  /// Architecture and embedding sizes from config.json.
+  void (*read_config)(const HfConfig& c, Architecture& a, EmbeddingSizes& e) = nullptr;
+  /// config.json for `m`; `e` the sizes of its embeddings (nullptr: none).
+  json (*write_config)(const Model& m, const EmbeddingSizes* e) = nullptr;
+  /// The slots of stored layer l.
+  void (*layer)(const Dims& k, int l, LayerWeights& w, Slots& s) = nullptr;
+  /// The slots of the embeddings; the first is the word table, whose
+  /// presence means the checkpoint has embeddings.
+  void (*embeddings)(const Dims& k, const EmbeddingSizes& e, Embeddings& emb, Slots& s) = nullptr;
+};
+
+/// The families, in detection order (layouts.cpp).
+const std::vector<Family>& families();
+const Family& family(Layout l);
+/// The family of a checkpoint: config.json's model_type, then
+/// architectures, then the tensor names; the error lists the known ones.
+const Family& detect_family(const HfConfig& c, const TensorStore& f);
+
+/// Exact equality of two layers' weights.
+bool same_layer(const LayerWeights& a, const LayerWeights& b);
+
+/// Models keep one copy of the weights per layer: refuses a shared-layer
+/// model whose `layers` copies of `w` would exceed the memory budget
+/// (ResourceError naming `where` and `key`).
+void check_shared_copies(const std::string& where, const std::string& key, int layers, const LayerWeights& w);
+
+/// Loads a checkpoint of family `fam`.
+Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source);
+/// Writes `model` as a checkpoint of family `fam` in `folder` (see save_hf).
+void save_family(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype);
+
+// The families (one file each).
+Family bert_family();
+Family roberta_family();
+Family gpt2_family();
+Family albert_family();
+Family distilbert_family();
+
+}  // namespace sanpath::io

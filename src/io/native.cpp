@@ -1,0 +1,262 @@
+#include "native.hpp"
+
+#include "hf_config.hpp"
+#include "hf_layout.hpp"
+
+#include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/tensor_eigen.hpp"
+
+#include <climits>
+#include <set>
+
+namespace sanpath {
+
+namespace io {
+
+constexpr int kNativeVersion = 1;
+
+namespace {
+
+
+
+/// Reads the native configuration from __metadata__, naming its fields on error.
+struct NativeConfig {
+  std::string path;
+  json j;
+  std::string field(const std::string& key) const { return std::string("__metadata__.") + kNativeConfigKey + "." + key; }
+  const json& get(const std::string& key) const {
+    if (!j.contains(key)) fail(path, field(key), "missing");
+    return j.at(key);
+  }
+  int integer(const std::string& key, int min) const {
+    const json& v = get(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < min || v.get<std::int64_t>() > INT_MAX)
+      fail(path, field(key), "must be an integer >= " + str(min) + ", got " + brief(v));
+    return v.get<int>();
+  }
+  bool boolean(const std::string& key) const {
+    const json& v = get(key);
+    if (!v.is_boolean()) fail(path, field(key), "must be true or false, got " + brief(v));
+    return v.get<bool>();
+  }
+  std::string string(const std::string& key) const {
+    const json& v = get(key);
+    if (!v.is_string()) fail(path, field(key), "must be a string, got " + brief(v));
+    return v.get<std::string>();
+  }
+  double number(const std::string& key) const {
+    const json& v = get(key);
+    if (!v.is_number()) fail(path, field(key), "must be a number, got " + brief(v));
+    return v.get<double>();
+  }
+};
+
+}  // namespace
+
+Model load_native(const SafetensorsMap& f) {
+  const std::string& path = f.path();
+  NativeConfig c{path, parse_json(f.metadata().at(kNativeConfigKey), path, std::string("__metadata__.") + kNativeConfigKey)};
+  if (!c.j.is_object()) fail(path, std::string("__metadata__.") + kNativeConfigKey, "must be a JSON object");
+  const int version = c.integer("version", 1);
+  if (version != kNativeVersion)
+    fail(path, c.field("version"), "version " + str(version) + " is not supported (expected " + str(kNativeVersion) + ")");
+
+  Architecture a;
+  a.layers = c.integer("layers", 1);
+  a.heads = c.integer("heads", 1);
+  a.d_model = c.integer("d_model", 1);
+  a.d_qk = c.integer("d_qk", 1);
+  a.d_v = c.integer("d_v", 1);
+  a.d_ff = c.integer("d_ff", 0);
+  a.variant.skip = c.boolean("skip");
+  a.variant.mlp = parse_mlp(c.string("mlp"), path + ": " + c.field("mlp"));
+  a.variant.layernorm = parse_layernorm(c.string("layernorm"), path + ": " + c.field("layernorm"));
+  a.variant.mask = parse_mask(c.string("mask"), path + ": " + c.field("mask"));
+  a.activation = parse_activation(c.string("activation"), path + ": " + c.field("activation"));
+  a.ln_eps = c.number("ln_eps");
+  a.shared_layers = c.boolean("shared_layers");
+  const int stored = c.integer("stored_layers", 1);
+  if (stored != a.layers && !(stored == 1 && a.shared_layers))
+    fail(path, c.field("stored_layers"),
+         str(stored) + " stored layers for " + str(a.layers) + " layers (only shared layers may be stored once)");
+  // Counts that no file could hold (every head has 7 tensors of its own) are
+  // refused before anything is allocated or listed for them.
+  if (static_cast<std::uint64_t>(stored) * static_cast<std::uint64_t>(a.heads) > f.tensors().size())
+    fail(path, c.field(stored > 1 ? "stored_layers" : "heads"),
+         str(stored) + " stored layers × " + str(a.heads) + " heads, but the file holds only " +
+             std::to_string(f.tensors().size()) + " tensors (7 per head)");
+
+  std::set<std::string> used;
+  std::vector<std::string> missing;
+  const auto find = [&](const std::string& name, bool required) -> const TensorInfo* {
+    const TensorInfo* t = f.find(name);
+    if (t) used.insert(name);
+    else if (required) missing.push_back(name);
+    return t;
+  };
+  const auto reader = [&](const TensorInfo& t) -> TensorReader {
+    return [&f, &t](std::size_t first, std::size_t count, double* out) { f.decode(t, first, count, out); };
+  };
+  const auto mat = [&](const std::string& name, bool required, MatrixXd& out) {
+    if (const TensorInfo* t = find(name, required)) {
+      if (t->shape.size() != 2) fail(path, name, "must have 2 dimensions, got shape " + shape_str(t->shape));
+      out.resize(t->shape[0], t->shape[1]);
+      read_block({0, t->shape[0], 0, t->shape[1], false}, t->shape[1], reader(*t),
+                 Eigen::Map<MatrixXd>(out.data(), out.rows(), out.cols()));
+    }
+  };
+  const auto vec = [&](const std::string& name, bool required, VectorXd& out) {
+    if (const TensorInfo* t = find(name, required)) {
+      if (t->shape.size() != 1) fail(path, name, "must have 1 dimension, got shape " + shape_str(t->shape));
+      out.resize(t->shape[0]);
+      read_block({0, 1, 0, t->shape[0], true}, t->shape[0], reader(*t), Eigen::Map<MatrixXd>(out.data(), out.size(), 1));
+    }
+  };
+
+  std::vector<LayerWeights> layers(static_cast<std::size_t>(stored));
+  for (int l = 0; l < stored; ++l) {
+    LayerWeights& w = layers[static_cast<std::size_t>(l)];
+    const std::string p = "layers." + str(l) + ".";
+    w.heads.resize(static_cast<std::size_t>(a.heads));
+    for (int h = 0; h < a.heads; ++h) {
+      HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      const std::string q = p + "heads." + str(h) + ".";
+      mat(q + "W_Q", true, hw.W_Q);
+      mat(q + "W_K", true, hw.W_K);
+      mat(q + "W_V", true, hw.W_V);
+      mat(q + "W_O", true, hw.W_O);
+      vec(q + "b_Q", true, hw.b_Q);
+      vec(q + "b_K", true, hw.b_K);
+      vec(q + "b_V", true, hw.b_V);
+    }
+    vec(p + "b_O", true, w.b_O);
+    mat(p + "W_1", a.d_ff > 0, w.W_1);
+    vec(p + "b_1", a.d_ff > 0, w.b_1);
+    mat(p + "W_2", a.d_ff > 0, w.W_2);
+    vec(p + "b_2", a.d_ff > 0, w.b_2);
+    const bool ln = f.find(p + "ln1_g") != nullptr;
+    vec(p + "ln1_g", ln, w.ln1_g);
+    vec(p + "ln1_b", ln, w.ln1_b);
+    vec(p + "ln2_g", ln, w.ln2_g);
+    vec(p + "ln2_b", ln, w.ln2_b);
+  }
+  if (stored != a.layers) {
+    check_shared_copies(path, c.field("layers"), a.layers, layers.front());
+    layers.resize(static_cast<std::size_t>(a.layers), layers.front());
+  }
+
+  std::optional<Embeddings> emb;
+  const json& ej = c.get("embeddings");
+  if (!ej.is_null()) {
+    if (!ej.is_object()) fail(path, c.field("embeddings"), "must be null or an object, got " + brief(ej));
+    NativeConfig ec{path, ej};
+    Embeddings e;
+    const std::string kind = ec.string("kind");
+    try {
+      e.kind = parse_layout(kind);
+    } catch (const std::invalid_argument&) {
+      fail(path, c.field("embeddings.kind"), "'" + kind + "' is not one of bert, gpt2, albert, roberta, distilbert");
+    }
+    e.ln_eps = ec.number("ln_eps");
+    const bool not_gpt2 = e.kind != Layout::gpt2, albert = e.kind == Layout::albert;
+    const bool types = not_gpt2 && e.kind != Layout::distilbert;
+    mat("embeddings.word", true, e.word);
+    mat("embeddings.position", true, e.position);
+    mat("embeddings.token_type", types, e.token_type);
+    vec("embeddings.ln_g", not_gpt2, e.ln_g);
+    vec("embeddings.ln_b", not_gpt2, e.ln_b);
+    mat("embeddings.mapping", albert, e.mapping);
+    vec("embeddings.mapping_b", albert, e.mapping_b);
+    emb = std::move(e);
+  }
+  if (!missing.empty()) {
+    std::string list;
+    const std::size_t shown = std::min<std::size_t>(missing.size(), 5);
+    for (std::size_t i = 0; i < shown; ++i) list += (i ? ", " : "") + missing[i];
+    if (missing.size() > shown) list += " (and " + std::to_string(missing.size() - shown) + " more)";
+    fail(path, "tensors", std::to_string(missing.size()) + " missing: " + list);
+  }
+  for (const TensorInfo& t : f.tensors())
+    if (!used.count(t.name)) fail(path, t.name, "unexpected tensor in a sanpath native file");
+  return Model(a, std::move(layers), std::move(emb), path);
+}
+
+
+}  // namespace io
+
+using io::json;
+using io::kNativeConfigKey;
+using io::str;
+using io::same_layer;
+using io::kNativeVersion;
+
+void save_native(const Model& model, const std::string& path) {
+  const Architecture& a = model.arch();
+  const std::string dt = "F64";
+  bool store_once = a.shared_layers && a.layers > 1;
+  for (int l = 1; store_once && l < a.layers; ++l) store_once = same_layer(model.layer(0), model.layer(l));
+  const int stored = store_once ? 1 : a.layers;
+
+  json c = {{"version", kNativeVersion},
+            {"layers", a.layers},
+            {"heads", a.heads},
+            {"d_model", a.d_model},
+            {"d_qk", a.d_qk},
+            {"d_v", a.d_v},
+            {"d_ff", a.d_ff},
+            {"skip", a.variant.skip},
+            {"mlp", to_string(a.variant.mlp)},
+            {"layernorm", to_string(a.variant.layernorm)},
+            {"mask", to_string(a.variant.mask)},
+            {"activation", to_string(a.activation)},
+            {"ln_eps", a.ln_eps},
+            {"shared_layers", a.shared_layers},
+            {"stored_layers", stored},
+            {"source", model.source()},
+            {"embeddings", nullptr}};
+
+  std::vector<Tensor> ts;
+  const auto add_m = [&](const std::string& name, const MatrixXd& m) {
+    if (m.rows() > 0 || m.cols() > 0) ts.push_back(make_tensor(name, m, dt));
+  };
+  const auto add_v = [&](const std::string& name, const VectorXd& v) {
+    if (v.size() > 0) ts.push_back(make_tensor(name, v, dt));
+  };
+  for (int l = 0; l < stored; ++l) {
+    const LayerWeights& w = model.layer(l);
+    const std::string p = "layers." + str(l) + ".";
+    for (int h = 0; h < a.heads; ++h) {
+      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      const std::string q = p + "heads." + str(h) + ".";
+      add_m(q + "W_Q", hw.W_Q);
+      add_m(q + "W_K", hw.W_K);
+      add_m(q + "W_V", hw.W_V);
+      add_m(q + "W_O", hw.W_O);
+      add_v(q + "b_Q", hw.b_Q);
+      add_v(q + "b_K", hw.b_K);
+      add_v(q + "b_V", hw.b_V);
+    }
+    add_v(p + "b_O", w.b_O);
+    add_m(p + "W_1", w.W_1);
+    add_v(p + "b_1", w.b_1);
+    add_m(p + "W_2", w.W_2);
+    add_v(p + "b_2", w.b_2);
+    add_v(p + "ln1_g", w.ln1_g);
+    add_v(p + "ln1_b", w.ln1_b);
+    add_v(p + "ln2_g", w.ln2_g);
+    add_v(p + "ln2_b", w.ln2_b);
+  }
+  if (const auto& e = model.embeddings()) {
+    c["embeddings"] = {{"kind", to_string(e->kind)}, {"ln_eps", e->ln_eps}};
+    add_m("embeddings.word", e->word);
+    add_m("embeddings.position", e->position);
+    add_m("embeddings.token_type", e->token_type);
+    add_v("embeddings.ln_g", e->ln_g);
+    add_v("embeddings.ln_b", e->ln_b);
+    add_m("embeddings.mapping", e->mapping);
+    add_v("embeddings.mapping_b", e->mapping_b);
+  }
+  write_safetensors(path, ts, {{"format", "sanpath"}, {kNativeConfigKey, c.dump()}});
+}
+
+}  // namespace sanpath
