@@ -394,7 +394,7 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
     << (e.head ? "the right one how many predictions of the checkpoint's " + escape(to_string(*e.head)) +
                      " head on X<sub>≤k</sub> agree with those on X<sup>L</sup>."
                : std::string("the checkpoint has no task head, so no predictions are compared."))
-    << " Variant: " << escape(human_variant(r.paths_variant))
+    << " Variant: " << escape(to_string(r.paths_variant, VariantStyle::prose))
     << ". Precision: " << escape(precision_text(e.precision, e.check)) << ".</p>\n";
   o << "<figure class=\"pair\">" << svg::render(chart) << agree_chart << "</figure>\n";
   o << "<table id=\"table-effectiveness\" class=\"num\">\n<thead><tr><th>k</th><th>paths of length ≤ k</th>"
