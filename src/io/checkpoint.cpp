@@ -591,15 +591,17 @@ HfLayout detect_layout(const HfConfig& c, const SafetensorsFile& f) {
        "missing, and neither architectures nor the tensor names identify a BERT, GPT-2 or ALBERT checkpoint");
 }
 
-Model load_hf(const std::string& config_path, const std::string& weights_path, const std::string& source) {
-  HfConfig c{config_path, read_json_file(config_path)};
-  const SafetensorsFile f = SafetensorsFile::read(weights_path);
+Model load_hf(const HfConfig& c, const SafetensorsFile& f, const std::string& source) {
   switch (detect_layout(c, f)) {
     case HfLayout::bert: return load_bert(c, f, source);
     case HfLayout::gpt2: return load_gpt2(c, f, source);
     case HfLayout::albert: return load_albert(c, f, source);
   }
   throw std::logic_error("load_hf: unknown layout");
+}
+
+Model load_hf(const std::string& config_path, const std::string& weights_path, const std::string& source) {
+  return load_hf(HfConfig{config_path, read_json_file(config_path)}, SafetensorsFile::read(weights_path), source);
 }
 
 // ---- native format ------------------------------------------------------------
@@ -821,7 +823,34 @@ Model load_model(const std::string& path) {
        "missing: not a sanpath native file, and no config.json beside it for a HuggingFace checkpoint");
 }
 
-void save_native(const Model& model, const std::string& path) {
+Model model_from_tensors(std::vector<Tensor> tensors, const std::string& config_json, const std::string& source) {
+  json j;
+  try {
+    j = parse_json_limited(config_json);
+  } catch (const json::exception& e) {
+    fail(source, "config", std::string("not valid JSON: ") + e.what());
+  } catch (const TooDeep&) {
+    fail(source, "config", "nested deeper than " + str(kMaxJsonDepth) + " levels");
+  }
+  if (!j.is_object()) fail(source, "config", std::string("must be a JSON object, got ") + j.type_name());
+  // The native configuration has sanpath's own keys; a HuggingFace config.json never has these.
+  if (j.contains("version") && j.contains("d_model")) {
+    const SafetensorsFile f = SafetensorsFile::from_tensors(source, std::move(tensors), {{kNativeConfigKey, config_json}});
+    return load_native(f);
+  }
+  const SafetensorsFile f = SafetensorsFile::from_tensors(source, std::move(tensors));
+  return load_hf(HfConfig{source + " config", std::move(j)}, f, source);
+}
+
+namespace {
+
+/// The native form of a model: its configuration and its tensors (F64).
+struct NativeForm {
+  json config;
+  std::vector<Tensor> tensors;
+};
+
+NativeForm native_form(const Model& model) {
   const Architecture& a = model.arch();
   const std::string dt = "F64";
   bool store_once = a.shared_layers && a.layers > 1;
@@ -887,7 +916,18 @@ void save_native(const Model& model, const std::string& path) {
     add_m("embeddings.mapping", e->mapping);
     add_v("embeddings.mapping_b", e->mapping_b);
   }
-  write_safetensors(path, ts, {{"format", "sanpath"}, {kNativeConfigKey, c.dump()}});
+  return {std::move(c), std::move(ts)};
+}
+
+}  // namespace
+
+std::vector<Tensor> native_tensors(const Model& model) { return native_form(model).tensors; }
+
+std::string native_config(const Model& model) { return native_form(model).config.dump(); }
+
+void save_native(const Model& model, const std::string& path) {
+  const NativeForm f = native_form(model);
+  write_safetensors(path, f.tensors, {{"format", "sanpath"}, {kNativeConfigKey, f.config.dump()}});
 }
 
 void save_hf(const Model& model, const std::string& folder, HfLayout layout, const std::string& dtype) {

@@ -193,6 +193,24 @@ struct DuplicateFinder {
   }
 };
 
+/// Checks a tensor given in memory (name, shape against its values) and
+/// returns prod(shape); `fail(field, why)` throws.
+template <class Fail>
+std::int64_t checked_numel(const Tensor& t, const Fail& fail) {
+  if (t.name.empty()) fail("tensor name", "empty");
+  if (t.name == "__metadata__") fail(t.name, "reserved name");
+  std::int64_t numel = 1;
+  for (const std::int64_t s : t.shape) {
+    if (s < 0) fail(t.name + ".shape", shape_str(t.shape) + " has a negative dimension");
+    if (s != 0 && numel > kInt64Max / s) fail(t.name + ".shape", shape_str(t.shape) + ": the element count overflows");
+    numel *= s;
+  }
+  if (static_cast<std::uint64_t>(numel) != t.values.size())
+    fail(t.name + ".shape", shape_str(t.shape) + " has " + std::to_string(numel) + " elements but " +
+                                std::to_string(t.values.size()) + " values are given");
+  return numel;
+}
+
 }  // namespace
 
 std::int64_t Tensor::numel() const {
@@ -377,6 +395,23 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
   return file;
 }
 
+SafetensorsFile SafetensorsFile::from_tensors(std::string source, std::vector<Tensor> tensors,
+                                              std::map<std::string, std::string> metadata) {
+  const auto fail = [&](const std::string& field, const std::string& why) {
+    throw std::invalid_argument(source + ": " + printable(field + ": " + why));
+  };
+  SafetensorsFile file;
+  file.path_ = std::move(source);
+  file.metadata_ = std::move(metadata);
+  file.tensors_ = std::move(tensors);
+  for (std::size_t i = 0; i < file.tensors_.size(); ++i) {
+    const Tensor& t = file.tensors_[i];
+    checked_numel(t, fail);
+    if (!file.index_.emplace(t.name, i).second) fail(t.name, "duplicate tensor name");
+  }
+  return file;
+}
+
 const Tensor* SafetensorsFile::find(const std::string& name) const {
   const auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];
@@ -404,20 +439,10 @@ void write_safetensors(const std::string& path, const std::vector<Tensor>& tenso
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
   for (const Tensor& t : tensors) {
-    if (t.name.empty()) fail("tensor name", "empty");
-    if (t.name == "__metadata__") fail(t.name, "reserved name");
+    const std::int64_t numel = checked_numel(t, fail);
     if (header.contains(t.name)) fail(t.name, "duplicate tensor name");
     const std::string dtype = t.dtype.empty() ? "F64" : t.dtype;
     if (dtype != "F64" && dtype != "F32") fail(t.name + ".dtype", "the writer supports F64 and F32, not " + dtype);
-    std::int64_t numel = 1;
-    for (const std::int64_t s : t.shape) {
-      if (s < 0) fail(t.name + ".shape", shape_str(t.shape) + " has a negative dimension");
-      if (s != 0 && numel > kInt64Max / s) fail(t.name + ".shape", shape_str(t.shape) + ": the element count overflows");
-      numel *= s;
-    }
-    if (static_cast<std::uint64_t>(numel) != t.values.size())
-      fail(t.name + ".shape", shape_str(t.shape) + " has " + std::to_string(numel) + " elements but " +
-                                  std::to_string(t.values.size()) + " values are given");
     const std::uint64_t bytes = static_cast<std::uint64_t>(numel) * dtype_size(dtype);
     header[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
