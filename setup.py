@@ -38,6 +38,8 @@ class CMakeBuild(build_ext):
         subprocess.check_call(["cmake", "-S", ROOT, "-B", build] + args, stdout=subprocess.DEVNULL)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
         subprocess.check_call(["cmake", "--build", build, "--target", "_sanpath", "-j", jobs])
+        # The output folder is this build's only: the next plain CMake build writes to <build>/python/sanpath.
+        subprocess.check_call(["cmake", "-U", "SANPATH_PYTHON_OUTPUT_DIR", build], stdout=subprocess.DEVNULL)
 
 
 setup(
