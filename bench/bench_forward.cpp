@@ -86,7 +86,8 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("forward/bert/double/threads:" + std::to_string(t)).c_str(),
                                  [=](benchmark::State& s) { run_forward<double>(s, bert, 128, t); })
         ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
-  benchmark::RegisterBenchmark("analyze/bert/double", analyze_double)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+  benchmark::RegisterBenchmark("analyze/bert/double", analyze_double)
+      ->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime()->Iterations(3);
   benchmark::RegisterBenchmark("gemm/bert/eigen", plain_eigen)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 
   const Architecture san = arch(6, 8, 256, 32, false, Variant::san());
