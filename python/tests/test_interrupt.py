@@ -6,7 +6,9 @@ import sys
 import time
 
 CHILD = r"""
-import sys, time, sanpath
+import signal, sys, time, sanpath
+# As in an interactive session (a shell's background job inherits SIGINT ignored).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 m = sanpath.random_model(40, 2, 16, skip=False, mlp="none", layernorm="none", d_ff=0, seed=1)
 print("start", flush=True)
 t = time.time()

@@ -397,11 +397,11 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
 
 SafetensorsFile SafetensorsFile::from_tensors(std::string source, std::vector<Tensor> tensors,
                                               std::map<std::string, std::string> metadata) {
-  const auto fail = [&](const std::string& field, const std::string& why) {
-    throw std::invalid_argument(source + ": " + printable(field + ": " + why));
-  };
   SafetensorsFile file;
   file.path_ = std::move(source);
+  const auto fail = [&](const std::string& field, const std::string& why) {
+    throw std::invalid_argument(file.path_ + ": " + printable(field + ": " + why));
+  };
   file.metadata_ = std::move(metadata);
   file.tensors_ = std::move(tensors);
   for (std::size_t i = 0; i < file.tensors_.size(); ++i) {
