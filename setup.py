@@ -30,7 +30,8 @@ class CMakeBuild(build_ext):
         out = os.path.dirname(os.path.abspath(self.get_ext_fullpath(ext.name)))
         build = os.environ.get("SANPATH_CMAKE_BUILD_DIR") or os.path.join(os.path.abspath(self.build_temp), "cmake")
         args = ["-DSANPATH_BUILD_PYTHON=ON", "-DSANPATH_PYTHON_OUTPUT_DIR=" + out,
-                "-DPython_EXECUTABLE=" + sys.executable]
+                # the interpreter itself, not a venv link that may be gone by the next build
+                "-DPython_EXECUTABLE=" + os.path.realpath(sys.executable)]
         if not os.environ.get("SANPATH_CMAKE_BUILD_DIR"):
             args += ["-DSANPATH_BUILD_TESTS=OFF", "-DSANPATH_BUILD_CLI=OFF", "-DCMAKE_BUILD_TYPE=Release"]
             if shutil.which("ccache"):

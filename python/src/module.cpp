@@ -317,9 +317,7 @@ PYBIND11_MODULE(_sanpath, m) {
       .def_property_readonly("bound", [](const Number& n) -> std::optional<std::string> {
         if (!n.q.below_resolution) return std::nullopt;
         return to_sci(n.q.bound, 1);
-      }, "The power of ten above |value| when below resolution, as a decimal string; else None.")
-      .def_property_readonly("bits", [](const Number& n) { return static_cast<long>(n.q.value.precision()) ; },
-                             "Decimal digits of the MPFR value as computed (its working precision).");
+      }, "The power of ten above |value| when below resolution, as a decimal string; else None.");
 
   // ---- models
   py::class_<Model, ModelPtr>(m, "Model")
