@@ -304,6 +304,8 @@ def _input(x: InputLike) -> Input:
             return tokens(a.tolist())
         return matrix(a)
     if isinstance(x, (list, tuple)):
+        if x and isinstance(x[0], (list, tuple)):
+            return matrix(x)
         return tokens(x)
     raise TypeError("input: expected token ids, an array [n, d_model] or a sanpath.Input")
 
