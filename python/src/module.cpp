@@ -2,6 +2,8 @@
 // every function converts its arguments, calls one library entry point with
 // the GIL released, and wraps the result; formatting goes through the
 // library's report formatters. The Pythonic surface is sanpath/__init__.py.
+// Longer than 600 lines on purpose: it is the one PYBIND11_MODULE (a module
+// is defined in one function) plus the small result holders it registers.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
