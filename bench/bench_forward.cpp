@@ -3,6 +3,8 @@
 // Counters: macs (multiply-adds of the pass's products), peak_rss_MiB.
 #include "common.hpp"
 
+#include "sanpath/analysis/forward.hpp"
+
 using namespace sanpath;
 using namespace sanpath::bench;
 
@@ -53,6 +55,29 @@ void plain_eigen(benchmark::State& state) {
   state.counters["threads"] = 1;
 }
 
+/// The library call behind `sanpath forward --precision double --no-confirm`
+/// and Python's sanpath.forward(..., precision="double", confirm=False):
+/// analyze_forward on BERT-base (make_model, = bench_export bert) with the
+/// random input of make_input(128, 768) as an InputSpec. The Python side is
+/// bench/peers/forward_python.py on the same model and input.
+void analyze_double(benchmark::State& state) {
+  const Architecture a = bert_base();
+  const Model model = make_model(a);
+  RandomInputSpec in;
+  in.n = 128;
+  in.d = a.d_model;
+  in.seed = 2;
+  const InputSpec input = InputSpec::from_random(in);
+  PrecisionRequest req;
+  req.automatic = false;
+  req.fixed = Precision::double_precision();
+  req.confirm = false;
+  for (auto _ : state) {
+    const ForwardAnalysis r = analyze_forward(model, a.variant, input, req);
+    benchmark::DoNotOptimize(r.layers.data());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,6 +86,8 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("forward/bert/double/threads:" + std::to_string(t)).c_str(),
                                  [=](benchmark::State& s) { run_forward<double>(s, bert, 128, t); })
         ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+  benchmark::RegisterBenchmark("analyze/bert/double", analyze_double)
+      ->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime()->Iterations(3);
   benchmark::RegisterBenchmark("gemm/bert/eigen", plain_eigen)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 
   const Architecture san = arch(6, 8, 256, 32, false, Variant::san());

@@ -14,6 +14,7 @@
 #include <cctype>
 #include <limits>
 #include <map>
+#include <memory>
 #include <stdexcept>
 
 namespace sanpath {
@@ -135,6 +136,21 @@ RawRecord raw_record(const PathRecord<S>& r) {
           to_big(r.norm_composite),
           to_big(r.residual_composite),
           to_big(r.stochastic_residual)};
+}
+
+/// A path's reported entry: its record at the working precision confirmed
+/// by the record of the same path at the check precision (`y`, may be null).
+PathTermEntry term_entry(const RawRecord& x, const RawRecord* y, long bits, long n, long d) {
+  const BigReal one(1, 30);
+  PathTermEntry e;
+  e.heads = x.heads;
+  e.length = x.length;
+  e.norm_frobenius = confirmed(x.frobenius, y ? &y->frobenius : nullptr, bits);
+  e.norm_composite = confirmed(x.composite, y ? &y->composite : nullptr, bits);
+  e.residual_composite = confirmed_residual(x.residual, y ? &y->residual : nullptr, bits, x.composite, n, d);
+  e.stochastic_residual = confirmed_residual(x.stochastic, y ? &y->stochastic : nullptr, bits, one, n, n);
+  e.digits = least_digits({&e.norm_frobenius, &e.norm_composite, &e.residual_composite, &e.stochastic_residual});
+  return e;
 }
 
 struct RawEnumeration {
@@ -397,7 +413,6 @@ PathEnumerationReport analyze_enumeration(const Model& model, const Variant& var
   r.all_paths = all_paths;
   r.search = a.search;
   const long bits = p.bits;
-  const BigReal one(1, 30);
   r.paths.reserve(a.records.size());
   for (std::size_t i = 0; i < a.records.size(); ++i) {
     const RawRecord& x = a.records[i];
@@ -405,18 +420,58 @@ PathEnumerationReport analyze_enumeration(const Model& model, const Variant& var
     if (y && y->heads != x.heads)
       throw std::logic_error("path enumeration: the confirming run's path " + std::to_string(i) +
                              " has a different head sequence");
-    PathTermEntry e;
-    e.heads = x.heads;
-    e.length = x.length;
-    e.norm_frobenius = confirmed(x.frobenius, y ? &y->frobenius : nullptr, bits);
-    e.norm_composite = confirmed(x.composite, y ? &y->composite : nullptr, bits);
-    e.residual_composite = confirmed_residual(x.residual, y ? &y->residual : nullptr, bits, x.composite, a.n, a.d);
-    e.stochastic_residual = confirmed_residual(x.stochastic, y ? &y->stochastic : nullptr, bits, one, a.n, a.n);
-    e.digits = least_digits({&e.norm_frobenius, &e.norm_composite, &e.residual_composite, &e.stochastic_residual});
-    r.paths.push_back(std::move(e));
+    r.paths.push_back(term_entry(x, y, bits, a.n, a.d));
   }
   if (a.error) r.decomposition_error = confirmed(*a.error, c && c->error ? &*c->error : nullptr, bits);
   return r;
+}
+
+PathReportBase stream_enumeration(const Model& model, const Variant& variant, const InputSpec& input,
+                                  const PrecisionRequest& request, const PathFilter& filter, std::uint64_t limit,
+                                  const std::function<void(const PathTermEntry&)>& visit, const ProgressFn& progress) {
+  require_decomposable(model, variant);
+  const PathCount walked = count_filtered_paths(model.arch().layers, model.arch().heads, variant.skip, filter);
+  if (walked > limit) throw PathLimitError(walked, limit);
+  const Plan plan = plan_precision(model, variant, input, request, progress);
+  const Precision p = plan.choice.precision;
+  using Evaluator = std::function<RawRecord(const std::vector<int>&)>;
+  Evaluator check;
+  if (plan.check)
+    check = with_scalar(*plan.check, [&](auto tag) -> Evaluator {
+      using C = typename decltype(tag)::type;
+      const auto t = std::make_shared<const ForwardTrace<C>>(
+          trace_at<C>(model, variant, input, progress, "confirming run: forward pass at " + plan.check->name()));
+      return [t, &model](const std::vector<int>& heads) { return raw_record(evaluate_path<C>(model, *t, heads)); };
+    });
+  PathReportBase base;
+  with_scalar(p, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const ForwardTrace<S> t = trace_at<S>(model, variant, input, progress, "enumeration: forward pass at " + p.name());
+    const long n = static_cast<long>(t.X[0].rows()), d = static_cast<long>(t.X[0].cols());
+    fill_base(base, model, variant, plan, n);
+    EnumerationOptions o;
+    o.filter = filter;
+    o.max_paths = limit;
+    const std::string stage = "enumeration: path terms at " + p.name();
+    const long total = static_cast<long>(walked);
+    long visited = 0;
+    report_progress(progress, stage, 0, total);
+    enumerate_paths<S>(model, t, o, [&](const PathRecord<S>& r) {
+      if (++visited % 256 == 0) {
+        check_interrupt();
+        report_progress(progress, stage, visited, total);
+      }
+      const RawRecord x = raw_record(r);
+      if (check) {
+        const RawRecord y = check(x.heads);
+        visit(term_entry(x, &y, p.bits, n, d));
+      } else {
+        visit(term_entry(x, nullptr, p.bits, n, d));
+      }
+    });
+    report_progress(progress, stage, total, total);
+  });
+  return base;
 }
 
 PathSampleReport analyze_samples(const Model& model, const Variant& variant, const InputSpec& input,

@@ -7,6 +7,7 @@
 #include "sanpath/io/tensor_store.hpp"
 
 #include <filesystem>
+#include <map>
 
 namespace sanpath {
 
@@ -54,6 +55,23 @@ Model load_model(const std::string& path) {
   if (fs::exists(beside)) return load_hf(beside.string(), TensorStore::single(std::move(file)), path);
   fail(path, std::string("__metadata__.") + io::kNativeConfigKey,
        "missing: not a sanpath native file, and no config.json beside it for a HuggingFace checkpoint");
+}
+
+Model model_from_tensors(std::vector<Tensor> tensors, const std::string& config_json, const std::string& source) {
+  io::json j = io::parse_json(config_json, source, "config");
+  if (!j.is_object()) fail(source, "config", std::string("must be a JSON object, got ") + j.type_name());
+  // The native configuration has sanpath's own keys; a HuggingFace config.json never has these.
+  const bool native = j.contains("version") && j.contains("d_model");
+  std::map<std::string, std::string> metadata;
+  if (native) metadata = {{"format", "sanpath"}, {io::kNativeConfigKey, config_json}};
+  // The tensors become the bytes of a safetensors file held in memory, read
+  // by the same loaders (and checks) as a file on disk.
+  SafetensorsMap f = SafetensorsMap::from_bytes(source, encode_safetensors(source, tensors, metadata));
+  tensors.clear();
+  if (native) return io::load_native(f);
+  const io::HfConfig c{source + " config", std::move(j)};
+  const TensorStore store = TensorStore::single(std::move(f));
+  return io::load_family(io::detect_family(c, store), c, store, source);
 }
 
 void save_hf(const Model& model, const std::string& folder, Layout layout, const std::string& dtype) {

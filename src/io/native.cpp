@@ -190,7 +190,15 @@ using io::str;
 using io::same_layer;
 using io::kNativeVersion;
 
-void save_native(const Model& model, const std::string& path) {
+namespace {
+
+/// The native form of a model: its configuration and its tensors (F64).
+struct NativeForm {
+  json config;
+  std::vector<Tensor> tensors;
+};
+
+NativeForm native_form(const Model& model) {
   const Architecture& a = model.arch();
   const std::string dt = "F64";
   bool store_once = a.shared_layers && a.layers > 1;
@@ -256,7 +264,18 @@ void save_native(const Model& model, const std::string& path) {
     add_m("embeddings.mapping", e->mapping);
     add_v("embeddings.mapping_b", e->mapping_b);
   }
-  write_safetensors(path, ts, {{"format", "sanpath"}, {kNativeConfigKey, c.dump()}});
+  return {std::move(c), std::move(ts)};
+}
+
+}  // namespace
+
+std::vector<Tensor> native_tensors(const Model& model) { return native_form(model).tensors; }
+
+std::string native_config(const Model& model) { return native_form(model).config.dump(); }
+
+void save_native(const Model& model, const std::string& path) {
+  const NativeForm f = native_form(model);
+  write_safetensors(path, f.tensors, {{"format", "sanpath"}, {kNativeConfigKey, f.config.dump()}});
 }
 
 }  // namespace sanpath

@@ -205,6 +205,24 @@ struct DuplicateFinder {
   }
 };
 
+/// Checks a tensor given in memory (name, shape against its values) and
+/// returns prod(shape); `fail(field, why)` throws.
+template <class Fail>
+std::int64_t checked_numel(const Tensor& t, const Fail& fail) {
+  if (t.name.empty()) fail("tensor name", "empty");
+  if (t.name == "__metadata__") fail(t.name, "reserved name");
+  std::int64_t numel = 1;
+  for (const std::int64_t s : t.shape) {
+    if (s < 0) fail(t.name + ".shape", shape_str(t.shape) + " has a negative dimension");
+    if (s != 0 && numel > kInt64Max / s) fail(t.name + ".shape", shape_str(t.shape) + ": the element count overflows");
+    numel *= s;
+  }
+  if (static_cast<std::uint64_t>(numel) != t.values.size())
+    fail(t.name + ".shape", shape_str(t.shape) + " has " + std::to_string(numel) + " elements but " +
+                                std::to_string(t.values.size()) + " values are given");
+  return numel;
+}
+
 }  // namespace
 
 std::int64_t Tensor::numel() const {
@@ -234,8 +252,9 @@ SafetensorsMap::SafetensorsMap(SafetensorsMap&& o) noexcept { *this = std::move(
 
 SafetensorsMap& SafetensorsMap::operator=(SafetensorsMap&& o) noexcept {
   if (this != &o) {
-    if (base_) ::munmap(const_cast<unsigned char*>(base_), size_);
+    if (base_ && !owned_) ::munmap(const_cast<unsigned char*>(base_), size_);
     path_ = std::move(o.path_);
+    owned_ = std::move(o.owned_);
     base_ = std::exchange(o.base_, nullptr);
     size_ = std::exchange(o.size_, 0);
     data_start_ = o.data_start_;
@@ -247,7 +266,7 @@ SafetensorsMap& SafetensorsMap::operator=(SafetensorsMap&& o) noexcept {
 }
 
 SafetensorsMap::~SafetensorsMap() {
-  if (base_) ::munmap(const_cast<unsigned char*>(base_), size_);
+  if (base_ && !owned_) ::munmap(const_cast<unsigned char*>(base_), size_);
 }
 
 SafetensorsMap SafetensorsMap::open(const std::string& path) {
@@ -281,6 +300,26 @@ SafetensorsMap SafetensorsMap::open(const std::string& path) {
     ::madvise(m, file.size_, MADV_SEQUENTIAL);
   }
   ::close(fd);
+  file.parse_header();
+  return file;
+}
+
+SafetensorsMap SafetensorsMap::from_bytes(std::string source, std::string bytes) {
+  SafetensorsMap file;
+  file.path_ = std::move(source);
+  file.owned_ = std::make_shared<const std::string>(std::move(bytes));
+  file.base_ = reinterpret_cast<const unsigned char*>(file.owned_->data());
+  file.size_ = file.owned_->size();
+  file.parse_header();
+  return file;
+}
+
+void SafetensorsMap::parse_header() {
+  SafetensorsMap& file = *this;
+  const std::string& path = path_;
+  const auto fail = [&](const std::string& field, const std::string& why) {
+    throw std::invalid_argument(path + ": " + printable(field + ": " + why));
+  };
   const auto file_size = static_cast<std::uint64_t>(file.size_);
 
   if (file_size < 8)
@@ -404,7 +443,6 @@ SafetensorsMap SafetensorsMap::open(const std::string& path) {
     fail("data section", std::to_string(data_size - pos) + " trailing bytes after offset " + std::to_string(pos) +
                              " are covered by no tensor");
   for (std::size_t i = 0; i < entries.size(); ++i) file.index_[entries[i].name] = i;
-  return file;
 }
 
 const TensorInfo* SafetensorsMap::find(const std::string& name) const {
@@ -419,6 +457,7 @@ void SafetensorsMap::decode(const TensorInfo& t, std::size_t first, std::size_t 
 }
 
 void SafetensorsMap::release(const TensorInfo& t) const {
+  if (owned_) return;  // bytes held in memory: nothing to give back to the page cache
   // Whole pages inside the tensor's bytes only: neighbours may still be needed.
   const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto lo = reinterpret_cast<std::uintptr_t>(base_ + data_start_ + t.begin);
@@ -446,6 +485,23 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
   return file;
 }
 
+SafetensorsFile SafetensorsFile::from_tensors(std::string source, std::vector<Tensor> tensors,
+                                              std::map<std::string, std::string> metadata) {
+  SafetensorsFile file;
+  file.path_ = std::move(source);
+  const auto fail = [&](const std::string& field, const std::string& why) {
+    throw std::invalid_argument(file.path_ + ": " + printable(field + ": " + why));
+  };
+  file.metadata_ = std::move(metadata);
+  file.tensors_ = std::move(tensors);
+  for (std::size_t i = 0; i < file.tensors_.size(); ++i) {
+    const Tensor& t = file.tensors_[i];
+    checked_numel(t, fail);
+    if (!file.index_.emplace(t.name, i).second) fail(t.name, "duplicate tensor name");
+  }
+  return file;
+}
+
 const Tensor* SafetensorsFile::find(const std::string& name) const {
   const auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];
@@ -464,8 +520,8 @@ std::vector<std::string> SafetensorsFile::names() const {
   return out;
 }
 
-void write_safetensors(const std::string& path, const std::vector<Tensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+std::string encode_safetensors(const std::string& path, const std::vector<Tensor>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
   const auto fail = [&](const std::string& field, const std::string& why) {
     throw std::invalid_argument(path + ": " + printable(field + ": " + why));
   };
@@ -473,20 +529,10 @@ void write_safetensors(const std::string& path, const std::vector<Tensor>& tenso
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
   for (const Tensor& t : tensors) {
-    if (t.name.empty()) fail("tensor name", "empty");
-    if (t.name == "__metadata__") fail(t.name, "reserved name");
+    const std::int64_t numel = checked_numel(t, fail);
     if (header.contains(t.name)) fail(t.name, "duplicate tensor name");
     const std::string dtype = t.dtype.empty() ? "F64" : t.dtype;
     if (dtype != "F64" && dtype != "F32") fail(t.name + ".dtype", "the writer supports F64 and F32, not " + dtype);
-    std::int64_t numel = 1;
-    for (const std::int64_t s : t.shape) {
-      if (s < 0) fail(t.name + ".shape", shape_str(t.shape) + " has a negative dimension");
-      if (s != 0 && numel > kInt64Max / s) fail(t.name + ".shape", shape_str(t.shape) + ": the element count overflows");
-      numel *= s;
-    }
-    if (static_cast<std::uint64_t>(numel) != t.values.size())
-      fail(t.name + ".shape", shape_str(t.shape) + " has " + std::to_string(numel) + " elements but " +
-                                  std::to_string(t.values.size()) + " values are given");
     const std::uint64_t bytes = static_cast<std::uint64_t>(numel) * dtype_size(dtype);
     header[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
@@ -523,7 +569,12 @@ void write_safetensors(const std::string& path, const std::vector<Tensor>& tenso
       }
     }
   }
-  write_file_atomic(path, content);
+  return content;
+}
+
+void write_safetensors(const std::string& path, const std::vector<Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  write_file_atomic(path, encode_safetensors(path, tensors, metadata));
 }
 
 }  // namespace sanpath

@@ -553,3 +553,39 @@ TEST_CASE("real GPT-2 checkpoint: length sums of SAN and SAN+skip reconstruct th
       }
   }
 }
+
+TEST_CASE("stream_enumeration streams the entries of analyze_enumeration, path by path", "[paths][stream]") {
+  const Model m = small_model(true);
+  const Variant v = m.arch().variant;
+  const PrecisionRequest req = PrecisionRequest::parse("128");
+  const PathEnumerationReport kept = analyze_enumeration(m, v, small_input(), req, {});
+  std::vector<PathTermEntry> streamed;
+  const PathReportBase base =
+      stream_enumeration(m, v, small_input(), req, {}, 1000, [&](const PathTermEntry& e) { streamed.push_back(e); });
+  REQUIRE(base.check.has_value());
+  CHECK(base.precision.bits == kept.precision.bits);
+  REQUIRE(streamed.size() == kept.paths.size());
+  REQUIRE(streamed.size() == 27);
+  for (std::size_t i = 0; i < streamed.size(); ++i) {
+    CAPTURE(i);
+    CHECK(streamed[i].heads == kept.paths[i].heads);
+    CHECK(streamed[i].norm_composite.str() == kept.paths[i].norm_composite.str());
+    CHECK(streamed[i].residual_composite.str() == kept.paths[i].residual_composite.str());
+    CHECK(streamed[i].stochastic_residual.str() == kept.paths[i].stochastic_residual.str());
+    CHECK(streamed[i].digits == kept.paths[i].digits);
+  }
+  SECTION("a visitor's exception stops the walk") {
+    int seen = 0;
+    struct Stop {};
+    CHECK_THROWS_AS(stream_enumeration(m, v, small_input(), req, {}, 1000,
+                                       [&](const PathTermEntry&) {
+                                         if (++seen == 3) throw Stop{};
+                                       }),
+                    Stop);
+    CHECK(seen == 3);
+  }
+  SECTION("the limit is checked before any work") {
+    CHECK_THROWS_AS(stream_enumeration(m, v, small_input(), req, {}, 26, [](const PathTermEntry&) {}),
+                    PathLimitError);
+  }
+}

@@ -563,3 +563,55 @@ TEST_CASE("native file errors and writer preconditions", "[checkpoint][errors]")
     CHECK_THROWS_AS(parse_layout("t5"), std::invalid_argument);
   }
 }
+
+// ---- models from tensors in memory (model_from_tensors) ----------------------
+
+TEST_CASE("model_from_tensors maps in-memory tensors exactly as the files", "[checkpoint][memory]") {
+  Spec s;
+  s.emb = EmbeddingKind::bert;
+  const Model m = make_model(s);
+  SECTION("native naming and configuration") {
+    const Model back = model_from_tensors(native_tensors(m), native_config(m), "mem");
+    require_same_arch(m.arch(), back.arch());
+    require_same_layers(m, back);
+    require_same_embeddings(m, back);
+  }
+  for (const HfLayout layout : {HfLayout::bert, HfLayout::gpt2}) {
+    SECTION("HuggingFace " + to_string(layout)) {
+      Spec t = s;
+      if (layout == HfLayout::gpt2) {
+        t.emb = EmbeddingKind::gpt2;
+        t.variant = {true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+      }
+      const std::string dir = fresh("mem_" + to_string(layout));
+      save_hf(make_model(t), dir, layout);
+      const Model from_file = load_model(dir);
+      const SafetensorsFile f = SafetensorsFile::read(dir + "/model.safetensors");
+      std::ifstream in(dir + "/config.json");
+      const std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const Model from_memory = model_from_tensors(f.tensors(), config, "mem");
+      require_same_arch(from_file.arch(), from_memory.arch());
+      require_same_layers(from_file, from_memory);
+      require_same_embeddings(from_file, from_memory);
+    }
+  }
+}
+
+TEST_CASE("model_from_tensors names the source and the field in its errors", "[checkpoint][memory]") {
+  const Model m = make_model(Spec{});
+  std::vector<Tensor> ts = native_tensors(m);
+  const std::string config = native_config(m);
+  require_error([&] { model_from_tensors(ts, "{", "mem"); }, "mem", "config", {"not valid JSON"});
+  require_error([&] { model_from_tensors(ts, "[1]", "mem"); }, "mem", "config", {"must be a JSON object"});
+  require_error([&] { model_from_tensors(ts, R"({"model_type": "t5"})", "mem"); }, "mem config", "model_type",
+                {"'t5' is not a layout sanpath knows"});
+  std::vector<Tensor> dup = ts;
+  dup.push_back(ts.front());
+  require_error([&] { model_from_tensors(dup, config, "mem"); }, "mem", ts.front().name, {"duplicate tensor name"});
+  std::vector<Tensor> short_values = ts;
+  short_values.front().values.pop_back();
+  require_error([&] { model_from_tensors(short_values, config, "mem"); }, "mem", ts.front().name + ".shape",
+                {"values are given"});
+  std::vector<Tensor> missing(ts.begin() + 1, ts.end());
+  require_error([&] { model_from_tensors(missing, config, "mem"); }, "mem", "tensors", {"1 missing", ts.front().name});
+}

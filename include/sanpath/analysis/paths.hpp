@@ -28,6 +28,7 @@
 #include "sanpath/core/scalar.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -130,6 +131,19 @@ struct PathEnumerationReport : PathReportBase {
 PathEnumerationReport analyze_enumeration(const Model& model, const Variant& variant, const InputSpec& input,
                                           const PrecisionRequest& request, const EnumerationRequest& enumeration,
                                           const ProgressFn& progress = {});
+
+/// Streams the terms of the paths passing `filter` to `visit` one at a
+/// time, in enumeration order, without keeping them: memory does not grow
+/// with the number of paths. Each term is confirmed against the same path
+/// evaluated alone (evaluate_path, the enumeration's own arithmetic) on the
+/// forward pass at p.next(), so the entries equal analyze_enumeration's
+/// without top-K. Throws like analyze_enumeration (PathLimitError above
+/// `limit`, before any forward pass); an exception thrown by `visit` stops
+/// the walk and propagates. Returns the variant and precisions used.
+PathReportBase stream_enumeration(const Model& model, const Variant& variant, const InputSpec& input,
+                                  const PrecisionRequest& request, const PathFilter& filter, std::uint64_t limit,
+                                  const std::function<void(const PathTermEntry&)>& visit,
+                                  const ProgressFn& progress = {});
 
 // --------------------------------------------------------------- sampling
 

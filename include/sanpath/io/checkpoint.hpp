@@ -20,9 +20,11 @@
 ///
 /// Errors are std::invalid_argument with one line "<path>: <field>: <why>".
 
+#include "sanpath/io/safetensors.hpp"
 #include "sanpath/model/model.hpp"
 
 #include <string>
+#include <vector>
 
 namespace sanpath {
 
@@ -31,6 +33,22 @@ namespace sanpath {
 /// .safetensors file, or a safetensors file or index without sanpath
 /// metadata whose folder holds a config.json.
 Model load_model(const std::string& path);
+
+/// A model from named tensors held in memory (e.g. a framework's state
+/// dict), mapped exactly as load_model maps a file. `config_json` is either a
+/// HuggingFace config.json (BERT, GPT-2, ALBERT; the layout is detected as
+/// for a folder, tensors in that layout's naming, with or without its
+/// prefix) or the native configuration (native_config; tensors in the native
+/// naming of native_tensors). Errors name `source` ("<source>: <field>:
+/// <why>"; config fields as "<source> config: <key>: <why>").
+Model model_from_tensors(std::vector<Tensor> tensors, const std::string& config_json, const std::string& source);
+
+/// The tensors of the native form of `model` (F64; names "layers.<l>.heads.<h>.W_Q"
+/// [d, d_qk], …, "layers.<l>.b_O" [d], "embeddings.word" [vocab, d], …;
+/// shared layers stored once) and its configuration as JSON: exactly what
+/// save_native writes.
+std::vector<Tensor> native_tensors(const Model& model);
+std::string native_config(const Model& model);
 
 /// Writes `model` as a native safetensors file (F64, exact round trip,
 /// embeddings included). Atomic.

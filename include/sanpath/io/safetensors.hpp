@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ class SafetensorsMap {
  public:
   /// Maps and validates `path`. Throws std::invalid_argument "<path>: <field>: <why>".
   static SafetensorsMap open(const std::string& path);
+  /// The same from a whole file's bytes held in memory (encode_safetensors),
+  /// named `source` in messages as a file's path is.
+  static SafetensorsMap from_bytes(std::string source, std::string bytes);
   SafetensorsMap(SafetensorsMap&& other) noexcept;
   SafetensorsMap& operator=(SafetensorsMap&& other) noexcept;
   SafetensorsMap(const SafetensorsMap&) = delete;
@@ -57,7 +61,9 @@ class SafetensorsMap {
 
  private:
   SafetensorsMap() = default;
+  void parse_header();  ///< validates the header of the bytes at base_
   std::string path_;
+  std::shared_ptr<const std::string> owned_;  // from_bytes: the bytes (else the file is mapped)
   const unsigned char* base_ = nullptr;  // the whole file, mapped
   std::size_t size_ = 0;
   std::size_t data_start_ = 0;  // 8 + header length
@@ -84,6 +90,13 @@ class SafetensorsFile {
  public:
   /// Reads and validates `path` (as SafetensorsMap::open) and decodes every tensor. Throws std::invalid_argument "<path>: <field>: <why>".
   static SafetensorsFile read(const std::string& path);
+
+  /// Tensors held in memory, named `source` in messages as a file's path
+  /// is. Checked as write_safetensors checks them (names non-empty, unique,
+  /// not "__metadata__"; prod(shape) values); throws std::invalid_argument
+  /// "<source>: <field>: <why>".
+  static SafetensorsFile from_tensors(std::string source, std::vector<Tensor> tensors,
+                                      std::map<std::string, std::string> metadata = {});
 
   const std::string& path() const { return path_; }
   /// The tensor called `name`, or nullptr.
@@ -113,6 +126,9 @@ class SafetensorsFile {
 /// mismatch, dtype) and for I/O failures.
 void write_safetensors(const std::string& path, const std::vector<Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+/// The bytes write_safetensors writes (same checks, errors naming `path`).
+std::string encode_safetensors(const std::string& path, const std::vector<Tensor>& tensors,
+                               const std::map<std::string, std::string>& metadata = {});
 
 /// IEEE 754 binary16 bit pattern to double (exact; subnormals, ±inf, NaN).
 double decode_f16(std::uint16_t bits);

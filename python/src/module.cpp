@@ -1,0 +1,674 @@
+// sanpath._sanpath: the compiled half of the Python package. A thin binding:
+// every function converts its arguments, calls one library entry point with
+// the GIL released, and wraps the result; formatting goes through the
+// library's report formatters. The Pythonic surface is sanpath/__init__.py.
+// Longer than 600 lines on purpose: it is the one PYBIND11_MODULE (a module
+// is defined in one function) plus the small result holders it registers.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/functional.h>
+#include <pybind11/eigen.h>
+
+#include "sanpath/analysis/bounds.hpp"
+#include "sanpath/analysis/collapse.hpp"
+#include "sanpath/analysis/forward.hpp"
+#include "sanpath/analysis/paths.hpp"
+#include "sanpath/compute/path_graph.hpp"
+#include "sanpath/core/errors.hpp"
+#include "sanpath/core/resources.hpp"
+#include "sanpath/io/checkpoint.hpp"
+#include "sanpath/model/random.hpp"
+#include "sanpath/report/format.hpp"
+#include "sanpath/report/html_report.hpp"
+
+#include "run.hpp"
+
+#include <cfloat>
+#include <sstream>
+
+namespace py = pybind11;
+using namespace sanpath;
+using sanpath_py::run_released;
+using sanpath_py::ProgressBridge;
+
+namespace {
+
+using ModelPtr = std::shared_ptr<Model>;
+
+// ------------------------------------------------------------------ numbers
+
+/// A reported high-precision number (Quantity) as Python sees it.
+struct Number {
+  Quantity q;
+
+  std::string str() const { return q.str(); }
+  /// Decimal with up to `n` significant digits, never more than confirmed.
+  std::string decimal(std::optional<int> n) const {
+    if (q.below_resolution) throw std::domain_error("below resolution: only the bound " + q.str() + " is known");
+    int digits = q.digits.value_or(17);
+    if (n) digits = std::min(digits, *n);
+    return to_sci(q.value, std::max(digits, 1), q.rounding);
+  }
+  double to_float() const {
+    if (q.below_resolution)
+      throw std::domain_error("below resolution: only the bound " + q.str() + " is known (see .bound)");
+    const BigReal a = abs(q.value);
+    if (a == 0) return 0.0;
+    if (a > BigReal(DBL_MAX, 17) || a < BigReal(DBL_MIN, 17))
+      throw std::overflow_error(q.str() + " is outside the range of a double (use .log10, str() or .mpf())");
+    return q.value.convert_to<double>();
+  }
+  std::optional<double> log10_abs() const {
+    if (q.below_resolution || q.value == 0) return std::nullopt;
+    return static_cast<double>(log10(abs(q.value)).convert_to<double>());
+  }
+};
+
+Number number(const Quantity& q) { return Number{q}; }
+std::optional<Number> number(const std::optional<Quantity>& q) {
+  if (!q) return std::nullopt;
+  return Number{*q};
+}
+
+// ------------------------------------------------------------- conversions
+
+Tensor to_tensor(const std::string& name,
+                 const py::array_t<double, py::array::c_style | py::array::forcecast>& a) {
+  Tensor t;
+  t.name = name;
+  t.dtype = "F64";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) t.shape.push_back(static_cast<std::int64_t>(a.shape(i)));
+  t.values.assign(a.data(), a.data() + a.size());
+  return t;
+}
+
+py::array_t<double> to_array(const Tensor& t) {
+  std::vector<py::ssize_t> shape(t.shape.begin(), t.shape.end());
+  py::array_t<double> out(shape);
+  std::copy(t.values.begin(), t.values.end(), out.mutable_data());
+  return out;
+}
+
+VariantOverride overrides(const std::optional<std::string>& skip, const std::optional<std::string>& mlp,
+                          const std::optional<std::string>& layernorm, const std::optional<std::string>& mask) {
+  VariantOverride o;
+  if (skip) o.skip = parse_on_off(*skip, "skip");
+  if (mlp) o.mlp = parse_mlp(*mlp);
+  if (layernorm) o.layernorm = parse_layernorm(*layernorm);
+  if (mask) o.mask = parse_mask(*mask);
+  return o;
+}
+
+PrecisionRequest precision_request(const std::string& precision, int digits, std::optional<long> max_bits,
+                                   bool confirm) {
+  PrecisionRequest r = PrecisionRequest::parse(precision);
+  r.target_digits = digits;
+  r.max_bits = max_bits.value_or(0);
+  r.confirm = confirm;
+  return r;
+}
+
+py::dict variant_dict(const Variant& v) {
+  py::dict d;
+  d["skip"] = v.skip;
+  d["mlp"] = to_string(v.mlp);
+  d["layernorm"] = to_string(v.layernorm);
+  d["mask"] = to_string(v.mask);
+  return d;
+}
+
+std::optional<std::string> precision_name(const std::optional<Precision>& p) {
+  if (!p) return std::nullopt;
+  return p->name();
+}
+
+// ----------------------------------------------------------------- results
+
+/// What every result keeps to format itself as the CLI does.
+struct Formatted {
+  ModelPtr model;
+  RunInfo info;
+};
+
+struct ForwardResult : Formatted {
+  ForwardAnalysis a;
+  std::string format(const std::string& f) const { return format_forward(a, *model, info, parse_format(f)); }
+};
+struct CollapseResultPy : Formatted {
+  CollapseResult r;
+  std::string format(const std::string& f) const { return format_collapse(r, *model, info, parse_format(f)); }
+};
+struct LengthSumsResult : Formatted {
+  LengthSumsReport r;
+  std::string format(const std::string& f) const { return format_length_sums(r, *model, info, parse_format(f)); }
+};
+struct EnumerationResultPy : Formatted {
+  PathEnumerationReport r;
+  std::string format(const std::string& f) const { return format_enumeration(r, *model, info, parse_format(f)); }
+};
+struct SampleResult : Formatted {
+  PathSampleReport r;
+  std::string format(const std::string& f) const { return format_samples(r, *model, info, parse_format(f)); }
+};
+struct BoundsResult : Formatted {
+  BoundsAnalysis a;
+  std::string format(const std::string& f) const { return format_bounds(a, *model, info, parse_format(f)); }
+};
+struct GraphResult {
+  PathGraphSpec spec;
+  PathCounts counts;
+  std::string format(const std::string& f) const { return format_path_counts(spec, counts, parse_format(f)); }
+};
+
+py::int_ exact_int(const std::string& decimal) {
+  PyObject* v = PyLong_FromString(decimal.c_str(), nullptr, 10);
+  if (!v) throw py::error_already_set();
+  return py::reinterpret_steal<py::int_>(v);
+}
+py::int_ exact_int(const BigInt& x) { return exact_int(to_decimal(x)); }
+
+// --------------------------------------------------- streaming enumeration
+
+/// A Python iterator over stream_enumeration: a worker thread walks the
+/// paths and hands each entry over a bounded queue, so memory does not grow
+/// with the number of paths. Closing (or dropping) the iterator stops the walk.
+class PathStream {
+ public:
+  PathStream(ModelPtr model, Variant variant, InputSpec input, PrecisionRequest request, PathFilter filter,
+             std::uint64_t limit)
+      : model_(std::move(model)) {
+    clear_interrupt();
+    worker_ = std::thread([this, variant, input = std::move(input), request, filter, limit] {
+      try {
+        base_ = stream_enumeration(*model_, variant, input, request, filter, limit, [this](const PathTermEntry& e) {
+          std::unique_lock<std::mutex> lk(mu_);
+          space_.wait(lk, [this] { return queue_.size() < kCapacity || stop_; });
+          if (stop_) throw Stopped{};
+          queue_.push_back(e);
+          ready_.notify_all();
+        });
+      } catch (const Stopped&) {
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(mu_);
+        error_ = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lk(mu_);
+      done_ = true;
+      ready_.notify_all();
+    });
+  }
+  ~PathStream() { close(); }
+  PathStream(const PathStream&) = delete;
+  PathStream& operator=(const PathStream&) = delete;
+
+  /// The next entry; nullopt at the end. Raises what the walk raised.
+  std::optional<PathTermEntry> next() {
+    std::optional<PathTermEntry> out;
+    std::exception_ptr error;
+    const bool got = sanpath_py::wait_released([&] {
+      std::unique_lock<std::mutex> lk(mu_);
+      if (!ready_.wait_for(lk, std::chrono::milliseconds(50), [this] { return !queue_.empty() || done_; }))
+        return false;
+      if (!queue_.empty()) {
+        out = std::move(queue_.front());
+        queue_.pop_front();
+        space_.notify_all();
+      } else {
+        error = error_;
+        error_ = nullptr;
+      }
+      return true;
+    });
+    if (!got) {  // KeyboardInterrupt is pending: stop the walk, raise it
+      close();
+      throw py::error_already_set();
+    }
+    if (error) std::rethrow_exception(error);
+    return out;
+  }
+
+  void close() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+      space_.notify_all();
+    }
+    if (worker_.joinable()) {
+      request_interrupt();  // a walk still in its forward passes stops at the next check
+      py::gil_scoped_release release;
+      worker_.join();
+    }
+  }
+  const PathReportBase& base() const { return base_; }
+
+ private:
+  struct Stopped {};
+  static constexpr std::size_t kCapacity = 256;
+  ModelPtr model_;
+  PathReportBase base_;
+  std::mutex mu_;
+  std::condition_variable ready_, space_;
+  std::deque<PathTermEntry> queue_;
+  std::exception_ptr error_;
+  bool done_ = false, stop_ = false;
+  std::thread worker_;
+};
+
+// ---------------------------------------------------------------- exceptions
+
+PyObject* new_exception(py::module_& m, const char* name, py::tuple bases, const char* doc) {
+  const std::string qualified = std::string("sanpath._sanpath.") + name;
+  PyObject* e = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
+  if (!e) throw py::error_already_set();
+  m.add_object(name, py::handle(e));
+  return e;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_sanpath, m) {
+  m.doc() = "sanpath's compiled core; use the package `sanpath`.";
+
+  // Errors: InputError (exit code 3 of the CLI), NumericalError (4), ResourceError (5).
+  PyObject* base = new_exception(m, "Error", py::make_tuple(py::handle(PyExc_Exception)),
+                                 "Base of sanpath's errors; the message is the CLI's one-line message.");
+  static PyObject* input_error =
+      new_exception(m, "InputError", py::make_tuple(py::handle(base), py::handle(PyExc_ValueError)),
+                    "Bad input: a missing or malformed file, bad shapes, NaN/Inf, a bad option value.");
+  static PyObject* numerical_error =
+      new_exception(m, "NumericalError", py::make_tuple(py::handle(base), py::handle(PyExc_ArithmeticError)),
+                    "A result could not be obtained or certified.");
+  static PyObject* resource_error =
+      new_exception(m, "ResourceError", py::make_tuple(py::handle(base), py::handle(PyExc_MemoryError)),
+                    "A path count, memory or size limit.");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Interrupted& e) {
+      PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
+    } catch (const ResourceError& e) {
+      PyErr_SetString(resource_error, e.what());
+    } catch (const std::length_error& e) {
+      PyErr_SetString(resource_error, e.what());
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(resource_error, "memory: allocation failed");
+    } catch (const NumericalError& e) {
+      PyErr_SetString(numerical_error, e.what());
+    } catch (const std::invalid_argument& e) {
+      PyErr_SetString(input_error, e.what());
+    } catch (const std::domain_error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const std::overflow_error& e) {
+      PyErr_SetString(PyExc_OverflowError, e.what());
+    }
+  });
+
+  // ---- numbers
+  py::class_<Number>(m, "Number", "A reported high-precision number and its confirmed digits.")
+      .def("__str__", &Number::str)
+      .def("__float__", &Number::to_float)
+      .def("decimal", &Number::decimal, py::arg("digits") = py::none(),
+           "Decimal string with up to `digits` significant digits (never more than confirmed).")
+      .def_property_readonly("log10", &Number::log10_abs,
+                             "log10 of |value| as a float (any magnitude); None when zero or below resolution.")
+      .def_property_readonly("digits", [](const Number& n) { return n.q.digits; },
+                             "Significant decimal digits confirmed by the check run (None: no check run).")
+      .def_property_readonly("below_resolution", [](const Number& n) { return n.q.below_resolution; },
+                             "True when only an upper bound of |value| is known.")
+      .def_property_readonly("bound", [](const Number& n) -> std::optional<std::string> {
+        if (!n.q.below_resolution) return std::nullopt;
+        return to_sci(n.q.bound, 1);
+      }, "The power of ten above |value| when below resolution, as a decimal string; else None.");
+
+  // ---- models
+  py::class_<Model, ModelPtr>(m, "Model")
+      .def_property_readonly("layers", [](const Model& x) { return x.arch().layers; })
+      .def_property_readonly("heads", [](const Model& x) { return x.arch().heads; })
+      .def_property_readonly("d_model", [](const Model& x) { return x.arch().d_model; })
+      .def_property_readonly("d_qk", [](const Model& x) { return x.arch().d_qk; })
+      .def_property_readonly("d_v", [](const Model& x) { return x.arch().d_v; })
+      .def_property_readonly("d_ff", [](const Model& x) { return x.arch().d_ff; })
+      .def_property_readonly("variant", [](const Model& x) { return variant_dict(x.arch().variant); })
+      .def_property_readonly("activation", [](const Model& x) { return to_string(x.arch().activation); })
+      .def_property_readonly("ln_eps", [](const Model& x) { return x.arch().ln_eps; })
+      .def_property_readonly("shared_layers", [](const Model& x) { return x.arch().shared_layers; })
+      .def_property_readonly("source", &Model::source)
+      .def_property_readonly("vocab_size", [](const Model& x) -> std::optional<int> {
+        if (!x.embeddings()) return std::nullopt;
+        return x.embeddings()->vocab_size();
+      })
+      .def("native_tensors", [](const Model& x) {
+        py::dict out;
+        for (const Tensor& t : native_tensors(x)) out[py::str(t.name)] = to_array(t);
+        return out;
+      })
+      .def("native_config", [](const Model& x) { return native_config(x); })
+      .def("save", [](const Model& x, const std::string& path) { save_native(x, path); })
+      .def("save_hf", [](const Model& x, const std::string& folder, const std::string& layout,
+                         const std::string& dtype) { save_hf(x, folder, parse_hf_layout(layout), dtype); });
+
+  m.def("load_model", [](const std::string& path) {
+    return run_released([&] { return std::make_shared<Model>(load_model(path)); });
+  });
+  m.def("model_from_tensors", [](const std::vector<std::pair<std::string, py::array_t<double, py::array::c_style |
+                                                                                          py::array::forcecast>>>& arrays,
+                                 const std::string& config, const std::string& source) {
+    std::vector<Tensor> tensors;
+    tensors.reserve(arrays.size());
+    for (const auto& [name, a] : arrays) tensors.push_back(to_tensor(name, a));
+    return run_released([&] { return std::make_shared<Model>(model_from_tensors(std::move(tensors), config, source)); });
+  });
+  m.def("random_model", [](int layers, int heads, int d_model, int d_qk, int d_v, int d_ff, const std::string& init,
+                           double std, double bias_std, std::uint64_t seed, bool shared_layers,
+                           const std::string& activation, double ln_eps, int vocab, int max_positions,
+                           const std::optional<std::string>& skip, const std::optional<std::string>& mlp,
+                           const std::optional<std::string>& layernorm, const std::optional<std::string>& mask) {
+    RandomModelSpec s;
+    Architecture& a = s.arch;
+    a.layers = layers;
+    a.heads = heads;
+    a.d_model = d_model;
+    a.d_qk = d_qk;
+    a.d_v = d_v;
+    a.d_ff = d_ff;
+    a.activation = parse_activation(activation);
+    a.ln_eps = ln_eps;
+    a.shared_layers = shared_layers;
+    a.variant = overrides(skip, mlp, layernorm, mask).apply({true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
+    if (init != "gaussian" && init != "xavier") throw std::invalid_argument("init: '" + init + "' is not one of gaussian, xavier");
+    s.init = init == "xavier" ? InitKind::xavier : InitKind::gaussian;
+    s.std = std;
+    s.bias_std = bias_std;
+    s.seed = seed;
+    s.vocab = vocab;
+    s.max_positions = max_positions;
+    return run_released([&] { return std::make_shared<Model>(random_model(s)); });
+  });
+  m.def("default_collapse_model", [] { return std::make_shared<Model>(random_model(default_collapse_model())); });
+
+  // ---- inputs
+  py::class_<InputSpec>(m, "Input")
+      .def("describe", &InputSpec::describe)
+      .def_property_readonly("rows", &InputSpec::rows)
+      .def_property_readonly("kind", [](const InputSpec& s) {
+        return s.kind == InputSpec::Kind::matrix ? "matrix" : s.kind == InputSpec::Kind::tokens ? "tokens" : "random";
+      });
+  m.def("input_tokens", [](const std::vector<long>& ids) { return InputSpec::from_tokens(ids); });
+  // A C-contiguous float64 array is mapped, not converted; the library keeps its own column-major copy.
+  m.def("input_matrix", [](const Eigen::Ref<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>& X,
+                           const std::string& source) { return InputSpec::from_matrix(MatrixXd(X), source); });
+  m.def("input_random", [](int n, std::uint64_t seed, double spread, std::optional<double> residual) {
+    RandomInputSpec r;
+    r.n = n;
+    r.seed = seed;
+    r.spread = spread;
+    r.residual = residual;
+    return InputSpec::from_random(r);
+  });
+  m.def("default_collapse_input", [] { return InputSpec::from_random(default_collapse_input()); });
+
+  // ---- analyses
+  m.def("resolve_variant", [](const Model& model, std::optional<std::string> skip, std::optional<std::string> mlp,
+                              std::optional<std::string> layernorm, std::optional<std::string> mask) {
+    return variant_dict(model.resolve(overrides(skip, mlp, layernorm, mask)));
+  });
+
+  py::class_<LayerReport>(m, "LayerReport")
+      .def_readonly("layer", &LayerReport::layer)
+      .def_property_readonly("relative_residual", [](const LayerReport& l) { return number(l.relative_residual); })
+      .def_property_readonly("residual", [](const LayerReport& l) { return number(l.res_composite); })
+      .def_property_readonly("residual_lower", [](const LayerReport& l) { return number(l.res_composite_lower); })
+      .def_property_readonly("residual_one", [](const LayerReport& l) { return number(l.res_one); })
+      .def_property_readonly("residual_inf", [](const LayerReport& l) { return number(l.res_inf); })
+      .def_property_readonly("residual_frobenius", [](const LayerReport& l) { return number(l.res_frobenius); })
+      .def_property_readonly("norm", [](const LayerReport& l) { return number(l.norm_composite); })
+      .def_property_readonly("norm_frobenius", [](const LayerReport& l) { return number(l.norm_frobenius); })
+      .def_readonly("digits", &LayerReport::digits);
+
+  py::class_<ForwardResult>(m, "ForwardResult")
+      .def("format", &ForwardResult::format)
+      .def_property_readonly("layers", [](const ForwardResult& r) { return r.a.layers; })
+      .def_property_readonly("variant", [](const ForwardResult& r) { return variant_dict(r.a.variant); })
+      .def_property_readonly("precision", [](const ForwardResult& r) { return r.a.precision.name(); })
+      .def_property_readonly("check", [](const ForwardResult& r) { return precision_name(r.a.check); })
+      .def_property_readonly("tried_bits", [](const ForwardResult& r) { return r.a.tried_bits; })
+      .def_property_readonly("ceiling_reached", [](const ForwardResult& r) { return r.a.ceiling_reached; });
+
+  m.def("forward", [](ModelPtr model, const InputSpec& input, const std::string& name,
+                      std::optional<std::string> skip, std::optional<std::string> mlp,
+                      std::optional<std::string> layernorm, std::optional<std::string> mask,
+                      const std::string& precision, int digits, std::optional<long> max_bits, bool confirm,
+                      const std::string& center, py::object progress) {
+    const PrecisionRequest req = precision_request(precision, digits, max_bits, confirm);
+    const Center c = parse_center(center);
+    const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
+    ProgressBridge bridge(progress);
+    ForwardResult r{{model, {name, input.describe()}}, {}};
+    r.a = run_released([&] { return analyze_forward(*model, v, input, req, c, bridge.fn()); }, &bridge);
+    return r;
+  });
+
+  py::class_<CollapseResultPy>(m, "CollapseResult")
+      .def("format", &CollapseResultPy::format)
+      .def_property_readonly("variants", [](const CollapseResultPy& r) {
+        std::vector<std::string> names;
+        for (const NamedVariant& v : r.r.variants) names.push_back(v.name);
+        return names;
+      })
+      .def_property_readonly("analyses", [](const CollapseResultPy& r) {
+        std::vector<ForwardResult> out;
+        for (const ForwardAnalysis& a : r.r.analyses) out.push_back(ForwardResult{{r.model, r.info}, a});
+        return out;
+      });
+  m.def("collapse", [](ModelPtr model, const InputSpec& input, const std::string& name, const std::string& precision,
+                       int digits, std::optional<long> max_bits, bool confirm, py::object progress) {
+    const PrecisionRequest req = precision_request(precision, digits, max_bits, confirm);
+    ProgressBridge bridge(progress);
+    CollapseResultPy r{{model, {name, input.describe()}}, {}};
+    r.r = run_released([&] { return run_collapse(*model, input, req, bridge.fn()); }, &bridge);
+    return r;
+  });
+
+  // ---- paths
+  py::class_<LengthSumEntry>(m, "LengthSum")
+      .def_readonly("length", &LengthSumEntry::length)
+      .def_property_readonly("count", [](const LengthSumEntry& e) { return exact_int(e.count); })
+      .def_property_readonly("frobenius", [](const LengthSumEntry& e) { return number(e.frobenius); })
+      .def_property_readonly("residual", [](const LengthSumEntry& e) { return number(e.residual); })
+      .def_property_readonly("share", [](const LengthSumEntry& e) { return number(e.share); })
+      .def_readonly("digits", &LengthSumEntry::digits);
+  py::class_<LengthSumsResult>(m, "LengthSumsResult")
+      .def("format", &LengthSumsResult::format)
+      .def_property_readonly("lengths", [](const LengthSumsResult& r) { return r.r.lengths; })
+      .def_property_readonly("total", [](const LengthSumsResult& r) { return exact_int(r.r.total_count); })
+      .def_property_readonly("decomposition_error", [](const LengthSumsResult& r) { return number(r.r.decomposition_error); })
+      .def_property_readonly("output_frobenius", [](const LengthSumsResult& r) { return number(r.r.output_frobenius); })
+      .def_property_readonly("precision", [](const LengthSumsResult& r) { return r.r.precision.name(); })
+      .def_property_readonly("check", [](const LengthSumsResult& r) { return precision_name(r.r.check); })
+      .def_property_readonly("decomposition_holds", [](const LengthSumsResult& r) {
+        return decomposition_holds(r.r.decomposition_error, r.r.precision);
+      });
+  m.def("length_sums", [](ModelPtr model, const InputSpec& input, const std::string& name,
+                          std::optional<std::string> skip, std::optional<std::string> mlp,
+                          std::optional<std::string> layernorm, std::optional<std::string> mask,
+                          const std::string& precision, int digits, std::optional<long> max_bits, bool confirm,
+                          py::object progress) {
+    const PrecisionRequest req = precision_request(precision, digits, max_bits, confirm);
+    const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
+    ProgressBridge bridge(progress);
+    LengthSumsResult r{{model, {name, input.describe()}}, {}};
+    r.r = run_released([&] { return analyze_length_sums(*model, v, input, req, bridge.fn()); }, &bridge);
+    return r;
+  });
+
+  py::class_<PathTermEntry>(m, "PathTerm")
+      .def_readonly("heads", &PathTermEntry::heads, "Per layer: head 0..H-1, -1 = skip connection.")
+      .def_readonly("length", &PathTermEntry::length)
+      .def_property_readonly("norm", [](const PathTermEntry& e) { return number(e.norm_composite); })
+      .def_property_readonly("norm_frobenius", [](const PathTermEntry& e) { return number(e.norm_frobenius); })
+      .def_property_readonly("residual", [](const PathTermEntry& e) { return number(e.residual_composite); })
+      .def_property_readonly("stochastic_residual", [](const PathTermEntry& e) { return number(e.stochastic_residual); })
+      .def_readonly("digits", &PathTermEntry::digits);
+  py::class_<EnumerationResultPy>(m, "EnumerationResult")
+      .def("format", &EnumerationResultPy::format)
+      .def_property_readonly("paths", [](const EnumerationResultPy& r) { return r.r.paths; })
+      .def_property_readonly("walked", [](const EnumerationResultPy& r) { return exact_int(r.r.walked); })
+      .def_property_readonly("total", [](const EnumerationResultPy& r) { return exact_int(r.r.total_count); })
+      .def_property_readonly("decomposition_error", [](const EnumerationResultPy& r) { return number(r.r.decomposition_error); })
+      .def_property_readonly("precision", [](const EnumerationResultPy& r) { return r.r.precision.name(); });
+
+  const auto filter_of = [](const Model& model, const Variant& v, std::optional<int> length,
+                            std::optional<std::pair<int, int>> lengths, std::optional<std::string> heads_per_layer) {
+    PathFilter f;
+    if (length) f = PathFilter::length(*length);
+    if (lengths) f = PathFilter::lengths(lengths->first, lengths->second);
+    if (heads_per_layer)
+      f.allowed_heads = parse_heads_per_layer(*heads_per_layer, model.arch().layers, model.arch().heads, v.skip);
+    validate_filter(f, model.arch().layers, model.arch().heads, v.skip);
+    return f;
+  };
+  m.def("enumerate_paths", [filter_of](ModelPtr model, const InputSpec& input, const std::string& name,
+                              std::optional<std::string> skip, std::optional<std::string> mlp,
+                              std::optional<std::string> layernorm, std::optional<std::string> mask,
+                              const std::string& precision, int digits, std::optional<long> max_bits, bool confirm,
+                              std::optional<int> length, std::optional<std::pair<int, int>> lengths,
+                              std::optional<std::string> heads_per_layer, std::size_t top, int threads,
+                              std::uint64_t limit, py::object progress) {
+    const PrecisionRequest req = precision_request(precision, digits, max_bits, confirm);
+    const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
+    EnumerationRequest er;
+    er.filter = filter_of(*model, v, length, lengths, heads_per_layer);
+    er.top_k = top;
+    er.threads = threads;
+    er.limit = limit;
+    ProgressBridge bridge(progress);
+    EnumerationResultPy r{{model, {name, input.describe()}}, {}};
+    r.r = run_released([&] { return analyze_enumeration(*model, v, input, req, er, bridge.fn()); }, &bridge);
+    return r;
+  });
+
+  py::class_<PathStream>(m, "PathStream")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", [](PathStream& s) {
+        std::optional<PathTermEntry> e = s.next();
+        if (!e) throw py::stop_iteration();
+        return *e;
+      })
+      .def("close", &PathStream::close)
+      .def_property_readonly("precision", [](const PathStream& s) { return s.base().precision.name(); })
+      .def_property_readonly("check", [](const PathStream& s) { return precision_name(s.base().check); });
+  m.def("iter_paths", [filter_of](ModelPtr model, const InputSpec& input, std::optional<std::string> skip,
+                                  std::optional<std::string> mlp, std::optional<std::string> layernorm,
+                                  std::optional<std::string> mask, const std::string& precision, int digits,
+                                  std::optional<long> max_bits, bool confirm, std::optional<int> length,
+                                  std::optional<std::pair<int, int>> lengths,
+                                  std::optional<std::string> heads_per_layer, std::uint64_t limit) {
+    const PrecisionRequest req = precision_request(precision, digits, max_bits, confirm);
+    const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
+    require_attention_only(v);
+    const PathFilter f = filter_of(*model, v, length, lengths, heads_per_layer);
+    return std::make_unique<PathStream>(model, v, input, req, f, limit);
+  });
+
+  py::class_<SampleResult>(m, "SampleResult").def("format", &SampleResult::format);
+  m.def("sample_paths", [](ModelPtr model, const InputSpec& input, const std::string& name,
+                           std::optional<std::string> skip, std::optional<std::string> mlp,
+                           std::optional<std::string> layernorm, std::optional<std::string> mask,
+                           const std::string& precision, int digits, std::optional<long> max_bits, bool confirm,
+                           const std::vector<int>& lengths, std::uint64_t samples, std::uint64_t seed,
+                           py::object progress) {
+    const PrecisionRequest req = precision_request(precision, digits, max_bits, confirm);
+    const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
+    ProgressBridge bridge(progress);
+    SampleResult r{{model, {name, input.describe()}}, {}};
+    r.r = run_released([&] { return analyze_samples(*model, v, input, req, lengths, samples, seed, bridge.fn()); },
+                       &bridge);
+    return r;
+  });
+
+  py::class_<GraphResult>(m, "GraphResult")
+      .def("format", &GraphResult::format)
+      .def_property_readonly("total", [](const GraphResult& g) { return exact_int(g.counts.total); })
+      .def_property_readonly("by_length", [](const GraphResult& g) {
+        py::list out;
+        for (const BigInt& c : g.counts.by_length) out.append(exact_int(c));
+        return out;
+      })
+      .def_property_readonly("vertices", [](const GraphResult& g) { return path_graph_size(g.spec).vertices; })
+      .def_property_readonly("edges", [](const GraphResult& g) { return path_graph_size(g.spec).edges; })
+      .def("dot", [](const GraphResult& g) {
+        std::ostringstream out;
+        write_dot(out, PathGraph(g.spec));
+        return out.str();
+      });
+  m.def("path_counts", [](int layers, int heads, bool skip) {
+    GraphResult g;
+    g.spec.layers = layers;
+    g.spec.heads = heads;
+    g.spec.skip = skip;
+    validate(g.spec);
+    g.counts = run_released([&] { return count_paths(g.spec); });
+    return g;
+  });
+
+  // ---- bounds
+  py::class_<MeasuredDepth>(m, "MeasuredDepth")
+      .def_readonly("layer", &MeasuredDepth::layer)
+      .def_property_readonly("lower", [](const MeasuredDepth& d) { return number(d.lower); })
+      .def_property_readonly("upper", [](const MeasuredDepth& d) { return number(d.upper); })
+      .def_property_readonly("relative", [](const MeasuredDepth& d) { return number(d.relative); })
+      .def_readonly("digits", &MeasuredDepth::digits);
+  py::class_<BoundsResult>(m, "BoundsResult")
+      .def("format", &BoundsResult::format)
+      .def_property_readonly("applicable", [](const BoundsResult& r) { return r.a.applicable(); })
+      .def_property_readonly("theorem", [](const BoundsResult& r) { return to_string(r.a.report.theorem.theorem); })
+      .def_property_readonly("measured", [](const BoundsResult& r) { return r.a.measured.depths; })
+      .def_property_readonly("verdicts", [](const BoundsResult& r) {
+        std::vector<std::string> out;
+        for (const DepthComparison& d : r.a.report.depths) out.push_back(to_string(d.verdict));
+        return out;
+      })
+      .def_property_readonly("notes", [](const BoundsResult& r) { return r.a.notes; })
+      .def_property_readonly("precision", [](const BoundsResult& r) { return r.a.precision().name(); });
+  m.def("bounds", [](ModelPtr model, const InputSpec& input, const std::string& name, std::optional<std::string> skip,
+                     std::optional<std::string> mlp, std::optional<std::string> layernorm,
+                     std::optional<std::string> mask, const std::string& precision, int digits,
+                     std::optional<long> max_bits, bool confirm, const std::string& theorem, const std::string& gamma,
+                     py::object progress) {
+    BoundsRequest br;
+    br.precision = precision_request(precision, digits, max_bits, confirm);
+    br.theorem = parse_theorem(theorem);
+    br.gamma = BoundsRequest::parse_gamma(gamma);
+    const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
+    select_theorem(v, model->arch().heads, br.theorem);
+    ProgressBridge bridge(progress);
+    BoundsResult r{{model, {name, input.describe()}}, {}};
+    r.a = run_released([&] { return analyze_bounds(*model, v, input, br, bridge.fn()); }, &bridge);
+    return r;
+  });
+
+  // ---- report
+  m.def("report_html", [](ModelPtr model, const InputSpec& input, const std::string& name, const std::string& precision,
+                          int digits, std::optional<long> max_bits, bool confirm, const std::string& gamma,
+                          const std::string& generator, std::optional<std::string> out, py::object progress) {
+    ReportRequest req;
+    req.precision = precision_request(precision, digits, max_bits, confirm);
+    req.bounds.gamma = BoundsRequest::parse_gamma(gamma);
+    req.generator = generator;
+    req.info = {name, input.describe()};
+    ProgressBridge bridge(progress);
+    const HtmlReport report = run_released([&] { return build_report(*model, input, req, bridge.fn()); }, &bridge);
+    if (out) {
+      write_html_report(*out, report);
+      return std::string();
+    }
+    return render_html(report);
+  });
+
+  // ---- resources
+  m.def("set_memory_budget", [](std::optional<std::string> size) {
+    set_memory_budget(size ? std::optional<std::uint64_t>(parse_byte_size(*size, "memory budget")) : std::nullopt);
+  });
+  m.def("memory_budget", [] { return memory_budget(); });
+}

@@ -1,0 +1,77 @@
+"""Numbers, progress callbacks, the GIL, notebook tables."""
+import threading
+import time
+
+import pytest
+
+import sanpath
+
+
+def san():
+    return sanpath.random_model(4, 2, 8, skip=False, mlp="none", layernorm="none", d_ff=0, seed=2)
+
+
+def test_numbers_print_and_convert():
+    r = sanpath.forward(san(), sanpath.random_input(6, seed=1), precision=257)
+    x = r.layers[1].relative_residual
+    assert float(x) == pytest.approx(10 ** x.log10, rel=1e-12)
+    assert str(x) == x.decimal(17) and len(x.decimal(5).split("e")[0]) == 6  # d.dddd
+    assert x.digits is not None and x.digits >= 17
+    assert repr(x).startswith("Number('")
+
+
+def test_below_resolution_is_a_bound():
+    # In double the SAN's residual collapses below what double resolves.
+    m = sanpath.random_model(5, 2, 8, skip=False, mlp="none", layernorm="none", d_ff=0, seed=2)
+    r = sanpath.forward(m, sanpath.random_input(6, seed=1), precision="double")
+    bounded = [l.relative_residual for l in r.layers if l.relative_residual.below_resolution]
+    assert bounded, r.to_table()
+    x = bounded[-1]
+    assert str(x).startswith("< 1e-") and x.bound.startswith("1e-") and x.log10 is None
+    with pytest.raises(ValueError):
+        float(x)
+
+
+def test_progress_callback_and_its_exception():
+    seen = []
+    sanpath.forward(san(), sanpath.random_input(6, seed=1), progress=lambda s, d, t: seen.append((s, d, t)))
+    assert any(t > 0 and d == t for _, d, t in seen), seen
+
+    def fail(stage, done, total):
+        raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        sanpath.forward(san(), sanpath.random_input(6, seed=1), progress=fail)
+    # Nothing is left over: the next call runs normally.
+    assert sanpath.forward(san(), sanpath.random_input(6, seed=1), precision="double").precision == "double"
+
+
+def test_gil_is_released():
+    m = sanpath.random_model(30, 2, 16, skip=False, mlp="none", layernorm="none", d_ff=0, seed=1)
+    ticks = []
+    done = threading.Event()
+
+    def count():
+        while not done.is_set():
+            ticks.append(1)
+            time.sleep(0.005)
+
+    t = threading.Thread(target=count)
+    t.start()
+    start = time.time()
+    sanpath.forward(m, sanpath.random_input(16, seed=1), precision=4098, confirm=False)
+    elapsed = time.time() - start
+    done.set()
+    t.join()
+    assert elapsed > 0.3
+    assert len(ticks) > 0.3 * elapsed / 0.005 * 0.2  # the other thread kept running
+
+
+def test_repr_html_table():
+    g = sanpath.path_counts(3, 2, True)
+    h = g._repr_html_()
+    # C(3,k)·2^k paths of length k, from the library's CSV
+    assert h == ("<table><thead><tr><th>length</th><th>count</th></tr></thead><tbody>"
+                 "<tr><td>0</td><td>1</td></tr><tr><td>1</td><td>6</td></tr><tr><td>2</td><td>12</td></tr>"
+                 "<tr><td>3</td><td>8</td></tr></tbody></table>")
+    assert sanpath.collapse(precision=128, confirm=False)._repr_html_().count("<tr>") >= 6
