@@ -485,23 +485,6 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
   return file;
 }
 
-SafetensorsFile SafetensorsFile::from_tensors(std::string source, std::vector<Tensor> tensors,
-                                              std::map<std::string, std::string> metadata) {
-  SafetensorsFile file;
-  file.path_ = std::move(source);
-  const auto fail = [&](const std::string& field, const std::string& why) {
-    throw std::invalid_argument(file.path_ + ": " + printable(field + ": " + why));
-  };
-  file.metadata_ = std::move(metadata);
-  file.tensors_ = std::move(tensors);
-  for (std::size_t i = 0; i < file.tensors_.size(); ++i) {
-    const Tensor& t = file.tensors_[i];
-    checked_numel(t, fail);
-    if (!file.index_.emplace(t.name, i).second) fail(t.name, "duplicate tensor name");
-  }
-  return file;
-}
-
 const Tensor* SafetensorsFile::find(const std::string& name) const {
   const auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];

@@ -91,13 +91,6 @@ class SafetensorsFile {
   /// Reads and validates `path` (as SafetensorsMap::open) and decodes every tensor. Throws std::invalid_argument "<path>: <field>: <why>".
   static SafetensorsFile read(const std::string& path);
 
-  /// Tensors held in memory, named `source` in messages as a file's path
-  /// is. Checked as write_safetensors checks them (names non-empty, unique,
-  /// not "__metadata__"; prod(shape) values); throws std::invalid_argument
-  /// "<source>: <field>: <why>".
-  static SafetensorsFile from_tensors(std::string source, std::vector<Tensor> tensors,
-                                      std::map<std::string, std::string> metadata = {});
-
   const std::string& path() const { return path_; }
   /// The tensor called `name`, or nullptr.
   const Tensor* find(const std::string& name) const;
