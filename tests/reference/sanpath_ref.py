@@ -8,6 +8,7 @@ check sanpath's numbers against a second implementation at higher precision.
 Library part (import it) and a command line (run it):
 
   sanpath_ref.py gen-input --out X.safetensors --tokens N --d-model D [--seed S] [--spread F] [--dtype F64|F32|F16|BF16]
+  sanpath_ref.py residual-norms --model PATH --input X.safetensors --bits B [--digits D] [variant options]
   sanpath_ref.py check-forward --model PATH (--tokens IDS | --input X.safetensors)
         [--skip on|off] [--mlp none|plain|residual] [--layernorm none|pre|post]
         [--mask none|causal] [--center mean|median|optimal] [--max-ref-bits B] JSON...
@@ -940,6 +941,31 @@ def _check_forward(a):
     return ck.summary(bits)
 
 
+def _residual_norms(a):
+    """Frobenius norms of X^l and of its mean residual, every layer, at a.bits bits, as JSON on stdout.
+
+    `resolved_digits` is what the cancellation X - 1 mean(X)^T leaves of the
+    working precision: bits*log10(2) + log10(|R|_F / |X|_F).
+    """
+    model = load_model(a.model)
+    want = dict(model.own)
+    for k in ("skip", "mlp", "layernorm", "mask"):
+        if getattr(a, k):
+            want[k] = getattr(a, k)
+    mp.prec = a.bits
+    X0 = _load_input(model, a)
+    Xs, _ = forward(model, X0, want)
+    out = []
+    for l, X in enumerate(Xs):
+        r, x = norm_frobenius(residual(X, "mean")), norm_frobenius(X)
+        resolved = a.bits * math.log10(2) + (float(mp.log10(r / x)) if r else -math.inf)
+        out.append({"layer": l, "residual_frobenius": mp.nstr(r, a.digits, min_fixed=1, max_fixed=0),
+                    "norm_frobenius": mp.nstr(x, a.digits, min_fixed=1, max_fixed=0),
+                    "resolved_digits": math.floor(resolved) if resolved > -math.inf else 0})
+    print(json.dumps({"bits": a.bits, "variant": want, "layers": out}))
+    return 0
+
+
 def _path_counts(L, H, skip):
     """Exact number of paths of each length k = 0..L and in total."""
     if skip:
@@ -1219,6 +1245,15 @@ def main(argv=None):
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--spread", type=float, default=1.0)
     g.add_argument("--dtype", default="F64", choices=["F64", "F32", "F16", "BF16"])
+    r = sub.add_parser("residual-norms", help="print |X^l|_F and |X^l - 1 mean(X^l)^T|_F of every layer as JSON")
+    r.add_argument("--model", required=True)
+    r.add_argument("--input", required=True)
+    r.add_argument("--tokens")
+    r.add_argument("--bits", type=int, required=True)
+    r.add_argument("--digits", type=int, default=80)
+    for k, choices in (("skip", ["on", "off"]), ("mlp", ["none", "plain", "residual"]),
+                       ("layernorm", ["none", "pre", "post"]), ("mask", ["none", "causal"])):
+        r.add_argument("--" + k, choices=choices)
     for name, text in (("check-forward", "check `sanpath forward --format json` results"),
                        ("check-paths", "check `sanpath paths --sums|--enumerate --format json` results"),
                        ("check-bounds", "check `sanpath bounds --format json` results")):
@@ -1247,6 +1282,8 @@ def main(argv=None):
     try:
         if a.cmd == "gen-input":
             return _gen_input(a)
+        if a.cmd == "residual-norms":
+            return _residual_norms(a)
         return {"check-forward": _check_forward, "check-paths": _check_paths, "check-bounds": _check_bounds}[a.cmd](a)
     except (ValueError, KeyError, OSError) as e:
         print(f"ERROR {type(e).__name__}: {e}")
