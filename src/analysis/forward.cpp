@@ -218,12 +218,15 @@ PrecisionChoice direct_ladder(const Model& model, const Variant& variant, const 
   return out;
 }
 
-/// Auto, centred: the tier whose bits resolve request.target_digits digits
-/// of any residual (no cancellation: bits_to_resolve at ρ = 1).
+/// Auto, centred: the tier for request.target_digits digits of any residual.
+/// No cancellation: the digits, the rounding of n×d products, and a relative
+/// error that a layer multiplies by about 3 (the cubic map of Theorem 2.2:
+/// log2 3 bits a layer). A first guess: the confirming run decides.
 Precision centred_start(const Model& model, const InputSpec& input, const PrecisionRequest& request) {
-  const long need = bits_to_resolve(BigReal(1, 30), request.target_digits, input.rows(), model.arch().d_model,
-                                    model.arch().layers);
-  return tier_for(need, auto_ceiling(request));
+  const double nd = static_cast<double>(std::max(2L, input.rows() * model.arch().d_model));
+  const double need = request.target_digits * std::log2(10.0) + 2.0 * std::log2(nd) +
+                      std::log2(3.0) * model.arch().layers + 16.0;
+  return tier_for(static_cast<long>(std::ceil(need)), auto_ceiling(request));
 }
 
 /// The reports of every layer: `stats` at precision p, confirmed by `checked`

@@ -148,7 +148,8 @@ PrecisionChoice choose_precision(const Model& model, const Variant& variant, con
 
 /// Runs and confirms. Auto, direct: choose_precision's tier, confirmed one
 /// tier up. Auto, centred: the tier for request.target_digits digits
-/// (bits_to_resolve at ρ = 1), confirmed one tier up; when the confirmation
+/// (digits·log2 10 + 2·log2(n·d) + log2(3)·L + 16 bits: no cancellation),
+/// confirmed one tier up; when the confirmation
 /// leaves a layer with fewer digits than asked, the confirming tier becomes
 /// the working one and the next confirms it, up to request.max_bits. At the
 /// top tier the tier below confirms. A residual without a confirmed digit is
