@@ -1,6 +1,6 @@
 // The library tour of the README: the relative residual of every layer of a
 // pure self-attention network (no skip connections, no MLP, no LayerNorm),
-// at the precision its doubly exponential collapse needs.
+// every doubly exponentially collapsed residual resolved by the centred pass.
 #include <sanpath/analysis/forward.hpp>
 #include <sanpath/analysis/collapse.hpp>
 #include <sanpath/model/random.hpp>
@@ -9,11 +9,12 @@
 
 int main() {
   // The embedded default of `sanpath collapse`: a seeded random BERT-shaped
-  // model (L = 5, H = 4, d = 32) and a random input of 8 tokens.
+  // model (L = 12, H = 4, d = 32) and a random input of 8 tokens.
   const sanpath::Model model = sanpath::random_model(sanpath::default_collapse_model());
   const auto input = sanpath::InputSpec::from_random(sanpath::default_collapse_input());
 
-  // Automatic precision, every number confirmed by a run one tier higher.
+  // Automatic precision on the centred pass, every number confirmed by a
+  // run one tier higher.
   const sanpath::ForwardAnalysis a =
       sanpath::analyze_forward(model, sanpath::Variant::san(), input, sanpath::PrecisionRequest{});
 

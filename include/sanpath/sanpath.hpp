@@ -22,6 +22,7 @@
 #include "sanpath/compute/bounds.hpp"
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/forward.hpp"
+#include "sanpath/compute/forward_centred.hpp"
 #include "sanpath/compute/norms.hpp"
 #include "sanpath/compute/path_graph.hpp"
 #include "sanpath/compute/paths.hpp"

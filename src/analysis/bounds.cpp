@@ -37,38 +37,6 @@ BigReal widen(const BigReal& x, int digits, int dir) {
   return out;
 }
 
-/// Significant decimal digits a precision of `bits` bits resolves in a
-/// relative residual `rho` of an n×d depth-`depth` forward pass: the rule of
-/// bits_to_resolve inverted (bits left after the rounding growth allowance).
-int estimated_digits(const BigReal& rho, long bits, long n, long d, int depth) {
-  if (rho == 0) return 0;
-  const long growth = bits_to_resolve(BigReal(1), 0, n, d, depth);  // the allowance alone (rho = 1, no digits)
-  const double left = static_cast<double>(bits - growth) + log10_abs(rho) / std::log10(2.0);
-  const double digits = std::floor(left * std::log10(2.0));
-  return digits < 0 ? 0 : static_cast<int>(std::min(digits, static_cast<double>(decimal_digits(bits))));
-}
-
-/// Without a check run: resolved when the value lies above the rounding
-/// floor of the working precision, else an upper bound value + floor.
-Quantity judge_unconfirmed(const Quantity& q, const BigReal& norm, const BigReal& rho, long bits, long n, long d,
-                           int depth) {
-  if (q.below_resolution) return q;
-  if (estimated_digits(rho, bits, n, d, depth) >= 1) return q;
-  const long growth = bits_to_resolve(BigReal(1), 0, n, d, depth);
-  BigReal floor = norm;  // ‖X‖ · 10 · 2^(growth − bits): one digit short of resolution
-  mpfr_mul_2si(floor.backend().data(), norm.backend().data(), growth - bits, MPFR_RNDU);
-  mpfr_mul_ui(floor.backend().data(), floor.backend().data(), 10, MPFR_RNDU);
-  BigReal total = floor;
-  mpfr_add(total.backend().data(), floor.backend().data(), BigReal(abs(q.value)).backend().data(), MPFR_RNDU);
-  return below_resolution(q.value, total);
-}
-
-/// Re-confirms a quantity of the top tier against the tier below.
-Quantity confirm_against_lower(const Quantity& q, const BigReal& lower_value, long lower_bits) {
-  if (q.below_resolution) return q;
-  Quantity c = confirm(q.value, lower_value, lower_bits);
-  c.rounding = q.rounding;
-  return c;
 }
 
 std::string join_depths(const std::vector<int>& ls) {
@@ -133,6 +101,7 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
 
   ResidualSeries s;
   s.variant = variant;
+  s.method = fa.method;
   s.precision = fa.precision;
   s.check = fa.check;
   s.tried_bits = fa.tried_bits;
@@ -151,39 +120,6 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
   }
 
   const long p_bits = fa.precision.native_double ? 53 : fa.precision.bits;
-  if (request.confirm && !fa.check && tiers.size() >= 2 && fa.precision.is_top()) {
-    // The top tier has no tier above: check against the tier below. A
-    // value is then confirmed as far as the lower tier agrees with it.
-    const Precision below = Precision::at_least(tiers[tiers.size() - 2]);
-    s.check = below;
-    const std::vector<LayerStats> low = with_scalar(below, [&](auto tag) {
-      using S = typename decltype(tag)::type;
-      const auto on_layer =
-          layer_progress(progress, "confirming run at " + below.name() + " (the tier below the top)", L);
-      return measure_layers<S>(model, variant, input, Center::optimal, on_layer);
-    });
-    for (std::size_t l = 0; l < s.depths.size(); ++l) {
-      MeasuredDepth& m = s.depths[l];
-      m.upper = confirm_against_lower(m.upper, low[l].res_composite, below.bits);
-      if (low[l].res_composite_lower) {
-        m.lower = confirm_against_lower(m.lower, *low[l].res_composite_lower, below.bits);
-        limit_digits(m.lower, low[l].res_composite_lower_digits);
-      }
-      m.relative = confirm_against_lower(m.relative, low[l].relative_residual, below.bits);
-    }
-  } else if (!s.check) {
-    // No check run: the rounding floor decides what is resolved.
-    for (std::size_t l = 0; l < s.depths.size(); ++l) {
-      MeasuredDepth& m = s.depths[l];
-      const LayerReport& r = fa.layers[l];
-      const BigReal rho = r.relative_residual.value;
-      const BigReal& norm = r.norm_composite.value;
-      m.upper = judge_unconfirmed(m.upper, norm, rho, p_bits, n, d, L);
-      m.lower = judge_unconfirmed(m.lower, norm, rho, p_bits, n, d, L);
-      m.relative = judge_unconfirmed(m.relative, BigReal(1), rho, p_bits, n, d, L);
-    }
-  }
-
   // The enclosures the verdicts use.
   for (MeasuredDepth& m : s.depths) {
     MeasuredResidual& e = m.enclosure;
@@ -197,7 +133,9 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
       if (m.upper.digits) {
         du = *m.upper.digits;
       } else {
-        du = estimated_digits(m.relative.value, p_bits, n, d, L);
+        // Unconfirmed: the centred pass keeps its relative accuracy at any
+        // size, the direct pass loses the bits of the cancellation.
+        du = resolved_digits(fa.method == ForwardMethod::centred ? BigReal(1) : m.relative.value, p_bits, n, d, L);
       }
       if (m.lower.digits) {
         dl = *m.lower.digits;
@@ -212,7 +150,7 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
   }
 
   // The plain statement on precision and resolution.
-  std::string note = "measured at " + s.precision.name();
+  std::string note = "measured with the " + to_string(fa.method) + " forward pass at " + s.precision.name();
   if (s.check) {
     note += s.check->bits < p_bits ? ", checked against " + s.check->name() + " (the tier below: there is no higher tier)"
                                    : ", confirmed by a run at " + s.check->name();

@@ -29,7 +29,7 @@ std::vector<NamedVariant> collapse_variants(const Variant& own, CollapseConventi
 
 RandomModelSpec default_collapse_model() {
   RandomModelSpec s;
-  s.arch.layers = 5;
+  s.arch.layers = 12;
   s.arch.heads = 4;
   s.arch.d_model = 32;
   s.arch.d_qk = 8;

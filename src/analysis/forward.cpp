@@ -2,11 +2,28 @@
 
 #include "sanpath/core/errors.hpp"
 
+#include <mpfr.h>
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <stdexcept>
 
 namespace sanpath {
+
+std::string to_string(ForwardMethod m) { return m == ForwardMethod::centred ? "centred" : "direct"; }
+
+ForwardMethod parse_method(const std::string& text) {
+  if (text == "direct") return ForwardMethod::direct;
+  if (text == "centred") return ForwardMethod::centred;
+  throw std::invalid_argument("method: '" + text + "' is not one of direct, centred");
+}
+
+ForwardMethod PrecisionRequest::resolved_method() const {
+  if (method) return *method;
+  return automatic ? ForwardMethod::centred : ForwardMethod::direct;
+}
 
 PrecisionRequest PrecisionRequest::parse(const std::string& text) {
   PrecisionRequest r;
@@ -17,7 +34,8 @@ PrecisionRequest PrecisionRequest::parse(const std::string& text) {
 }
 
 std::string PrecisionRequest::describe() const {
-  return automatic ? "auto (" + std::to_string(target_digits) + " digits wanted)" : fixed.name();
+  return (automatic ? "auto (" + std::to_string(target_digits) + " digits wanted)" : fixed.name()) + ", " +
+         to_string(resolved_method()) + " pass";
 }
 
 long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth) {
@@ -26,15 +44,36 @@ long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth) 
   return static_cast<long>(std::ceil(-log2_rho + digits * std::log2(10.0) + growth));
 }
 
+int resolved_digits(const BigReal& rho, long bits, long n, long d, int depth) {
+  if (rho == 0) return 0;
+  const long growth = bits_to_resolve(BigReal(1), 0, n, d, depth);  // the allowance alone (rho = 1, no digits)
+  const double left = static_cast<double>(bits - growth) + log10_abs(rho) / std::log10(2.0);
+  const double digits = std::floor(left * std::log10(2.0));
+  return digits < 0 ? 0 : static_cast<int>(std::min(digits, static_cast<double>(decimal_digits(bits))));
+}
+
+Quantity judge_unconfirmed(const Quantity& q, const BigReal& norm, const BigReal& rho, long bits, long n, long d,
+                           int depth) {
+  if (q.below_resolution) return q;
+  if (resolved_digits(rho, bits, n, d, depth) >= 1) return q;
+  const long growth = bits_to_resolve(BigReal(1), 0, n, d, depth);
+  BigReal floor = norm;  // ‖X‖ · 10 · 2^(growth − bits): one digit short of resolution
+  mpfr_mul_2si(floor.backend().data(), norm.backend().data(), growth - bits, MPFR_RNDU);
+  mpfr_mul_ui(floor.backend().data(), floor.backend().data(), 10, MPFR_RNDU);
+  BigReal total = floor;
+  mpfr_add(total.backend().data(), floor.backend().data(), BigReal(abs(q.value)).backend().data(), MPFR_RNDU);
+  return below_resolution(q.value, total);
+}
+
 namespace {
 
 std::vector<LayerStats> measure_at(const Precision& p, const Model& model, const Variant& variant,
-                                   const InputSpec& input, Center center, const ProgressFn& progress,
-                                   const std::string& stage) {
+                                   const InputSpec& input, Center center, ForwardMethod method,
+                                   const ProgressFn& progress, const std::string& stage) {
   const std::function<void(int, int)> on_layer = layer_progress(progress, stage, model.arch().layers);
   std::vector<LayerStats> stats = with_scalar(p, [&](auto tag) {
     using S = typename decltype(tag)::type;
-    return measure_layers<S>(model, variant, input, center, on_layer);
+    return measure_layers<S>(model, variant, input, center, method, on_layer);
   });
   // Double's exponent range ends at 1.8e308: a pass that overflowed into
   // inf/NaN measured nothing. (MPFR exponents do not overflow in practice.)
@@ -49,6 +88,8 @@ std::vector<LayerStats> measure_at(const Precision& p, const Model& model, const
   }
   return stats;
 }
+
+std::string pass_name(ForwardMethod method) { return method == ForwardMethod::centred ? "centred pass" : "forward pass"; }
 
 Quantity report(const BigReal& v, const std::vector<LayerStats>* check, const BigReal& c, long bits) {
   return check ? confirm(v, c, bits) : Quantity::unconfirmed(v);
@@ -67,20 +108,55 @@ Quantity residual_report(const BigReal& v, const std::vector<LayerStats>* check,
   return report(v, check, c, bits);
 }
 
-}  // namespace
-
-namespace {
-
-/// The auto loop of choose_precision. `measured` (may be null) receives the
-/// measurements at the chosen precision (a fixed request is then measured
-/// once); without it a fixed request returns without running anything.
-PrecisionChoice choose_and_measure(const Model& model, const Variant& variant, const InputSpec& input,
-                                   const PrecisionRequest& request, Center center, const ProgressFn& progress,
-                                   std::vector<LayerStats>* measured) {
-  PrecisionChoice out;
-  const long max_bits = request.max_bits > 0 ? std::min(request.max_bits, Precision::max_bits()) : Precision::max_bits();
+/// The auto ceiling of a request: request.max_bits (default the top tier).
+long auto_ceiling(const PrecisionRequest& request) {
+  const long max_bits =
+      request.max_bits > 0 ? std::min(request.max_bits, Precision::max_bits()) : Precision::max_bits();
   if (request.automatic && max_bits < 53)
     throw std::invalid_argument("precision: the auto ceiling of " + std::to_string(max_bits) + " bits is below 53");
+  return max_bits;
+}
+
+/// The smallest tier with at least `need` bits, or the largest at most
+/// `max_bits` when that one is above it (the smallest tier when none is).
+Precision tier_for(long need, long max_bits) {
+  const Precision p = Precision::at_least(std::max(53L, std::min(need, max_bits)));
+  if (p.bits <= max_bits) return p;
+  Precision best = Precision::at_least(53);
+  for (long t : Precision::tiers())
+    if (t <= max_bits) best = Precision::at_least(t);
+  return best;
+}
+
+/// The smallest relative residual of any layer; one that rounded to exactly
+/// 0 is unresolved and counts as one unit of the working precision.
+BigReal smallest_relative_residual(const std::vector<LayerStats>& stats, const Precision& p) {
+  const BigReal unit = pow(BigReal(2, 30), BigReal(-p.bits, 30));
+  BigReal rho_min(1, 30);
+  for (const LayerStats& s : stats) {
+    const BigReal rho = s.relative_residual > 0 ? s.relative_residual : unit;
+    if (rho < rho_min) rho_min = rho;
+  }
+  return rho_min;
+}
+
+/// The bits of the direct pass that resolve the smallest relative residual
+/// of `stats` with the digits asked.
+long direct_bits_needed(const std::vector<LayerStats>& stats, const Precision& p, const Model& model,
+                        const InputSpec& input, const PrecisionRequest& request) {
+  return bits_to_resolve(smallest_relative_residual(stats, p), request.target_digits, input.rows(),
+                         model.arch().d_model, model.arch().layers);
+}
+
+/// The auto ladder on the direct pass: passes from 128 bits up, each tier
+/// chosen by bits_to_resolve. A fixed request is measured once when
+/// `measured` is given, else returned without running anything.
+PrecisionChoice direct_ladder(const Model& model, const Variant& variant, const InputSpec& input,
+                              const PrecisionRequest& request, Center center, const ProgressFn& progress,
+                              std::vector<LayerStats>* measured) {
+  PrecisionChoice out;
+  const long max_bits = auto_ceiling(request);
+  const ForwardMethod method = request.resolved_method();
   Precision p = request.automatic ? Precision::at_least(std::min(128L, max_bits)) : request.fixed;
   if (!request.automatic && measured == nullptr) {
     out.precision = p;
@@ -89,19 +165,10 @@ PrecisionChoice choose_and_measure(const Model& model, const Variant& variant, c
   }
   std::vector<LayerStats> stats;
   for (;;) {
-    stats = measure_at(p, model, variant, input, center, progress, "forward pass at " + p.name());
+    stats = measure_at(p, model, variant, input, center, method, progress, pass_name(method) + " at " + p.name());
     out.tried_bits.push_back(p.bits);
     if (!request.automatic) break;
-    // A residual that rounded to exactly 0 is unresolved: count it as one
-    // unit of the working precision, so the next tier is tried.
-    const BigReal unit = pow(BigReal(2, 30), BigReal(-p.bits, 30));
-    BigReal rho_min(1, 30);
-    for (const LayerStats& s : stats) {
-      const BigReal rho = s.relative_residual > 0 ? s.relative_residual : unit;
-      if (rho < rho_min) rho_min = rho;
-    }
-    const long need = bits_to_resolve(rho_min, request.target_digits, input.rows(), model.arch().d_model,
-                                      model.arch().layers);
+    const long need = direct_bits_needed(stats, p, model, input, request);
     if (need <= p.bits) break;
     if (p.bits >= max_bits || p.is_top()) {
       out.ceiling_reached = true;
@@ -119,41 +186,35 @@ PrecisionChoice choose_and_measure(const Model& model, const Variant& variant, c
   return out;
 }
 
-}  // namespace
-
-PrecisionChoice choose_precision(const Model& model, const Variant& variant, const InputSpec& input,
-                                 const PrecisionRequest& request, Center center, const ProgressFn& progress) {
-  model.check_supports(variant);
-  return choose_and_measure(model, variant, input, request, center, progress, nullptr);
+/// Auto, centred: the tier for request.target_digits digits of any residual.
+/// No cancellation: the digits, the rounding of n×d products, and a relative
+/// error that a layer multiplies by about 3 (the cubic map of Theorem 2.2:
+/// log2 3 bits a layer). A first guess: the confirming run decides.
+Precision centred_start(const Model& model, const InputSpec& input, const PrecisionRequest& request) {
+  const double nd = static_cast<double>(std::max(2L, input.rows() * model.arch().d_model));
+  const double need = request.target_digits * std::log2(10.0) + 2.0 * std::log2(nd) +
+                      std::log2(3.0) * model.arch().layers + 16.0;
+  return tier_for(static_cast<long>(std::ceil(need)), auto_ceiling(request));
 }
 
-ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, const InputSpec& input,
-                                const PrecisionRequest& request, Center center, const ProgressFn& progress) {
-  model.check_supports(variant);
-  ForwardAnalysis out;
-  out.variant = variant;
-  out.center = center;
-  std::vector<LayerStats> stats;
-  const PrecisionChoice choice = choose_and_measure(model, variant, input, request, center, progress, &stats);
-  const Precision p = choice.precision;
-  out.tried_bits = choice.tried_bits;
-  out.ceiling_reached = choice.ceiling_reached;
-  out.precision = p;
-  std::vector<LayerStats> checked;
-  if (request.confirm && !p.is_top()) {
-    out.check = p.next();
-    checked =
-        measure_at(*out.check, model, variant, input, center, progress, "confirming run at " + out.check->name());
-  }
-  const std::vector<LayerStats>* ck = checked.empty() ? nullptr : &checked;
+/// The reports of every layer: `stats` at precision p, confirmed by `checked`
+/// (null: no check run) at `check_bits`.
+std::vector<LayerReport> layer_reports(const std::vector<LayerStats>& stats, const std::vector<LayerStats>* ck,
+                                       const Precision& p, long check_bits, ForwardMethod method, long n, long d,
+                                       int depth) {
+  std::vector<LayerReport> out;
+  const long bits = ck ? std::min(p.bits, check_bits) : p.bits;  // digits the confirmation can give
   for (std::size_t l = 0; l < stats.size(); ++l) {
     const LayerStats& s = stats[l];
-    const LayerStats& c = ck ? checked[l] : s;
+    const LayerStats& c = ck ? (*ck)[l] : s;
     LayerReport r;
     r.layer = static_cast<int>(l);
-    const long n = input.rows(), d = model.arch().d_model;
     const auto residual = [&](const BigReal& v, const BigReal& cv, const BigReal& norm) {
-      return residual_report(v, ck, cv, p.bits, norm, n, d);
+      Quantity q = residual_report(v, ck, cv, bits, norm, n, d);
+      // Unconfirmed direct-pass values below its rounding floor are noise.
+      if (!ck && method == ForwardMethod::direct)
+        q = judge_unconfirmed(q, norm, s.relative_residual, p.bits, n, d, depth);
+      return q;
     };
     r.res_one = residual(s.res_one, c.res_one, s.norm_composite);
     r.res_inf = residual(s.res_inf, c.res_inf, s.norm_composite);
@@ -167,18 +228,116 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
       r.res_composite_lower->rounding = Rounding::down;
       r.res_composite.rounding = Rounding::up;
     }
-    r.norm_composite = report(s.norm_composite, ck, c.norm_composite, p.bits);
-    r.norm_frobenius = report(s.norm_frobenius, ck, c.norm_frobenius, p.bits);
+    r.norm_composite = report(s.norm_composite, ck, c.norm_composite, bits);
+    r.norm_frobenius = report(s.norm_frobenius, ck, c.norm_frobenius, bits);
     r.relative_residual = residual(s.relative_residual, c.relative_residual, BigReal(1, 30));
     if (ck) {
-      int d = r.res_composite.digits.value_or(0);
+      int dg = r.res_composite.digits.value_or(0);
       for (const Quantity* q : {&r.res_one, &r.res_inf, &r.res_frobenius, &r.norm_composite, &r.norm_frobenius,
                                 &r.relative_residual})
-        d = std::min(d, q->digits.value_or(0));
-      if (r.res_composite_lower) d = std::min(d, r.res_composite_lower->digits.value_or(0));
-      r.digits = d;
+        dg = std::min(dg, q->digits.value_or(0));
+      if (r.res_composite_lower) dg = std::min(dg, r.res_composite_lower->digits.value_or(0));
+      r.digits = dg;
     }
-    out.layers.push_back(std::move(r));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+/// The least digits the confirmation gave any quantity that more precision
+/// can improve: the lower end of the optimal centre's enclosure is limited by
+/// its linear program, and an exact 0 (identical rows) has no digits to gain.
+int least_rounding_digits(const std::vector<LayerReport>& layers) {
+  int least = std::numeric_limits<int>::max();
+  for (const LayerReport& r : layers)
+    for (const Quantity* q : {&r.res_composite, &r.res_one, &r.res_inf, &r.res_frobenius, &r.norm_composite,
+                              &r.norm_frobenius, &r.relative_residual})
+      if (q->value != 0) least = std::min(least, q->digits.value_or(0));
+  return least;
+}
+
+}  // namespace
+
+PrecisionChoice choose_precision(const Model& model, const Variant& variant, const InputSpec& input,
+                                 const PrecisionRequest& request, Center center, const ProgressFn& progress) {
+  model.check_supports(variant);
+  if (!request.automatic || request.resolved_method() == ForwardMethod::direct)
+    return direct_ladder(model, variant, input, request, center, progress, nullptr);
+  // One centred pass measures every residual to the digits asked; the
+  // direct pass then needs the bits of its smallest one.
+  const long max_bits = auto_ceiling(request);
+  const Precision c = centred_start(model, input, request);
+  const std::vector<LayerStats> stats = measure_at(c, model, variant, input, center, ForwardMethod::centred, progress,
+                                                   pass_name(ForwardMethod::centred) + " at " + c.name());
+  const long need = direct_bits_needed(stats, c, model, input, request);
+  PrecisionChoice out;
+  out.method = ForwardMethod::centred;
+  out.precision = tier_for(need, max_bits);
+  out.ceiling_reached = out.precision.bits < need;
+  out.tried_bits = {c.bits, out.precision.bits};
+  return out;
+}
+
+ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, const InputSpec& input,
+                                const PrecisionRequest& request, Center center, const ProgressFn& progress) {
+  model.check_supports(variant);
+  ForwardAnalysis out;
+  out.variant = variant;
+  out.center = center;
+  out.method = request.resolved_method();
+  const long n = input.rows(), d = model.arch().d_model;
+  const int depth = model.arch().layers;
+  const bool escalate = request.automatic && out.method == ForwardMethod::centred;
+  // Every run made, by precision (a confirming run becomes the working run
+  // when the centred pass escalates).
+  std::map<long, std::vector<LayerStats>> runs;
+  Precision p;
+  if (escalate) {
+    p = centred_start(model, input, request);
+    runs[p.bits] = measure_at(p, model, variant, input, center, out.method, progress,
+                              pass_name(out.method) + " at " + p.name());
+    out.tried_bits.push_back(p.bits);
+  } else {
+    std::vector<LayerStats> stats;
+    const PrecisionChoice choice = direct_ladder(model, variant, input, request, center, progress, &stats);
+    p = choice.precision;
+    out.tried_bits = choice.tried_bits;
+    out.ceiling_reached = choice.ceiling_reached;
+    runs[p.bits] = std::move(stats);
+  }
+  const long max_bits = request.automatic ? auto_ceiling(request) : Precision::max_bits();
+  const std::vector<long>& tiers = Precision::tiers();
+  for (;;) {
+    std::optional<Precision> check;
+    if (request.confirm) {
+      if (!p.is_top()) {
+        check = p.next();
+      } else if (tiers.size() >= 2) {
+        check = Precision::at_least(tiers[tiers.size() - 2]);  // no tier above: the tier below checks
+      }
+    }
+    const std::vector<LayerStats>* ck = nullptr;
+    if (check) {
+      auto it = runs.find(check->bits);
+      if (it == runs.end()) {
+        const std::string stage = "confirming run at " + check->name() +
+                                  (check->bits < p.bits ? " (the tier below: there is no higher tier)" : "");
+        it = runs.emplace(check->bits, measure_at(*check, model, variant, input, center, out.method, progress, stage))
+                 .first;
+      }
+      ck = &it->second;
+    }
+    out.precision = p;
+    out.check = check;
+    out.layers = layer_reports(runs.at(p.bits), ck, p, check ? check->bits : p.bits, out.method, n, d, depth);
+    if (!escalate || !check) break;
+    if (least_rounding_digits(out.layers) >= request.target_digits) break;
+    if (check->bits < p.bits || check->bits > max_bits) {
+      out.ceiling_reached = true;  // the digits asked need a precision above the ceiling
+      break;
+    }
+    p = *check;
+    out.tried_bits.push_back(p.bits);
   }
   return out;
 }

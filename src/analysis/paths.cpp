@@ -58,6 +58,7 @@ void fill_base(PathReportBase& r, const Model& model, const Variant& variant, co
   r.precision = plan.choice.precision;
   r.check = plan.check;
   r.tried_bits = plan.choice.tried_bits;
+  r.chosen_by = plan.choice.method;
   r.ceiling_reached = plan.choice.ceiling_reached;
   r.layers = model.arch().layers;
   r.heads = model.arch().heads;

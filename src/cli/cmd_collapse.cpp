@@ -28,9 +28,10 @@ void register_collapse(CLI::App& app) {
   o->precision.add(*cmd);
   o->out.add(*cmd);
   cmd->footer(
-      "\nWithout --model: the embedded default, a seeded random BERT-shaped model (post-LN, GELU, L=5, H=4, d=32, "
+      "\nWithout --model: the embedded default, a seeded random BERT-shaped model (post-LN, GELU, L=12, H=4, d=32, "
       "d_qk=8, d_ff=128, weights N(0, 0.02²)) on a random input of 8 tokens (seed 1). Each variant runs at "
-      "automatic precision, so the SAN's doubly exponential collapse shows as exponents where float64 prints 0.\n\n"
+      "automatic precision on the centred pass (--method), so the SAN's doubly exponential collapse shows as "
+      "exponents where float64 prints 0, at every layer.\n\n"
       "Examples:\n  sanpath collapse\n"
       "  sanpath collapse --model ../shared/data/real-models/bert-ticket-classifier --tokens 2,15,27,3 --format "
       "json\n"

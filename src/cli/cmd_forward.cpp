@@ -23,8 +23,10 @@ void register_forward(CLI::App& app) {
   cmd->footer(
       "\nLayer 0 is the input X^0, layer l the output of layer l. Residual: ‖X − 1cᵀ‖ for the centre c; "
       "relative residual: ‖res(X)‖_{1,∞}/‖X‖_{1,∞}. Every number is confirmed by a second run one precision "
-      "tier higher; 'digits' is the count of significant digits that agree. Values below what the precision "
-      "resolves print as '< 1e-N'.\n\nExamples:\n"
+      "tier higher (at the top tier: the tier below); 'digits' is the count of significant digits that agree. "
+      "With --precision auto the centred pass (the default --method) runs at the precision for --digits and "
+      "escalates only when the confirmation gives fewer. Values below what the precision resolves print as "
+      "'< 1e-N'.\n\nExamples:\n"
       "  sanpath forward --model ../shared/data/real-models/bert-ticket-classifier --tokens 2,15,27,3\n"
       "  sanpath forward --model model.safetensors --random-input 16 --seed 1 --skip off --mlp none "
       "--layernorm none --precision auto --format json\n"

@@ -152,7 +152,11 @@ void PrecisionOptions::add(CLI::App& app, const std::string& default_text) {
                        return s;
                      }() + ")")
       ->default_val(default_text);
-  app.add_option("--digits", digits, "auto: significant digits wanted for the smallest residual")->default_val(20);
+  app.add_option("--method", method,
+                 "forward pass: centred (X = 1cᵀ + R carried in two parts, every residual resolved at the precision "
+                 "for the digits asked, any depth) | direct (X as one matrix: a collapsed residual needs its "
+                 "cancellation's bits more) (default: centred with --precision auto, direct with a fixed precision)");
+  app.add_option("--digits", digits, "auto: significant digits wanted for every residual")->default_val(20);
   app.add_option("--max-bits", max_bits, "auto: precision ceiling in bits (default: the top tier)");
   app.add_flag("--no-confirm", no_confirm, "skip the confirming run one tier up (digits are then unconfirmed)");
 }
@@ -166,6 +170,7 @@ PrecisionRequest PrecisionOptions::request() const {
   r.target_digits = digits;
   r.max_bits = max_bits;
   r.confirm = !no_confirm;
+  if (!method.empty()) r.method = as_usage("--method", [&] { return parse_method(method); });
   return r;
 }
 

@@ -69,6 +69,7 @@ struct PrecisionOptions {
   int digits = 20;
   long max_bits = 0;
   bool no_confirm = false;
+  std::string method;  ///< empty: the request's default (centred for auto, direct for a fixed precision)
   void add(CLI::App& app, const std::string& default_text = "auto");
   PrecisionRequest request() const;
 };

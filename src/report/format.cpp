@@ -29,6 +29,7 @@ ordered_json digits_json(const std::optional<int>& d) { return d ? ordered_json(
 
 ordered_json precision_json(const ForwardAnalysis& a) {
   ordered_json j;
+  j["method"] = to_string(a.method);
   j["precision_bits"] = a.precision.native_double ? 53 : a.precision.bits;
   j["precision"] = a.precision.name();
   j["check_precision_bits"] = a.check ? ordered_json(a.check->native_double ? 53 : a.check->bits) : ordered_json(nullptr);
@@ -67,8 +68,10 @@ ordered_json layer_json(const LayerReport& r) {
 std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
 
 std::string precision_line(const ForwardAnalysis& a) {
-  std::string s = "precision: " + a.precision.name();
-  if (a.check)
+  std::string s = "precision: " + a.precision.name() + " (" + to_string(a.method) + " pass)";
+  if (a.check && a.check->bits < a.precision.bits)
+    s += ", digits confirmed against a run at " + a.check->name() + " (no higher tier)";
+  else if (a.check)
     s += ", digits confirmed by a run at " + a.check->name();
   else
     s += ", no confirming run (digits unconfirmed)";
@@ -77,7 +80,9 @@ std::string precision_line(const ForwardAnalysis& a) {
     for (long b : a.tried_bits) s += " " + std::to_string(b);
     s += " bits";
   }
-  if (a.ceiling_reached) s += "; CEILING REACHED: the smallest residuals are not resolved";
+  if (a.ceiling_reached)
+    s += a.method == ForwardMethod::centred ? "; CEILING REACHED: fewer digits than asked are confirmed"
+                                            : "; CEILING REACHED: the smallest residuals are not resolved";
   return s;
 }
 
@@ -173,20 +178,21 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
   }
   collapse_header(o, model, info, r.conventions);
   o << "relative residual ‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} per layer; digits confirmed in brackets\n\n";
-  o << pad("layer", 7);
-  for (const NamedVariant& v : r.variants) o << pad(v.name, 30);
-  o << "\n";
   const std::size_t rows = r.analyses.empty() ? 0 : r.analyses[0].layers.size();
+  // The printed number with its own confirmed digits (as in the HTML report).
+  const auto cell = [&](const ForwardAnalysis& a, std::size_t l) {
+    const Quantity& q = a.layers[l].relative_residual;
+    return q.str() + " [" + (q.digits ? std::to_string(*q.digits) : std::string("?")) + "]";
+  };
+  std::size_t width = 30;  // wider when an exponent needs it (deep collapses)
+  for (const ForwardAnalysis& a : r.analyses)
+    for (std::size_t l = 0; l < rows; ++l) width = std::max(width, text_table::columns(cell(a, l)) + 2);
+  o << pad("layer", 7);
+  for (const NamedVariant& v : r.variants) o << pad(v.name, width);
+  o << "\n";
   for (std::size_t l = 0; l < rows; ++l) {
     o << pad(std::to_string(l), 7);
-    for (const ForwardAnalysis& a : r.analyses) {
-      const LayerReport& lr = a.layers[l];
-      std::string cell = lr.relative_residual.str();
-      // The printed number's own confirmed digits (as in the HTML report).
-      const std::optional<int>& dg = lr.relative_residual.digits;
-      cell += " [" + (dg ? std::to_string(*dg) : std::string("?")) + "]";
-      o << pad(cell, 30);
-    }
+    for (const ForwardAnalysis& a : r.analyses) o << pad(cell(a, l), width);
     o << "\n";
   }
   o << "\n";

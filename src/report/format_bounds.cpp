@@ -70,6 +70,7 @@ ordered_json measured_json(const MeasuredDepth& m) {
 ordered_json series_json(const ResidualSeries& s) {
   ordered_json j;
   j["variant"] = variant_json(s.variant);
+  j["method"] = to_string(s.method);
   j["precision_bits"] = s.precision.native_double ? 53 : s.precision.bits;
   j["precision"] = s.precision.name();
   j["check_precision_bits"] = s.check ? ordered_json(s.check->native_double ? 53 : s.check->bits) : ordered_json(nullptr);

@@ -31,6 +31,7 @@ void add_common(ordered_json& j, const PathReportBase& r, const Model& model, co
   j["precision"] = r.precision.name();
   j["check_precision_bits"] = r.check ? ordered_json(bits_of(*r.check)) : ordered_json(nullptr);
   j["tried_bits"] = r.tried_bits;
+  j["precision_chosen_by"] = to_string(r.chosen_by);
   j["ceiling_reached"] = r.ceiling_reached;
   j["variant"] = variant_json(r.variant);
   j["model"] = model_json(model, info);
@@ -44,7 +45,9 @@ std::string precision_text(const PathReportBase& r) {
     s += ", digits confirmed by a run at " + r.check->name();
   else
     s += ", no confirming run (digits unconfirmed)";
-  if (r.tried_bits.size() > 1) {
+  if (r.chosen_by == ForwardMethod::centred && !r.tried_bits.empty()) {
+    s += "; auto: chosen from the residuals of a centred pass at " + std::to_string(r.tried_bits.front()) + " bits";
+  } else if (r.tried_bits.size() > 1) {
     s += "; auto tried";
     for (long b : r.tried_bits) s += " " + std::to_string(b);
     s += " bits";

@@ -108,11 +108,12 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
   for (std::size_t i = 0; i < r.collapse.variants.size(); ++i) {
     const ForwardAnalysis& f = r.collapse.analyses[i];
     row("precision used: " + r.collapse.variants[i].name,
-        precision_text(f.precision, f.check) +
+        to_string(f.method) + " pass at " + precision_text(f.precision, f.check) +
             (f.tried_bits.size() > 1 ? "; auto tried " + tried_text(f.tried_bits) + " bits" : "") +
             (f.ceiling_reached ? "; the precision ceiling was reached" : ""));
   }
-  row("precision used: bounds", precision_text(r.bounds.precision(), r.bounds.check()) +
+  row("precision used: bounds", to_string(r.bounds.measured.method) + " pass at " +
+                                    precision_text(r.bounds.precision(), r.bounds.check()) +
                                     (r.bounds.measured.tried_bits.size() > 1
                                          ? "; auto tried " + tried_text(r.bounds.measured.tried_bits) + " bits"
                                          : ""));

@@ -280,13 +280,24 @@ TEST_CASE("choose_precision is analyze_forward's choice", "[path_analysis]") {
   s.seed = 4;
   const Model m = random_model(s);
   const InputSpec in = small_input(8, 5);
-  const PrecisionRequest req;  // auto
+  PrecisionRequest req;  // auto, on the direct pass: the ladder analyze_forward climbs
+  req.method = ForwardMethod::direct;
   const ForwardAnalysis a = analyze_forward(m, Variant::san(), in, req);
   const PrecisionChoice c = choose_precision(m, Variant::san(), in, req);
   CHECK(c.precision == a.precision);
   CHECK(c.tried_bits == a.tried_bits);
   CHECK(c.ceiling_reached == a.ceiling_reached);
+  CHECK(c.method == ForwardMethod::direct);
   CHECK(c.tried_bits.size() > 1);  // this SAN collapses below what 128 bits resolve (1e-161)
+  // Auto on the centred pass: one centred run measures the residuals, and the
+  // direct pass gets the tier the ladder ends on.
+  const PrecisionChoice cc = choose_precision(m, Variant::san(), in, PrecisionRequest{});
+  CHECK(cc.method == ForwardMethod::centred);
+  CHECK(cc.precision == a.precision);
+  REQUIRE(cc.tried_bits.size() == 2);
+  CHECK(cc.tried_bits.front() < a.precision.bits);
+  CHECK(cc.tried_bits.back() == a.precision.bits);
+  CHECK_FALSE(cc.ceiling_reached);
   // Fixed requests run nothing and return the tier.
   const PrecisionChoice f = choose_precision(m, Variant::san(), in, PrecisionRequest::parse("300"));
   CHECK(f.precision.bits == 513);

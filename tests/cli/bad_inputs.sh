@@ -339,11 +339,11 @@ fwd precision-not-a-number 2 "--precision: precision: 'quad' is not 'double', 'a
 fwd max-bits-below-53 2 "--max-bits: 40 is outside \[53, [0-9]+\]" --model "$M" --random-input 4 --max-bits 40
 
 echo "== resources"
-fwd memory-budget-exceeded 5 "m.safetensors: forward pass: needs an estimated .* of memory .*, above the memory budget of 1.00 MiB \(1048576 bytes\)" \
+fwd memory-budget-exceeded 5 "m.safetensors: (centred )?forward pass: needs an estimated .* of memory .*, above the memory budget of 1.00 MiB \(1048576 bytes\)" \
   --model "$M" --random-input 600 --memory-budget 1M
-fwd memory-budget-default 5 "m.safetensors: forward pass: needs an estimated .* above the memory budget of .*75% of physical memory" \
+fwd memory-budget-default 5 "m.safetensors: (centred )?forward pass: needs an estimated .* above the memory budget of .*75% of physical memory" \
   --model "$M" --random-input 1048576 --precision double
-check memory-budget-from-environment 5 "m.safetensors: forward pass: needs an estimated .* above the memory budget of 1.00 MiB" "$OUT" -- \
+check memory-budget-from-environment 5 "m.safetensors: (centred )?forward pass: needs an estimated .* above the memory budget of 1.00 MiB" "$OUT" -- \
   env SANPATH_MEMORY_BUDGET=1M "$SANPATH" forward --quiet --output "$OUT" --model "$M" --random-input 600
 "$SANPATH" init --out "$T/shared.safetensors" --layers 3 --shared-layers --heads 2 --d-model 8 || exit 1
 py "set_config('$T/shared.safetensors', '$T/shared-2e9.safetensors', 'layers', 2000000000)"

@@ -108,6 +108,8 @@ expect_error() {
 expect_error 2 "frobnicate: not a sanpath command \(commands: collapse, " frobnicate
 expect_error 2 "A subcommand is required"
 expect_error 2 "see sanpath forward --help" forward --model x --random-input 2 --bogus
+expect_error 2 "^sanpath: error: --method: method: 'centered' is not one of direct, centred" \
+  forward --model x --random-input 2 --method centered
 expect_error 2 "--out is required.*see sanpath report --help" report
 expect_error 2 "^sanpath: error: --gamma: " report --gamma 0 --out "$tmp/r.html"
 expect_error 2 "^sanpath: error: --precision: " report --precision 12 --out "$tmp/r.html"

@@ -19,9 +19,9 @@ command -v script >/dev/null || fail "script (util-linux) is not installed"
 script -qec "'$sanpath' collapse --precision 128 >'$tmp/table.txt'" /dev/null </dev/null >"$tmp/tty.txt" ||
   fail "sanpath collapse under script failed: $(tail -c 500 "$tmp/tty.txt")"
 tr '\r' '\n' <"$tmp/tty.txt" >"$tmp/tty-lines.txt"
-grep -q "^.\[Ksanpath: SAN (1/4): forward pass at 128 bits \[-\{20\}\] 0/5$" "$tmp/tty-lines.txt" ||
+grep -q "^.\[Ksanpath: SAN (1/4): forward pass at 128 bits \[-\{20\}\] 0/12$" "$tmp/tty-lines.txt" ||
   fail "no empty bar at the start: $(head -c 400 "$tmp/tty-lines.txt")"
-grep -qE '\[#{20}\] 5/5 [0-9.]+/s [0-9]+:[0-9]{2}$' "$tmp/tty-lines.txt" ||
+grep -qE '\[#{20}\] 12/12 [0-9.]+/s [0-9]+:[0-9]{2}$' "$tmp/tty-lines.txt" ||
   fail "no full bar with rate and time: $(head -c 600 "$tmp/tty-lines.txt")"
 grep -q "full (4/4): confirming run" "$tmp/tty-lines.txt" || fail "the last variant's stage was not shown"
 # Erased at the end: the last bytes are carriage return + erase-line.

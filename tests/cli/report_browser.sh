@@ -102,19 +102,19 @@ def inside(chart, tag=None, cls=None):
 series = [a.get("data-name") for t, a in inside("chart-collapse", "g", "series")]
 check(series == ["SAN", "SAN+MLP", "SAN+skip", "full"], f"collapse series: {series}")
 for sid in ["san", "san-mlp", "san-skip", "full"]:
-    check(len(inside("chart-collapse-" + sid, "circle", "point")) + len(inside("chart-collapse-" + sid, "path", "upper-bound")) == 6,
-          f"series {sid}: not 6 points (layers 0..5)")
+    check(len(inside("chart-collapse-" + sid, "circle", "point")) + len(inside("chart-collapse-" + sid, "path", "upper-bound")) == 13,
+          f"series {sid}: not 13 points (layers 0..12)")
     check(len(inside("chart-collapse-" + sid, "path", "line")) == 1, f"series {sid}: no line")
 check(len(inside("chart-bounds-uniform", "path", "line")) == 1, "no bound curve in chart-bounds")
 check(len(inside("chart-bounds-measured", "path", "line")) == 1, "no measured curve in chart-bounds")
-check(len(inside("chart-path-counts", "rect", "bar")) == 6, "chart-path-counts: not 6 bars (lengths 0..5)")
-check(len(inside("chart-path-shares", "circle", "point")) + len(inside("chart-path-shares", "path", "upper-bound")) == 6,
-      "chart-path-shares: not 6 points")
+check(len(inside("chart-path-counts", "rect", "bar")) == 13, "chart-path-counts: not 13 bars (lengths 0..12)")
+check(len(inside("chart-path-shares", "circle", "point")) + len(inside("chart-path-shares", "path", "upper-bound")) == 13,
+      "chart-path-shares: not 13 points")
 legend = [a.get("data-name") for t, a in inside("chart-collapse", "g", "legend-item") if a.get("data-name")]
 check(legend == ["SAN", "SAN+MLP", "SAN+skip", "full"], f"collapse legend: {legend}")
 
-# Axis labels in scientific notation, down to the SAN's bottom decade.
-check("1e-500" in d.ticks or "1e-400" in d.ticks, f"no 1e-400/1e-500 tick on the collapse axis: {d.ticks[:20]}")
+# Axis labels in scientific notation, down to the SAN's bottom decade (1e-1113622 at layer 12).
+check("1e-1000000" in d.ticks or "1e-1200000" in d.ticks, f"no 1e-1000000/1e-1200000 tick on the collapse axis: {d.ticks[:20]}")
 
 # The numbers of `sanpath collapse --format json`.
 c = json.loads(collapse)

@@ -11,8 +11,9 @@ ref_init() {
   require_shared_in_ci "$SHARED/data/real-models" >/dev/null || true
   REF_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
   REF_PY=""
-  # The Debian python3-mpmath (scripts/install-deps test) is seen by /usr/bin/python3.
-  for py in python3 /usr/bin/python3; do
+  # The Debian python3-mpmath (scripts/install-deps test) is seen by /usr/bin/python3, first: with
+  # python3-gmpy2 its arithmetic is much faster at the thousands of bits deep residuals need.
+  for py in /usr/bin/python3 python3; do
     if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import mpmath' 2>/dev/null; then
       REF_PY=$py
       break

@@ -9,13 +9,16 @@ Library part (import it) and a command line (run it):
 
   sanpath_ref.py gen-input --out X.safetensors --tokens N --d-model D [--seed S] [--spread F] [--dtype F64|F32|F16|BF16]
   sanpath_ref.py check-paths --effectiveness --model PATH ... JSON...   (`sanpath paths --effectiveness`)
+  sanpath_ref.py residual-norms --model PATH --input X.safetensors --bits B [--digits D] [variant options]
   sanpath_ref.py check-forward --model PATH (--tokens IDS | --input X.safetensors)
         [--skip on|off] [--mlp none|plain|residual] [--layernorm none|pre|post]
         [--mask none|causal] [--center mean|median|optimal] [--max-ref-bits B] JSON...
 
 check-forward recomputes every layer of every given `sanpath forward --format
 json` result (same model, input and variant; e.g. one at --precision auto and
-one at --precision double) at max(precision_bits) + 128 bits and checks that
+one at --precision double) at max(precision_bits) + 128 bits, plus the bits
+the smallest printed relative residual loses to cancellation in this direct
+evaluation (log2(1/rho): sanpath's centred pass does not lose them), and checks that
 each printed number agrees with the reference to the digits sanpath says it
 confirmed (a number printed as "< 1e-N" must have reference < 1e-N). Exit 0 when
 everything agrees, 1 on any disagreement (each printed with both values).
@@ -884,7 +887,23 @@ def _setup(a):
     if bits > a.max_ref_bits:
         raise ValueError(f"the reference would need {bits} bits, above --max-ref-bits {a.max_ref_bits}: "
                          f"choose a smaller case")
-    return model, want, runs, bits
+    # This reference stores X^l whole: a residual rho·‖X‖ costs log2(1/rho) bits
+    # of cancellation, which sanpath's centred pass (math.md section 7) does not
+    # pay. Add them, so that the reference resolves every printed residual.
+    return model, want, runs, bits + max(_cancellation_bits(j) for _, j in runs)
+
+
+def _cancellation_bits(j):
+    """Bits the smallest relative residual printed as a value in a forward (layers) or bounds (depths) JSON
+    loses to cancellation in a direct evaluation: ceil(log2(1/rho)), 0 when none is below 1."""
+    printed = [rec["relative_residual"] for rec in j.get("layers", [])]
+    printed += [d["measured"]["relative"] for d in j.get("depths", []) if "measured" in d]
+    least = 0
+    for text in printed:
+        kind, v, _ = parse_printed(text)
+        if kind == "value" and 0 < v < 1:
+            least = max(least, int(mp.ceil(-mp.log(v, 2))))
+    return least
 
 
 def _check_forward(a):
@@ -921,6 +940,31 @@ def _check_forward(a):
             for q, pv in printed.items():
                 ck.number(f"{tag} layer {l} {q}", pv, dq[q], stats[l][q])
     return ck.summary(bits)
+
+
+def _residual_norms(a):
+    """Frobenius norms of X^l and of its mean residual, every layer, at a.bits bits, as JSON on stdout.
+
+    `resolved_digits` is what the cancellation X - 1 mean(X)^T leaves of the
+    working precision: bits*log10(2) + log10(|R|_F / |X|_F).
+    """
+    model = load_model(a.model)
+    want = dict(model.own)
+    for k in ("skip", "mlp", "layernorm", "mask"):
+        if getattr(a, k):
+            want[k] = getattr(a, k)
+    mp.prec = a.bits
+    X0 = _load_input(model, a)
+    Xs, _ = forward(model, X0, want)
+    out = []
+    for l, X in enumerate(Xs):
+        r, x = norm_frobenius(residual(X, "mean")), norm_frobenius(X)
+        resolved = a.bits * math.log10(2) + (float(mp.log10(r / x)) if r else -math.inf)
+        out.append({"layer": l, "residual_frobenius": mp.nstr(r, a.digits, min_fixed=1, max_fixed=0),
+                    "norm_frobenius": mp.nstr(x, a.digits, min_fixed=1, max_fixed=0),
+                    "resolved_digits": math.floor(resolved) if resolved > -math.inf else 0})
+    print(json.dumps({"bits": a.bits, "variant": want, "layers": out}))
+    return 0
 
 
 def _path_counts(L, H, skip):
@@ -1280,6 +1324,15 @@ def main(argv=None):
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--spread", type=float, default=1.0)
     g.add_argument("--dtype", default="F64", choices=["F64", "F32", "F16", "BF16"])
+    r = sub.add_parser("residual-norms", help="print |X^l|_F and |X^l - 1 mean(X^l)^T|_F of every layer as JSON")
+    r.add_argument("--model", required=True)
+    r.add_argument("--input", required=True)
+    r.add_argument("--tokens")
+    r.add_argument("--bits", type=int, required=True)
+    r.add_argument("--digits", type=int, default=80)
+    for k, choices in (("skip", ["on", "off"]), ("mlp", ["none", "plain", "residual"]),
+                       ("layernorm", ["none", "pre", "post"]), ("mask", ["none", "causal"])):
+        r.add_argument("--" + k, choices=choices)
     for name, text in (("check-forward", "check `sanpath forward --format json` results"),
                        ("check-paths", "check `sanpath paths --sums|--enumerate --format json` results"),
                        ("check-bounds", "check `sanpath bounds --format json` results")):
@@ -1309,6 +1362,8 @@ def main(argv=None):
     try:
         if a.cmd == "gen-input":
             return _gen_input(a)
+        if a.cmd == "residual-norms":
+            return _residual_norms(a)
         return {"check-forward": _check_forward, "check-paths": _check_paths, "check-bounds": _check_bounds}[a.cmd](a)
     except (ValueError, KeyError, OSError) as e:
         print(f"ERROR {type(e).__name__}: {e}")

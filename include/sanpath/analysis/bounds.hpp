@@ -82,6 +82,7 @@ struct MeasuredDepth {
 /// Residuals r_0..r_L of one variant and the precisions that measured them.
 struct ResidualSeries {
   Variant variant;
+  ForwardMethod method = ForwardMethod::direct;  ///< the forward pass measured
   Precision precision;                 ///< working precision of the values
   std::optional<Precision> check;      ///< precision of the confirming run (one tier up; the tier below at the top)
   std::vector<long> tried_bits;        ///< auto: the precisions tried, in order

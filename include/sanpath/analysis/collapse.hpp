@@ -39,9 +39,10 @@ std::vector<NamedVariant> collapse_variants(const Variant& own,
                                             CollapseConventions conventions = CollapseConventions::theory);
 
 /// The embedded default: a seeded random BERT-shaped model (post-LN, GELU,
-/// MLP width 4d, BERT initialisation std 0.02) with L = 5, H = 4, d = 32,
-/// d_qk = d_v = 8, and a random input of n = 8 tokens (seed 1). Small, so
-/// that every variant runs at the precision its collapse needs in seconds.
+/// MLP width 4d, BERT initialisation std 0.02) with L = 12 (BERT-base's
+/// depth), H = 4, d = 32, d_qk = d_v = 8, and a random input of n = 8 tokens
+/// (seed 1). The centred pass (math.md §7) resolves the SAN's residual at
+/// every layer, exponents in the hundreds of thousands, in seconds.
 RandomModelSpec default_collapse_model();
 RandomInputSpec default_collapse_input();
 

@@ -1,9 +1,10 @@
 #pragma once
-/// \file analysis.hpp
+/// \file forward.hpp
 /// Forward analysis: runs the forward pass at a chosen or automatic
-/// precision, measures every layer's residual (math.md §3), and confirms
-/// each reported number by a second run one precision tier higher
-/// (math.md §6). This is what `sanpath forward` prints.
+/// precision, directly (math.md §1–2) or centred (X = 1cᵀ + R, math.md §7),
+/// measures every layer's residual (math.md §3), and confirms each reported
+/// number by a second run one precision tier higher (math.md §6). This is
+/// what `sanpath forward` prints.
 
 #include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
@@ -19,6 +20,17 @@
 
 namespace sanpath {
 
+/// How the forward pass is evaluated. direct: X^l as one matrix; its residual
+/// loses log2(‖X‖/‖res X‖) bits to cancellation, so a collapsed residual needs
+/// that many bits more. centred: X^l = 1cᵀ + R carried as two parts (math.md
+/// §7); every residual keeps the working precision's relative accuracy.
+enum class ForwardMethod { direct, centred };
+
+/// "direct" or "centred".
+std::string to_string(ForwardMethod);
+/// Parses "direct|centred". Throws std::invalid_argument naming the text.
+ForwardMethod parse_method(const std::string& text);
+
 /// How to choose the working precision.
 struct PrecisionRequest {
   bool automatic = true;
@@ -29,6 +41,11 @@ struct PrecisionRequest {
   long max_bits = 0;
   /// Make the check run one tier up that confirms digits.
   bool confirm = true;
+  /// The forward pass; unset: centred when automatic, direct at a fixed precision.
+  std::optional<ForwardMethod> method;
+
+  /// The method used for this request (see `method`).
+  ForwardMethod resolved_method() const;
 
   /// "auto", "double" or a number of bits; throws std::invalid_argument.
   static PrecisionRequest parse(const std::string& text);
@@ -48,11 +65,14 @@ struct LayerStats {
   BigReal relative_residual;  ///< res_composite / norm_composite
 };
 
-/// Measures every X^l of a forward pass of `model` in scalar S.
+/// Measures every X^l of a forward pass of `model` in scalar S, evaluated by
+/// `method`. Centred: the residuals are those of R (res(X) = res(R) for every
+/// centre, math.md §7), the norms those of 1cᵀ + R.
 /// `on_layer(l, L)` (may be empty) is called after layer l of the pass.
 template <class S>
 std::vector<LayerStats> measure_layers(const Model& model, const Variant& variant, const InputSpec& input,
-                                       Center center, const std::function<void(int, int)>& on_layer = {});
+                                       Center center, ForwardMethod method = ForwardMethod::direct,
+                                       const std::function<void(int, int)>& on_layer = {});
 
 /// One layer of the report: every number with its confirmed digits.
 struct LayerReport {
@@ -69,31 +89,50 @@ struct LayerReport {
 struct ForwardAnalysis {
   Variant variant;
   Center center = Center::mean;
+  ForwardMethod method = ForwardMethod::direct;
   Precision precision;              ///< the working precision of the reported values
-  std::optional<Precision> check;   ///< the confirming run's precision
+  /// The confirming run's precision: one tier up, or the tier below when
+  /// `precision` is the top tier (values are then confirmed to its digits).
+  std::optional<Precision> check;
   std::vector<long> tried_bits;     ///< auto: the precisions tried, in order
   bool ceiling_reached = false;     ///< auto: the top precision did not resolve everything
   std::vector<LayerReport> layers;  ///< layer 0 = input, l = output of layer l
 };
 
-/// The working precision of a request, as analyze_forward chooses it.
+/// The working precision of a request for computations on the direct pass.
 struct PrecisionChoice {
   Precision precision;
-  std::vector<long> tried_bits;  ///< auto: the precisions tried, in order (fixed: the one precision)
-  bool ceiling_reached = false;  ///< auto: the top precision did not resolve everything
+  /// auto: the precisions run, in order (fixed: the one precision); with the
+  /// centred method the centred run's precision, then the chosen one.
+  std::vector<long> tried_bits;
+  bool ceiling_reached = false;  ///< auto: the precision needed is above request.max_bits
+  /// The pass that measured the residuals the choice rests on (fixed: direct, nothing is run).
+  ForwardMethod method = ForwardMethod::direct;
 };
 
-/// Fixed requests: the requested precision, nothing is run. Auto: forward
-/// passes from 128 bits up, each tier chosen by bits_to_resolve so that the
-/// smallest relative residual of any layer (for `center`) is resolved with
-/// request.target_digits digits, up to request.max_bits (math.md §6).
-/// analyze_forward uses exactly this choice; other analyses of the same
-/// forward pass (path decomposition) reuse it.
+/// The precision at which computations on the *direct* forward pass (the
+/// path decomposition) resolve every layer's residual. Fixed requests: the
+/// requested precision, nothing is run. Auto: the smallest relative residual
+/// of any layer (for `center`) is measured, and the tier bits_to_resolve
+/// gives for request.target_digits digits is chosen, up to request.max_bits
+/// (math.md §6). Direct method: passes from 128 bits up until a tier
+/// resolves (analyze_forward's direct choice). Centred method: one centred
+/// pass at the tier for the digits asked measures it.
 PrecisionChoice choose_precision(const Model& model, const Variant& variant, const InputSpec& input,
                                  const PrecisionRequest& request, Center center = Center::mean,
                                  const ProgressFn& progress = {});
 
-/// Runs and confirms. Throws std::invalid_argument for bad inputs.
+/// Runs and confirms. Auto, direct: choose_precision's tier, confirmed one
+/// tier up. Auto, centred: the tier for request.target_digits digits
+/// (digits·log2 10 + 2·log2(n·d) + log2(3)·L + 16 bits: no cancellation),
+/// confirmed one tier up; when the confirmation
+/// leaves a layer with fewer digits than asked, the confirming tier becomes
+/// the working one and the next confirms it, up to request.max_bits. At the
+/// top tier the tier below confirms. A residual without a confirmed digit is
+/// an upper bound (Quantity::below_resolution); without any check run (no
+/// confirm), a direct-pass residual below the rounding floor of the working
+/// precision (resolved_digits < 1) is too. Throws std::invalid_argument for
+/// bad inputs.
 ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, const InputSpec& input,
                                 const PrecisionRequest& request, Center center = Center::mean,
                                 const ProgressFn& progress = {});
@@ -103,9 +142,22 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
 /// layers of n×d products.
 long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth);
 
+/// Significant decimal digits `bits` bits resolve in a relative residual
+/// `rho` of the direct pass: bits_to_resolve inverted (the bits left after
+/// the rounding growth allowance), in [0, decimal_digits(bits)]; 0 for rho = 0.
+int resolved_digits(const BigReal& rho, long bits, long n, long d, int depth);
+
+/// Without a check run: `q` (a direct-pass residual of a matrix of norm
+/// `norm`, relative residual `rho`) when it is resolved (resolved_digits ≥ 1),
+/// else an upper bound |q| + ‖X‖·10·2^(growth − bits), one digit short of
+/// resolution. Values already below resolution are returned unchanged.
+Quantity judge_unconfirmed(const Quantity& q, const BigReal& norm, const BigReal& rho, long bits, long n, long d,
+                           int depth);
+
 #define SANPATH_DECLARE_ANALYSIS(S)                                                                       \
   extern template std::vector<LayerStats> measure_layers<S>(const Model&, const Variant&, const InputSpec&, \
-                                                            Center, const std::function<void(int, int)>&);
+                                                            Center, ForwardMethod,                          \
+                                                            const std::function<void(int, int)>&);
 SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_ANALYSIS)
 #undef SANPATH_DECLARE_ANALYSIS
 

@@ -41,6 +41,7 @@ struct PathReportBase {
   Precision precision;             ///< working precision of the reported values
   std::optional<Precision> check;  ///< precision of the confirming run (none: not requested, or top tier)
   std::vector<long> tried_bits;    ///< auto: the precisions tried (see PrecisionChoice)
+  ForwardMethod chosen_by = ForwardMethod::direct;  ///< the pass that chose the precision (PrecisionChoice::method)
   bool ceiling_reached = false;    ///< auto: the top precision did not resolve every layer's residual
   int layers = 0, heads = 0;       ///< L and H of the model
   long tokens = 0;                 ///< n, rows of X^0

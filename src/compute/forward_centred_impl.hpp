@@ -1,0 +1,509 @@
+#pragma once
+/// \file forward_centred_impl.hpp
+/// The centred forward pass of math.md §7 (see forward_centred.hpp). Every
+/// quantity that is small because R is small is computed from R directly —
+/// never as a difference of two numbers of the size of c — so R keeps the
+/// relative accuracy of the working precision at any depth.
+#include "sanpath/compute/forward_centred.hpp"
+#include "sanpath/compute/norms.hpp"
+#include "sanpath/core/errors.hpp"
+#include "compute/forward_impl.hpp"  // detail::pack, detail::add_row, row_softmax, layer_norm's conventions
+
+#include <boost/math/constants/constants.hpp>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace sanpath {
+
+template <class S> Matrix<S> CentredTrace<S>::X(int l) const {
+  Matrix<S> out = R.at(static_cast<std::size_t>(l));
+  detail::add_row(out, c.at(static_cast<std::size_t>(l)));
+  return out;
+}
+
+namespace centred {
+
+/// X = 1 cᵀ + R.
+template <class S> struct Split {
+  RowVector<S> c;
+  Matrix<S> R;
+};
+
+template <class S> S expm1_of(const S& x) {
+  if constexpr (is_mpfr_v<S>) {
+    S r;
+    mpfr_expm1(r.backend().data(), x.backend().data(), MPFR_RNDN);
+    return r;
+  } else {
+    return std::expm1(x);
+  }
+}
+
+template <class S> S erfc_of(const S& x) {
+  if constexpr (is_mpfr_v<S>) {
+    S r;
+    mpfr_erfc(r.backend().data(), x.backend().data(), MPFR_RNDN);
+    return r;
+  } else {
+    return std::erfc(x);
+  }
+}
+
+template <class S> S erf_of(const S& x) {
+  if constexpr (is_mpfr_v<S>) {
+    S r;
+    mpfr_erf(r.backend().data(), x.backend().data(), MPFR_RNDN);
+    return r;
+  } else {
+    return std::erf(x);
+  }
+}
+
+/// Removes the column means of M (n×k) and returns them (1×k).
+template <class S> RowVector<S> take_mean(Matrix<S>& M) {
+  RowVector<S> m = column_means(M);
+  for (Eigen::Index j = 0; j < M.cols(); ++j)
+    for (Eigen::Index i = 0; i < M.rows(); ++i) M(i, j) -= m(j);
+  return m;
+}
+
+/// 1 g(c)ᵀ + Δ → (g(c) + mean Δ, Δ − 1 mean(Δ)ᵀ).
+template <class S> Split<S> recentre(RowVector<S> gc, Matrix<S> Delta) {
+  gc += take_mean(Delta);
+  return {std::move(gc), std::move(Delta)};
+}
+
+template <class S> Matrix<S> times(const RowVector<S>& c, const Matrix<S>& W) {
+  const Matrix<S> cm = c;
+  Matrix<S> out;
+  gemm(cm, W, out);
+  return out;
+}
+
+/// One head's attention P = rowsoftmax(1vᵀ + S) = Π + E (math.md §7), Π the
+/// masked row softmax of v. Rows with max|S_ij| ≤ ½ use e = expm1(S),
+/// s_i = Σ_k Π_ik e_ik, E_ij = Π_ij (e_ij − s_i)/(1 + s_i) and
+/// P_ij = Π_ij (1 + e_ij)/(1 + s_i) (no cancellation against 1); other rows
+/// take P from the stable softmax of v + S and E = P − Π.
+template <class S> struct HeadAttention {
+  Matrix<S> Pi, E, P;
+  bool all_small = true;  ///< every row took the expm1 form
+};
+
+template <class S> HeadAttention<S> head_attention(const Matrix<S>& v, const Matrix<S>& Sm, MaskKind mask) {
+  using std::abs;
+  const Eigen::Index n = Sm.rows();
+  HeadAttention<S> out;
+  Matrix<S> Vrow(n, n);
+  for (Eigen::Index j = 0; j < n; ++j)
+    for (Eigen::Index i = 0; i < n; ++i) Vrow(i, j) = v(j, 0);
+  out.Pi = row_softmax(Vrow, mask);
+  out.E = Matrix<S>::Zero(n, n);
+  out.P = Matrix<S>::Zero(n, n);
+  const Matrix<S>& Pi = out.Pi;
+  const S half = S(1) / S(2);
+  std::vector<S> e(static_cast<std::size_t>(n));
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const Eigen::Index last = mask == MaskKind::causal ? i + 1 : n;
+    S mx(0);
+    for (Eigen::Index j = 0; j < last; ++j)
+      if (abs(Sm(i, j)) > mx) mx = abs(Sm(i, j));
+    if (mx <= half) {
+      S s(0);
+      for (Eigen::Index j = 0; j < last; ++j) {
+        e[static_cast<std::size_t>(j)] = expm1_of(Sm(i, j));
+        s += Pi(i, j) * e[static_cast<std::size_t>(j)];
+      }
+      const S inv = S(1) / S(S(1) + s);
+      for (Eigen::Index j = 0; j < last; ++j) {
+        const S pij = Pi(i, j) * inv;
+        out.E(i, j) = pij * S(e[static_cast<std::size_t>(j)] - s);
+        out.P(i, j) = pij * S(S(1) + e[static_cast<std::size_t>(j)]);
+      }
+    } else {
+      out.all_small = false;
+      Matrix<S> logits(1, last);
+      for (Eigen::Index j = 0; j < last; ++j) logits(0, j) = v(j, 0) + Sm(i, j);
+      const Matrix<S> P = row_softmax(logits, MaskKind::none);
+      for (Eigen::Index j = 0; j < last; ++j) {
+        out.P(i, j) = P(0, j);
+        out.E(i, j) = P(0, j) - Pi(i, j);
+      }
+    }
+  }
+  return out;
+}
+
+/// Attn(1cᵀ + R) as (c_a, R_a). Per head, with q0 = W_Qᵀc + b_Q,
+/// v_j = q0ᵀW_Kᵀr_j/√d_qk, S = R W_Q (R W_K)ᵀ/√d_qk and V = 1 c_vᵀ + R W_V:
+/// P V = 1 c_vᵀ + P R W_V. Without a mask and with every |S_ij| ≤ ½,
+/// P R W_V = 1 πᵀR W_V + E R W_V: π's part goes to the centre and the
+/// residual gets E R W_V (third order in R) centred; otherwise
+/// P R W_V = 1 (R W_V)_kᵀ + (P − 1e_kᵀ) R W_V, k the key of largest column
+/// sum of P, and the second term is centred (first order in R under a mask;
+/// rows that all attend to k nearly alone keep their differences' digits).
+/// W_O is applied after centring.
+template <class S>
+Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const Split<S>& x, MaskKind mask,
+                   std::vector<Matrix<S>>* Pis, std::vector<Matrix<S>>* Es) {
+  using std::sqrt;
+  const Eigen::Index n = x.R.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
+  Matrix<S> q0 = times(x.c, w.WQ), cv = times(x.c, w.WV);
+  detail::add_row(q0, w.bQ);
+  detail::add_row(cv, w.bV);
+  Matrix<S> QR, KR, VR;
+  gemm(x.R, w.WQ, QR);
+  gemm(x.R, w.WK, KR);
+  gemm(x.R, w.WV, VR);
+  const S scale = S(1) / sqrt(S(static_cast<double>(dq)));
+  Matrix<S> Mc = cv;            // 1×H·d_v: centre of the heads' values
+  Matrix<S> Mr(n, H * dv);      // n×H·d_v: the rest
+  std::vector<Matrix<S>> Pi_h(static_cast<std::size_t>(H)), E_h(static_cast<std::size_t>(H));
+  const double head_work = double(H) * double(n) * double(n) * double(dq + dv) * (is_mpfr_v<S> ? 64.0 : 1.0);
+  detail::run_blocks(static_cast<std::size_t>(H), head_work >= double(1 << 20) ? product_threads() : 1,
+                     [&](std::size_t hu) {
+                       check_interrupt();
+                       if constexpr (is_mpfr_v<S>) use_full_mpfr_exponent_range();  // per thread
+                       const auto h = static_cast<Eigen::Index>(hu);
+                       const Matrix<S> Qh = QR.middleCols(h * dq, dq), Kh = KR.middleCols(h * dq, dq),
+                                       Vh = VR.middleCols(h * dv, dv);
+                       const Matrix<S> q0h = q0.middleCols(h * dq, dq).transpose();
+                       Matrix<S> v, Sm, PV;
+                       gemm(Kh, q0h, v);  // n×1
+                       v *= scale;
+                       gemm_nt(Qh, Kh, Sm);
+                       Sm *= scale;
+                       HeadAttention<S> att = head_attention(v, Sm, mask);
+                       if (mask == MaskKind::none && att.all_small) {
+                         // P V = 1 πᵀV + E V: π's part is a centre; E V (third order) keeps its digits.
+                         gemm(att.E, Vh, PV);
+                         const Matrix<S> pi = att.Pi.topRows(1);
+                         Matrix<S> piV;
+                         gemm(pi, Vh, piV);
+                         Mc.middleCols(h * dv, dv) += piV;
+                       } else {
+                         // A mask makes Π V first order; large S makes P far from Π. P V = 1 V_kᵀ + (P − 1e_kᵀ) V
+                         // for the key k of most weight: rows that all (nearly) attend to k keep their digits.
+                         Eigen::Index k = 0;
+                         S best(-1);
+                         for (Eigen::Index j = 0; j < n; ++j) {
+                           S col(0);
+                           for (Eigen::Index i = 0; i < n; ++i) col += att.P(i, j);
+                           if (col > best) {
+                             best = col;
+                             k = j;
+                           }
+                         }
+                         Matrix<S> D = att.P;
+                         for (Eigen::Index i = 0; i < n; ++i) {
+                           S rest(0);
+                           for (Eigen::Index j = 0; j < n; ++j)
+                             if (j != k) rest += D(i, j);
+                           D(i, k) = -rest;  // P_ik − 1 without cancellation
+                         }
+                         gemm(D, Vh, PV);
+                         Mc.middleCols(h * dv, dv) += Vh.row(k);
+                       }
+                       Mr.middleCols(h * dv, dv) = PV;  // disjoint columns per head
+                       if (Pis) {
+                         Pi_h[hu] = std::move(att.Pi);
+                         E_h[hu] = std::move(att.E);
+                       }
+                     });
+  if (Pis)
+    for (auto& P : Pi_h) Pis->push_back(std::move(P));
+  if (Es)
+    for (auto& P : E_h) Es->push_back(std::move(P));
+  const RowVector<S> shift = take_mean(Mr);
+  Mc += shift;
+  Split<S> out;
+  out.c = times(RowVector<S>(Mc), w.WO);
+  out.c += w.bO;
+  gemm(Mr, w.WO, out.R);
+  return out;
+}
+
+/// LN(1cᵀ + R) as (c', R'). LN is invariant under x → x + t1, so r_i is
+/// replaced by r̃_i = r_i − mean(r_i)1; with ĉ = c − mean(c)1, s² = var(c) + eps
+/// and δv_i = (2ĉ·r̃_i + |r̃_i|²)/d (= var(c + r_i) − var(c)):
+/// Δ_i = γ ∘ (r̃_i/s'_i − ĉ δv_i/(s s'_i (s + s'_i))), s'_i² = s² + δv_i.
+template <class S>
+Split<S> layer_norm_centred(const Split<S>& x, const VectorXd& gain, const VectorXd& bias, double eps) {
+  using std::abs;
+  using std::sqrt;
+  const Eigen::Index n = x.R.rows(), d = x.R.cols();
+  const S e = decimal_constant<S>(eps);
+  const S dd = S(static_cast<double>(d));
+  RowVector<S> ch = x.c;
+  {
+    S m(0);
+    for (Eigen::Index j = 0; j < d; ++j) m += ch(j);
+    m /= dd;
+    for (Eigen::Index j = 0; j < d; ++j) ch(j) -= m;
+  }
+  S vc(0);
+  for (Eigen::Index j = 0; j < d; ++j) vc += ch(j) * ch(j);
+  vc /= dd;
+  const S s = sqrt(S(vc + e));
+  RowVector<S> gc(d);
+  for (Eigen::Index j = 0; j < d; ++j) gc(j) = ch(j) / s * S(gain(j)) + S(bias(j));
+  Matrix<S> Delta(n, d);
+  RowVector<S> rt(d);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    check_interrupt();
+    S m(0);
+    for (Eigen::Index j = 0; j < d; ++j) m += x.R(i, j);
+    m /= dd;
+    for (Eigen::Index j = 0; j < d; ++j) rt(j) = x.R(i, j) - m;
+    S cr(0), rr(0);
+    for (Eigen::Index j = 0; j < d; ++j) {
+      cr += ch(j) * rt(j);
+      rr += rt(j) * rt(j);
+    }
+    S dvar = S(S(2) * cr + rr) / dd;
+    if (abs(dvar) * 2 > vc) {  // not small: var(c + r_i) from the row itself, as layer_norm does
+      S ym(0);
+      for (Eigen::Index j = 0; j < d; ++j) ym += S(ch(j) + rt(j));
+      ym /= dd;
+      S var(0);
+      for (Eigen::Index j = 0; j < d; ++j) {
+        const S y = ch(j) + rt(j) - ym;
+        var += y * y;
+      }
+      var /= dd;
+      dvar = var - vc;
+    }
+    const S s1 = sqrt(S(vc + e + dvar));
+    const S k = dvar / S(s * s1 * S(s + s1));
+    for (Eigen::Index j = 0; j < d; ++j) Delta(i, j) = S(rt(j) / s1 - ch(j) * k) * S(gain(j));
+  }
+  return recentre(std::move(gc), std::move(Delta));
+}
+
+/// act(h + δ) − act(h) with the relative accuracy of δ's size (see
+/// forward_centred.hpp): relu by its sign pattern (exact up to one rounding);
+/// gelu_tanh by tanh y1 − tanh y0 = sinh(Δy) sech y1 sech y0 with
+/// Δy = a δ (1 + k(x1² + x1 h + h²)); gelu = xΦ(x) as δΦ(x1) + h(Φ(x1) − Φ(h)),
+/// the difference by the series φ(h) Σ_k He_k(−h) δ^{k+1}/(k+1)! when
+/// |δ|(1+|h|) ≤ ½, else by complementary error functions of like sign.
+template <class S> struct ActivationDifference {
+  Activation act;
+  S half, a, k, inv_sqrt2, inv_sqrt2pi, eps;
+
+  explicit ActivationDifference(Activation activation) : act(activation) {
+    using std::sqrt;
+    const S pi = boost::math::constants::pi<S>();
+    half = S(1) / S(2);
+    a = sqrt(S(S(2) / pi));                  // gelu_tanh: y = a (x + k x³)
+    k = decimal_constant<S>(0.044715);
+    inv_sqrt2 = S(1) / sqrt(S(2));           // Φ(x) = ½ erfc(−x/√2)
+    inv_sqrt2pi = S(1) / sqrt(S(S(2) * pi));  // φ(0)
+    eps = std::numeric_limits<S>::epsilon();
+  }
+
+  S operator()(const S& h, const S& delta) const {
+    using std::abs;
+    using std::exp;
+    using std::min;
+    const S x1 = h + delta;
+    switch (act) {
+      case Activation::relu:
+        if (h > 0) return x1 > 0 ? delta : S(-h);
+        return x1 > 0 ? x1 : S(0);
+      case Activation::gelu_tanh: {
+        const S y0 = a * (h + k * h * h * h), y1 = a * (x1 + k * x1 * x1 * x1);
+        const S dy = a * delta * S(S(1) + k * S(x1 * x1 + x1 * h + h * h));
+        const S m = (y0 >= 0) == (y1 >= 0) ? S(min(abs(y0), abs(y1))) : S(0);
+        const S one_p_t1 = S(2) / S(S(1) + exp(S(-2 * y1)));
+        S dt = S(2) * exp(S(-2 * m)) * S(-expm1_of(S(-2 * abs(dy)))) /
+               S(S(S(1) + exp(S(-2 * abs(y1)))) * S(S(1) + exp(S(-2 * abs(y0)))));
+        if (dy < 0) dt = -dt;
+        return half * S(delta * one_p_t1 + h * dt);
+      }
+      case Activation::gelu: {
+        const S Phi1 = half * erfc_of(S(-x1 * inv_sqrt2));
+        S dPhi;
+        if (abs(delta) * S(S(1) + abs(h)) <= half) {
+          // t_k = He_k(x) δ^k / k!, x = −h: t_{k+1} = (x δ t_k − δ² t_{k−1})/(k+1).
+          const S xd = -h * delta, d2 = delta * delta;
+          S prev(1), cur = xd, sum = S(1) + xd / S(2);
+          for (int j = 1; j < 4 * static_cast<int>(precision_bits_v<S>) + 64; ++j) {
+            const S next = S(xd * cur - d2 * prev) / S(j + 1);
+            prev = cur;
+            cur = next;
+            const S term = cur / S(j + 2);
+            sum += term;
+            if (abs(term) <= eps * abs(sum) / 8 && abs(prev) <= eps * abs(sum)) break;
+          }
+          dPhi = inv_sqrt2pi * exp(S(-h * h / 2)) * delta * sum;
+        } else if (h <= 0 && x1 <= 0) {
+          dPhi = half * S(erfc_of(S(-x1 * inv_sqrt2)) - erfc_of(S(-h * inv_sqrt2)));
+        } else if (h >= 0 && x1 >= 0) {
+          dPhi = half * S(erfc_of(S(h * inv_sqrt2)) - erfc_of(S(x1 * inv_sqrt2)));
+        } else {
+          dPhi = half * S(erf_of(S(x1 * inv_sqrt2)) - erf_of(S(h * inv_sqrt2)));
+        }
+        return delta * Phi1 + h * dPhi;
+      }
+    }
+    throw std::logic_error("activation difference: unknown activation");
+  }
+};
+
+/// f(1cᵀ + R) for the MLP f(z) = act(z W_1 + b_1) W_2 + b_2: with
+/// h = cᵀW_1 + b_1 and D = R W_1 (exact split of the pre-activations),
+/// A_ij = act(h_j + D_ij) − act(h_j); c' = (act(h) + mean A) W_2 + b_2,
+/// R' = (A − 1 mean(A)ᵀ) W_2.
+template <class S>
+Split<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
+                     const Split<S>& x) {
+  const Matrix<S>* W1 = &w.W1;
+  const Matrix<S>* W2 = &w.W2;
+  if constexpr (std::is_same_v<S, double>) {
+    W1 = &lw.W_1;
+    W2 = &lw.W_2;
+  }
+  Matrix<S> hc = times(x.c, *W1);
+  detail::add_row(hc, w.b1);
+  Matrix<S> D;
+  gemm(x.R, *W1, D);
+  const ActivationDifference<S> diff(a.activation);
+  for (Eigen::Index j = 0; j < D.cols(); ++j) {
+    if (j % 64 == 0) check_interrupt();
+    for (Eigen::Index i = 0; i < D.rows(); ++i) D(i, j) = diff(hc(0, j), D(i, j));
+  }
+  for (Eigen::Index j = 0; j < hc.cols(); ++j) hc(0, j) = activate(hc(0, j), a.activation);
+  hc += take_mean(D);
+  Split<S> out;
+  out.c = times(RowVector<S>(hc), *W2);
+  out.c += w.b2;
+  gemm(D, *W2, out.R);
+  return out;
+}
+
+template <class S> void add_to(Split<S>& y, const Split<S>& x) {
+  y.c += x.c;
+  y.R += x.R;
+}
+
+/// Throws NumericalError when R is not finite, or (double) when a nonzero R
+/// became exactly zero at a size where that is underflow, not mathematics.
+template <class S> void check_layer(const Model& model, int layer, const Matrix<S>& before, const Matrix<S>& after) {
+  using std::abs;
+  using std::isfinite;
+  bool all_zero = true;
+  for (Eigen::Index j = 0; j < after.cols(); ++j)
+    for (Eigen::Index i = 0; i < after.rows(); ++i) {
+      const S& v = after(i, j);
+      if constexpr (is_mpfr_v<S>) {
+        if (!mpfr_number_p(v.backend().data()))
+          throw NumericalError(model.source() + ": centred forward pass: layer " + std::to_string(layer) +
+                               ": the residual R is not finite");
+      } else {
+        if (!isfinite(v))
+          throw NumericalError(model.source() + ": centred forward pass: layer " + std::to_string(layer) +
+                               ": the residual R is not finite");
+      }
+      if (v != 0) all_zero = false;
+    }
+  if constexpr (!is_mpfr_v<S>) {
+    if (all_zero) {
+      const double before_max = before.size() ? before.cwiseAbs().maxCoeff() : 0.0;
+      if (before_max > 0 && before_max < 1e-50)
+        throw NumericalError(model.source() + ": centred forward pass: layer " + std::to_string(layer) +
+                             ": the residual R underflowed double's range (below ~1e-308) to all zeros; "
+                             "use an MPFR precision");
+    }
+  }
+}
+
+}  // namespace centred
+
+template <class S>
+CentredTrace<S> forward_centred(const Model& model, const Variant& variant, const Matrix<S>& X0,
+                                const ForwardOptions& options) {
+  Matrix<S> R0 = X0;
+  const RowVector<S> c0 = X0.rows() > 0 ? centred::take_mean(R0) : RowVector<S>(X0.cols());
+  return forward_centred(model, variant, c0, R0, options);
+}
+
+template <class S>
+CentredTrace<S> forward_centred(const Model& model, const Variant& variant, const RowVector<S>& c0,
+                                const Matrix<S>& R0, const ForwardOptions& options) {
+  const Architecture& a = model.arch();
+  if (R0.cols() != a.d_model || c0.cols() != a.d_model)
+    throw std::invalid_argument(model.source() + ": input: has " + std::to_string(R0.cols()) +
+                                " features (columns), the model expects d_model = " + std::to_string(a.d_model));
+  if (R0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
+  model.check_supports(variant);
+  if constexpr (is_mpfr_v<S>) use_full_mpfr_exponent_range();
+  const bool with_mlp = variant.mlp != MlpKind::none;
+  const auto n = static_cast<std::uint64_t>(R0.rows());
+  // The direct pass's count, plus Π beside E when recorded, the heads' n×n temporaries and the centres.
+  std::uint64_t count = forward_scalar_count(a, n, with_mlp, options.record_attention);
+  const std::uint64_t L = static_cast<std::uint64_t>(std::max(a.layers, 0));
+  const std::uint64_t H = static_cast<std::uint64_t>(std::max(a.heads, 1));
+  count = add_sat(count, options.record_attention ? mul_sat(mul_sat(L, H), mul_sat(n, n)) : 0);
+  count = add_sat(count, mul_sat(mul_sat(3, H), mul_sat(n, n)));  // P, S and v's rows of the heads in flight
+  count = add_sat(count, mul_sat(L + 1, static_cast<std::uint64_t>(a.d_model)));
+  require_memory(mul_sat(count, scalar_bytes(is_mpfr_v<S>, precision_bits_v<S>)),
+                 model.source() + ": centred forward pass",
+                 describe_forward_estimate(a, n, options.record_attention, is_mpfr_v<S>, precision_bits_v<S>));
+  CentredTrace<S> t;
+  t.variant = variant;
+  t.c.reserve(static_cast<std::size_t>(a.layers) + 1);
+  t.R.reserve(static_cast<std::size_t>(a.layers) + 1);
+  {
+    centred::Split<S> x0{c0, R0};
+    x0.c += centred::take_mean(x0.R);
+    t.c.push_back(std::move(x0.c));
+    t.R.push_back(std::move(x0.R));
+  }
+  if (options.record_attention) {
+    t.Pi.resize(static_cast<std::size_t>(a.layers));
+    t.E.resize(static_cast<std::size_t>(a.layers));
+  }
+  for (int l = 0; l < a.layers; ++l) {
+    check_interrupt();
+    const LayerWeights& lw = model.layer(l);
+    const detail::PackedLayer<S> w = detail::pack<S>(a, lw, with_mlp);
+    std::vector<Matrix<S>>* Pi = options.record_attention ? &t.Pi[static_cast<std::size_t>(l)] : nullptr;
+    std::vector<Matrix<S>>* E = options.record_attention ? &t.E[static_cast<std::size_t>(l)] : nullptr;
+    const centred::Split<S> x{t.c.back(), t.R.back()};
+    // Attention half.
+    centred::Split<S> z =
+        variant.layernorm == LayerNormKind::pre
+            ? centred::attention(a, w, centred::layer_norm_centred(x, lw.ln1_g, lw.ln1_b, a.ln_eps), variant.mask, Pi, E)
+            : centred::attention(a, w, x, variant.mask, Pi, E);
+    if (variant.skip) centred::add_to(z, x);
+    if (variant.layernorm == LayerNormKind::post) z = centred::layer_norm_centred(z, lw.ln1_g, lw.ln1_b, a.ln_eps);
+    // MLP half.
+    centred::Split<S> xn;
+    if (variant.mlp == MlpKind::none) {
+      xn = std::move(z);
+    } else {
+      xn = centred::mlp_centred(
+          a, w, lw, variant.layernorm == LayerNormKind::pre ? centred::layer_norm_centred(z, lw.ln2_g, lw.ln2_b, a.ln_eps) : z);
+      if (variant.mlp == MlpKind::residual) centred::add_to(xn, z);
+      if (variant.layernorm == LayerNormKind::post) xn = centred::layer_norm_centred(xn, lw.ln2_g, lw.ln2_b, a.ln_eps);
+    }
+    centred::check_layer(model, l + 1, x.R, xn.R);
+    t.c.push_back(std::move(xn.c));
+    t.R.push_back(std::move(xn.R));
+    if (options.on_layer) options.on_layer(l + 1, a.layers);
+  }
+  return t;
+}
+
+}  // namespace sanpath
+
+#define SANPATH_INSTANTIATE_CENTRED(S)                                                                          \
+  template sanpath::CentredTrace<S> sanpath::forward_centred<S>(const sanpath::Model&, const sanpath::Variant&, \
+                                                                const sanpath::Matrix<S>&,                      \
+                                                                const sanpath::ForwardOptions&);                \
+  template sanpath::CentredTrace<S> sanpath::forward_centred<S>(const sanpath::Model&, const sanpath::Variant&, \
+                                                                const sanpath::RowVector<S>&,                   \
+                                                                const sanpath::Matrix<S>&,                      \
+                                                                const sanpath::ForwardOptions&);                \
+  template sanpath::Matrix<S> sanpath::CentredTrace<S>::X(int) const;

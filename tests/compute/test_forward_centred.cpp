@@ -1,0 +1,323 @@
+// The centred forward pass (math.md §7) against the direct pass of math.md §2
+// run at a much higher precision (1025 or 8194 bits), where the direct pass
+// resolves the residual: the residual R must keep the working precision's
+// relative accuracy, measured in units of the tier's epsilon relative to ‖R‖.
+#include "support/helpers.hpp"
+
+#include "sanpath/compute/forward.hpp"
+#include "sanpath/compute/forward_centred.hpp"
+#include "sanpath/compute/norms.hpp"
+#include "sanpath/core/errors.hpp"
+#include "sanpath/core/linalg.hpp"
+#include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/safetensors.hpp"
+#include "sanpath/model/random.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace sanpath;
+using Ref = mpfr_real<308>;  // 1025 bits: the reference for inputs of ordinary size
+
+namespace {
+
+/// A random model of every part, with LayerNorm gains ~ 1 ± 0.3 and biases ~ ±0.1.
+Model test_model(int L, Activation act, std::uint64_t seed, double std, int H = 2, bool shared = false) {
+  RandomModelSpec s;
+  s.arch = {L, H, 8, 4, 4, 16, Variant{}, act, 1e-5, shared};
+  s.std = std;
+  s.bias_std = 0.1;
+  s.seed = seed;
+  const Model m = random_model(s);
+  std::vector<LayerWeights> layers = m.layers();
+  Rng rng(seed + 1000);
+  for (LayerWeights& lw : layers)
+    for (Eigen::Index j = 0; j < lw.ln1_g.size(); ++j) {
+      lw.ln1_g(j) = 1 + 0.3 * rng.gaussian();
+      lw.ln2_g(j) = 1 + 0.3 * rng.gaussian();
+      lw.ln1_b(j) = 0.1 * rng.gaussian();
+      lw.ln2_b(j) = 0.1 * rng.gaussian();
+    }
+  return Model(m.arch(), layers, std::nullopt, "test-model");
+}
+
+MatrixXd test_input(std::uint64_t seed, int n = 6) {
+  RandomInputSpec in;
+  in.n = n;
+  in.d = 8;
+  in.seed = seed;
+  in.offset = 1.0;
+  in.spread = 0.5;
+  return random_input(in);
+}
+
+/// max|a − b| / max|b| in units of S's epsilon (b at a higher precision T).
+template <class S, class T> double error_in_eps(const Matrix<S>& a, const Matrix<T>& b) {
+  REQUIRE(a.rows() == b.rows());
+  REQUIRE(a.cols() == b.cols());
+  T diff(0), scale(0);
+  for (Eigen::Index j = 0; j < b.cols(); ++j)
+    for (Eigen::Index i = 0; i < b.rows(); ++i) {
+      const T e = abs(T(a(i, j)) - b(i, j));
+      if (e > diff) diff = e;
+      if (abs(b(i, j)) > scale) scale = abs(b(i, j));
+    }
+  REQUIRE(scale > 0);
+  return static_cast<double>(BigReal(to_big(T(diff / scale)) / test::epsilon_of<S>()));
+}
+
+std::string describe(const Variant& v, Activation act) {
+  std::ostringstream s;
+  s << "skip " << (v.skip ? "on" : "off") << ", mlp " << to_string(v.mlp) << ", layernorm "
+    << to_string(v.layernorm) << ", mask " << to_string(v.mask) << ", activation " << to_string(act);
+  return s.str();
+}
+
+std::vector<std::pair<Variant, Activation>> all_variants() {
+  std::vector<std::pair<Variant, Activation>> out;
+  for (bool skip : {false, true})
+    for (MlpKind mlp : {MlpKind::none, MlpKind::plain, MlpKind::residual})
+      for (LayerNormKind ln : {LayerNormKind::none, LayerNormKind::pre, LayerNormKind::post})
+        for (MaskKind mask : {MaskKind::none, MaskKind::causal})
+          for (Activation act : {Activation::relu, Activation::gelu, Activation::gelu_tanh}) {
+            if (mlp == MlpKind::none && act != Activation::gelu) continue;  // the activation is unused
+            out.push_back({Variant{skip, mlp, ln, mask}, act});
+          }
+  return out;
+}
+
+/// Centred at S against direct at T: X^l and R^l = X^l − 1 mean(X^l)ᵀ of the
+/// direct pass, every layer, within `tol` epsilons of S. Returns the largest error.
+template <class S, class T>
+double compare(const CentredTrace<S>& c, const ForwardTrace<T>& ref, double tol) {
+  REQUIRE(c.layers() == ref.layers());
+  double worst = 0;
+  for (int l = 0; l <= ref.layers(); ++l) {
+    const Matrix<T>& X = ref.X[static_cast<std::size_t>(l)];
+    const Matrix<T> R = residual(X, column_means(X));
+    // The reference resolves R: its own error is far below S's epsilon.
+    REQUIRE(BigReal(to_big(norm_frobenius(R)) / to_big(norm_frobenius(X))) >
+            BigReal(to_big(std::numeric_limits<T>::epsilon())) * 1e30 / test::epsilon_of<S>());
+    const double eR = error_in_eps(c.R[static_cast<std::size_t>(l)], R);
+    const double eX = error_in_eps(c.X(l), X);
+    CAPTURE(l, eR, eX, tol);
+    CHECK(eR <= tol);
+    CHECK(eX <= tol);
+    worst = std::max({worst, eR, eX});
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("centred and direct passes agree for every variant (double, 128 and 257 bits)") {
+  int k = 0;
+  double worst[3] = {0, 0, 0};
+  for (const auto& [v, act] : all_variants()) {
+    ++k;
+    INFO(describe(v, act));
+    const Model m = test_model(3, act, 100 + static_cast<std::uint64_t>(k), 0.5);
+    const MatrixXd X0 = test_input(200 + static_cast<std::uint64_t>(k));
+    ForwardOptions opt;
+    opt.record_attention = false;
+    const ForwardTrace<Ref> ref = forward<Ref>(m, v, convert<Ref>(X0), opt);
+    worst[0] = std::max(worst[0], compare(forward_centred<double>(m, v, X0, opt), ref, 2048));
+    worst[1] = std::max(worst[1], compare(forward_centred<mpfr_real<38>>(m, v, convert<mpfr_real<38>>(X0), opt), ref, 2048));
+    worst[2] = std::max(worst[2], compare(forward_centred<mpfr_real<77>>(m, v, convert<mpfr_real<77>>(X0), opt), ref, 2048));
+  }
+  WARN("largest errors in epsilons: double " << worst[0] << ", 128 bits " << worst[1] << ", 257 bits " << worst[2]);
+}
+
+TEST_CASE("shared layers (ALBERT-style) run like the direct pass") {
+  const Variant v{true, MlpKind::residual, LayerNormKind::post, MaskKind::none};
+  const Model m = test_model(4, Activation::gelu, 7, 0.5, 2, true);
+  const MatrixXd X0 = test_input(8);
+  const ForwardTrace<Ref> ref = forward<Ref>(m, v, convert<Ref>(X0));
+  compare(forward_centred<mpfr_real<77>>(m, v, convert<mpfr_real<77>>(X0)), ref, 64);
+}
+
+TEMPLATE_TEST_CASE("P = Π + E: rows sum to 1, Π and E match the direct softmax; causal ones are lower-triangular",
+                   "", double, mpfr_real<77>) {
+  using S = TestType;
+  for (MaskKind mask : {MaskKind::none, MaskKind::causal})
+    for (double std : {0.3, 2.0}) {  // |S_ij| ≤ ½ (expm1 rows) and large logits (softmax rows)
+      INFO("mask " << to_string(mask) << ", weight std " << std);
+      const Model m = test_model(2, Activation::gelu, 31, std);
+      const Variant v = Variant::san(mask);
+      const MatrixXd X0 = test_input(32);
+      const CentredTrace<S> c = forward_centred<S>(m, v, convert<S>(X0));
+      const ForwardTrace<Ref> ref = forward<Ref>(m, v, convert<Ref>(X0));
+      REQUIRE(c.Pi.size() == 2);
+      REQUIRE(c.E.size() == 2);
+      for (std::size_t l = 0; l < 2; ++l) {
+        REQUIRE(c.Pi[l].size() == 2);
+        for (std::size_t h = 0; h < 2; ++h) {
+          const Matrix<S>& Pi = c.Pi[l][h];
+          const Matrix<S>& E = c.E[l][h];
+          const Matrix<S> P = Pi + E;
+          for (Eigen::Index i = 0; i < P.rows(); ++i) {
+            S sp(0), se(0), sa(0);
+            for (Eigen::Index j = 0; j < P.cols(); ++j) {
+              sp += Pi(i, j);
+              se += E(i, j);
+              sa += abs(E(i, j));
+              if (mask == MaskKind::causal && j > i) {
+                REQUIRE(Pi(i, j) == 0);
+                REQUIRE(E(i, j) == 0);
+              }
+              if (mask == MaskKind::none) REQUIRE(Pi(i, j) == Pi(0, j));  // one π for every row
+            }
+            CAPTURE(i);
+            REQUIRE(test::error_in_eps(sp, S(1)) <= 8);
+            REQUIRE(test::error_in_eps(S(sp + se), S(1)) <= 8);
+            // Σ_j E_ij = 0: relative to the size of E's row where S is small (expm1 rows), else to 1.
+            REQUIRE(to_big(S(abs(se))) <= to_big(std < 1 ? S(sa) : S(1)) * test::epsilon_of<S>() * 16);
+          }
+          // The direct pass's P (1025 bits) to working precision. With weight std 2 the
+          // logits reach ~10³: any evaluation at working precision then has errors
+          // ε·|logit| in P (the condition number of the softmax), hence the looser bound.
+          CHECK(error_in_eps(P, ref.P[l][h]) <= (std < 1 ? 16 : 16384));
+        }
+      }
+    }
+}
+
+TEST_CASE("a residual far below the working epsilon keeps its relative accuracy in every variant (257 bits)") {
+  // X0 = 1 c0ᵀ + R0 with ‖R0‖ ≈ 1e-40‖c0‖: beyond 257 bits (77 digits), resolved
+  // by the direct pass at 2051 bits (617 digits) through two layers. Exercises the
+  // small-residual forms: expm1 attention rows, the LayerNorm identity, the
+  // activation differences (gelu's series, gelu_tanh's sinh form, relu's pattern).
+  using Big = mpfr_real<617>;
+  using S = mpfr_real<77>;
+  int k = 0;
+  double worst = 0;
+  for (const auto& [v, act] : all_variants()) {
+    ++k;
+    INFO(describe(v, act));
+    const Model m = test_model(2, act, 300 + static_cast<std::uint64_t>(k), 0.5);
+    const MatrixXd X = test_input(400 + static_cast<std::uint64_t>(k));
+    RowVector<S> c0(8);
+    Matrix<S> R0(6, 8);
+    Matrix<Big> X0(6, 8);
+    for (Eigen::Index j = 0; j < 8; ++j) {
+      c0(j) = S(X(0, j));
+      for (Eigen::Index i = 0; i < 6; ++i) {
+        R0(i, j) = S(X(i, j) - X(0, j)) * S("1e-40");  // exact in neither: X0 below is formed from these values
+        X0(i, j) = Big(c0(j)) + Big(R0(i, j));
+      }
+    }
+    ForwardOptions opt;
+    opt.record_attention = false;
+    const ForwardTrace<Big> ref = forward<Big>(m, v, X0, opt);
+    worst = std::max(worst, compare(forward_centred<S>(m, v, c0, R0, opt), ref, 64));
+  }
+  WARN("largest error in epsilons at 257 bits: " << worst);
+}
+
+TEST_CASE("relu pre-activations that change sign between c and c + r_i stay exact") {
+  // Attention output 0 (W_O = 0, b_O = 0) and skip on: the MLP sees X0 itself,
+  // and b_1 = −c0ᵀW_1 puts every centre pre-activation at ~0, so the rows'
+  // pre-activations fall on both sides.
+  using S = mpfr_real<77>;
+  const Model base = test_model(2, Activation::relu, 77, 0.5);
+  std::vector<LayerWeights> layers = base.layers();
+  const MatrixXd X0 = test_input(78);
+  const Eigen::RowVectorXd c0 = X0.colwise().mean();
+  for (LayerWeights& lw : layers) {
+    for (HeadWeights& hw : lw.heads) hw.W_O.setZero();
+    lw.b_O.setZero();
+    lw.b_1 = -(c0 * lw.W_1).transpose();
+  }
+  const Model m(base.arch(), layers, std::nullopt, "relu-model");
+  // The sign changes really happen (counted at 1025 bits on layer 1's input).
+  const Matrix<Ref> H = product(convert<Ref>(X0), convert<Ref>(layers[0].W_1));
+  const Matrix<Ref> hc = product(Matrix<Ref>(convert<Ref>(MatrixXd(c0))), convert<Ref>(layers[0].W_1));
+  int changes = 0;
+  for (Eigen::Index j = 0; j < H.cols(); ++j)
+    for (Eigen::Index i = 0; i < H.rows(); ++i) {
+      const Ref hcj = hc(0, j) + Ref(layers[0].b_1(j)), hij = H(i, j) + Ref(layers[0].b_1(j));
+      if ((hcj > 0) != (hij > 0)) ++changes;
+    }
+  REQUIRE(changes >= 10);
+  for (MlpKind mlp : {MlpKind::plain, MlpKind::residual}) {
+    const Variant v{true, mlp, LayerNormKind::none, MaskKind::none};
+    INFO("mlp " << to_string(mlp));
+    const ForwardTrace<Ref> ref = forward<Ref>(m, v, convert<Ref>(X0));
+    compare(forward_centred<S>(m, v, convert<S>(X0)), ref, 64);
+    compare(forward_centred<double>(m, v, X0), ref, 64);
+  }
+}
+
+TEST_CASE("double: a residual that underflows is an error naming the layer, never silent zeros or NaN") {
+  RandomModelSpec s;
+  s.arch = {8, 1, 8, 4, 4, 0, Variant::san(), Activation::gelu, 1e-5, false};
+  s.std = 1.5;
+  s.seed = 5;
+  const Model m = random_model(s);
+  const MatrixXd X0 = test_input(6);
+  ForwardOptions opt;
+  opt.record_attention = false;
+  REQUIRE_THROWS_AS(forward_centred<double>(m, Variant::san(), X0, opt), NumericalError);
+  try {
+    forward_centred<double>(m, Variant::san(), X0, opt);
+  } catch (const NumericalError& e) {
+    REQUIRE_THAT(e.what(), Catch::Matchers::Contains("layer ") && Catch::Matchers::Contains("underflow"));
+  }
+  // The same pass at 257 bits keeps a nonzero residual at every layer.
+  const CentredTrace<mpfr_real<77>> t = forward_centred<mpfr_real<77>>(m, Variant::san(), convert<mpfr_real<77>>(X0), opt);
+  for (const auto& R : t.R) REQUIRE(norm_frobenius(R) > 0);
+}
+
+TEST_CASE("deep pure SAN: residual norms at 257 bits match a 100,000-bit mpmath evaluation to 60+ digits") {
+  // n = 6, d = 8, L = 9, one head, large weights: the residual collapses like
+  // 3^l to far below 1e-5000. The reference is tests/reference/sanpath_ref.py
+  // (mpmath, written from math.md, not from this code): the direct pass at
+  // 100,000 bits, which still resolves the residual at every depth.
+  using S = mpfr_real<77>;
+  RandomModelSpec s;
+  s.arch = {9, 1, 8, 4, 4, 0, Variant::san(), Activation::gelu, 1e-5, false};
+  s.std = 1.0;
+  s.bias_std = 0.1;
+  s.seed = 91;
+  const Model m = random_model(s);
+  const MatrixXd X0 = test_input(92);
+  const std::string model_path = test::tmp_path("centred_deep_san.safetensors");
+  const std::string input_path = test::tmp_path("centred_deep_x.safetensors");
+  const std::string out_path = test::tmp_path("centred_deep_ref.json");
+  save_native(m, model_path);
+  Tensor x{"X", "F64", {X0.rows(), X0.cols()}, {}};
+  for (Eigen::Index i = 0; i < X0.rows(); ++i)
+    for (Eigen::Index j = 0; j < X0.cols(); ++j) x.values.push_back(X0(i, j));
+  write_safetensors(input_path, {x});
+  const std::string script =
+      (std::filesystem::path(SANPATH_SOURCE_DIR) / "tests" / "reference" / "sanpath_ref.py").string();
+  const std::string cmd = "/usr/bin/python3 '" + script + "' residual-norms --model '" + model_path + "' --input '" +
+                          input_path + "' --bits 100000 --digits 80 > '" + out_path + "'";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::ifstream in(out_path);
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  REQUIRE(ref["layers"].size() == 10);
+
+  ForwardOptions opt;
+  opt.record_attention = false;
+  const CentredTrace<S> t = forward_centred<S>(m, Variant::san(), convert<S>(X0), opt);
+  REQUIRE(t.layers() == 9);
+  double deepest = 0;
+  for (int l = 0; l <= 9; ++l) {
+    const auto& rec = ref["layers"][static_cast<std::size_t>(l)];
+    CAPTURE(l, rec.dump());
+    REQUIRE(rec["resolved_digits"].get<int>() >= 100);  // the reference's own digits
+    BigReal r(0, 100);  // 100 digits
+    REQUIRE(mpfr_set_str(r.backend().data(), rec["residual_frobenius"].get<std::string>().c_str(), 10, MPFR_RNDN) == 0);
+    const BigReal mine = to_big(norm_frobenius(t.R[static_cast<std::size_t>(l)]));
+    const int digits = agreeing_digits(mine, r, 80);
+    CAPTURE(to_sci(mine, 30), digits);
+    CHECK(digits >= 60);
+    deepest = log10_abs(r);
+  }
+  REQUIRE(deepest < -5000);  // the case is as deep as it claims
+}
