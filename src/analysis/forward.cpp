@@ -1,5 +1,6 @@
 #include "sanpath/analysis/forward.hpp"
 
+#include "sanpath/analysis/double_check.hpp"
 #include "sanpath/core/errors.hpp"
 
 #include <algorithm>
@@ -172,7 +173,13 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   out.ceiling_reached = choice.ceiling_reached;
   out.precision = p;
   std::vector<LayerStats> checked;
-  if (request.confirm && !p.is_top()) {
+  if (request.confirm && uses_rounding_check(request.check, p, center)) {
+    out.check = p;
+    out.check_method = CheckMethod::rounding;
+    checked = rounding_check(stats, model, input, [&](const InputSpec& in, const std::string& stage) {
+      return measure_at(p, model, variant, in, center, progress, stage);
+    });
+  } else if (request.confirm && !p.is_top()) {
     out.check = p.next();
     checked =
         measure_at(*out.check, model, variant, input, center, progress, "confirming run at " + out.check->name());

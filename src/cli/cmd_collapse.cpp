@@ -21,6 +21,7 @@ void register_collapse(CLI::App& app) {
                                           " (default: the embedded random BERT-shaped model, see below)");
   o->input.add(*cmd, false);
   o->precision.add(*cmd);
+  o->precision.add_check(*cmd);
   o->out.add(*cmd);
   cmd->footer(
       "\nWithout --model: the embedded default, a seeded random BERT-shaped model (post-LN, GELU, L=5, H=4, d=32, "
@@ -31,7 +32,7 @@ void register_collapse(CLI::App& app) {
       "json\n");
   cmd->callback([o] {
     const Format fmt = o->out.parsed();
-    const PrecisionRequest req = o->precision.request();
+    const PrecisionRequest req = o->precision.request_for(Center::mean);
     const bool embedded = o->model.path.empty();
     const Model model = embedded ? random_model(default_collapse_model()) : o->model.load();
     InputSpec in = o->input.given() ? o->input.spec() : InputSpec::from_random(default_collapse_input());

@@ -119,6 +119,25 @@ PrecisionRequest PrecisionOptions::request() const {
   r.target_digits = digits;
   r.max_bits = max_bits;
   r.confirm = !no_confirm;
+  r.check = as_usage("--check", [&] { return parse_check_method(check); });
+  return r;
+}
+
+void PrecisionOptions::add_check(CLI::App& app) {
+  app.add_option("--check", check,
+                 "how digits are confirmed: auto|rounding|mpfr. rounding: the double pass is re-run in double "
+                 "rounded upward and downward, and a digit is printed when it survives 10 times the larger "
+                 "difference (seconds, where mpfr takes a minute on BERT-base); mpfr: a run one precision tier up "
+                 "(128 bits for double). auto: rounding for --precision double with centre mean or median, mpfr "
+                 "otherwise")
+      ->default_val("auto");
+}
+
+PrecisionRequest PrecisionOptions::request_for(Center center) const {
+  const PrecisionRequest r = request();
+  as_usage("--check", [&] {
+    return uses_rounding_check(r.check, r.automatic ? Precision::at_least(128) : r.fixed, center);
+  });
   return r;
 }
 

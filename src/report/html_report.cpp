@@ -74,9 +74,12 @@ std::string variant_color(const std::string& name) {
   return "#555555";
 }
 
-std::string precision_text(const Precision& p, const std::optional<Precision>& check) {
+std::string precision_text(const Precision& p, const std::optional<Precision>& check,
+                           CheckMethod method = CheckMethod::mpfr) {
   std::string s = p.name();
-  if (check)
+  if (check && method == CheckMethod::rounding)
+    s += ", digits confirmed by double runs rounded upward and downward (margin 10x)";
+  else if (check)
     s += ", digits confirmed by a run at " + check->name();
   else
     s += ", no confirming run";
@@ -130,11 +133,16 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
                    (a.shared_layers ? ", weights shared across layers" : ""));
   row("own structure", human_variant(a.variant) + ", activation " + to_string(a.activation));
   row("input", r.info.input);
-  row("precision requested", r.precision.describe() + (r.precision.confirm ? ", confirmed one tier up" : ""));
+  const bool in_double = !r.precision.automatic && r.precision.fixed.native_double;
+  row("precision requested",
+      r.precision.describe() + (!r.precision.confirm ? ""
+                                : in_double && r.precision.check != CheckMethod::mpfr
+                                    ? ", confirmed (by directed rounding where it applies, see below)"
+                                    : ", confirmed one tier up"));
   for (std::size_t i = 0; i < r.collapse.variants.size(); ++i) {
     const ForwardAnalysis& f = r.collapse.analyses[i];
     row("precision used: " + r.collapse.variants[i].name,
-        precision_text(f.precision, f.check) +
+        precision_text(f.precision, f.check, f.check_method) +
             (f.tried_bits.size() > 1 ? "; auto tried " + tried_text(f.tried_bits) + " bits" : "") +
             (f.ceiling_reached ? "; the precision ceiling was reached" : ""));
   }

@@ -18,6 +18,12 @@
 
 namespace sanpath {
 
+/// How the digits of a pass are confirmed: `mpfr` re-runs one precision tier
+/// up; `rounding` re-runs a double pass rounded upward and downward
+/// (double_check.hpp); `automatic` is rounding for double with a mean or
+/// median centre, mpfr otherwise.
+enum class CheckMethod { automatic, rounding, mpfr };
+
 /// How to choose the working precision.
 struct PrecisionRequest {
   bool automatic = true;
@@ -26,8 +32,9 @@ struct PrecisionRequest {
   int target_digits = 20;
   /// auto: never go above this many bits (default: the top tier).
   long max_bits = 0;
-  /// Make the check run one tier up that confirms digits.
+  /// Make the check run that confirms digits.
   bool confirm = true;
+  CheckMethod check = CheckMethod::automatic;
 
   /// "auto", "double" or a number of bits; throws std::invalid_argument.
   static PrecisionRequest parse(const std::string& text);
@@ -70,6 +77,7 @@ struct ForwardAnalysis {
   Center center = Center::mean;
   Precision precision;              ///< the working precision of the reported values
   std::optional<Precision> check;   ///< the confirming run's precision
+  CheckMethod check_method = CheckMethod::mpfr;  ///< rounding or mpfr, when `check` is set
   std::vector<long> tried_bits;     ///< auto: the precisions tried, in order
   bool ceiling_reached = false;     ///< auto: the top precision did not resolve everything
   std::vector<LayerReport> layers;  ///< layer 0 = input, l = output of layer l
