@@ -9,6 +9,9 @@
 ///     c = v + K·e,  e = the one of u − v, w − v larger in magnitude,
 /// and v's digits are those agreeing between v and c (quantity.hpp confirm()):
 /// K = rounding_check_margin is a safety factor over the observed spread.
+/// In the directed passes the double kernels move libm's exp, erf and tanh
+/// results a few ulp in the rounding direction (compute/forward_impl.hpp
+/// toward_rounding), since libm's own error barely depends on the mode.
 /// Directed rounding moves every rounding error to one end of its interval,
 /// so the spread of the three passes is an estimate of the pass's rounding
 /// error, not a proof; tests/analysis/test_double_check.cpp measures it

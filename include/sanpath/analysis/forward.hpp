@@ -3,7 +3,8 @@
 /// Forward analysis: runs the forward pass at a chosen or automatic
 /// precision, measures every layer's residual (math.md §3), and confirms
 /// each reported number by a second run one precision tier higher
-/// (math.md §6). This is what `sanpath forward` prints.
+/// (math.md §6) or, for double, by passes in directed rounding
+/// (double_check.hpp). This is what `sanpath forward` prints.
 
 #include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
