@@ -107,7 +107,7 @@ void PrecisionOptions::add(CLI::App& app, const std::string& default_text) {
       ->default_val(default_text);
   app.add_option("--digits", digits, "auto: significant digits wanted for the smallest residual")->default_val(20);
   app.add_option("--max-bits", max_bits, "auto: precision ceiling in bits (default: the top tier)");
-  app.add_flag("--no-confirm", no_confirm, "skip the confirming run one tier up (digits are then unconfirmed)");
+  app.add_flag("--no-confirm", no_confirm, "skip the confirming run (digits are then unconfirmed)");
 }
 
 PrecisionRequest PrecisionOptions::request() const {
