@@ -1,5 +1,6 @@
 #include "sanpath/analysis/forward.hpp"
 
+#include "sanpath/analysis/double_check.hpp"
 #include "sanpath/core/errors.hpp"
 
 #include <mpfr.h>
@@ -307,17 +308,28 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   }
   const long max_bits = request.automatic ? auto_ceiling(request) : Precision::max_bits();
   const std::vector<long>& tiers = Precision::tiers();
+  std::optional<std::vector<LayerStats>> rounding_runs;  // the rounding check's values, once made
   for (;;) {
     std::optional<Precision> check;
-    if (request.confirm) {
+    const std::vector<LayerStats>* ck = nullptr;
+    const bool rounding = request.confirm && uses_rounding_check(request.check, p, center);
+    if (rounding) {
+      // Double: the same pass rounded upward and downward (double_check.hpp).
+      check = p;
+      out.check_method = CheckMethod::rounding;
+      if (!rounding_runs)
+        rounding_runs = rounding_check(runs.at(p.bits), model, input, [&](const InputSpec& in, const std::string& stage) {
+          return measure_at(p, model, variant, in, center, out.method, progress, stage);
+        });
+      ck = &*rounding_runs;
+    } else if (request.confirm) {
       if (!p.is_top()) {
         check = p.next();
       } else if (tiers.size() >= 2) {
         check = Precision::at_least(tiers[tiers.size() - 2]);  // no tier above: the tier below checks
       }
     }
-    const std::vector<LayerStats>* ck = nullptr;
-    if (check) {
+    if (check && !rounding) {
       auto it = runs.find(check->bits);
       if (it == runs.end()) {
         const std::string stage = "confirming run at " + check->name() +

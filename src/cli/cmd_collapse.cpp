@@ -26,6 +26,7 @@ void register_collapse(CLI::App& app) {
                   "SAN+MLP and SAN+skip with post-LayerNorm, transformer = the model as trained)")
       ->default_val("theory");
   o->precision.add(*cmd);
+  o->precision.add_check(*cmd);
   o->out.add(*cmd);
   cmd->footer(
       "\nWithout --model: the embedded default, a seeded random BERT-shaped model (post-LN, GELU, L=12, H=4, d=32, "
@@ -41,7 +42,7 @@ void register_collapse(CLI::App& app) {
       "128 tokens); each input runs at its own precision, confirmed by its own second run.\n");
   cmd->callback([o] {
     const Format fmt = o->out.parsed();
-    const PrecisionRequest req = o->precision.request();
+    const PrecisionRequest req = o->precision.request_for(Center::mean);
     const CollapseConventions conventions =
         as_usage("--conventions", [&] { return parse_conventions(o->conventions, "conventions"); });
     const bool embedded = o->model.path.empty();

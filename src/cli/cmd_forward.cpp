@@ -17,16 +17,19 @@ void register_forward(CLI::App& app) {
   o->input.add(*cmd, true, true);
   o->variant.add(*cmd);
   o->precision.add(*cmd);
+  o->precision.add_check(*cmd);
   cmd->add_option("--center", o->center, "residual centre: mean|median|optimal (optimal: an enclosure)")
       ->default_val("mean");
   o->out.add(*cmd);
   cmd->footer(
       "\nLayer 0 is the input X^0, layer l the output of layer l. Residual: ‖X − 1cᵀ‖ for the centre c; "
-      "relative residual: ‖res(X)‖_{1,∞}/‖X‖_{1,∞}. Every number is confirmed by a second run one precision "
-      "tier higher (at the top tier: the tier below); 'digits' is the count of significant digits that agree. "
-      "With --precision auto the centred pass (the default --method) runs at the precision for --digits and "
-      "escalates only when the confirmation gives fewer. Values below what the precision resolves print as "
-      "'< 1e-N'.\n\nExamples:\n"
+      "relative residual: ‖res(X)‖_{1,∞}/‖X‖_{1,∞}. Every number is confirmed by a second run: one precision "
+      "tier higher (at the top tier: the tier below), or for --precision double (--check auto or rounding) two "
+      "more double runs rounded upward and downward; 'digits' is the count of significant digits that agree "
+      "(with the rounding check: that agree with the value moved by 10 times the larger directed-rounding "
+      "difference). With --precision auto the centred pass (the default --method) runs at the precision for "
+      "--digits and escalates only when the confirmation gives fewer. Values below what the precision resolves "
+      "print as '< 1e-N'.\n\nExamples:\n"
       "  sanpath forward --model ../shared/data/real-models/bert-ticket-classifier --tokens 2,15,27,3\n"
       "  sanpath forward --model model.safetensors --random-input 16 --seed 1 --skip off --mlp none "
       "--layernorm none --precision auto --format json\n"
@@ -38,9 +41,9 @@ void register_forward(CLI::App& app) {
       "input's own values.\n");
   cmd->callback([o] {
     const Format fmt = o->out.parsed();
-    const PrecisionRequest req = o->precision.request();
     const VariantOverride ov = o->variant.overrides();
     const Center center = as_usage("--center", [&] { return parse_center(o->center); });
+    const PrecisionRequest req = o->precision.request_for(center);
     const Model model = o->model.load();
     const Variant v = model.resolve(ov);
     const InputBatch in = o->input.specs();

@@ -158,7 +158,7 @@ void PrecisionOptions::add(CLI::App& app, const std::string& default_text) {
                  "cancellation's bits more) (default: centred with --precision auto, direct with a fixed precision)");
   app.add_option("--digits", digits, "auto: significant digits wanted for every residual")->default_val(20);
   app.add_option("--max-bits", max_bits, "auto: precision ceiling in bits (default: the top tier)");
-  app.add_flag("--no-confirm", no_confirm, "skip the confirming run one tier up (digits are then unconfirmed)");
+  app.add_flag("--no-confirm", no_confirm, "skip the confirming run (digits are then unconfirmed)");
 }
 
 PrecisionRequest PrecisionOptions::request() const {
@@ -171,6 +171,25 @@ PrecisionRequest PrecisionOptions::request() const {
   r.max_bits = max_bits;
   r.confirm = !no_confirm;
   if (!method.empty()) r.method = as_usage("--method", [&] { return parse_method(method); });
+  r.check = as_usage("--check", [&] { return parse_check_method(check); });
+  return r;
+}
+
+void PrecisionOptions::add_check(CLI::App& app) {
+  app.add_option("--check", check,
+                 "how digits are confirmed: auto|rounding|mpfr. rounding: the double pass is re-run in double "
+                 "rounded upward and downward, and a digit is printed when it survives 10 times the larger "
+                 "difference (seconds, where mpfr takes a minute on BERT-base); mpfr: a run one precision tier up "
+                 "(128 bits for double). auto: rounding for --precision double with centre mean or median, mpfr "
+                 "otherwise")
+      ->default_val("auto");
+}
+
+PrecisionRequest PrecisionOptions::request_for(Center center) const {
+  const PrecisionRequest r = request();
+  as_usage("--check", [&] {
+    return uses_rounding_check(r.check, r.automatic ? Precision::at_least(128) : r.fixed, center);
+  });
   return r;
 }
 

@@ -3,6 +3,7 @@
 // library objects. No mathematics here: parse, call the library, format.
 #include <CLI/CLI.hpp>
 
+#include "sanpath/analysis/double_check.hpp"
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/model/input.hpp"
 #include "sanpath/report/format.hpp"
@@ -70,8 +71,13 @@ struct PrecisionOptions {
   long max_bits = 0;
   bool no_confirm = false;
   std::string method;  ///< empty: the request's default (centred for auto, direct for a fixed precision)
+  std::string check = "auto";
   void add(CLI::App& app, const std::string& default_text = "auto");
+  /// --check: how the digits are confirmed (commands built on analyze_forward).
+  void add_check(CLI::App& app);
   PrecisionRequest request() const;
+  /// request(), refusing a --check that does not apply to the precision or `center`.
+  PrecisionRequest request_for(Center center) const;
 };
 
 struct OutputOptions {

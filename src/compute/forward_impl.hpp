@@ -6,6 +6,7 @@
 
 #include <boost/math/constants/constants.hpp>
 
+#include <cfenv>
 #include <charconv>
 #include <cmath>
 #include <stdexcept>
@@ -20,6 +21,19 @@ template <class S> S decimal_constant(double x) {
   } else {
     return x;
   }
+}
+
+/// A double libm result (exp, erf, tanh) moved `ulps` units in the current
+/// rounding direction. libm's functions are not correctly rounded and their
+/// error hardly depends on the rounding mode, so without this the directed
+/// passes of the rounding check (analysis/double_check.hpp) would repeat the
+/// same function error and miss it; in round-to-nearest y is unchanged.
+inline double toward_rounding(double y, int ulps) {
+  const int mode = std::fegetround();
+  if (mode != FE_UPWARD && mode != FE_DOWNWARD) return y;
+  const double to = mode == FE_UPWARD ? HUGE_VAL : -HUGE_VAL;
+  for (int i = 0; i < ulps; ++i) y = std::nextafter(y, to);
+  return y;
 }
 
 template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask) {
@@ -39,7 +53,7 @@ template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask) {
         mpfr_sub(p, A(i, j).backend().data(), mx.backend().data(), MPFR_RNDN);
         mpfr_exp(p, p, MPFR_RNDN);
       } else {
-        P(i, j) = exp(S(A(i, j) - mx));
+        P(i, j) = toward_rounding(exp(S(A(i, j) - mx)), 1);  // glibc exp: < 1 ulp
       }
       sum += P(i, j);
     }
@@ -80,12 +94,16 @@ template <class S> S activate(const S& x, Activation act) {
       return x > 0 ? x : S(0);
     case Activation::gelu: {
       const S inv_sqrt2 = S(1) / sqrt(S(2));
-      return S(x * (S(1) + erf(S(x * inv_sqrt2)))) / S(2);
+      S e = erf(S(x * inv_sqrt2));
+      if constexpr (std::is_same_v<S, double>) e = toward_rounding(e, 2);  // glibc erf: < 3 ulp
+      return S(x * (S(1) + e)) / S(2);
     }
     case Activation::gelu_tanh: {
       const S c = sqrt(S(2) / boost::math::constants::pi<S>());
       const S k = decimal_constant<S>(0.044715);
-      return S(x * (S(1) + tanh(S(c * (x + k * x * x * x))))) / S(2);
+      S t = tanh(S(c * (x + k * x * x * x)));
+      if constexpr (std::is_same_v<S, double>) t = toward_rounding(t, 3);  // glibc tanh: < 5 ulp
+      return S(x * (S(1) + t)) / S(2);
     }
   }
   throw std::logic_error("activate: unknown activation");
@@ -202,6 +220,8 @@ template <class S> bool activate_simd(Matrix<S>& M, Activation act) {
       const double c = -2.0 * std::sqrt(2.0 / boost::math::constants::pi<double>());
       auto x = M.array();
       M.array() = x / (1.0 + (c * (x + 0.044715 * x * x * x)).exp());
+      if (std::fegetround() != FE_TONEAREST)  // Eigen's exp: < 3 ulp
+        M = M.unaryExpr([](double y) { return toward_rounding(y, 3); });
       return true;
     }
   }

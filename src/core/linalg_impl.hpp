@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfenv>
 #include <climits>
 #include <cstdint>
 #include <exception>
@@ -40,8 +41,9 @@ inline void check_inner(Eigen::Index a, Eigen::Index b, const char* what) {
 }
 
 /// Runs work(b) for b = 0..blocks-1, on up to `threads` threads (the calling
-/// thread is one of them). Workers hold a SerialProductsScope. The first
-/// exception thrown by a block is rethrown after every thread has joined.
+/// thread is one of them). Workers hold a SerialProductsScope and round as
+/// the calling thread does (fegetround: the rounding check's directed passes).
+/// The first exception thrown by a block is rethrown after every thread has joined.
 template <class F> void run_blocks(std::size_t blocks, int threads, F&& work) {
   const std::size_t t = std::min<std::size_t>(blocks, static_cast<std::size_t>(std::max(threads, 1)));
   if (t <= 1) {
@@ -52,8 +54,10 @@ template <class F> void run_blocks(std::size_t blocks, int threads, F&& work) {
   std::atomic<bool> failed{false};
   std::exception_ptr error;
   std::mutex mu;
+  const int rounding = std::fegetround();
   auto body = [&] {
     SerialProductsScope serial;
+    std::fesetround(rounding);  // per thread; the pool's threads end with the call
     for (;;) {
       const std::size_t b = next.fetch_add(1);
       if (b >= blocks || failed.load()) return;

@@ -1,4 +1,5 @@
 #include "sanpath/report/format.hpp"
+#include "sanpath/analysis/double_check.hpp"
 #include "report/json_parts.hpp"
 #include "report/text_table.hpp"
 
@@ -33,6 +34,7 @@ ordered_json precision_json(const ForwardAnalysis& a) {
   j["precision_bits"] = a.precision.native_double ? 53 : a.precision.bits;
   j["precision"] = a.precision.name();
   j["check_precision_bits"] = a.check ? ordered_json(a.check->native_double ? 53 : a.check->bits) : ordered_json(nullptr);
+  j["check_method"] = a.check ? ordered_json(to_string(a.check_method)) : ordered_json(nullptr);
   j["tried_bits"] = a.tried_bits;
   j["ceiling_reached"] = a.ceiling_reached;
   return j;
@@ -69,7 +71,9 @@ std::string digits_text(const std::optional<int>& d) { return d ? std::to_string
 
 std::string precision_line(const ForwardAnalysis& a) {
   std::string s = "precision: " + a.precision.name() + " (" + to_string(a.method) + " pass)";
-  if (a.check && a.check->bits < a.precision.bits)
+  if (a.check && a.check_method == CheckMethod::rounding)
+    s += ", digits confirmed by double runs rounded upward and downward (margin 10x)";
+  else if (a.check && a.check->bits < a.precision.bits)
     s += ", digits confirmed against a run at " + a.check->name() + " (no higher tier)";
   else if (a.check)
     s += ", digits confirmed by a run at " + a.check->name();

@@ -52,9 +52,12 @@ std::string variant_color(const std::string& name) {
   return "#555555";
 }
 
-std::string precision_text(const Precision& p, const std::optional<Precision>& check) {
+std::string precision_text(const Precision& p, const std::optional<Precision>& check,
+                           CheckMethod method = CheckMethod::mpfr) {
   std::string s = p.name();
-  if (check)
+  if (check && method == CheckMethod::rounding)
+    s += ", digits confirmed by double runs rounded upward and downward (margin 10x)";
+  else if (check)
     s += ", digits confirmed by a run at " + check->name();
   else
     s += ", no confirming run";
@@ -104,11 +107,16 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
   row("own structure", to_string(a.variant, VariantStyle::prose) + ", activation " + to_string(a.activation));
   row("input", r.info.input);
   if (r.collapse.conventions == CollapseConventions::paper) row("collapse conventions", describe(r.collapse.conventions));
-  row("precision requested", r.precision.describe() + (r.precision.confirm ? ", confirmed one tier up" : ""));
+  const bool in_double = !r.precision.automatic && r.precision.fixed.native_double;
+  row("precision requested",
+      r.precision.describe() + (!r.precision.confirm ? ""
+                                : in_double && r.precision.check != CheckMethod::mpfr
+                                    ? ", confirmed (by directed rounding where it applies, see below)"
+                                    : ", confirmed one tier up"));
   for (std::size_t i = 0; i < r.collapse.variants.size(); ++i) {
     const ForwardAnalysis& f = r.collapse.analyses[i];
     row("precision used: " + r.collapse.variants[i].name,
-        to_string(f.method) + " pass at " + precision_text(f.precision, f.check) +
+        to_string(f.method) + " pass at " + precision_text(f.precision, f.check, f.check_method) +
             (f.tried_bits.size() > 1 ? "; auto tried " + tried_text(f.tried_bits) + " bits" : "") +
             (f.ceiling_reached ? "; the precision ceiling was reached" : ""));
   }

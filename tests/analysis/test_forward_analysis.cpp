@@ -60,6 +60,7 @@ TEST_CASE("auto precision resolves a 6-layer SAN's collapsed residual with confi
 TEST_CASE("in double the same residual is rounding noise and prints as an upper bound") {
   const Model m = bert_style_san(6, 4);
   PrecisionRequest req = PrecisionRequest::parse("double");
+  req.check = CheckMethod::mpfr;  // the run one tier up (the rounding check: test_double_check.cpp)
   const ForwardAnalysis a = analyze_forward(m, Variant::san(), input16(5), req);
   REQUIRE(a.check);
   CHECK(a.check->bits == 128);

@@ -3,8 +3,9 @@
 /// Forward analysis: runs the forward pass at a chosen or automatic
 /// precision, directly (math.md §1–2) or centred (X = 1cᵀ + R, math.md §7),
 /// measures every layer's residual (math.md §3), and confirms each reported
-/// number by a second run one precision tier higher (math.md §6). This is
-/// what `sanpath forward` prints.
+/// number by a second run one precision tier higher (math.md §6) or, for
+/// double, by passes in directed rounding (double_check.hpp). This is what
+/// `sanpath forward` prints.
 
 #include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
@@ -31,6 +32,12 @@ std::string to_string(ForwardMethod);
 /// Parses "direct|centred". Throws std::invalid_argument naming the text.
 ForwardMethod parse_method(const std::string& text);
 
+/// How the digits of a pass are confirmed: `mpfr` re-runs one precision tier
+/// up; `rounding` re-runs a double pass rounded upward and downward
+/// (double_check.hpp); `automatic` is rounding for double with a mean or
+/// median centre, mpfr otherwise.
+enum class CheckMethod { automatic, rounding, mpfr };
+
 /// How to choose the working precision.
 struct PrecisionRequest {
   bool automatic = true;
@@ -39,13 +46,14 @@ struct PrecisionRequest {
   int target_digits = 20;
   /// auto: never go above this many bits (default: the top tier).
   long max_bits = 0;
-  /// Make the check run one tier up that confirms digits.
+  /// Make the check run that confirms digits.
   bool confirm = true;
   /// The forward pass; unset: centred when automatic, direct at a fixed precision.
   std::optional<ForwardMethod> method;
 
   /// The method used for this request (see `method`).
   ForwardMethod resolved_method() const;
+  CheckMethod check = CheckMethod::automatic;
 
   /// "auto", "double" or a number of bits; throws std::invalid_argument.
   static PrecisionRequest parse(const std::string& text);
@@ -92,8 +100,10 @@ struct ForwardAnalysis {
   ForwardMethod method = ForwardMethod::direct;
   Precision precision;              ///< the working precision of the reported values
   /// The confirming run's precision: one tier up, or the tier below when
-  /// `precision` is the top tier (values are then confirmed to its digits).
+  /// `precision` is the top tier (values are then confirmed to its digits);
+  /// `precision` itself for the rounding check of double.
   std::optional<Precision> check;
+  CheckMethod check_method = CheckMethod::mpfr;  ///< rounding or mpfr, when `check` is set
   std::vector<long> tried_bits;     ///< auto: the precisions tried, in order
   bool ceiling_reached = false;     ///< auto: the top precision did not resolve everything
   std::vector<LayerReport> layers;  ///< layer 0 = input, l = output of layer l

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""`sanpath forward --precision double` end to end on BERT-base, beside numpy.
+
+    bench/cli_double.py --sanpath BUILD/sanpath [--rounds N] [--no-mpfr] [--json]
+
+Makes a BERT-base-shaped HuggingFace folder with `sanpath init --layout bert`
+(L 12, H 12, d 768, d_ff 3072, vocab 30522, std 0.02) and 128 seeded token ids,
+then times whole processes, alternating within each round:
+  rounding  sanpath forward --precision double --format json (digits by the rounding check)
+  one pass  the same with --no-confirm (no digits)
+  load      sanpath forward --random-input 1 as a pure SAN with --no-confirm: loading the
+            checkpoint and a 1-token pass, i.e. the loading cost of the runs above
+  numpy     bench/peers/forward_numpy_hf.py: load, embed, the same pass in float64 and the
+            relative residuals; its erf time (math.erf per element) is subtracted
+and once (unless --no-mpfr) the old confirmation, --check mpfr (a run at 128 bits).
+A figure is the median of its rounds. bench/run calls this and prints the ratios.
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"
+
+
+def timed(cmd):
+    t = time.perf_counter()
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    dt = time.perf_counter() - t
+    if r.returncode != 0:
+        sys.exit(f"bench/cli_double.py: failed ({r.returncode}): {' '.join(cmd[:4])} ...: {r.stderr[-500:]}")
+    return dt, r.stdout
+
+
+def run(sanpath, rounds, with_mpfr):
+    out = {"seconds": {"rounding": [], "one_pass": [], "load": [], "numpy": [], "numpy_erf": []}}
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "bert-base")
+        subprocess.run([sanpath, "init", "--layout", "bert", "--out", model, "--layers", "12", "--heads", "12",
+                        "--d-model", "768", "--d-ff", "3072", "--vocab", "30522", "--std", "0.02"], check=True,
+                       stdout=subprocess.DEVNULL)
+        rng = random.Random(1)
+        tokens = ",".join(str(rng.randrange(1, 30522)) for _ in range(128))
+        fwd = [sanpath, "forward", "--model", model, "--tokens", tokens, "--precision", "double", "--format",
+               "json", "--quiet"]
+        load = [sanpath, "forward", "--model", model, "--random-input", "1", "--precision", "double", "--no-confirm",
+                "--skip", "off", "--mlp", "none", "--layernorm", "none", "--format", "json", "--quiet"]
+        peer = [PY, os.path.join(ROOT, "bench/peers/forward_numpy_hf.py"), model, tokens]
+        S = out["seconds"]
+        for _ in range(rounds):
+            dt, text = timed(fwd)
+            S["rounding"].append(dt)
+            sanpath_json = json.loads(text)
+            S["one_pass"].append(timed(fwd + ["--no-confirm"])[0])
+            S["load"].append(timed(load)[0])
+            dt, text = timed(peer)
+            peer_json = json.loads(text)
+            S["numpy"].append(dt - peer_json["erf_seconds"])
+            S["numpy_erf"].append(peer_json["erf_seconds"])
+        if with_mpfr:
+            dt, text = timed(fwd + ["--check", "mpfr"])
+            S["mpfr"] = [dt]
+            mp = json.loads(text)
+            out["digits_mpfr"] = [L["digits"] for L in mp["layers"]]
+    layers = sanpath_json["layers"]
+    out["check_method"] = sanpath_json["check_method"]
+    out["digits_rounding"] = [L["digits"] for L in layers]
+    out["numpy_vs_sanpath_max_rel_diff"] = max(
+        abs(a - float(L["relative_residual"])) / float(L["relative_residual"])
+        for a, L in zip(peer_json["relative_residual"], layers))
+    out["median"] = {k: statistics.median(v) for k, v in S.items() if v}
+    return out
+
+
+def table(r):
+    m = r["median"]
+    rows = [("BERT-base n128 CLI end to end: forward --precision double (rounding check)",
+             f"{m['rounding']:.2f} s (load {m['load']:.2f} s, one pass {m['one_pass']:.2f} s)")]
+    if "mpfr" in m:
+        rows.append(("  the same with --check mpfr (128-bit run; before: the default)",
+                     f"{m['mpfr']:.2f} s = {m['mpfr'] / m['rounding']:.1f}x the rounding check"))
+    rows.append(("  numpy peer end to end (load + embed + pass + residuals; erf time removed)",
+                 f"{m['numpy']:.2f} s (+ {m['numpy_erf']:.2f} s in math.erf)"))
+    rows.append(("  sanpath / numpy, whole CLI run", f"{m['rounding'] / m['numpy']:.2f}"))
+    rows.append(("  sanpath / numpy, without loading (sanpath minus its load run)",
+                 f"{(m['rounding'] - m['load']) / m['numpy']:.2f}"))
+    rows.append(("  digits (rounding check) per layer", " ".join(map(str, r["digits_rounding"]))))
+    if "digits_mpfr" in r:
+        rows.append(("  digits (--check mpfr) per layer", " ".join(map(str, r["digits_mpfr"]))))
+    rows.append(("  numpy relative residuals vs sanpath: max rel. difference",
+                 f"{r['numpy_vs_sanpath_max_rel_diff']:.1e}"))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sanpath", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-mpfr", action="store_true", help="skip the one --check mpfr run (about a minute)")
+    ap.add_argument("--json", action="store_true", help="print the raw results as one JSON line")
+    a = ap.parse_args()
+    r = run(os.path.abspath(a.sanpath), a.rounds, not a.no_mpfr)
+    if a.json:
+        print(json.dumps(r))
+    else:
+        for k, v in table(r):
+            print(f"{k:<80}  {v}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# sanpath forward --precision double: digits by the rounding check by default
+# (JSON check_method "rounding", 53-bit check, the text line says how), the old
+# 128-bit confirmation with --check mpfr, refusals of --check where it does not
+# apply (exit 2, one line naming --check, no output file), and --help.
+# The accuracy of the digits is tested against 257-bit runs in
+# tests/analysis/test_double_check.cpp.
+# Usage: bash double_check.sh <sanpath binary> <shared dir> <tmp dir>
+set -u
+SANPATH=$1
+TMP=$3
+mkdir -p "$TMP"
+dir=$(mktemp -d "$TMP/double_check.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+# expect CODE CMD...: runs CMD, stdout to $dir/out, stderr to $dir/err.
+expect() {
+  local want=$1
+  shift
+  "$@" >"$dir/out" 2>"$dir/err"
+  local got=$?
+  [ "$got" -eq "$want" ] || fail "exit $got (want $want): $* -- $(head -c 400 "$dir/err")"
+}
+check() {
+  local name=$1
+  shift
+  /usr/bin/python3 -c "import json
+j = json.load(open('$dir/out'))
+$1" || fail "$name"
+}
+
+M="$dir/m.safetensors"
+expect 0 "$SANPATH" init --out "$M" --layers 3 --heads 2 --d-model 16 --vocab 40 --seed 2
+F0=("$SANPATH" forward --model "$M" --tokens 1,5,7,29,3,11 --quiet)
+F=("${F0[@]}" --precision double)
+
+expect 0 "${F[@]}" --format json
+check "default: the rounding check" '
+assert j["check_method"] == "rounding" and j["check_precision_bits"] == 53 and j["precision_bits"] == 53, j
+for L in j["layers"]:
+    assert L["digits"] is not None and 9 <= L["digits"] <= 15, L'
+expect 0 "${F[@]}" --format json --check mpfr
+check "--check mpfr: a run at 128 bits" '
+assert j["check_method"] == "mpfr" and j["check_precision_bits"] == 128, j'
+expect 0 "${F[@]}" --format json --no-confirm
+check "--no-confirm: no check" 'assert j["check_method"] is None and j["check_precision_bits"] is None, j'
+expect 0 "${F[@]}"
+grep -q '^precision: double, digits confirmed by double runs rounded upward and downward (margin 10x)$' "$dir/out" ||
+  fail "the text output does not say how the digits were obtained: $(grep precision "$dir/out")"
+expect 0 "$SANPATH" forward --model "$M" --random-input 6 --precision 128 --quiet --format json
+check "auto for MPFR precisions: one tier up" 'assert j["check_method"] == "mpfr" and j["check_precision_bits"] == 257, j'
+
+for bad in "--check rounding --precision 128" "--check rounding --precision auto" \
+  "--check rounding --center optimal --precision double" "--check fast --precision double"; do
+  # shellcheck disable=SC2086
+  expect 2 "${F0[@]}" $bad --output "$dir/bad.json"
+  [ "$(wc -l <"$dir/err")" -eq 1 ] && grep -q -- '--check' "$dir/err" || fail "$bad: message: $(cat "$dir/err")"
+  [ ! -e "$dir/bad.json" ] || fail "$bad: wrote an output file"
+done
+
+expect 0 "$SANPATH" forward --help
+grep -q -- '--check' "$dir/out" && grep -q 'rounded upward' "$dir/out" || fail "forward --help does not describe --check"
+expect 0 "$SANPATH" collapse --help
+grep -q -- '--check' "$dir/out" || fail "collapse --help does not list --check"
+
+[ "$fails" -eq 0 ] && echo "double_check: all passed"
+exit "$fails"
