@@ -37,8 +37,6 @@ BigReal widen(const BigReal& x, int digits, int dir) {
   return out;
 }
 
-}
-
 std::string join_depths(const std::vector<int>& ls) {
   std::string s;
   for (std::size_t i = 0; i < ls.size(); ++i) s += (i ? ", " : "") + std::to_string(ls[i]);
