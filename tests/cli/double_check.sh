@@ -46,7 +46,7 @@ assert j["check_method"] == "mpfr" and j["check_precision_bits"] == 128, j'
 expect 0 "${F[@]}" --format json --no-confirm
 check "--no-confirm: no check" 'assert j["check_method"] is None and j["check_precision_bits"] is None, j'
 expect 0 "${F[@]}"
-grep -q '^precision: double, digits confirmed by double runs rounded upward and downward (margin 10x)$' "$dir/out" ||
+grep -q '^precision: double (direct pass), digits confirmed by double runs rounded upward and downward (margin 10x)$' "$dir/out" ||
   fail "the text output does not say how the digits were obtained: $(grep precision "$dir/out")"
 expect 0 "$SANPATH" forward --model "$M" --random-input 6 --precision 128 --quiet --format json
 check "auto for MPFR precisions: one tier up" 'assert j["check_method"] == "mpfr" and j["check_precision_bits"] == 257, j'
