@@ -10,10 +10,12 @@ import sanpath
 result = sanpath.collapse()  # the embedded default model and input, automatic precision
 columns = result.relative_residuals()  # {variant: [Number per layer]}
 
-print("layer  " + "".join(f"{name:30}" for name in columns).rstrip())
-for layer in range(len(next(iter(columns.values())))):
-    cells = [f"{str(x)} [{x.digits}]" for x in (column[layer] for column in columns.values())]
-    print(f"{layer:<7}" + "".join(f"{c:30}" for c in cells).rstrip())
+rows = [[f"{str(x)} [{x.digits}]" for x in (column[layer] for column in columns.values())]
+        for layer in range(len(next(iter(columns.values()))))]
+width = max([30] + [len(c) + 2 for row in rows for c in row])  # as the CLI: wider for long exponents
+print("layer  " + "".join(f"{name:{width}}" for name in columns).rstrip())
+for layer, cells in enumerate(rows):
+    print(f"{layer:<7}" + "".join(f"{c:{width}}" for c in cells).rstrip())
 print()
 for name, analysis in zip(result.variants, result.analyses):
     print(f"{name}: precision {analysis.precision}, checked at {analysis.check}")

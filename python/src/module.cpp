@@ -19,12 +19,14 @@
 #include "sanpath/core/resources.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/model/random.hpp"
+#include "sanpath/io/task_head.hpp"
 #include "sanpath/report/format.hpp"
 #include "sanpath/report/html_report.hpp"
 
 #include "run.hpp"
 
 #include <cfloat>
+#include <filesystem>
 #include <sstream>
 
 namespace py = pybind11;
@@ -657,6 +659,8 @@ PYBIND11_MODULE(_sanpath, m) {
     req.bounds.gamma = BoundsRequest::parse_gamma(gamma);
     req.generator = generator;
     req.info = {name, input.describe()};
+    // As `sanpath report`: a model loaded from a checkpoint brings its task head (effectiveness section).
+    if (std::filesystem::exists(model->source())) req.head = read_task_head(model->source(), *model);
     ProgressBridge bridge(progress);
     const HtmlReport report = run_released([&] { return build_report(*model, input, req, bridge.fn()); }, &bridge);
     if (out) {
