@@ -1,6 +1,7 @@
 #include "sanpath/core/errors.hpp"
 #include "sanpath/io/checkpoint.hpp"
 
+#include "io/layout_llama.hpp"
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/io/safetensors.hpp"
 #include "sanpath/core/resources.hpp"
@@ -572,7 +573,8 @@ HfLayout detect_layout(const HfConfig& c, const SafetensorsFile& f) {
     if (t == "bert") return HfLayout::bert;
     if (t == "gpt2") return HfLayout::gpt2;
     if (t == "albert") return HfLayout::albert;
-    fail(c.path, "model_type", "'" + t + "' is not supported (bert, gpt2, albert)");
+    if (detail::is_llama_family(t)) return parse_hf_layout(t);
+    fail(c.path, "model_type", "'" + t + "' is not supported (bert, gpt2, albert, llama, mistral, qwen2)");
   }
   if (c.has("architectures") && c.j.at("architectures").is_array())
     for (const json& arch : c.j.at("architectures")) {
@@ -581,11 +583,15 @@ HfLayout detect_layout(const HfConfig& c, const SafetensorsFile& f) {
       if (s.rfind("Bert", 0) == 0) return HfLayout::bert;
       if (s.rfind("GPT2", 0) == 0) return HfLayout::gpt2;
       if (s.rfind("Albert", 0) == 0) return HfLayout::albert;
+      if (s.rfind("Llama", 0) == 0) return HfLayout::llama;
+      if (s.rfind("Mistral", 0) == 0) return HfLayout::mistral;
+      if (s.rfind("Qwen2", 0) == 0) return HfLayout::qwen2;
     }
   for (const Tensor& t : f.tensors()) {
     if (t.name.find("albert_layer_groups.") != std::string::npos) return HfLayout::albert;
     if (t.name.find(".attn.c_attn.") != std::string::npos) return HfLayout::gpt2;
     if (t.name.find("encoder.layer.") != std::string::npos) return HfLayout::bert;
+    if (t.name.find(".self_attn.q_proj.") != std::string::npos) return HfLayout::llama;
   }
   fail(c.path, "model_type",
        "missing, and neither architectures nor the tensor names identify a BERT, GPT-2 or ALBERT checkpoint");
@@ -598,6 +604,9 @@ Model load_hf(const std::string& config_path, const std::string& weights_path, c
     case HfLayout::bert: return load_bert(c, f, source);
     case HfLayout::gpt2: return load_gpt2(c, f, source);
     case HfLayout::albert: return load_albert(c, f, source);
+    case HfLayout::llama:
+    case HfLayout::mistral:
+    case HfLayout::qwen2: return detail::load_llama_family(c.path, c.j, f, source);
   }
   throw std::logic_error("load_hf: unknown layout");
 }
@@ -609,6 +618,7 @@ std::string kind_name(EmbeddingKind k) {
     case EmbeddingKind::bert: return "bert";
     case EmbeddingKind::gpt2: return "gpt2";
     case EmbeddingKind::albert: return "albert";
+    case EmbeddingKind::llama: return "llama";
   }
   return "?";
 }
@@ -674,6 +684,16 @@ Model load_native(const SafetensorsFile& f) {
   a.activation = parse_activation(c.string("activation"), path + ": " + c.field("activation"));
   a.ln_eps = c.number("ln_eps");
   a.shared_layers = c.boolean("shared_layers");
+  // Llama-family fields (math.md §8), absent for the other architectures.
+  if (c.j.contains("norm")) {
+    const std::string nk = c.string("norm");
+    if (nk != "rms" && nk != "layer") fail(path, c.field("norm"), "'" + nk + "' is not one of layer, rms");
+    a.norm = nk == "rms" ? NormKind::rms : NormKind::layer;
+  }
+  if (c.j.contains("kv_heads")) a.kv_heads = c.integer("kv_heads", 1);
+  if (c.j.contains("rope_theta")) a.rope_theta = c.number("rope_theta");
+  if (c.j.contains("gated_mlp")) a.gated_mlp = c.boolean("gated_mlp");
+  if (c.j.contains("attention_window")) a.attention_window = c.integer("attention_window", 0);
   const int stored = c.integer("stored_layers", 1);
   if (stored != a.layers && !(stored == 1 && a.shared_layers))
     fail(path, c.field("stored_layers"),
@@ -727,6 +747,7 @@ Model load_native(const SafetensorsFile& f) {
     vec(p + "b_1", a.d_ff > 0, w.b_1);
     mat(p + "W_2", a.d_ff > 0, w.W_2);
     vec(p + "b_2", a.d_ff > 0, w.b_2);
+    mat(p + "W_gate", a.d_ff > 0 && a.gated_mlp, w.W_gate);
     const bool ln = f.find(p + "ln1_g") != nullptr;
     vec(p + "ln1_g", ln, w.ln1_g);
     vec(p + "ln1_b", ln, w.ln1_b);
@@ -748,11 +769,13 @@ Model load_native(const SafetensorsFile& f) {
     if (kind == "bert") e.kind = EmbeddingKind::bert;
     else if (kind == "gpt2") e.kind = EmbeddingKind::gpt2;
     else if (kind == "albert") e.kind = EmbeddingKind::albert;
-    else fail(path, c.field("embeddings.kind"), "'" + kind + "' is not one of bert, gpt2, albert");
+    else if (kind == "llama") e.kind = EmbeddingKind::llama;
+    else fail(path, c.field("embeddings.kind"), "'" + kind + "' is not one of bert, gpt2, albert, llama");
     e.ln_eps = ec.number("ln_eps");
-    const bool not_gpt2 = e.kind != EmbeddingKind::gpt2, albert = e.kind == EmbeddingKind::albert;
+    const bool not_gpt2 = e.kind == EmbeddingKind::bert || e.kind == EmbeddingKind::albert,
+               albert = e.kind == EmbeddingKind::albert;
     mat("embeddings.word", true, e.word);
-    mat("embeddings.position", true, e.position);
+    mat("embeddings.position", e.has_position_table(), e.position);
     mat("embeddings.token_type", not_gpt2, e.token_type);
     vec("embeddings.ln_g", not_gpt2, e.ln_g);
     vec("embeddings.ln_b", not_gpt2, e.ln_b);
@@ -784,7 +807,10 @@ HfLayout parse_hf_layout(const std::string& t) {
   if (t == "bert") return HfLayout::bert;
   if (t == "gpt2") return HfLayout::gpt2;
   if (t == "albert") return HfLayout::albert;
-  throw std::invalid_argument("layout: '" + t + "' is not one of bert, gpt2, albert");
+  if (t == "llama") return HfLayout::llama;
+  if (t == "mistral") return HfLayout::mistral;
+  if (t == "qwen2") return HfLayout::qwen2;
+  throw std::invalid_argument("layout: '" + t + "' is not one of bert, gpt2, albert, llama, mistral, qwen2");
 }
 
 std::string to_string(HfLayout l) {
@@ -792,6 +818,9 @@ std::string to_string(HfLayout l) {
     case HfLayout::bert: return "bert";
     case HfLayout::gpt2: return "gpt2";
     case HfLayout::albert: return "albert";
+    case HfLayout::llama: return "llama";
+    case HfLayout::mistral: return "mistral";
+    case HfLayout::qwen2: return "qwen2";
   }
   return "?";
 }
@@ -845,6 +874,11 @@ void save_native(const Model& model, const std::string& path) {
             {"stored_layers", stored},
             {"source", model.source()},
             {"embeddings", nullptr}};
+  if (a.norm != NormKind::layer) c["norm"] = to_string(a.norm);
+  if (a.kv_heads > 0) c["kv_heads"] = a.kv_heads;
+  if (a.rope_theta) c["rope_theta"] = *a.rope_theta;
+  if (a.gated_mlp) c["gated_mlp"] = true;
+  if (a.attention_window > 0) c["attention_window"] = a.attention_window;
 
   std::vector<Tensor> ts;
   const auto add_m = [&](const std::string& name, const MatrixXd& m) {
@@ -872,6 +906,7 @@ void save_native(const Model& model, const std::string& path) {
     add_v(p + "b_1", w.b_1);
     add_m(p + "W_2", w.W_2);
     add_v(p + "b_2", w.b_2);
+    add_m(p + "W_gate", w.W_gate);
     add_v(p + "ln1_g", w.ln1_g);
     add_v(p + "ln1_b", w.ln1_b);
     add_v(p + "ln2_g", w.ln2_g);
@@ -894,6 +929,7 @@ void save_hf(const Model& model, const std::string& folder, HfLayout layout, con
   const Architecture& a = model.arch();
   const std::string lname = to_string(layout);
   check_dtype(folder, dtype);
+  if (detail::is_llama_family(lname)) return detail::save_llama_family(model, folder, lname, dtype);
   const int d = a.d_model, H = a.heads, L = a.layers;
   if (d % H != 0 || a.d_qk != d / H || a.d_v != d / H)
     fail(folder, "d_qk", "the " + lname + " layout needs d_qk = d_v = d_model / heads; model has d_model " + str(d) +
@@ -922,6 +958,7 @@ void save_hf(const Model& model, const std::string& folder, HfLayout layout, con
       case Activation::relu: return "relu";
       case Activation::gelu: return "gelu";
       case Activation::gelu_tanh: return "gelu_new";
+      case Activation::silu: return "silu";
     }
     return "?";
   }();

@@ -264,6 +264,7 @@ void bounds_section(std::ostringstream& o, const HtmlReport& r) {
        "Here r<sub>l</sub> is the absolute composite residual with the optimal centre (an enclosure), "
        "evaluated on the SAN variant ("
     << escape(human_variant(r.bounds_variant)) << "). The layerwise form uses each layer's own a<sub>l</sub>.</p>\n";
+  if (r.bounds.coverage.any()) o << "<p class=\"note\">" << escape(coverage_sentence(r.bounds.coverage)) << "</p>\n";
   o << "<figure>" << svg::render(ch) << "</figure>\n";
   o << "<table id=\"table-bounds-summary\" class=\"kv\">\n";
   const auto row = [&](const std::string& k, const std::string& v) {

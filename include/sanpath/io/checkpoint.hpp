@@ -12,6 +12,8 @@
 ///   variant is the architecture's own (BERT, ALBERT: skip on, mlp residual,
 ///   post-LN, no mask; GPT-2: pre-LN, causal). Pooler, classifier, lm_head,
 ///   GPT-2's ln_f and attention-mask buffers are ignored.
+/// - Llama, Mistral, Qwen2 (model_type llama, mistral, qwen2; math.md §8):
+///   see src/io/layout_llama.hpp for the mapping and what is refused.
 /// - Native files (one .safetensors, F64, the configuration as JSON in
 ///   __metadata__["sanpath.config"]), an exact round trip of a Model.
 ///
@@ -32,8 +34,8 @@ Model load_model(const std::string& path);
 /// embeddings included). Atomic.
 void save_native(const Model& model, const std::string& path);
 
-enum class HfLayout { bert, gpt2, albert };
-/// "bert|gpt2|albert"; throws std::invalid_argument.
+enum class HfLayout { bert, gpt2, albert, llama, mistral, qwen2 };
+/// "bert|gpt2|albert|llama|mistral|qwen2"; throws std::invalid_argument.
 HfLayout parse_hf_layout(const std::string& text);
 std::string to_string(HfLayout layout);
 
@@ -44,6 +46,7 @@ std::string to_string(HfLayout layout);
 /// written; the loaded model has the layout's own variant. Requires d_qk =
 /// d_v = d_model / heads, MLP and LayerNorm weights; embeddings, if present,
 /// must be of the layout's kind; albert requires all layers to be identical.
+/// llama, mistral, qwen2: the family's structure instead (layout_llama.hpp).
 void save_hf(const Model& model, const std::string& folder, HfLayout layout, const std::string& dtype = "F64");
 
 }  // namespace sanpath

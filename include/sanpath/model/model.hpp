@@ -19,7 +19,9 @@ using VectorXd = Eigen::VectorXd;
 enum class MlpKind { none, plain, residual };
 enum class LayerNormKind { none, pre, post };
 enum class MaskKind { none, causal };
-enum class Activation { relu, gelu, gelu_tanh };
+enum class Activation { relu, gelu, gelu_tanh, silu };
+/// LayerNorm (BERT, GPT-2) or RMSNorm (Llama family, math.md §8).
+enum class NormKind { layer, rms };
 
 /// What a layer does with Attn (math.md §2).
 struct Variant {
@@ -51,8 +53,9 @@ std::string to_string(MlpKind);
 std::string to_string(LayerNormKind);
 std::string to_string(MaskKind);
 std::string to_string(Activation);
+std::string to_string(NormKind);
 /// Parsers for the CLI spellings ("none|plain|residual", "none|pre|post",
-/// "none|causal", "relu|gelu|gelu_tanh" — "gelu_new" is accepted as
+/// "none|causal", "relu|gelu|gelu_tanh|silu" — "gelu_new" is accepted as
 /// gelu_tanh, "on|off" for skip). Throw std::invalid_argument naming `what`.
 MlpKind parse_mlp(const std::string& text, const std::string& what = "mlp");
 LayerNormKind parse_layernorm(const std::string& text, const std::string& what = "layernorm");
@@ -62,6 +65,21 @@ bool parse_on_off(const std::string& text, const std::string& what);
 
 /// Sizes and structure. `d_model` = d, `d_qk`, `d_v` per head, `d_ff` the
 /// MLP width (0 when the model has no MLP weights).
+///
+/// Llama family (math.md §8): `norm` rms, `rope_theta` set (rotary position
+/// embeddings on queries and keys, rotate-half layout, d_qk even),
+/// `kv_heads` = H_kv < H for grouped-query attention (query head h reads
+/// key/value head ⌊h·H_kv/H⌋), `gated_mlp` (every layer with MLP weights
+/// has LayerWeights::W_gate).
+///
+/// Grouped-query attention is held by giving every query head its own copy
+/// of its group's W_K, b_K, W_V, b_V (validated to be identical within a
+/// group). Every head-indexed computation — the forward pass, W_h = W_V^h
+/// W_O^h of the path decomposition, β_{l,h} — then reads the weights of
+/// head h alone, unchanged. The cost is 2·d·d_h·(H − H_kv) extra doubles
+/// per layer; for a Llama-2-70B-shaped layer (d = 8192, H = 64, H_kv = 8,
+/// d_h = 128, d_ff = 28672) that is 117M next to the layer's own 855M
+/// (+14%), and nothing for H_kv = H.
 struct Architecture {
   int layers = 0;
   int heads = 0;
@@ -74,6 +92,19 @@ struct Architecture {
   double ln_eps = 1e-12;
   /// ALBERT-style: one set of layer weights reused by all layers.
   bool shared_layers = false;
+  NormKind norm = NormKind::layer;  ///< ln_eps is rms_norm_eps for rms
+  /// H_kv (divides H); 0 means H (no grouping).
+  int kv_heads = 0;
+  /// Rotary base θ (> 0) when queries and keys are rotated; nullopt: none.
+  std::optional<double> rope_theta;
+  bool gated_mlp = false;
+  /// Sliding-window size (Mistral, Qwen2): 0 = none. Sequences longer than
+  /// the window are refused (math.md §8 defines no window).
+  int attention_window = 0;
+  int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  /// Key/value head of query head h: ⌊h·H_kv/H⌋.
+  int kv_head_of(int h) const { return static_cast<int>(static_cast<long long>(h) * key_value_heads() / heads); }
+  bool rotary() const { return rope_theta.has_value(); }
 };
 
 /// One head. Shapes: W_Q, W_K d×d_qk; W_V d×d_v; W_O d_v×d; biases as vectors.
@@ -86,22 +117,29 @@ struct HeadWeights {
 /// W_2 (d_ff×d), b_2 (d), LayerNorm gains/biases ln1_*, ln2_* (d). MLP and
 /// LayerNorm weights may be empty when the model has none (then variants
 /// that need them are rejected by the forward pass).
+/// Gated MLP (SwiGLU, math.md §8) when W_gate (d×d_ff) is present:
+/// f(Z) = (act(Z W_gate) ∘ (Z W_1 + b_1)) W_2 + b_2, W_1 the "up" and W_2
+/// the "down" projection. RMSNorm layers use ln*_g; their ln*_b are added
+/// after the scaling like LayerNorm's (zero for checkpoints of the family).
 struct LayerWeights {
   std::vector<HeadWeights> heads;
   VectorXd b_O;
-  MatrixXd W_1, W_2;
+  MatrixXd W_1, W_2, W_gate;
   VectorXd b_1, b_2;
   VectorXd ln1_g, ln1_b, ln2_g, ln2_b;
   bool has_mlp() const { return W_1.size() > 0; }
   bool has_layernorm() const { return ln1_g.size() > 0; }
+  bool gated() const { return W_gate.size() > 0; }
 };
 
-enum class EmbeddingKind { bert, gpt2, albert };
+enum class EmbeddingKind { bert, gpt2, albert, llama };
 
 /// Token embeddings of a checkpoint, for building X^0 from token ids.
 /// word: vocab×e, position: max_pos×e, token_type: types×e (BERT/ALBERT),
 /// ln_g/ln_b: e (BERT/ALBERT), mapping: e×d and mapping_b: d (ALBERT's
 /// embedding_hidden_mapping_in, stored as x·mapping + mapping_b).
+/// Llama: word only (positions enter through the rotary embedding; the
+/// position table is empty and sequences have no length limit).
 struct Embeddings {
   EmbeddingKind kind = EmbeddingKind::bert;
   MatrixXd word, position, token_type;
@@ -111,6 +149,7 @@ struct Embeddings {
   VectorXd mapping_b;
   int vocab_size() const { return static_cast<int>(word.rows()); }
   int max_positions() const { return static_cast<int>(position.rows()); }
+  bool has_position_table() const { return kind != EmbeddingKind::llama; }
 };
 
 /// A validated model. Construction throws std::invalid_argument with a

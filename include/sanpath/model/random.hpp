@@ -37,6 +37,10 @@ enum class InitKind { gaussian, xavier };
 /// LayerNorm gains 1 and biases 0. `shared_layers`: one layer's weights are
 /// reused by all layers (ALBERT-style). `vocab` > 0 adds BERT-style
 /// embeddings (word vocab×d, position max_positions×d, one token type).
+/// Llama family (arch.gated_mlp, rotary, kv_heads): heads of a key/value
+/// group share the group's first K, V; only the q/k/v biases are drawn
+/// (output and MLP biases zero); W_gate drawn like W_1; embeddings are the
+/// token rows alone.
 struct RandomModelSpec {
   Architecture arch;
   InitKind init = InitKind::gaussian;
