@@ -20,8 +20,8 @@ void register_init(CLI::App& app) {
       ->required();
   cmd->add_option("--layout", o->layout, "native|bert|llama|mistral|qwen2")->default_val("native");
   cmd->add_option("--family", o->family,
-                  "with --layout native: llama gives a native file of the Llama family's structure")
-      ->default_val("");
+                  "llama: with --layout native, a native file of the Llama family's structure (default: the "
+                  "layout's own family)");
   cmd->add_option("--kv-heads", o->kv_heads, "Llama family: key/value heads H_kv (divides H; default H)");
   cmd->add_option("--rope-theta", o->rope_theta, "Llama family: rotary base")->default_val(10000.0);
   cmd->add_option("--layers", o->layers, "number of layers L")->default_val(6);
@@ -37,7 +37,9 @@ void register_init(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "seed")->default_val(0);
   cmd->add_flag("--shared-layers", o->shared, "one layer's weights shared by all L layers (ALBERT-style)");
   cmd->add_option("--activation", o->activation, "relu|gelu|gelu_tanh")->default_val("gelu");
-  cmd->add_option("--ln-eps", o->ln_eps, "LayerNorm epsilon (RMSNorm's for the Llama family)")->default_val(1e-12);
+  auto* ln_eps =
+      cmd->add_option("--ln-eps", o->ln_eps, "LayerNorm epsilon (RMSNorm's for the Llama family: default 1e-5 there)")
+          ->default_val(1e-12);
   cmd->add_option("--vocab", o->vocab, "add BERT-style embeddings with this vocabulary size (0: none)")->default_val(0);
   cmd->add_option("--max-positions", o->max_positions, "position table size with --vocab")->default_val(512);
   o->variant.add(*cmd);
@@ -50,7 +52,7 @@ void register_init(CLI::App& app) {
       "--layernorm none\n"
       "  sanpath init --out tiny-llama --layout llama --layers 2 --heads 4 --kv-heads 2 --d-model 32 --vocab 64\n"
       "  sanpath init --out albert10.safetensors --layers 10 --shared-layers --std 0.02 --seed 7\n");
-  cmd->callback([o] {
+  cmd->callback([o, ln_eps] {
     RandomModelSpec s;
     Architecture& a = s.arch;
     a.layers = o->layers;
@@ -72,6 +74,7 @@ void register_init(CLI::App& app) {
     a.variant = o->variant.overrides().apply(llama ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
                                                    : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
     if (llama) {
+      if (ln_eps->count() == 0) a.ln_eps = 1e-5;
       a.norm = NormKind::rms;
       a.kv_heads = o->kv_heads;
       a.rope_theta = o->rope_theta;

@@ -128,7 +128,17 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
                    " heads, d = " + std::to_string(a.d_model) + ", d_qk = " + std::to_string(a.d_qk) +
                    ", d_v = " + std::to_string(a.d_v) + ", d_ff = " + std::to_string(a.d_ff) +
                    (a.shared_layers ? ", weights shared across layers" : ""));
-  row("own structure", human_variant(a.variant) + ", activation " + to_string(a.activation));
+  std::string family;
+  if (a.norm == NormKind::rms) family += ", RMSNorm";
+  if (a.rotary()) {
+    std::ostringstream theta;
+    theta << *a.rope_theta;
+    family += ", rotary position embeddings (θ = " + theta.str() + ")";
+  }
+  if (a.key_value_heads() != a.heads)
+    family += ", grouped-query attention (" + std::to_string(a.key_value_heads()) + " key/value heads)";
+  if (a.gated_mlp) family += ", gated MLP";
+  row("own structure", human_variant(a.variant) + ", activation " + to_string(a.activation) + family);
   row("input", r.info.input);
   row("precision requested", r.precision.describe() + (r.precision.confirm ? ", confirmed one tier up" : ""));
   for (std::size_t i = 0; i < r.collapse.variants.size(); ++i) {

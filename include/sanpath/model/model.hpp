@@ -96,7 +96,7 @@ struct Architecture {
   /// H_kv (divides H); 0 means H (no grouping).
   int kv_heads = 0;
   /// Rotary base θ (> 0) when queries and keys are rotated; nullopt: none.
-  std::optional<double> rope_theta;
+  std::optional<double> rope_theta = std::nullopt;
   bool gated_mlp = false;
   /// Sliding-window size (Mistral, Qwen2): 0 = none. Sequences longer than
   /// the window are refused (math.md §8 defines no window).
