@@ -199,7 +199,7 @@ struct BoundInputs {
   Variant variant;
   BigReal gamma = BigReal(1);  ///< the paper's γ (arXiv v2); > 0, default 1
   Theorem theorem = Theorem::automatic;
-  Coverage coverage;  ///< structure outside the theorems (makes them not applicable)
+  Coverage coverage{};  ///< structure outside the theorems (makes them not applicable)
 };
 
 /// A measured residual r_l = ‖res(X^l)‖_{1,∞} as an enclosure [lower, upper]
