@@ -576,10 +576,10 @@ TEST_CASE("model_from_tensors maps in-memory tensors exactly as the files", "[ch
     require_same_layers(m, back);
     require_same_embeddings(m, back);
   }
-  for (const HfLayout layout : {HfLayout::bert, HfLayout::gpt2}) {
+  for (const Layout layout : {Layout::bert, Layout::gpt2}) {
     SECTION("HuggingFace " + to_string(layout)) {
       Spec t = s;
-      if (layout == HfLayout::gpt2) {
+      if (layout == Layout::gpt2) {
         t.emb = EmbeddingKind::gpt2;
         t.variant = {true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
       }
