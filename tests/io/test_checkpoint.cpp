@@ -568,7 +568,7 @@ TEST_CASE("native file errors and writer preconditions", "[checkpoint][errors]")
 
 TEST_CASE("model_from_tensors maps in-memory tensors exactly as the files", "[checkpoint][memory]") {
   Spec s;
-  s.emb = EmbeddingKind::bert;
+  s.emb = Layout::bert;
   const Model m = make_model(s);
   SECTION("native naming and configuration") {
     const Model back = model_from_tensors(native_tensors(m), native_config(m), "mem");
@@ -580,7 +580,7 @@ TEST_CASE("model_from_tensors maps in-memory tensors exactly as the files", "[ch
     SECTION("HuggingFace " + to_string(layout)) {
       Spec t = s;
       if (layout == Layout::gpt2) {
-        t.emb = EmbeddingKind::gpt2;
+        t.emb = Layout::gpt2;
         t.variant = {true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
       }
       const std::string dir = fresh("mem_" + to_string(layout));
