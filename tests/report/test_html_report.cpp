@@ -169,6 +169,8 @@ TEST_CASE("a batch: mean ± std cells and bands in the collapse chart; other sec
   for (std::size_t v = 0; v < variants; ++v)
     CHECK(r.collapse.analyses[v].layers[2].relative_residual.str() ==
           r.batch->runs[0].analyses[v].layers[2].relative_residual.str());
+}
+
 TEST_CASE("with a task head the report shows the agreement per k", "[real]") {
   const std::string dir = sanpath::test::real_models_dir();
   if (dir.empty()) return;  // skipped outside CI (real_models_dir says so)
