@@ -346,7 +346,7 @@ PYBIND11_MODULE(_sanpath, m) {
       .def("native_config", [](const Model& x) { return native_config(x); })
       .def("save", [](const Model& x, const std::string& path) { save_native(x, path); })
       .def("save_hf", [](const Model& x, const std::string& folder, const std::string& layout,
-                         const std::string& dtype) { save_hf(x, folder, parse_hf_layout(layout), dtype); });
+                         const std::string& dtype) { save_hf(x, folder, parse_layout(layout), dtype); });
 
   m.def("load_model", [](const std::string& path) {
     return run_released([&] { return std::make_shared<Model>(load_model(path)); });

@@ -30,11 +30,10 @@ class ProgressBridge {
   explicit ProgressBridge(py::object callback) : callback_(std::move(callback)) {}
   sanpath::ProgressFn fn() {
     if (callback_.is_none()) return {};
-    return [this](const std::string& message) {
+    return [this](const sanpath::ProgressStep& s) {
       py::gil_scoped_acquire gil;
       if (failed_) return;
       try {
-        const sanpath::ProgressStep s = sanpath::ProgressStep::parse(message);
         callback_(s.stage, s.done, s.total);
       } catch (py::error_already_set& e) {
         failed_ = true;
