@@ -191,7 +191,8 @@ BoundsAnalysis analyze_bounds(const Model& model, const Variant& variant, const 
   BoundsAnalysis out;
   out.request = request;
   // Checked before any forward pass: an explicit theorem must fit.
-  const TheoremChoice choice = select_theorem(variant, model.arch().heads, request.theorem);
+  out.coverage = Coverage::of(model, variant);
+  const TheoremChoice choice = select_theorem(variant, model.arch().heads, request.theorem, out.coverage);
   out.weights = weight_quantities(model);
   if (choice.applicable && choice.theorem == Theorem::cor_3_2 && !out.weights.lambda)
     throw std::invalid_argument("Corollary 3.2: the model has no MLP weights in some layer, lambda is undefined");
@@ -205,6 +206,7 @@ BoundsAnalysis analyze_bounds(const Model& model, const Variant& variant, const 
   bi.variant = variant;
   bi.gamma = request.gamma;
   bi.theorem = request.theorem;
+  bi.coverage = out.coverage;
   out.report = compare_bounds(bi, ms);
   // â_l and q_l are point estimates from two measurements: meaningless when
   // either is only an upper bound (below resolution), so they are dropped.

@@ -30,7 +30,7 @@ void register_bounds(CLI::App& app) {
     g->description("X^0, n tokens × d_model features: exactly one of these, unless --search (no default)");
   // --seed also seeds the search: it needs --random-input only without --search (checked below).
   cmd->get_option("--model")
-      ->description("Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT) or a native "
+      ->description("Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT, Llama, Mistral, Qwen2) or a native "
                     "sanpath .safetensors file (see `sanpath init`); required unless --search (no default)");
   o->seed = cmd->get_option("--seed");
   o->seed->description("seed of the random input (--random-input) or of the search (--search)");
@@ -126,7 +126,7 @@ void register_bounds(CLI::App& app) {
     const Model model = o->model.load();
     const Variant v = model.resolve(ov);
     // An explicit theorem that does not fit is the command line's mistake: checked before any work.
-    as_usage("--theorem", [&] { return select_theorem(v, model.arch().heads, theorem); });
+    as_usage("--theorem", [&] { return select_theorem(v, model.arch().heads, theorem, Coverage::of(model, v)); });
     const InputSpec in = o->input.spec();
     BoundsRequest br;
     br.theorem = theorem;

@@ -8,9 +8,9 @@ namespace sanpath::cli {
 void register_init(CLI::App& app) {
   auto* cmd = app.add_subcommand("init", "Write a seeded random model (native or a HuggingFace layout)");
   struct Opts {
-    std::string out, layout = "native", init = "gaussian", activation = "gelu", dtype = "F64";
-    int layers = 6, heads = 4, d_model = 64, d_qk = 0, d_v = 0, d_ff = -1, vocab = 0, max_positions = 512;
-    double std = 0.02, bias_std = 0.0, ln_eps = 1e-12;
+    std::string out, layout = "native", init = "gaussian", activation = "gelu", dtype = "F64", family;
+    int layers = 6, heads = 4, d_model = 64, d_qk = 0, d_v = 0, d_ff = -1, vocab = 0, max_positions = 512, kv_heads = 0;
+    double std = 0.02, bias_std = 0.0, ln_eps = 1e-12, rope_theta = 10000.0;
     std::uint64_t seed = 0;
     bool shared = false;
     VariantOptions variant;
@@ -18,9 +18,15 @@ void register_init(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("--out", o->out, "output: a .safetensors file (native) or a folder (HuggingFace layouts)")
       ->required();
-  cmd->add_option("--layout", o->layout, "native|bert|roberta|distilbert|gpt2|albert")->default_val("native");
+  cmd->add_option("--layout", o->layout, "native|bert|roberta|distilbert|gpt2|albert|llama|mistral|qwen2")
+      ->default_val("native");
   cmd->add_option("--dtype", o->dtype, "F64|F32: tensor dtype of a HuggingFace layout (native is F64)")
       ->default_val("F64");
+  cmd->add_option("--family", o->family,
+                  "llama: with --layout native, a native file of the Llama family's structure (default: the "
+                  "layout's own family)");
+  cmd->add_option("--kv-heads", o->kv_heads, "Llama family: key/value heads H_kv (divides H; default H)");
+  cmd->add_option("--rope-theta", o->rope_theta, "Llama family: rotary base")->default_val(10000.0);
   cmd->add_option("--layers", o->layers, "number of layers L")->default_val(6);
   cmd->add_option("--heads", o->heads, "heads per layer H")->default_val(4);
   cmd->add_option("--d-model", o->d_model, "model width d")->default_val(64);
@@ -34,19 +40,24 @@ void register_init(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "seed")->default_val(0);
   cmd->add_flag("--shared-layers", o->shared, "one layer's weights shared by all L layers (ALBERT-style)");
   cmd->add_option("--activation", o->activation, "relu|gelu|gelu_tanh")->default_val("gelu");
-  cmd->add_option("--ln-eps", o->ln_eps, "LayerNorm epsilon")->default_val(1e-12);
+  auto* ln_eps =
+      cmd->add_option("--ln-eps", o->ln_eps, "LayerNorm epsilon (RMSNorm's for the Llama family: default 1e-5 there)")
+          ->default_val(1e-12);
   cmd->add_option("--vocab", o->vocab, "add BERT-style embeddings with this vocabulary size (0: none)")->default_val(0);
   cmd->add_option("--max-positions", o->max_positions, "position table size with --vocab")->default_val(512);
   o->variant.add(*cmd);
   cmd->footer(
       "\nThe model's own structure defaults to BERT's (skip on, mlp residual, layernorm post, mask none); "
-      "override it with --skip/--mlp/--layernorm/--mask.\n\nExamples:\n"
+      "override it with --skip/--mlp/--layernorm/--mask. Llama-family layouts (and --family llama) build "
+      "RMSNorm, rotary embeddings, grouped-query attention and a SwiGLU MLP (pre-norm, causal; activation "
+      "silu; only qwen2 keeps --bias-std biases).\n\nExamples:\n"
       "  sanpath init --out san.safetensors --layers 6 --heads 4 --d-model 64 --skip off --mlp none "
       "--layernorm none\n"
       "  sanpath init --out albert10.safetensors --layers 10 --shared-layers --std 0.02 --seed 7\n"
       "  sanpath init --layout bert --out bert-base --layers 12 --heads 12 --d-model 768 --d-ff 3072 "
-      "--vocab 30522 --dtype F32\n");
-  cmd->callback([o] {
+      "--vocab 30522 --dtype F32\n"
+      "  sanpath init --out tiny-llama --layout llama --layers 2 --heads 4 --kv-heads 2 --d-model 32 --vocab 64\n");
+  cmd->callback([o, ln_eps] {
     RandomModelSpec s;
     Architecture& a = s.arch;
     a.layers = o->layers;
@@ -62,7 +73,19 @@ void register_init(CLI::App& app) {
     a.activation = as_usage("--activation", [&] { return parse_activation(o->activation); });
     a.ln_eps = o->ln_eps;
     a.shared_layers = o->shared;
-    a.variant = o->variant.overrides().apply({true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
+    const bool llama = o->layout == "llama" || o->layout == "mistral" || o->layout == "qwen2" || o->family == "llama";
+    if (!o->family.empty() && o->family != "llama") throw UsageError("--family: '" + o->family + "' is not llama");
+    if (!llama && o->kv_heads != 0) throw UsageError("--kv-heads: only for the Llama family layouts");
+    a.variant = o->variant.overrides().apply(llama ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
+                                                   : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
+    if (llama) {
+      if (ln_eps->count() == 0) a.ln_eps = 1e-5;
+      a.norm = NormKind::rms;
+      a.kv_heads = o->kv_heads;
+      a.rope_theta = o->rope_theta;
+      a.gated_mlp = true;
+      a.activation = Activation::silu;
+    }
     if (a.d_ff == 0 && a.variant.mlp != MlpKind::none)
       throw UsageError("--d-ff: 0 (no MLP weights) needs --mlp none");
     if (o->init != "gaussian" && o->init != "xavier")

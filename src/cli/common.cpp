@@ -20,7 +20,7 @@ namespace sanpath::cli {
 
 void ModelOptions::add(CLI::App& app, bool required) {
   auto* o = app.add_option("--model", path,
-                 "Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT) or a native "
+                 "Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT, Llama, Mistral, Qwen2) or a native "
                  "sanpath .safetensors file (see `sanpath init`)");
   if (required) o->required();
 }

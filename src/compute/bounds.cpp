@@ -239,6 +239,7 @@ BigReal activation_lipschitz(Activation act) {
     case Activation::relu: text = "1"; break;
     case Activation::gelu: text = "1.1290"; break;
     case Activation::gelu_tanh: text = "1.1300"; break;
+    case Activation::silu: text = "1.0999"; break;  // max of σ(x)(1 + x(1 − σ(x))) ≈ 1.09984
   }
   W x;
   // Rounded up: the decimal constant is an upper bound, so is its binary value.
@@ -274,7 +275,7 @@ WeightQuantities weight_quantities(const Model& model) {
     }
     lq.beta = BigReal(beta_l);
     if (beta_l > beta_max) beta_max = beta_l;
-    if (lw.has_mlp()) {
+    if (lw.has_mlp() && !lw.gated()) {
       const W lambda = lip * norm_composite(convert<W>(lw.W_1)) * norm_composite(convert<W>(lw.W_2));
       lq.lambda = BigReal(lambda);
       if (lambda > lambda_max) lambda_max = lambda;
@@ -327,7 +328,7 @@ std::string theorem_name(Theorem t) {
 }
 
 /// Why no bound of this form covers the variant; empty when one may.
-std::string not_covered(const Variant& v) {
+std::string not_covered(const Variant& v, const Coverage& cov) {
   if (v.skip)
     return "with skip connections no bound of this form holds (the paper's Claim 3.1: infinitely many "
            "parameterisations keep r_L >= r_0); see the measured residuals and the path-length split instead";
@@ -337,14 +338,19 @@ std::string not_covered(const Variant& v) {
   if (v.mlp == MlpKind::residual)
     return "Corollary 3.2 covers a plain MLP (X' = f(Z)), not an MLP with its own residual (X' = Z + f(Z), "
            "mlp residual)";
+  if (cov.rotary)
+    return "the cubic bounds do not cover rotary position embeddings (the attention logits depend on positions, "
+           "math.md §8)";
+  if (cov.gated_mlp)
+    return "Corollary 3.2 does not cover the gated (SwiGLU) MLP, which has no global Lipschitz constant (math.md §8)";
   return {};
 }
 
 }  // namespace
 
-TheoremChoice select_theorem(const Variant& variant, int heads, Theorem requested) {
+TheoremChoice select_theorem(const Variant& variant, int heads, Theorem requested, const Coverage& coverage) {
   if (heads < 1) throw std::invalid_argument("theorem: the model has " + std::to_string(heads) + " heads");
-  const std::string uncovered = not_covered(variant);
+  const std::string uncovered = not_covered(variant, coverage);
   TheoremChoice c;
   if (requested == Theorem::automatic) {
     if (!uncovered.empty()) {
@@ -475,7 +481,7 @@ BoundsReport compare_bounds(const BoundInputs& inputs, const std::vector<Measure
 
   BoundsReport rep;
   rep.gamma = inputs.gamma;
-  rep.theorem = select_theorem(inputs.variant, wq.heads, inputs.theorem);
+  rep.theorem = select_theorem(inputs.variant, wq.heads, inputs.theorem, inputs.coverage);
   for (const LayerQuantities& lq : wq.layers) {
     rep.beta.push_back(lq.beta);
     rep.lambda.push_back(lq.lambda);

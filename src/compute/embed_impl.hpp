@@ -12,7 +12,7 @@ template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<
     throw std::invalid_argument(model.source() + ": embeddings: the model has no embedding tables; use --input or --random-input");
   const Embeddings& e = *model.embeddings();
   if (ids.empty()) throw std::invalid_argument(model.source() + ": tokens: the sequence is empty");
-  if (static_cast<long>(ids.size()) > e.max_positions())
+  if (e.has_position_table() && static_cast<long>(ids.size()) > e.max_positions())
     throw std::invalid_argument(model.source() + ": tokens: sequence of " + std::to_string(ids.size()) +
                                 " tokens is longer than the position table (" + std::to_string(e.max_positions()) + ")");
   const Eigen::Index n = static_cast<Eigen::Index>(ids.size()), w = e.word.cols();
@@ -25,12 +25,12 @@ template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<
                                   std::to_string(e.vocab_size()) + ")");
     for (Eigen::Index j = 0; j < w; ++j) {
       S v = S(e.word(id, j));
-      v += S(e.position(i, j));
+      if (e.has_position_table()) v += S(e.position(i, j));
       if (e.kind != Layout::gpt2 && e.token_type.rows() > 0) v += S(e.token_type(0, j));
       E(i, j) = v;
     }
   }
-  if (e.kind == Layout::gpt2) return E;
+  if (e.kind == Layout::gpt2 || rotary_family(e.kind)) return E;
   Matrix<S> N = layer_norm(E, e.ln_g, e.ln_b, e.ln_eps);
   if (e.kind != Layout::albert) return N;
   Matrix<S> out;

@@ -9,6 +9,7 @@
 #include <cfenv>
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 namespace sanpath {
@@ -85,8 +86,59 @@ template <class S> Matrix<S> layer_norm(const Matrix<S>& X, const VectorXd& gain
   return Y;
 }
 
+template <class S>
+Matrix<S> rms_norm(const Matrix<S>& X, const VectorXd& gain, const VectorXd& bias, double eps) {
+  using std::sqrt;
+  const Eigen::Index n = X.rows(), d = X.cols();
+  const S e = decimal_constant<S>(eps);
+  const S dd = S(static_cast<double>(d));
+  Matrix<S> Y(n, d);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    S ms(0);
+    for (Eigen::Index j = 0; j < d; ++j) ms += X(i, j) * X(i, j);
+    ms /= dd;
+    const S inv = S(1) / sqrt(S(ms + e));
+    for (Eigen::Index j = 0; j < d; ++j) Y(i, j) = X(i, j) * inv * S(gain(j)) + S(bias(j));
+  }
+  return Y;
+}
+
+template <class S> RotaryTable<S> rotary_table(Eigen::Index n, int d_h, double theta) {
+  using std::cos;
+  using std::pow;
+  using std::sin;
+  if (d_h < 2 || d_h % 2 != 0) throw std::invalid_argument("rotary: head size must be even, got " + std::to_string(d_h));
+  const Eigen::Index half = d_h / 2;
+  const S base = decimal_constant<S>(theta);
+  RotaryTable<S> t;
+  t.cos.resize(n, half);
+  t.sin.resize(n, half);
+  for (Eigen::Index i = 0; i < half; ++i) {
+    const S freq = pow(base, S(S(-2 * static_cast<double>(i)) / S(static_cast<double>(d_h))));
+    for (Eigen::Index p = 0; p < n; ++p) {
+      const S angle = S(static_cast<double>(p)) * freq;
+      t.cos(p, i) = cos(angle);
+      t.sin(p, i) = sin(angle);
+    }
+  }
+  return t;
+}
+
+template <class S> void apply_rotary(Matrix<S>& M, const RotaryTable<S>& t, Eigen::Index first_col) {
+  const Eigen::Index half = t.cos.cols();
+  if (M.rows() > t.cos.rows() || first_col < 0 || first_col + 2 * half > M.cols())
+    throw std::logic_error("apply_rotary: block outside the matrix or the table");
+  for (Eigen::Index i = 0; i < half; ++i)
+    for (Eigen::Index p = 0; p < M.rows(); ++p) {
+      const S a = M(p, first_col + i), b = M(p, first_col + i + half);
+      M(p, first_col + i) = a * t.cos(p, i) - b * t.sin(p, i);
+      M(p, first_col + i + half) = b * t.cos(p, i) + a * t.sin(p, i);
+    }
+}
+
 template <class S> S activate(const S& x, Activation act) {
   using std::erf;
+  using std::exp;
   using std::sqrt;
   using std::tanh;
   switch (act) {
@@ -105,6 +157,8 @@ template <class S> S activate(const S& x, Activation act) {
       if constexpr (std::is_same_v<S, double>) t = toward_rounding(t, 3);  // glibc tanh: < 5 ulp
       return S(x * (S(1) + t)) / S(2);
     }
+    case Activation::silu:
+      return x / S(S(1) + exp(S(-x)));
   }
   throw std::logic_error("activate: unknown activation");
 }
@@ -116,7 +170,7 @@ namespace detail {
 template <class S> struct PackedLayer {
   Matrix<S> WQ, WK, WV, WO;
   RowVector<S> bQ, bK, bV, bO;
-  Matrix<S> W1, W2;
+  Matrix<S> W1, W2, Wg;
   RowVector<S> b1, b2;
 };
 
@@ -156,6 +210,7 @@ template <class S> PackedLayer<S> pack(const Architecture& a, const LayerWeights
     if constexpr (!std::is_same_v<S, double>) {  // double multiplies by the model's own W_1, W_2 (see mlp)
       p.W1 = convert<S>(w.W_1);
       p.W2 = convert<S>(w.W_2);
+      if (w.gated()) p.Wg = convert<S>(w.W_gate);
     }
     p.b1 = row_of<S>(w.b_1);
     p.b2 = row_of<S>(w.b_2);
@@ -169,9 +224,11 @@ template <class S> void add_row(Matrix<S>& M, const RowVector<S>& b) {
 }
 
 /// Attn(X) = Σ_h P_h V_h W_O^h + 1 b_Oᵀ; appends the P_h to `P` if non-null.
+/// `rotary` (non-null iff the model is rotary) rotates every head's queries
+/// and keys after the bias (math.md §8).
 template <class S>
 Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix<S>& X, MaskKind mask,
-                    std::vector<Matrix<S>>* P) {
+                    std::vector<Matrix<S>>* P, const RotaryTable<S>* rotary) {
   using std::sqrt;
   const Eigen::Index n = X.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
   Matrix<S> Q, K, V;
@@ -181,6 +238,11 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
   add_row(Q, w.bQ);
   add_row(K, w.bK);
   add_row(V, w.bV);
+  if (rotary)
+    for (Eigen::Index h = 0; h < H; ++h) {
+      apply_rotary(Q, *rotary, h * dq);
+      apply_rotary(K, *rotary, h * dq);
+    }
   const S scale = S(1) / sqrt(S(static_cast<double>(dq)));
   Matrix<S> heads_out(n, H * dv);
   std::vector<Matrix<S>> Ps(P ? static_cast<std::size_t>(H) : 0);
@@ -239,13 +301,26 @@ Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const LayerWeights
   Matrix<S> Hid;
   gemm(Z, *W1, Hid);
   add_row(Hid, w.b1);
-  if (!activate_simd(Hid, a.activation))
+  if (lw.gated()) {  // act(Z W_gate) ∘ (Z W_1 + b_1)
+    const Matrix<S>* Wg = &w.Wg;
+    if constexpr (std::is_same_v<S, double>) Wg = &lw.W_gate;
+    Matrix<S> G;
+    gemm(Z, *Wg, G);
+    for (Eigen::Index j = 0; j < Hid.cols(); ++j)
+      for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) *= activate(G(i, j), a.activation);
+  } else if (!activate_simd(Hid, a.activation)) {
     for (Eigen::Index j = 0; j < Hid.cols(); ++j)
       for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) = activate(Hid(i, j), a.activation);
+  }
   Matrix<S> out;
   gemm(Hid, *W2, out);
   add_row(out, w.b2);
   return out;
+}
+
+/// The model's own normalisation: LayerNorm or RMSNorm.
+template <class S> Matrix<S> norm(const Architecture& a, const Matrix<S>& X, const VectorXd& g, const VectorXd& b) {
+  return a.norm == NormKind::rms ? rms_norm(X, g, b, a.ln_eps) : layer_norm(X, g, b, a.ln_eps);
 }
 
 }  // namespace detail
@@ -258,6 +333,10 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
                                 " features (columns), the model expects d_model = " + std::to_string(a.d_model));
   if (X0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
   model.check_supports(variant);
+  if (a.attention_window > 0 && X0.rows() > a.attention_window)
+    throw std::invalid_argument(model.source() + ": sliding_window: " + std::to_string(X0.rows()) +
+                                " tokens exceed the window of " + std::to_string(a.attention_window) +
+                                "; sliding-window attention is not supported (math.md §8)");
   const bool with_mlp = variant.mlp != MlpKind::none;
   // Refuse before allocating anything when the peak memory exceeds the budget.
   const auto n = static_cast<std::uint64_t>(X0.rows());
@@ -270,6 +349,9 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
   t.X.reserve(static_cast<std::size_t>(a.layers) + 1);
   t.X.push_back(X0);
   if (options.record_attention) t.P.resize(static_cast<std::size_t>(a.layers));
+  std::optional<RotaryTable<S>> rotary;
+  if (a.rope_theta) rotary = rotary_table<S>(X0.rows(), a.d_qk, *a.rope_theta);
+  const RotaryTable<S>* rot = rotary ? &*rotary : nullptr;
   for (int l = 0; l < a.layers; ++l) {
     check_interrupt();
     const LayerWeights& lw = model.layer(l);
@@ -279,20 +361,20 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
     Matrix<S> Z;
     // Attention half.
     if (variant.layernorm == LayerNormKind::pre) {
-      Z = detail::attention(a, w, layer_norm(X, lw.ln1_g, lw.ln1_b, a.ln_eps), variant.mask, P);
+      Z = detail::attention(a, w, detail::norm(a, X, lw.ln1_g, lw.ln1_b), variant.mask, P, rot);
     } else {
-      Z = detail::attention(a, w, X, variant.mask, P);
+      Z = detail::attention(a, w, X, variant.mask, P, rot);
     }
     if (variant.skip) Z += X;
-    if (variant.layernorm == LayerNormKind::post) Z = layer_norm(Z, lw.ln1_g, lw.ln1_b, a.ln_eps);
+    if (variant.layernorm == LayerNormKind::post) Z = detail::norm(a, Z, lw.ln1_g, lw.ln1_b);
     // MLP half.
     Matrix<S> Xn;
     if (variant.mlp == MlpKind::none) {
       Xn = std::move(Z);
     } else {
-      Xn = detail::mlp(a, w, lw, variant.layernorm == LayerNormKind::pre ? layer_norm(Z, lw.ln2_g, lw.ln2_b, a.ln_eps) : Z);
+      Xn = detail::mlp(a, w, lw, variant.layernorm == LayerNormKind::pre ? detail::norm(a, Z, lw.ln2_g, lw.ln2_b) : Z);
       if (variant.mlp == MlpKind::residual) Xn += Z;
-      if (variant.layernorm == LayerNormKind::post) Xn = layer_norm(Xn, lw.ln2_g, lw.ln2_b, a.ln_eps);
+      if (variant.layernorm == LayerNormKind::post) Xn = detail::norm(a, Xn, lw.ln2_g, lw.ln2_b);
     }
     t.X.push_back(std::move(Xn));
     if (options.on_layer) options.on_layer(l + 1, a.layers);
@@ -310,4 +392,8 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
   template sanpath::Matrix<S> sanpath::layer_norm<S>(const sanpath::Matrix<S>&, const sanpath::VectorXd&,         \
                                                      const sanpath::VectorXd&, double);                           \
   template S sanpath::activate<S>(const S&, sanpath::Activation);                                                 \
+  template sanpath::Matrix<S> sanpath::rms_norm<S>(const sanpath::Matrix<S>&, const sanpath::VectorXd&,           \
+                                                   const sanpath::VectorXd&, double);                             \
+  template sanpath::RotaryTable<S> sanpath::rotary_table<S>(Eigen::Index, int, double);                           \
+  template void sanpath::apply_rotary<S>(sanpath::Matrix<S>&, const sanpath::RotaryTable<S>&, Eigen::Index);     \
   template S sanpath::decimal_constant<S>(double);

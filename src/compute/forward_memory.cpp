@@ -25,7 +25,9 @@ std::uint64_t forward_scalar_count(const Architecture& a, std::uint64_t n, bool 
   if (with_mlp) {
     c = add_sat(c, add_sat(mul_sat(mul_sat(2, d), ff), add_sat(ff, d)));  // W_1, W_2, b_1, b_2
     c = add_sat(c, add_sat(mul_sat(n, ff), nd));                           // hidden layer, output
+    if (a.gated_mlp) c = add_sat(c, mul_sat(add_sat(d, n), ff));            // W_gate, gate pre-activations
   }
+  if (a.rope_theta) c = add_sat(c, mul_sat(n, dq));                         // cos, sin tables (n×d_qk/2 each)
   return c;
 }
 

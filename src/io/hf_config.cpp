@@ -90,6 +90,14 @@ double HfConfig::eps_or(const std::string& key, double fallback) const {
   return v.get<double>();
 }
 
+double HfConfig::positive_number_or(const std::string& key, double fallback) const {
+  if (!has(key)) return fallback;
+  const json& v = j.at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
+    fail(path, key, "must be a finite number > 0, got " + brief(v));
+  return v.get<double>();
+}
+
 std::string HfConfig::string_or(const std::string& key, const std::string& fallback) const {
   if (!has(key)) return fallback;
   const json& v = j.at(key);
@@ -128,6 +136,7 @@ std::string hf_activation_name(Activation a) {
     case Activation::relu: return "relu";
     case Activation::gelu: return "gelu";
     case Activation::gelu_tanh: return "gelu_new";
+    case Activation::silu: return "silu";
   }
   return "?";
 }

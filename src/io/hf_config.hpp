@@ -48,6 +48,8 @@ struct HfConfig {
   /// positive_int(key) if present, else kAny.
   std::int64_t size_or_any(const std::string& key) const;
   double eps_or(const std::string& key, double fallback) const;
+  /// A finite number > 0, or `fallback` when absent.
+  double positive_number_or(const std::string& key, double fallback) const;
   std::string string_or(const std::string& key, const std::string& fallback) const;
   bool bool_or(const std::string& key, bool fallback) const;
   Activation activation(const std::string& key, const std::string& fallback) const;

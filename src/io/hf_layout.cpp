@@ -133,6 +133,7 @@ bool same_layer(const LayerWeights& a, const LayerWeights& b) {
 }
 
 Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source) {
+  if (fam.load) return fam.load(fam, c, f, source);
   Architecture a;
   EmbeddingSizes es;
   fam.read_config(c, a, es);
@@ -231,10 +232,10 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
 }
 
 void save_family(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
-  namespace fs = std::filesystem;
   const Architecture& a = model.arch();
   const std::string lname = to_string(fam.layout);
   if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
+  if (fam.save) return fam.save(fam, model, folder, dtype);
   const int d = a.d_model, H = a.heads, L = a.layers;
   if (d % H != 0 || a.d_qk != d / H || a.d_v != d / H)
     fail(folder, "d_qk", "the " + lname + " layout needs d_qk = d_v = d_model / heads; model has d_model " + str(d) +
@@ -292,7 +293,11 @@ void save_family(const Family& fam, const Model& model, const std::string& folde
   }
   json c = fam.write_config(model, emb ? &es : nullptr);
   c["torch_dtype"] = dtype == "F64" ? "float64" : "float32";
+  write_checkpoint(folder, ts, c);
+}
 
+void write_checkpoint(const std::string& folder, const std::vector<Tensor>& ts, const json& c) {
+  namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(folder, ec);
   if (!fs::is_directory(folder)) fail(folder, "folder", "cannot be created" + (ec ? ": " + ec.message() : std::string()));

@@ -94,6 +94,10 @@ struct Family {
   /// The slots of the embeddings; the first is the word table, whose
   /// presence means the checkpoint has embeddings.
   void (*embeddings)(const Dims& k, const EmbeddingSizes& e, Embeddings& emb, Slots& s) = nullptr;
+  /// A family read and written by its own walk instead of the slots above
+  /// (the Llama family: key/value blocks shared by groups of query heads).
+  Model (*load)(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source) = nullptr;
+  void (*save)(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) = nullptr;
 };
 
 /// The families, in detection order (layouts.cpp).
@@ -115,6 +119,9 @@ void check_shared_copies(const std::string& where, const std::string& key, int l
 Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source);
 /// Writes `model` as a checkpoint of family `fam` in `folder` (see save_hf).
 void save_family(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype);
+/// Writes `folder`/model.safetensors (`tensors`) and `folder`/config.json
+/// (`config`), creating the folder; atomic per file.
+void write_checkpoint(const std::string& folder, const std::vector<Tensor>& tensors, const json& config);
 
 // The families (one file each).
 Family bert_family();
@@ -122,5 +129,8 @@ Family roberta_family();
 Family gpt2_family();
 Family albert_family();
 Family distilbert_family();
+Family llama_family();
+Family mistral_family();
+Family qwen2_family();
 
 }  // namespace sanpath::io

@@ -10,7 +10,7 @@ namespace sanpath::io {
 const std::vector<Family>& families() {
   // Detection order: a family whose tensor mark contains another's comes first.
   static const std::vector<Family> all = {albert_family(), gpt2_family(), distilbert_family(), roberta_family(),
-                                          bert_family()};
+                                          bert_family(), llama_family(), mistral_family(), qwen2_family()};
   return all;
 }
 
@@ -51,7 +51,7 @@ const Family& detect_family(const HfConfig& c, const TensorStore& f) {
     }
   for (const TensorInfo* t : f.tensors())
     for (const Family& fam : families())
-      if (t->name.find(fam.tensor_mark) != std::string::npos) return fam;
+      if (!fam.tensor_mark.empty() && t->name.find(fam.tensor_mark) != std::string::npos) return fam;
   fail(c.path, "model_type",
        "missing, and neither architectures nor the tensor names identify a layout sanpath knows (known: " +
            known_layouts() + ")");

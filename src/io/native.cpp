@@ -75,6 +75,16 @@ Model load_native(const SafetensorsMap& f) {
   a.activation = parse_activation(c.string("activation"), path + ": " + c.field("activation"));
   a.ln_eps = c.number("ln_eps");
   a.shared_layers = c.boolean("shared_layers");
+  // Llama-family fields (math.md §8), absent for the other architectures.
+  if (c.j.contains("norm")) {
+    const std::string nk = c.string("norm");
+    if (nk != "rms" && nk != "layer") fail(path, c.field("norm"), "'" + nk + "' is not one of layer, rms");
+    a.norm = nk == "rms" ? NormKind::rms : NormKind::layer;
+  }
+  if (c.j.contains("kv_heads")) a.kv_heads = c.integer("kv_heads", 1);
+  if (c.j.contains("rope_theta")) a.rope_theta = c.number("rope_theta");
+  if (c.j.contains("gated_mlp")) a.gated_mlp = c.boolean("gated_mlp");
+  if (c.j.contains("attention_window")) a.attention_window = c.integer("attention_window", 0);
   const int stored = c.integer("stored_layers", 1);
   if (stored != a.layers && !(stored == 1 && a.shared_layers))
     fail(path, c.field("stored_layers"),
@@ -134,6 +144,7 @@ Model load_native(const SafetensorsMap& f) {
     vec(p + "b_1", a.d_ff > 0, w.b_1);
     mat(p + "W_2", a.d_ff > 0, w.W_2);
     vec(p + "b_2", a.d_ff > 0, w.b_2);
+    mat(p + "W_gate", a.d_ff > 0 && a.gated_mlp, w.W_gate);
     const bool ln = f.find(p + "ln1_g") != nullptr;
     vec(p + "ln1_g", ln, w.ln1_g);
     vec(p + "ln1_b", ln, w.ln1_b);
@@ -155,13 +166,13 @@ Model load_native(const SafetensorsMap& f) {
     try {
       e.kind = parse_layout(kind);
     } catch (const std::invalid_argument&) {
-      fail(path, c.field("embeddings.kind"), "'" + kind + "' is not one of bert, gpt2, albert, roberta, distilbert");
+      fail(path, c.field("embeddings.kind"), "'" + kind + "' is not one of bert, gpt2, albert, roberta, distilbert, llama, mistral, qwen2");
     }
     e.ln_eps = ec.number("ln_eps");
-    const bool not_gpt2 = e.kind != Layout::gpt2, albert = e.kind == Layout::albert;
+    const bool not_gpt2 = e.kind != Layout::gpt2 && !rotary_family(e.kind), albert = e.kind == Layout::albert;
     const bool types = not_gpt2 && e.kind != Layout::distilbert;
     mat("embeddings.word", true, e.word);
-    mat("embeddings.position", true, e.position);
+    mat("embeddings.position", e.has_position_table(), e.position);
     mat("embeddings.token_type", types, e.token_type);
     vec("embeddings.ln_g", not_gpt2, e.ln_g);
     vec("embeddings.ln_b", not_gpt2, e.ln_b);
@@ -222,6 +233,11 @@ NativeForm native_form(const Model& model) {
             {"stored_layers", stored},
             {"source", model.source()},
             {"embeddings", nullptr}};
+  if (a.norm != NormKind::layer) c["norm"] = to_string(a.norm);
+  if (a.kv_heads > 0) c["kv_heads"] = a.kv_heads;
+  if (a.rope_theta) c["rope_theta"] = *a.rope_theta;
+  if (a.gated_mlp) c["gated_mlp"] = true;
+  if (a.attention_window > 0) c["attention_window"] = a.attention_window;
 
   std::vector<Tensor> ts;
   const auto add_m = [&](const std::string& name, const MatrixXd& m) {
@@ -249,6 +265,7 @@ NativeForm native_form(const Model& model) {
     add_v(p + "b_1", w.b_1);
     add_m(p + "W_2", w.W_2);
     add_v(p + "b_2", w.b_2);
+    add_m(p + "W_gate", w.W_gate);
     add_v(p + "ln1_g", w.ln1_g);
     add_v(p + "ln1_b", w.ln1_b);
     add_v(p + "ln2_g", w.ln2_g);

@@ -43,9 +43,11 @@ std::string to_string(Activation a) {
     case Activation::relu: return "relu";
     case Activation::gelu: return "gelu";
     case Activation::gelu_tanh: return "gelu_tanh";
+    case Activation::silu: return "silu";
   }
   return "?";
 }
+std::string to_string(NormKind k) { return k == NormKind::rms ? "rms" : "layer"; }
 
 namespace {
 [[noreturn]] void bad_choice(const std::string& what, const std::string& text, const char* allowed) {
@@ -74,7 +76,8 @@ Activation parse_activation(const std::string& t, const std::string& what) {
   if (t == "relu") return Activation::relu;
   if (t == "gelu") return Activation::gelu;
   if (t == "gelu_tanh" || t == "gelu_new" || t == "gelu_pytorch_tanh") return Activation::gelu_tanh;
-  bad_choice(what, t, "relu, gelu, gelu_tanh (gelu_new)");
+  if (t == "silu" || t == "swish") return Activation::silu;
+  bad_choice(what, t, "relu, gelu, gelu_tanh (gelu_new), silu");
 }
 std::string to_string(Layout l) {
   switch (l) {
@@ -83,14 +86,19 @@ std::string to_string(Layout l) {
     case Layout::albert: return "albert";
     case Layout::roberta: return "roberta";
     case Layout::distilbert: return "distilbert";
+    case Layout::llama: return "llama";
+    case Layout::mistral: return "mistral";
+    case Layout::qwen2: return "qwen2";
   }
   return "?";
 }
 Layout parse_layout(const std::string& t) {
-  for (const Layout l : {Layout::bert, Layout::gpt2, Layout::albert, Layout::roberta, Layout::distilbert})
+  for (const Layout l : {Layout::bert, Layout::gpt2, Layout::albert, Layout::roberta, Layout::distilbert,
+                         Layout::llama, Layout::mistral, Layout::qwen2})
     if (t == to_string(l)) return l;
-  bad_choice("layout", t, "bert, gpt2, albert, roberta, distilbert");
+  bad_choice("layout", t, "bert, gpt2, albert, roberta, distilbert, llama, mistral, qwen2");
 }
+bool rotary_family(Layout l) { return l == Layout::llama || l == Layout::mistral || l == Layout::qwen2; }
 bool parse_on_off(const std::string& t, const std::string& what) {
   if (t == "on") return true;
   if (t == "off") return false;
@@ -142,6 +150,13 @@ void Model::validate() const {
   if (a.d_v < 1) c.fail("d_v", "must be at least 1, got " + std::to_string(a.d_v));
   if (a.d_ff < 0) c.fail("d_ff", "must not be negative");
   if (!(a.ln_eps >= 0) || !std::isfinite(a.ln_eps)) c.fail("ln_eps", "must be finite and >= 0");
+  if (a.kv_heads < 0 || a.key_value_heads() > a.heads || a.heads % a.key_value_heads() != 0)
+    c.fail("kv_heads", std::to_string(a.kv_heads) + " does not divide heads = " + std::to_string(a.heads));
+  if (a.attention_window < 0) c.fail("attention_window", "must not be negative");
+  if (a.rope_theta) {
+    if (!std::isfinite(*a.rope_theta) || !(*a.rope_theta > 0)) c.fail("rope_theta", "must be finite and > 0");
+    if (a.d_qk % 2 != 0) c.fail("d_qk", "rotary embeddings need an even d_qk, got " + std::to_string(a.d_qk));
+  }
   if (static_cast<int>(layers_.size()) != a.layers)
     c.fail("layers", "config says " + std::to_string(a.layers) + " layers, weights have " +
                          std::to_string(layers_.size()));
@@ -161,6 +176,11 @@ void Model::validate() const {
       c.vec(hw.b_Q, a.d_qk, q + "b_Q");
       c.vec(hw.b_K, a.d_qk, q + "b_K");
       c.vec(hw.b_V, a.d_v, q + "b_V");
+      const int first = static_cast<int>(static_cast<long long>(a.kv_head_of(h)) * a.heads / a.key_value_heads());
+      const HeadWeights& g = w.heads[static_cast<std::size_t>(first)];
+      if (first != h && (hw.W_K != g.W_K || hw.b_K != g.b_K || hw.W_V != g.W_V || hw.b_V != g.b_V))
+        c.fail(q + "W_K", "differs from head " + std::to_string(first) + ", which shares its key/value head " +
+                              std::to_string(a.kv_head_of(h)) + " (kv_heads = " + std::to_string(a.kv_heads) + ")");
     }
     c.vec(w.b_O, d, p + "b_O");
     if (w.has_mlp() || a.d_ff > 0) {
@@ -169,6 +189,10 @@ void Model::validate() const {
       c.vec(w.b_1, a.d_ff, p + "b_1");
       c.shape(w.W_2, a.d_ff, d, p + "W_2");
       c.vec(w.b_2, d, p + "b_2");
+      if (a.gated_mlp) c.shape(w.W_gate, d, a.d_ff, p + "W_gate");
+      else if (w.gated()) c.fail(p + "W_gate", "gate weights present but the architecture is not gated");
+    } else if (w.gated()) {
+      c.fail(p + "W_gate", "gate weights present without W_1, W_2");
     }
     if (w.has_layernorm() || w.ln1_b.size() || w.ln2_g.size() || w.ln2_b.size()) {
       c.vec(w.ln1_g, d, p + "ln1_g");
@@ -183,14 +207,19 @@ void Model::validate() const {
     const Eigen::Index width = e.kind == Layout::albert ? e.word.cols() : d;
     if (e.word.rows() < 1) c.fail("embeddings.word", "empty vocabulary");
     c.shape(e.word, e.word.rows(), width, "embeddings.word");
-    c.shape(e.position, e.position.rows(), width, "embeddings.position");
+    if (e.has_position_table())
+      c.shape(e.position, e.position.rows(), width, "embeddings.position");
+    else if (e.position.size() > 0)
+      c.fail("embeddings.position", "a llama embedding has no position table (rotary positions)");
+    if (rotary_family(e.kind) && !a.rotary())
+      c.fail("embeddings.kind", "llama embeddings carry no positions; the model needs rope_theta");
     if (e.kind == Layout::distilbert) {
       if (e.token_type.size() > 0) c.fail("embeddings.token_type", "a distilbert model has no token types");
-    } else if (e.kind != Layout::gpt2) {
+    } else if (e.kind != Layout::gpt2 && !rotary_family(e.kind)) {
       if (e.token_type.rows() < 1) c.fail("embeddings.token_type", "missing");
       c.shape(e.token_type, e.token_type.rows(), width, "embeddings.token_type");
     }
-    if (e.kind != Layout::gpt2) {
+    if (e.kind != Layout::gpt2 && !rotary_family(e.kind)) {
       c.vec(e.ln_g, width, "embeddings.ln_g");
       c.vec(e.ln_b, width, "embeddings.ln_b");
     }

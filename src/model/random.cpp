@@ -113,12 +113,24 @@ Model random_model(const RandomModelSpec& spec) {
       hw.b_V = draw_vec(rng, a.d_v, spec.bias_std);
       w.heads.push_back(std::move(hw));
     }
-    w.b_O = draw_vec(rng, d, spec.bias_std);
+    for (int h = 0; h < a.heads; ++h) {  // grouped-query attention: a group shares its first head's K, V
+      const int first = static_cast<int>(static_cast<long long>(a.kv_head_of(h)) * a.heads / a.key_value_heads());
+      if (first == h) continue;
+      HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      const HeadWeights& g = w.heads[static_cast<std::size_t>(first)];
+      hw.W_K = g.W_K;
+      hw.b_K = g.b_K;
+      hw.W_V = g.W_V;
+      hw.b_V = g.b_V;
+    }
+    const double other_bias_std = a.gated_mlp ? 0.0 : spec.bias_std;
+    w.b_O = draw_vec(rng, d, other_bias_std);
     if (a.d_ff > 0) {
       w.W_1 = draw(rng, d, a.d_ff, sd(d, a.d_ff));
-      w.b_1 = draw_vec(rng, a.d_ff, spec.bias_std);
+      w.b_1 = draw_vec(rng, a.d_ff, other_bias_std);
       w.W_2 = draw(rng, a.d_ff, d, sd(a.d_ff, d));
-      w.b_2 = draw_vec(rng, d, spec.bias_std);
+      w.b_2 = draw_vec(rng, d, other_bias_std);
+      if (a.gated_mlp) w.W_gate = draw(rng, d, a.d_ff, sd(d, a.d_ff));
     }
     w.ln1_g = VectorXd::Ones(d);
     w.ln1_b = VectorXd::Zero(d);
@@ -140,12 +152,13 @@ Model random_model(const RandomModelSpec& spec) {
     if (spec.embeddings == Layout::albert)
       throw std::invalid_argument("random model: embeddings: albert embeddings (width e, mapping) are not drawn");
     Embeddings e;
-    e.kind = spec.embeddings;
+    // Llama family: token rows only (rotary positions).
+    e.kind = a.rotary() && !rotary_family(spec.embeddings) ? Layout::llama : spec.embeddings;
     e.word = draw(rng, spec.vocab, d, spec.std > 0 ? spec.std : 0.02);
-    e.position = draw(rng, spec.max_positions, d, spec.std > 0 ? spec.std : 0.02);
+    if (e.has_position_table()) e.position = draw(rng, spec.max_positions, d, spec.std > 0 ? spec.std : 0.02);
     if (e.kind == Layout::bert || e.kind == Layout::roberta)
       e.token_type = draw(rng, 1, d, spec.std > 0 ? spec.std : 0.02);
-    if (e.kind != Layout::gpt2) {
+    if (e.kind != Layout::gpt2 && !rotary_family(e.kind)) {
       e.ln_g = VectorXd::Ones(d);
       e.ln_b = VectorXd::Zero(d);
     }

@@ -82,6 +82,21 @@ ordered_json series_json(const ResidualSeries& s) {
   return j;
 }
 
+}  // namespace
+
+std::string coverage_sentence(const Coverage& c) {
+  if (!c.any()) return {};
+  std::string s = "Beyond the theorems (math.md §8):";
+  if (c.rotary)
+    s += " the cubic bounds of §5 do not cover rotary position embeddings (the attention logits x_i W_Q R(j-i) "
+         "W_K^T x_j depend on positions, so collapse is generically only exponential);";
+  if (c.gated_mlp) s += " Corollary 3.2 does not cover the gated (SwiGLU) MLP, which has no global Lipschitz constant;";
+  s.back() = '.';
+  return s + " The residuals below are measured, not bounded.";
+}
+
+namespace {
+
 ordered_json bounds_json(const BoundsAnalysis& a) {
   const BoundsReport& r = a.report;
   ordered_json j;
@@ -95,6 +110,9 @@ ordered_json bounds_json(const BoundsAnalysis& a) {
   j["vacuous"] = r.vacuous;
   j["vacuity"] = r.theorem.applicable ? ordered_json(r.note) : ordered_json(nullptr);
   j["not_applicable"] = r.theorem.applicable ? ordered_json(nullptr) : ordered_json(r.theorem.reason);
+  if (a.coverage.any())
+    j["beyond_theorems"] = {{"rotary", a.coverage.rotary}, {"gated_mlp", a.coverage.gated_mlp},
+                            {"statement", coverage_sentence(a.coverage)}};
   ordered_json beta = ordered_json::array(), lambda = ordered_json::array();
   for (const BigReal& b : r.beta) beta.push_back(to_sci(b, 17));
   for (const auto& l : r.lambda) lambda.push_back(str_or_null(l));
@@ -209,6 +227,7 @@ std::string table(const BoundsAnalysis& a, const Model& model, const RunInfo& in
     const std::string& why = r.theorem.reason;
     o << "NOT APPLICABLE: " << (why.rfind(prefix, 0) == 0 ? why.substr(prefix.size()) : why) << "\n";
   }
+  if (a.coverage.any()) o << coverage_sentence(a.coverage) << "\n";
   o << "precision: " << a.measured.note << "\n\n";
 
   bool starred = false;

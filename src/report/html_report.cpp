@@ -104,7 +104,17 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
                    " heads, d = " + std::to_string(a.d_model) + ", d_qk = " + std::to_string(a.d_qk) +
                    ", d_v = " + std::to_string(a.d_v) + ", d_ff = " + std::to_string(a.d_ff) +
                    (a.shared_layers ? ", weights shared across layers" : ""));
-  row("own structure", to_string(a.variant, VariantStyle::prose) + ", activation " + to_string(a.activation));
+  std::string family;
+  if (a.norm == NormKind::rms) family += ", RMSNorm";
+  if (a.rotary()) {
+    std::ostringstream theta;
+    theta << *a.rope_theta;
+    family += ", rotary position embeddings (θ = " + theta.str() + ")";
+  }
+  if (a.key_value_heads() != a.heads)
+    family += ", grouped-query attention (" + std::to_string(a.key_value_heads()) + " key/value heads)";
+  if (a.gated_mlp) family += ", gated MLP";
+  row("own structure", to_string(a.variant, VariantStyle::prose) + ", activation " + to_string(a.activation) + family);
   row("input", r.info.input);
   if (r.collapse.conventions == CollapseConventions::paper) row("collapse conventions", describe(r.collapse.conventions));
   const bool in_double = !r.precision.automatic && r.precision.fixed.native_double;
@@ -280,6 +290,7 @@ void bounds_section(std::ostringstream& o, const HtmlReport& r) {
        "Here r<sub>l</sub> is the absolute composite residual with the optimal centre (an enclosure), "
        "evaluated on the SAN variant ("
     << escape(to_string(r.bounds_variant, VariantStyle::prose)) << "). The layerwise form uses each layer's own a<sub>l</sub>.</p>\n";
+  if (r.bounds.coverage.any()) o << "<p class=\"note\">" << escape(coverage_sentence(r.bounds.coverage)) << "</p>\n";
   o << "<figure>" << svg::render(ch) << "</figure>\n";
   o << "<table id=\"table-bounds-summary\" class=\"kv\">\n";
   const auto row = [&](const std::string& k, const std::string& v) {

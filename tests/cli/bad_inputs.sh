@@ -420,7 +420,7 @@ fwd sharded-tensor-in-no-shard 3 "sh-miss/model.safetensors.index.json: tensors:
 echo "== layouts"
 real_folder bert-ticket-classifier "$T/t5"
 py "edit_json('$T/t5/config.json', '$T/t5/config.json', model_type='t5')"
-fwd unknown-model-type 3 "t5/config.json: model_type: 't5' is not a layout sanpath knows \(known: albert, bert, distilbert, gpt2, roberta.*\)" \
+fwd unknown-model-type 3 "t5/config.json: model_type: 't5' is not a layout sanpath knows \(known: albert, bert, distilbert, gpt2, llama, mistral, qwen2, roberta.*\)" \
   --model "$T/t5" --random-input 4
 
 echo "== output"

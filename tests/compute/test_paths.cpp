@@ -175,6 +175,36 @@ TEST_CASE("Theorem 2.1: terms plus bias equal the forward output, with errors sh
   }
 }
 
+TEST_CASE("Theorem 2.1 with grouped-query attention and rotary embeddings (Llama, attention-only)", "[paths]") {
+  // P_h comes from the rotary forward pass; W_h = W_V^{kv(h)} W_O^h.
+  for (const bool skip : {false, true})
+    for (const int kv : {1, 3}) {
+      CAPTURE(skip, kv);
+      RandomModelSpec s;
+      Architecture& a = s.arch;
+      a.layers = 3;
+      a.heads = 3;
+      a.kv_heads = kv;
+      a.d_model = 6;
+      a.d_qk = a.d_v = 2;
+      a.d_ff = 5;
+      a.variant = Variant{skip, MlpKind::none, LayerNormKind::none, MaskKind::causal};
+      a.norm = NormKind::rms;
+      a.rope_theta = 10000.0;
+      a.gated_mlp = true;
+      a.activation = Activation::silu;
+      s.std = 0.5;
+      s.bias_std = 0.2;
+      s.seed = 40 + static_cast<std::uint64_t>(kv);
+      const Model m = random_model(s);
+      const MatrixXd X0 = make_input(5, 6, 7);
+      const auto [d_enum, d_sums] = theorem_errors<double>(m, X0);
+      const auto [e257, s257] = theorem_errors<mpfr_real<77>>(m, X0);
+      CAPTURE(to_sci(d_enum), to_sci(d_sums), to_sci(e257), to_sci(s257));
+      for (const BigReal& e : {d_enum, d_sums, e257, s257}) REQUIRE(e <= 64);
+    }
+}
+
 TEMPLATE_TEST_CASE("length sums equal the enumeration sums grouped by length", "[paths]", double, mpfr_real<77>) {
   using S = TestType;
   for (const Spec& s : theorem_specs()) {

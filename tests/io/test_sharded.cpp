@@ -1,6 +1,6 @@
-// Sharded checkpoints: the real checkpoints split here into 2–3 shards with
-// a generated model.safetensors.index.json load exactly as the single file
-// does; index files that lie are refused with one line naming the index or
+// Sharded checkpoints: the real checkpoints (BERT, GPT-2, both Llamas)
+// split here into 2–3 shards with a generated model.safetensors.index.json
+// load exactly as the single file does; index files that lie are refused with one line naming the index or
 // the shard and the tensor.
 #include "support/checkpoint_helpers.hpp"
 
@@ -45,7 +45,9 @@ Matrix<double> final_layer(const Model& m, const std::vector<long>& ids) {
 TEST_CASE("sharded copies of the real checkpoints load as the single files do", "[checkpoint][sharded][real]") {
   const std::string root = sanpath::test::real_models_dir();
   if (root.empty()) return;  // skipped outside CI (real_models_dir says so)
-  const std::pair<const char*, std::size_t> cases[] = {{"bert-ticket-classifier", 3}, {"gpt2-capp", 2}};
+  // The Llama family is read by its own walk (layout_llama.cpp) through the same TensorStore.
+  const std::pair<const char*, std::size_t> cases[] = {
+      {"bert-ticket-classifier", 3}, {"gpt2-capp", 2}, {"llama-stories260k", 3}, {"llama-tinystories-xs", 2}};
   for (const auto& [name, k] : cases) {
     CAPTURE(name);
     const std::string dir = fresh(std::string("sharded_") + name);

@@ -160,6 +160,7 @@ inline void require_same_layers(const Model& x, const Model& y) {
     require_same(a.W_1, b.W_1, p + "W_1");
     require_same(a.b_1, b.b_1, p + "b_1");
     require_same(a.W_2, b.W_2, p + "W_2");
+    require_same(a.W_gate, b.W_gate, p + "W_gate");
     require_same(a.b_2, b.b_2, p + "b_2");
     require_same(a.ln1_g, b.ln1_g, p + "ln1_g");
     require_same(a.ln1_b, b.ln1_b, p + "ln1_b");
@@ -194,6 +195,11 @@ inline void require_same_arch(const Architecture& a, const Architecture& b) {
   CHECK(a.activation == b.activation);
   CHECK(a.ln_eps == b.ln_eps);
   CHECK(a.shared_layers == b.shared_layers);
+  CHECK(a.norm == b.norm);
+  CHECK(a.kv_heads == b.kv_heads);
+  CHECK(a.rope_theta == b.rope_theta);
+  CHECK(a.gated_mlp == b.gated_mlp);
+  CHECK(a.attention_window == b.attention_window);
 }
 
 inline std::string fresh(const std::string& name) {

@@ -111,6 +111,9 @@ struct BoundsAnalysis {
   /// Skip on only: the same model and input with skip off (mlp and layernorm
   /// as analysed), side by side with `measured` (Claim 3.1).
   std::optional<ResidualSeries> without_skip;
+  /// Structure the theorems do not cover (rotary embeddings: §5's cubic
+  /// bounds; gated MLP: Corollary 3.2); the reports state it in a sentence.
+  Coverage coverage;
   /// Plain statements, in reading order: which theorem and why (or why none
   /// applies), contraction/vacuity, precision and resolution, skip comparison.
   std::vector<std::string> notes;

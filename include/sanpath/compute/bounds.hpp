@@ -112,7 +112,8 @@ LogReal layerwise_bound(const std::vector<LogReal>& a_layers, const LogReal& r0)
 // ---------------------------------------------------------------------------
 
 /// Certified upper bound of the activation's Lipschitz constant at 1025 bits:
-/// relu 1, gelu 1.1290, gelu_tanh 1.1300 (decimal constants rounded up).
+/// relu 1, gelu 1.1290, gelu_tanh 1.1300, silu 1.0999 (decimal constants
+/// rounded up).
 BigReal activation_lipschitz(Activation act);
 
 /// One head: W_QK = W_Q W_Kᵀ (d×d), W_h = W_V W_O (d×d).
@@ -125,7 +126,8 @@ struct HeadQuantities {
 struct LayerQuantities {
   std::vector<HeadQuantities> heads;
   BigReal beta;  ///< β_l = max_h β_{l,h}
-  /// λ_l = Lip(act)·‖W_1‖_{1,∞}·‖W_2‖_{1,∞}; nullopt without MLP weights.
+  /// λ_l = Lip(act)·‖W_1‖_{1,∞}·‖W_2‖_{1,∞}; nullopt without MLP weights
+  /// and for a gated MLP (no global Lipschitz constant, math.md §8).
   std::optional<BigReal> lambda;
 };
 
@@ -161,6 +163,19 @@ std::string to_string(Theorem t);
 /// Throws std::invalid_argument naming `what`.
 Theorem parse_theorem(const std::string& text, const std::string& what = "theorem");
 
+/// Structure of the model outside the theorems' hypotheses (math.md §8):
+/// rotary position embeddings make the attention logits depend on positions,
+/// so the cubic bounds of §5 do not apply; a gated MLP has no global
+/// Lipschitz constant, so Corollary 3.2 does not apply.
+struct Coverage {
+  bool rotary = false;     ///< the model rotates queries and keys
+  bool gated_mlp = false;  ///< the variant runs a gated (SwiGLU) MLP
+  static Coverage of(const Model& model, const Variant& variant) {
+    return {model.arch().rotary(), model.arch().gated_mlp && variant.mlp != MlpKind::none};
+  }
+  bool any() const { return rotary || gated_mlp; }
+};
+
 struct TheoremChoice {
   Theorem theorem = Theorem::none;
   bool applicable = false;
@@ -168,10 +183,11 @@ struct TheoremChoice {
 };
 
 /// auto: 2.2 if H = 1 and mlp none, 2.3 if mlp none, 3.2 if mlp plain; not
-/// applicable (no throw) with skip on (Claim 3.1), layernorm ≠ none or mlp
-/// residual. An explicit request that does not match the variant throws
-/// std::invalid_argument with the reason (e.g. 2.2 with H > 1).
-TheoremChoice select_theorem(const Variant& variant, int heads, Theorem requested = Theorem::automatic);
+/// applicable (no throw) with skip on (Claim 3.1), layernorm ≠ none, mlp
+/// residual, or structure `coverage` flags. An explicit request that does
+/// not match throws std::invalid_argument with the reason (e.g. 2.2 with H > 1).
+TheoremChoice select_theorem(const Variant& variant, int heads, Theorem requested = Theorem::automatic,
+                             const Coverage& coverage = {});
 
 // ---------------------------------------------------------------------------
 // Bounds against measurements
@@ -183,6 +199,7 @@ struct BoundInputs {
   Variant variant;
   BigReal gamma = BigReal(1);  ///< the paper's γ (arXiv v2); > 0, default 1
   Theorem theorem = Theorem::automatic;
+  Coverage coverage{};  ///< structure outside the theorems (makes them not applicable)
 };
 
 /// A measured residual r_l = ‖res(X^l)‖_{1,∞} as an enclosure [lower, upper]

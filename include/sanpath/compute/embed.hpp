@@ -14,8 +14,9 @@ namespace sanpath {
 
 /// Embeds token ids with the model's embeddings: BERT, RoBERTa LayerNorm(word
 /// + position + token_type 0); DistilBERT LayerNorm(word + position); GPT-2
-/// wte + wpe; ALBERT its embeddings then the
-/// mapping into d_model. Throws naming the token index for ids outside the
+/// wte + wpe; ALBERT its embeddings then the mapping into d_model; Llama,
+/// Mistral, Qwen2 the token rows alone (positions are rotary). Throws naming
+/// the token index for ids outside the
 /// vocabulary and for sequences longer than the position table.
 template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<long>& ids);
 

@@ -1,7 +1,8 @@
 #pragma once
 /// \file forward.hpp
-/// The forward pass of math.md §1–2 in any working scalar, recording every
-/// layer's output X^l (n×d) and every attention matrix P_h^l (n×n).
+/// The forward pass of math.md §1–2 (and §8: RMSNorm, rotary embeddings,
+/// grouped-query attention, gated MLP) in any working scalar, recording
+/// every layer's output X^l (n×d) and every attention matrix P_h^l (n×n).
 
 #include "sanpath/model/model.hpp"
 #include "sanpath/core/scalar.hpp"
@@ -49,7 +50,23 @@ template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask);
 /// LayerNorm over the features of each row (biased variance), math.md §2.
 template <class S> Matrix<S> layer_norm(const Matrix<S>& X, const VectorXd& gain, const VectorXd& bias, double eps);
 
-/// Elementwise activation (relu, gelu = x·Φ(x), gelu_tanh = HF gelu_new).
+/// RMSNorm of each row (math.md §8): x / sqrt(mean(x²) + eps) ∘ gain + bias.
+template <class S> Matrix<S> rms_norm(const Matrix<S>& X, const VectorXd& gain, const VectorXd& bias, double eps);
+
+/// Rotary angles of positions p = 0..n−1: cos(p θ_i), sin(p θ_i) (n×d_h/2)
+/// with θ_i = theta^(−2i/d_h), computed in S (theta as its decimal).
+template <class S> struct RotaryTable {
+  Matrix<S> cos, sin;
+};
+/// Throws std::invalid_argument for an odd d_h.
+template <class S> RotaryTable<S> rotary_table(Eigen::Index n, int d_h, double theta);
+/// Rotates the d_h columns [first_col, first_col + d_h) of M in place, row
+/// p by position p, in the rotate-half layout: for i < d_h/2 the pair
+/// (i, i + d_h/2) becomes (m_i cos − m_{i+d_h/2} sin, m_{i+d_h/2} cos + m_i sin).
+template <class S> void apply_rotary(Matrix<S>& M, const RotaryTable<S>& table, Eigen::Index first_col);
+
+/// Elementwise activation (relu, gelu = x·Φ(x), gelu_tanh = HF gelu_new,
+/// silu = x·σ(x)).
 template <class S> S activate(const S& x, Activation act);
 
 /// A double constant as the decimal number it was written as (its shortest
@@ -75,6 +92,9 @@ std::string describe_forward_estimate(const Architecture& a, std::uint64_t n, bo
   extern template Matrix<S> row_softmax<S>(const Matrix<S>&, MaskKind);                                      \
   extern template Matrix<S> layer_norm<S>(const Matrix<S>&, const VectorXd&, const VectorXd&, double);       \
   extern template S activate<S>(const S&, Activation);                                                       \
+  extern template Matrix<S> rms_norm<S>(const Matrix<S>&, const VectorXd&, const VectorXd&, double);         \
+  extern template RotaryTable<S> rotary_table<S>(Eigen::Index, int, double);                                 \
+  extern template void apply_rotary<S>(Matrix<S>&, const RotaryTable<S>&, Eigen::Index);                     \
   extern template S decimal_constant<S>(double);
 SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_FORWARD)
 #undef SANPATH_DECLARE_FORWARD

@@ -15,6 +15,8 @@
 ///   Tensors the analysis does not use (poolers, classifier and LM heads,
 ///   GPT-2's ln_f, position_ids and mask buffers of any dtype) are ignored.
 ///   Each tensor is decoded from the mapped file straight into the model.
+/// - Llama, Mistral, Qwen2 (model_type llama, mistral, qwen2; math.md §8):
+///   see src/io/layout_llama.cpp for the mapping and what is refused.
 /// - Native files (one .safetensors, F64, the configuration as JSON in
 ///   __metadata__["sanpath.config"]), an exact round trip of a Model.
 ///
@@ -63,6 +65,7 @@ void save_native(const Model& model, const std::string& path);
 /// LayerNorm weights; embeddings, if present, must be of the layout's kind;
 /// albert requires all layers to be identical, distilbert ln_eps = 1e-12.
 /// RoBERTa's position table is written after padding_idx + 1 = 2 zero rows.
+/// llama, mistral, qwen2: the family's structure instead (src/io/layout_llama.cpp).
 void save_hf(const Model& model, const std::string& folder, Layout layout, const std::string& dtype = "F64");
 
 }  // namespace sanpath

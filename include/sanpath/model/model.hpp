@@ -19,7 +19,9 @@ using VectorXd = Eigen::VectorXd;
 enum class MlpKind { none, plain, residual };
 enum class LayerNormKind { none, pre, post };
 enum class MaskKind { none, causal };
-enum class Activation { relu, gelu, gelu_tanh };
+enum class Activation { relu, gelu, gelu_tanh, silu };
+/// LayerNorm (BERT, GPT-2) or RMSNorm (Llama family, math.md §8).
+enum class NormKind { layer, rms };
 
 /// What a layer does with Attn (math.md §2).
 struct Variant {
@@ -56,8 +58,9 @@ std::string to_string(MlpKind);
 std::string to_string(LayerNormKind);
 std::string to_string(MaskKind);
 std::string to_string(Activation);
+std::string to_string(NormKind);
 /// Parsers for the CLI spellings ("none|plain|residual", "none|pre|post",
-/// "none|causal", "relu|gelu|gelu_tanh" — "gelu_new" is accepted as
+/// "none|causal", "relu|gelu|gelu_tanh|silu" — "gelu_new" is accepted as
 /// gelu_tanh, "on|off" for skip). Throw std::invalid_argument naming `what`.
 MlpKind parse_mlp(const std::string& text, const std::string& what = "mlp");
 LayerNormKind parse_layernorm(const std::string& text, const std::string& what = "layernorm");
@@ -67,6 +70,21 @@ bool parse_on_off(const std::string& text, const std::string& what);
 
 /// Sizes and structure. `d_model` = d, `d_qk`, `d_v` per head, `d_ff` the
 /// MLP width (0 when the model has no MLP weights).
+///
+/// Llama family (math.md §8): `norm` rms, `rope_theta` set (rotary position
+/// embeddings on queries and keys, rotate-half layout, d_qk even),
+/// `kv_heads` = H_kv < H for grouped-query attention (query head h reads
+/// key/value head ⌊h·H_kv/H⌋), `gated_mlp` (every layer with MLP weights
+/// has LayerWeights::W_gate).
+///
+/// Grouped-query attention is held by giving every query head its own copy
+/// of its group's W_K, b_K, W_V, b_V (validated to be identical within a
+/// group). Every head-indexed computation — the forward pass, W_h = W_V^h
+/// W_O^h of the path decomposition, β_{l,h} — then reads the weights of
+/// head h alone, unchanged. The cost is 2·d·d_h·(H − H_kv) extra doubles
+/// per layer; for a Llama-2-70B-shaped layer (d = 8192, H = 64, H_kv = 8,
+/// d_h = 128, d_ff = 28672) that is 117M next to the layer's own 855M
+/// (+14%), and nothing for H_kv = H.
 struct Architecture {
   int layers = 0;
   int heads = 0;
@@ -79,6 +97,19 @@ struct Architecture {
   double ln_eps = 1e-12;
   /// ALBERT-style: one set of layer weights reused by all layers.
   bool shared_layers = false;
+  NormKind norm = NormKind::layer;  ///< ln_eps is rms_norm_eps for rms
+  /// H_kv (divides H); 0 means H (no grouping).
+  int kv_heads = 0;
+  /// Rotary base θ (> 0) when queries and keys are rotated; nullopt: none.
+  std::optional<double> rope_theta = std::nullopt;
+  bool gated_mlp = false;
+  /// Sliding-window size (Mistral, Qwen2): 0 = none. Sequences longer than
+  /// the window are refused (math.md §8 defines no window).
+  int attention_window = 0;
+  int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  /// Key/value head of query head h: ⌊h·H_kv/H⌋.
+  int kv_head_of(int h) const { return static_cast<int>(static_cast<long long>(h) * key_value_heads() / heads); }
+  bool rotary() const { return rope_theta.has_value(); }
 };
 
 /// One head. Shapes: W_Q, W_K d×d_qk; W_V d×d_v; W_O d_v×d; biases as vectors.
@@ -91,22 +122,30 @@ struct HeadWeights {
 /// W_2 (d_ff×d), b_2 (d), LayerNorm gains/biases ln1_*, ln2_* (d). MLP and
 /// LayerNorm weights may be empty when the model has none (then variants
 /// that need them are rejected by the forward pass).
+/// Gated MLP (SwiGLU, math.md §8) when W_gate (d×d_ff) is present:
+/// f(Z) = (act(Z W_gate) ∘ (Z W_1 + b_1)) W_2 + b_2, W_1 the "up" and W_2
+/// the "down" projection. RMSNorm layers use ln*_g; their ln*_b are added
+/// after the scaling like LayerNorm's (zero for checkpoints of the family).
 struct LayerWeights {
   std::vector<HeadWeights> heads;
   VectorXd b_O;
-  MatrixXd W_1, W_2;
+  MatrixXd W_1, W_2, W_gate;
   VectorXd b_1, b_2;
   VectorXd ln1_g, ln1_b, ln2_g, ln2_b;
   bool has_mlp() const { return W_1.size() > 0; }
   bool has_layernorm() const { return ln1_g.size() > 0; }
+  bool gated() const { return W_gate.size() > 0; }
 };
 
 /// The checkpoint layout families (io/ reads and writes them); embeddings
 /// carry the family whose recipe builds X^0.
-enum class Layout { bert, gpt2, albert, roberta, distilbert };
+enum class Layout { bert, gpt2, albert, roberta, distilbert, llama, mistral, qwen2 };
 std::string to_string(Layout);
-/// "bert|gpt2|albert|roberta|distilbert"; throws std::invalid_argument.
+/// "bert|gpt2|albert|roberta|distilbert|llama|mistral|qwen2"; throws std::invalid_argument.
 Layout parse_layout(const std::string& text);
+/// llama, mistral, qwen2: the family of math.md §8 (rotary positions, no
+/// position table, token rows alone as embeddings).
+bool rotary_family(Layout l);
 
 /// Token embeddings of a checkpoint, for building X^0 from token ids:
 /// token i uses position row i. word: vocab×e, position: max_pos×e,
@@ -114,6 +153,9 @@ Layout parse_layout(const std::string& text);
 /// DistilBERT), ln_g/ln_b: e (all but GPT-2), mapping: e×d and mapping_b: d
 /// (ALBERT's embedding_hidden_mapping_in, stored as x·mapping + mapping_b).
 /// RoBERTa's table starts at its row padding_idx + 1 (math.md §1).
+/// Llama, Mistral, Qwen2: word only (positions enter through the rotary
+/// embedding; the position table is empty and sequences have no length
+/// limit).
 struct Embeddings {
   Layout kind = Layout::bert;
   MatrixXd word, position, token_type;
@@ -123,6 +165,7 @@ struct Embeddings {
   VectorXd mapping_b;
   int vocab_size() const { return static_cast<int>(word.rows()); }
   int max_positions() const { return static_cast<int>(position.rows()); }
+  bool has_position_table() const { return !rotary_family(kind); }
 };
 
 /// A validated model. Construction throws std::invalid_argument with a

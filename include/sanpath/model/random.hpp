@@ -39,6 +39,10 @@ enum class InitKind { gaussian, xavier };
 /// `embeddings` (word vocab×d, position max_positions×d; one token type for
 /// bert and roberta; LayerNorm gain 1, bias 0 but for gpt2; albert is not
 /// drawn).
+/// Llama family (arch.gated_mlp, rotary, kv_heads): heads of a key/value
+/// group share the group's first K, V; only the q/k/v biases are drawn
+/// (output and MLP biases zero); W_gate drawn like W_1; embeddings are the
+/// token rows alone.
 struct RandomModelSpec {
   Architecture arch;
   InitKind init = InitKind::gaussian;

@@ -8,6 +8,7 @@
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/analysis/collapse.hpp"
 #include "sanpath/analysis/report_data.hpp"
+#include "sanpath/compute/bounds.hpp"
 #include "sanpath/model/model.hpp"
 
 #include <string>
@@ -91,9 +92,13 @@ struct BoundsSearchResult;
 /// "depths": [{"layer", "bound", "log10_bound", "layerwise_bound",
 /// "measured": {"lower", "upper", "below_resolution", …}, "verdict",
 /// "slack_log10", "cubic_constant", "a_layer", "order", …}], "without_skip"
-/// (skip on), "notes"}; every number a decimal string with its true
+/// (skip on), "beyond_theorems" (only when coverage.any(): {"rotary",
+/// "gated_mlp", "statement"}), "notes"}; every number a decimal string with its true
 /// exponent, null when absent. Table: one row per depth for a reader.
 std::string format_bounds(const BoundsAnalysis& a, const Model& model, const RunInfo& info, Format f);
+/// The plain sentence on structure the theorems do not cover (math.md §8),
+/// e.g. "Beyond the theorems: ... rotary ..."; empty when coverage.any() is false.
+std::string coverage_sentence(const Coverage& coverage);
 /// `sanpath bounds --search`: the search, the saved files and the re-check.
 std::string format_bounds_search(const BoundsSearchResult& r, Format f);
 

@@ -1,0 +1,255 @@
+// Llama, Mistral, Qwen2 (math.md §8): torch Linear weights ([out, in],
+// y = x Wᵀ), RMSNorm, rotary positions, grouped-query attention, SwiGLU.
+// The family is read and written by its own walk rather than the slot table
+// (a key/value block is shared by a group of query heads; biases present or
+// absent by model_type and config), through the same TensorStore.
+//
+// Mapping onto the per-head form: query head h owns rows [h·d_h, (h+1)·d_h)
+// of q_proj and columns of o_proj; key/value head g the rows [g·d_h,
+// (g+1)·d_h) of k_proj, v_proj, copied into every query head h with
+// ⌊h·H_kv/H⌋ = g. gate_proj → W_gate, up_proj → W_1, down_proj → W_2;
+// input_layernorm / post_attention_layernorm → ln1_g / ln2_g (RMSNorm, zero
+// ln*_b); embed_tokens → the token table. Biases absent from the layout are
+// zero. model.norm and lm_head are not part of the analysed layers (like
+// GPT-2's ln_f) and are ignored on reading; the writer stores a unit
+// model.norm and ties the LM head. Configurations §8 does not define are
+// refused naming the key: rope_scaling other than null, a partial rotary
+// factor, hidden_act other than silu, mlp_bias. A sliding window is kept as
+// Architecture::attention_window.
+#include "hf_layout.hpp"
+
+#include <string>
+
+namespace sanpath::io {
+
+namespace {
+
+/// A tensor of the store with the expected shape, decoded.
+Tensor need(const TensorStore& f, const std::string& name, const Shape& shape, const std::string& config_path) {
+  const TensorInfo* t = f.find(name);
+  if (!t) fail(f.path(), name, "missing (a Llama-family checkpoint needs it)");
+  if (t->shape != shape)
+    fail(f.path(), name, "shape " + shape_str(t->shape) + ", expected " + shape_str(shape) + " from " + config_path);
+  Tensor out{t->name, t->dtype, t->shape, std::vector<double>(static_cast<std::size_t>(t->numel()))};
+  f.file_of(*t).decode(*t, 0, out.values.size(), out.values.data());
+  return out;
+}
+
+Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source) {
+  const std::string& config_path = c.path;
+  const json& config = c.j;
+  const std::string type = to_string(fam.layout);
+  const int L = c.positive_int("num_hidden_layers");
+  const int H = c.positive_int("num_attention_heads");
+  const int d = c.positive_int("hidden_size");
+  const int ff = c.positive_int("intermediate_size");
+  const int Hkv = c.positive_int_or("num_key_value_heads", H);
+  if (Hkv > H || H % Hkv != 0)
+    fail(config_path, "num_key_value_heads", str(Hkv) + " does not divide num_attention_heads = " + str(H));
+  if (!c.has("head_dim") && d % H != 0)
+    fail(config_path, "hidden_size", str(d) + " is not divisible by num_attention_heads = " + str(H));
+  const int dh = c.positive_int_or("head_dim", d / H);
+  if (dh % 2 != 0) fail(config_path, "head_dim", str(dh) + " is odd; rotary embeddings rotate pairs");
+  const std::string act = c.string_or("hidden_act", "silu");
+  if (act != "silu") fail(config_path, "hidden_act", "'" + act + "' is not supported (silu only, math.md §8)");
+  if (c.has("rope_scaling"))
+    fail(config_path, "rope_scaling", brief(config.at("rope_scaling")) + " is not supported (null only, math.md §8)");
+  for (const char* k : {"partial_rotary_factor", "rotary_pct"})
+    if (c.has(k) && c.positive_number_or(k, 1.0) != 1.0)
+      fail(config_path, k, brief(config.at(k)) + " is not supported (the whole head is rotated, math.md §8)");
+  if (c.bool_or("mlp_bias", false)) fail(config_path, "mlp_bias", "true is not supported (math.md §8: no MLP biases)");
+  const bool qwen2 = type == "qwen2";
+  const bool qkv_bias = qwen2 || c.bool_or("attention_bias", false);
+  const bool o_bias = !qwen2 && c.bool_or("attention_bias", false);
+  // Mistral applies sliding_window when set; Qwen2 only with use_sliding_window.
+  int window = 0;
+  if (c.has("sliding_window") && (type == "mistral" || (qwen2 && c.bool_or("use_sliding_window", false))))
+    window = c.positive_int("sliding_window");
+
+  Architecture a;
+  a.layers = L;
+  a.heads = H;
+  a.d_model = d;
+  a.d_qk = a.d_v = dh;
+  a.d_ff = ff;
+  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  a.activation = Activation::silu;
+  a.ln_eps = c.eps_or("rms_norm_eps", 1e-6);
+  a.norm = NormKind::rms;
+  a.kv_heads = Hkv;
+  a.rope_theta = c.positive_number_or("rope_theta", 10000.0);
+  a.gated_mlp = true;
+  a.attention_window = window;
+
+  if (static_cast<std::size_t>(L) > f.size())
+    fail(config_path, "num_hidden_layers",
+         str(L) + " layers, but " + f.path() + " holds only " + std::to_string(f.size()) +
+             " tensors (a layer has 9)");
+  const std::int64_t q_out = std::int64_t(H) * dh, kv_out = std::int64_t(Hkv) * dh;
+  std::vector<LayerWeights> layers(static_cast<std::size_t>(L));
+  for (int l = 0; l < L; ++l) {
+    const std::string p = "model.layers." + str(l) + ".";
+    const auto lin = [&](const std::string& k, std::int64_t out, std::int64_t in) {
+      return MatrixXd(to_matrix(need(f, p + k + ".weight", {out, in}, config_path)).transpose());
+    };
+    const auto bias = [&](const std::string& k, std::int64_t n, bool present) -> VectorXd {
+      return present ? to_vector(need(f, p + k + ".bias", {n}, config_path)) : VectorXd::Zero(n);
+    };
+    const MatrixXd Wq = lin("self_attn.q_proj", q_out, d), Wk = lin("self_attn.k_proj", kv_out, d),
+                   Wv = lin("self_attn.v_proj", kv_out, d), Wo = lin("self_attn.o_proj", d, q_out);
+    const VectorXd bq = bias("self_attn.q_proj", q_out, qkv_bias), bk = bias("self_attn.k_proj", kv_out, qkv_bias),
+                   bv = bias("self_attn.v_proj", kv_out, qkv_bias);
+    LayerWeights& w = layers[static_cast<std::size_t>(l)];
+    w.heads.resize(static_cast<std::size_t>(H));
+    for (int h = 0; h < H; ++h) {
+      const int g = a.kv_head_of(h);
+      HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      hw.W_Q = Wq.middleCols(h * dh, dh);
+      hw.b_Q = bq.segment(h * dh, dh);
+      hw.W_K = Wk.middleCols(g * dh, dh);
+      hw.b_K = bk.segment(g * dh, dh);
+      hw.W_V = Wv.middleCols(g * dh, dh);
+      hw.b_V = bv.segment(g * dh, dh);
+      hw.W_O = Wo.middleRows(h * dh, dh);
+    }
+    w.b_O = bias("self_attn.o_proj", d, o_bias);
+    w.W_gate = lin("mlp.gate_proj", ff, d);
+    w.W_1 = lin("mlp.up_proj", ff, d);
+    w.W_2 = lin("mlp.down_proj", d, ff);
+    w.b_1 = VectorXd::Zero(ff);
+    w.b_2 = VectorXd::Zero(d);
+    w.ln1_g = to_vector(need(f, p + "input_layernorm.weight", {d}, config_path));
+    w.ln2_g = to_vector(need(f, p + "post_attention_layernorm.weight", {d}, config_path));
+    w.ln1_b = w.ln2_b = VectorXd::Zero(d);
+  }
+  need(f, "model.norm.weight", {d}, config_path);
+  std::optional<Embeddings> emb;
+  if (f.find("model.embed_tokens.weight")) {
+    const std::int64_t vocab = c.has("vocab_size") ? c.positive_int("vocab_size") : f.find("model.embed_tokens.weight")->shape.at(0);
+    Embeddings e;
+    e.kind = fam.layout;
+    e.word = to_matrix(need(f, "model.embed_tokens.weight", {vocab, d}, config_path));
+    e.ln_eps = a.ln_eps;
+    emb = std::move(e);
+  }
+  return Model(a, std::move(layers), std::move(emb), source);
+}
+
+void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
+  const Architecture& a = model.arch();
+  const std::string type = to_string(fam.layout);
+  if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
+  const auto need_arch = [&](bool ok, const std::string& field, const std::string& what) {
+    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
+  };
+  need_arch(a.norm == NormKind::rms, "norm", "RMSNorm");
+  need_arch(a.rotary(), "rope_theta", "rotary embeddings");
+  need_arch(a.gated_mlp && a.activation == Activation::silu, "W_gate", "a gated MLP with silu");
+  need_arch(a.d_qk == a.d_v, "d_qk", "d_qk = d_v");
+  const bool qwen2 = type == "qwen2";
+  const int L = a.layers, H = a.heads, Hkv = a.key_value_heads(), d = a.d_model, dh = a.d_qk;
+  const auto zero = [](const VectorXd& v) { return (v.array() == 0).all(); };
+  for (int l = 0; l < L; ++l) {
+    const LayerWeights& w = model.layer(l);
+    const std::string p = "layer " + str(l) + " ";
+    need_arch(w.has_mlp() && w.gated(), p + "W_gate", "gated MLP weights");
+    need_arch(w.has_layernorm(), p + "ln1_g", "RMSNorm weights");
+    need_arch(zero(w.ln1_b) && zero(w.ln2_b), p + "ln1_b", "zero RMSNorm biases");
+    need_arch(zero(w.b_O) && zero(w.b_1) && zero(w.b_2), p + "b_O", "zero output and MLP biases");
+    if (!qwen2)
+      for (int h = 0; h < H; ++h) {
+        const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+        need_arch(zero(hw.b_Q) && zero(hw.b_K) && zero(hw.b_V), p + "head " + str(h) + " b_Q",
+                  "zero query/key/value biases (qwen2 has them)");
+      }
+  }
+  const auto& emb = model.embeddings();
+  if (emb && !rotary_family(emb->kind))
+    fail(folder, "embeddings", "only token embeddings without positions can be written in the " + type + " layout");
+
+  std::vector<Tensor> ts;
+  const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
+  for (int l = 0; l < L; ++l) {
+    const LayerWeights& w = model.layer(l);
+    const std::string p = "model.layers." + str(l) + ".";
+    MatrixXd Wq(d, H * dh), Wk(d, Hkv * dh), Wv(d, Hkv * dh), Wo(H * dh, d);
+    VectorXd bq(H * dh), bk(Hkv * dh), bv(Hkv * dh);
+    for (int h = 0; h < H; ++h) {
+      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      const int g = a.kv_head_of(h);
+      Wq.middleCols(h * dh, dh) = hw.W_Q;
+      bq.segment(h * dh, dh) = hw.b_Q;
+      Wk.middleCols(g * dh, dh) = hw.W_K;  // identical within a group (Model validates)
+      bk.segment(g * dh, dh) = hw.b_K;
+      Wv.middleCols(g * dh, dh) = hw.W_V;
+      bv.segment(g * dh, dh) = hw.b_V;
+      Wo.middleRows(h * dh, dh) = hw.W_O;
+    }
+    add(p + "input_layernorm.weight", w.ln1_g);
+    add(p + "self_attn.q_proj.weight", MatrixXd(Wq.transpose()));
+    add(p + "self_attn.k_proj.weight", MatrixXd(Wk.transpose()));
+    add(p + "self_attn.v_proj.weight", MatrixXd(Wv.transpose()));
+    if (qwen2) {
+      add(p + "self_attn.q_proj.bias", bq);
+      add(p + "self_attn.k_proj.bias", bk);
+      add(p + "self_attn.v_proj.bias", bv);
+    }
+    add(p + "self_attn.o_proj.weight", MatrixXd(Wo.transpose()));
+    add(p + "post_attention_layernorm.weight", w.ln2_g);
+    add(p + "mlp.gate_proj.weight", MatrixXd(w.W_gate.transpose()));
+    add(p + "mlp.up_proj.weight", MatrixXd(w.W_1.transpose()));
+    add(p + "mlp.down_proj.weight", MatrixXd(w.W_2.transpose()));
+  }
+  add("model.norm.weight", VectorXd(VectorXd::Ones(d)));
+  json c = {{"architectures", {fam.architecture + "ForCausalLM"}},
+            {"model_type", type},
+            {"num_hidden_layers", L},
+            {"num_attention_heads", H},
+            {"num_key_value_heads", Hkv},
+            {"hidden_size", d},
+            {"head_dim", dh},
+            {"intermediate_size", a.d_ff},
+            {"hidden_act", "silu"},
+            {"rms_norm_eps", a.ln_eps},
+            {"rope_theta", *a.rope_theta},
+            {"rope_scaling", nullptr},
+            {"tie_word_embeddings", true},
+            {"torch_dtype", dtype == "F64" ? "float64" : "float32"}};
+  if (type == "llama") {
+    c["attention_bias"] = false;
+    c["mlp_bias"] = false;
+  }
+  if (type == "mistral") c["sliding_window"] = a.attention_window > 0 ? json(a.attention_window) : json(nullptr);
+  if (qwen2) {
+    c["use_sliding_window"] = a.attention_window > 0;
+    if (a.attention_window > 0) c["sliding_window"] = a.attention_window;
+  }
+  if (type == "llama" && a.attention_window > 0)
+    fail(folder, "attention_window", "the llama layout has no sliding window");
+  if (emb) {
+    add("model.embed_tokens.weight", emb->word);
+    c["vocab_size"] = emb->word.rows();
+  }
+  write_checkpoint(folder, ts, c);
+}
+
+Family make(Layout layout, const std::string& architecture, const std::string& mark) {
+  Family f;
+  f.layout = layout;
+  f.prefix = "model.";
+  f.model_types = {to_string(layout)};
+  f.architecture = architecture;
+  f.tensor_mark = mark;
+  f.load = load;
+  f.save = save;
+  return f;
+}
+
+}  // namespace
+
+// Tensor names do not tell the three apart: the names identify llama.
+Family llama_family() { return make(Layout::llama, "Llama", ".self_attn.q_proj."); }
+Family mistral_family() { return make(Layout::mistral, "Mistral", ""); }
+Family qwen2_family() { return make(Layout::qwen2, "Qwen2", ""); }
+
+}  // namespace sanpath::io
