@@ -1,4 +1,5 @@
 #include "sanpath/analysis/forward.hpp"
+#include "sanpath/compute/forward_centred.hpp"
 
 #include "sanpath/analysis/double_check.hpp"
 #include "sanpath/core/errors.hpp"
@@ -24,6 +25,15 @@ ForwardMethod parse_method(const std::string& text) {
 ForwardMethod PrecisionRequest::resolved_method() const {
   if (method) return *method;
   return automatic ? ForwardMethod::centred : ForwardMethod::direct;
+}
+
+ForwardMethod PrecisionRequest::resolved_method(const Model& model) const {
+  const ForwardMethod m = resolved_method();
+  if (m == ForwardMethod::centred && !centred_pass_supports(model.arch())) {
+    if (method) throw std::invalid_argument(centred_pass_refusal(model.source()));
+    return ForwardMethod::direct;
+  }
+  return m;
 }
 
 PrecisionRequest PrecisionRequest::parse(const std::string& text) {
@@ -157,7 +167,7 @@ PrecisionChoice direct_ladder(const Model& model, const Variant& variant, const 
                               std::vector<LayerStats>* measured) {
   PrecisionChoice out;
   const long max_bits = auto_ceiling(request);
-  const ForwardMethod method = request.resolved_method();
+  const ForwardMethod method = request.resolved_method(model);
   Precision p = request.automatic ? Precision::at_least(std::min(128L, max_bits)) : request.fixed;
   if (!request.automatic && measured == nullptr) {
     out.precision = p;
@@ -262,7 +272,7 @@ int least_rounding_digits(const std::vector<LayerReport>& layers) {
 PrecisionChoice choose_precision(const Model& model, const Variant& variant, const InputSpec& input,
                                  const PrecisionRequest& request, Center center, const ProgressFn& progress) {
   model.check_supports(variant);
-  if (!request.automatic || request.resolved_method() == ForwardMethod::direct)
+  if (!request.automatic || request.resolved_method(model) == ForwardMethod::direct)
     return direct_ladder(model, variant, input, request, center, progress, nullptr);
   // One centred pass measures every residual to the digits asked; the
   // direct pass then needs the bits of its smallest one.
@@ -285,7 +295,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   ForwardAnalysis out;
   out.variant = variant;
   out.center = center;
-  out.method = request.resolved_method();
+  out.method = request.resolved_method(model);
   const long n = input.rows(), d = model.arch().d_model;
   const int depth = model.arch().layers;
   const bool escalate = request.automatic && out.method == ForwardMethod::centred;

@@ -346,8 +346,10 @@ template <class S> struct ActivationDifference {
         }
         return delta * Phi1 + h * dPhi;
       }
+      case Activation::silu:  // the gated MLP of the Llama family: refused by centred_pass_supports
+        break;
     }
-    throw std::logic_error("activation difference: unknown activation");
+    throw std::logic_error("activation difference: no centred form for this activation");
   }
 };
 
@@ -436,6 +438,7 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
     throw std::invalid_argument(model.source() + ": input: has " + std::to_string(R0.cols()) +
                                 " features (columns), the model expects d_model = " + std::to_string(a.d_model));
   if (R0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
+  if (!centred_pass_supports(a)) throw std::invalid_argument(centred_pass_refusal(model.source()));
   model.check_supports(variant);
   if constexpr (is_mpfr_v<S>) use_full_mpfr_exponent_range();
   const bool with_mlp = variant.mlp != MlpKind::none;

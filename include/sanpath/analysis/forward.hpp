@@ -53,6 +53,10 @@ struct PrecisionRequest {
 
   /// The method used for this request (see `method`).
   ForwardMethod resolved_method() const;
+  /// The method used for `model`: as above, except that an unset method is
+  /// direct for models the centred pass does not cover (centred_pass_supports);
+  /// an explicit centred method for such a model throws std::invalid_argument.
+  ForwardMethod resolved_method(const Model& model) const;
   CheckMethod check = CheckMethod::automatic;
 
   /// "auto", "double" or a number of bits; throws std::invalid_argument.

@@ -41,6 +41,19 @@ template <class S> struct CentredTrace {
 /// Throws std::invalid_argument like forward(); NumericalError naming the
 /// layer when R turns non-finite, or (double) underflows to all-zero from a
 /// nonzero residual.
+/// Whether math.md §7 defines the centred pass for `a`: not for the Llama
+/// family (rotary embeddings make the attention row-dependent in a way §7
+/// does not treat; RMSNorm and the gated MLP have no centred form here).
+inline bool centred_pass_supports(const Architecture& a) {
+  return a.norm == NormKind::layer && !a.rope_theta && !a.gated_mlp;
+}
+
+/// The message of the refusal, naming `source`.
+inline std::string centred_pass_refusal(const std::string& source) {
+  return source + ": method: the centred pass (math.md §7) is not defined for rotary embeddings, RMSNorm or a "
+                  "gated MLP (the Llama family); use the direct pass (--method direct)";
+}
+
 template <class S>
 CentredTrace<S> forward_centred(const Model& model, const Variant& variant, const Matrix<S>& X0,
                                 const ForwardOptions& options = {});

@@ -140,7 +140,7 @@ template <class S> struct EnumerationResult {
   std::uint64_t paths = 0;  ///< paths that passed the filter (were walked)
   /// accumulate: sums[k] = Σ T over walked paths of length k (n×d), k = 0..L.
   std::vector<Matrix<S>> sums;
-  RowVector<S> bias;  ///< b^L (1×d), see path_bias
+  RowVector<S> bias;  ///< b^L (1×d): b^0 = 0, b^l = (S^l)ᵀ b^{l−1} + c_l (math.md §4)
 };
 
 /// Walks the path tree of `trace` (attention recorded, variant
@@ -156,10 +156,6 @@ EnumerationResult<S> enumerate_paths(const Model& model, const ForwardTrace<S>& 
 template <class S>
 PathRecord<S> evaluate_path(const Model& model, const ForwardTrace<S>& trace, const std::vector<int>& heads,
                             Matrix<S>* term = nullptr);
-
-/// The bias term b^L (1×d): b^0 = 0, b^l = (S^l)ᵀ b^{l-1} + c_l with
-/// S^l = [skip] I + Σ_h W_h^l, c_l = Σ_h W_O^{h,l ᵀ} b_V^{h,l} + b_O^l.
-template <class S> RowVector<S> path_bias(const Model& model, bool skip);
 
 /// Largest |approx_ij − exact_ij| relative to the largest |exact_ij| (absolute
 /// when exact is 0), computed in S and returned at S's precision.
@@ -237,7 +233,6 @@ std::vector<LengthSample<S>> sample_paths(const Model& model, const ForwardTrace
                                                           const EnumerationOptions&, const PathVisitor<S>&);  \
   extern template PathRecord<S> evaluate_path<S>(const Model&, const ForwardTrace<S>&, const std::vector<int>&, \
                                                  Matrix<S>*);                                                 \
-  extern template RowVector<S> path_bias<S>(const Model&, bool);                                              \
   extern template BigReal relative_max_error<S>(const Matrix<S>&, const Matrix<S>&);                          \
   extern template BigReal enumeration_error<S>(const Model&, const ForwardTrace<S>&, int, std::uint64_t);     \
   extern template LengthSums<S> length_sums<S>(const Model&, const ForwardTrace<S>&, int);                    \
