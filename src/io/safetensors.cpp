@@ -451,6 +451,7 @@ const TensorInfo* SafetensorsMap::find(const std::string& name) const {
 }
 
 void SafetensorsMap::decode(const TensorInfo& t, std::size_t first, std::size_t count, double* out) const {
+  if (count == 0) return;  // an empty tensor: nothing to copy (and no data pointer to copy from)
   const std::size_t elsize = dtype_size(t.dtype);
   if ((first + count) * elsize > t.end - t.begin) throw std::logic_error("SafetensorsMap::decode: out of range");
   decode_all(t.dtype, base_ + data_start_ + t.begin + first * elsize, count, out);
