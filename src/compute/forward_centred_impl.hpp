@@ -74,11 +74,17 @@ template <class S> Split<S> recentre(RowVector<S> gc, Matrix<S> Delta) {
   return {std::move(gc), std::move(Delta)};
 }
 
-template <class S> Matrix<S> times(const RowVector<S>& c, const Matrix<S>& W) {
-  const Matrix<S> cm = c;
-  Matrix<S> out;
-  gemm(cm, W, out);
-  return out;
+/// cW = cᵀW and RW = R W in one product of the stacked rows [cᵀ; R]: each
+/// entry of a product depends only on its own row and column, so these are
+/// bit for bit the two products, with W read into fixed point once.
+template <class S>
+void times_split(const RowVector<S>& c, const Matrix<S>& R, const MatrixXd& W, Matrix<S>& cW, Matrix<S>& RW) {
+  Matrix<S> stacked(R.rows() + 1, R.cols()), both;
+  stacked.row(0) = c;
+  stacked.bottomRows(R.rows()) = R;
+  gemm_weights(stacked, W, both);
+  cW = both.topRows(1);
+  RW = both.bottomRows(R.rows());
 }
 
 /// One head's attention P = rowsoftmax(1vᵀ + S) = Π + E (math.md §7), Π the
@@ -149,13 +155,13 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
                    std::vector<Matrix<S>>* Pis, std::vector<Matrix<S>>* Es) {
   using std::sqrt;
   const Eigen::Index n = x.R.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
-  Matrix<S> q0 = times(x.c, w.WQ), cv = times(x.c, w.WV);
+  Matrix<S> q0, QR, cv, VR;
+  times_split(x.c, x.R, w.WQ, q0, QR);
+  times_split(x.c, x.R, w.WV, cv, VR);
   detail::add_row(q0, w.bQ);
   detail::add_row(cv, w.bV);
-  Matrix<S> QR, KR, VR;
-  gemm(x.R, w.WQ, QR);
-  gemm(x.R, w.WK, KR);
-  gemm(x.R, w.WV, VR);
+  Matrix<S> KR;
+  gemm_weights(x.R, w.WK, KR);
   const S scale = S(1) / sqrt(S(static_cast<double>(dq)));
   Matrix<S> Mc = cv;            // 1×H·d_v: centre of the heads' values
   Matrix<S> Mr(n, H * dv);      // n×H·d_v: the rest
@@ -217,10 +223,11 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
     for (auto& P : E_h) Es->push_back(std::move(P));
   const RowVector<S> shift = take_mean(Mr);
   Mc += shift;
+  Matrix<S> c_out;
   Split<S> out;
-  out.c = times(RowVector<S>(Mc), w.WO);
+  times_split(RowVector<S>(Mc), Mr, w.WO, c_out, out.R);
+  out.c = c_out;
   out.c += w.bO;
-  gemm(Mr, w.WO, out.R);
   return out;
 }
 
@@ -360,16 +367,9 @@ template <class S> struct ActivationDifference {
 template <class S>
 Split<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
                      const Split<S>& x) {
-  const Matrix<S>* W1 = &w.W1;
-  const Matrix<S>* W2 = &w.W2;
-  if constexpr (std::is_same_v<S, double>) {
-    W1 = &lw.W_1;
-    W2 = &lw.W_2;
-  }
-  Matrix<S> hc = times(x.c, *W1);
+  Matrix<S> hc, D;
+  times_split(x.c, x.R, lw.W_1, hc, D);
   detail::add_row(hc, w.b1);
-  Matrix<S> D;
-  gemm(x.R, *W1, D);
   const ActivationDifference<S> diff(a.activation);
   for (Eigen::Index j = 0; j < D.cols(); ++j) {
     if (j % 64 == 0) check_interrupt();
@@ -377,10 +377,11 @@ Split<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w, con
   }
   for (Eigen::Index j = 0; j < hc.cols(); ++j) hc(0, j) = activate(hc(0, j), a.activation);
   hc += take_mean(D);
+  Matrix<S> c_out;
   Split<S> out;
-  out.c = times(RowVector<S>(hc), *W2);
+  times_split(RowVector<S>(hc), D, lw.W_2, c_out, out.R);
+  out.c = c_out;
   out.c += w.b2;
-  gemm(D, *W2, out.R);
   return out;
 }
 

@@ -165,12 +165,13 @@ template <class S> S activate(const S& x, Activation act) {
 
 namespace detail {
 
-/// Per-layer weights converted to S, heads packed side by side so one GEMM
-/// computes every head's Q (resp. K, V): WQ d×(H·d_qk), WO (H·d_v)×d.
+/// Per-layer weights, heads packed side by side so one product computes
+/// every head's Q (resp. K, V): WQ d×(H·d_qk), WO (H·d_v)×d. The matrices
+/// stay in double (gemm_weights reads them exactly in any tier); the biases
+/// are converted to S.
 template <class S> struct PackedLayer {
-  Matrix<S> WQ, WK, WV, WO;
+  MatrixXd WQ, WK, WV, WO;
   RowVector<S> bQ, bK, bV, bO;
-  Matrix<S> W1, W2, Wg;
   RowVector<S> b1, b2;
 };
 
@@ -178,40 +179,27 @@ template <class S> RowVector<S> row_of(const VectorXd& v) { return convert<S>(v.
 
 template <class S> PackedLayer<S> pack(const Architecture& a, const LayerWeights& w, bool with_mlp) {
   const Eigen::Index d = a.d_model, H = a.heads, dq = a.d_qk, dv = a.d_v;
-  MatrixXd WQ(d, H * dq), WK(d, H * dq), WV(d, H * dv), WO(H * dv, d);
+  PackedLayer<S> p;
+  p.WQ.resize(d, H * dq);
+  p.WK.resize(d, H * dq);
+  p.WV.resize(d, H * dv);
+  p.WO.resize(H * dv, d);
   VectorXd bQ(H * dq), bK(H * dq), bV(H * dv);
   for (Eigen::Index h = 0; h < H; ++h) {
     const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-    WQ.middleCols(h * dq, dq) = hw.W_Q;
-    WK.middleCols(h * dq, dq) = hw.W_K;
-    WV.middleCols(h * dv, dv) = hw.W_V;
-    WO.middleRows(h * dv, dv) = hw.W_O;
+    p.WQ.middleCols(h * dq, dq) = hw.W_Q;
+    p.WK.middleCols(h * dq, dq) = hw.W_K;
+    p.WV.middleCols(h * dv, dv) = hw.W_V;
+    p.WO.middleRows(h * dv, dv) = hw.W_O;
     bQ.segment(h * dq, dq) = hw.b_Q;
     bK.segment(h * dq, dq) = hw.b_K;
     bV.segment(h * dv, dv) = hw.b_V;
-  }
-  PackedLayer<S> p;
-  if constexpr (std::is_same_v<S, double>) {  // already in S: no second copy
-    p.WQ = std::move(WQ);
-    p.WK = std::move(WK);
-    p.WV = std::move(WV);
-    p.WO = std::move(WO);
-  } else {
-    p.WQ = convert<S>(WQ);
-    p.WK = convert<S>(WK);
-    p.WV = convert<S>(WV);
-    p.WO = convert<S>(WO);
   }
   p.bQ = row_of<S>(bQ);
   p.bK = row_of<S>(bK);
   p.bV = row_of<S>(bV);
   p.bO = row_of<S>(w.b_O);
   if (with_mlp) {
-    if constexpr (!std::is_same_v<S, double>) {  // double multiplies by the model's own W_1, W_2 (see mlp)
-      p.W1 = convert<S>(w.W_1);
-      p.W2 = convert<S>(w.W_2);
-      if (w.gated()) p.Wg = convert<S>(w.W_gate);
-    }
     p.b1 = row_of<S>(w.b_1);
     p.b2 = row_of<S>(w.b_2);
   }
@@ -232,9 +220,9 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
   using std::sqrt;
   const Eigen::Index n = X.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
   Matrix<S> Q, K, V;
-  gemm(X, w.WQ, Q);
-  gemm(X, w.WK, K);
-  gemm(X, w.WV, V);
+  gemm_weights(X, w.WQ, Q);
+  gemm_weights(X, w.WK, K);
+  gemm_weights(X, w.WV, V);
   add_row(Q, w.bQ);
   add_row(K, w.bK);
   add_row(V, w.bV);
@@ -267,7 +255,7 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
   if (P)
     for (auto& Ph : Ps) P->push_back(std::move(Ph));
   Matrix<S> out;
-  gemm(heads_out, w.WO, out);
+  gemm_weights(heads_out, w.WO, out);
   add_row(out, w.bO);
   return out;
 }
@@ -292,20 +280,12 @@ template <class S> bool activate_simd(Matrix<S>& M, Activation act) {
 
 template <class S>
 Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const LayerWeights& lw, const Matrix<S>& Z) {
-  const Matrix<S>* W1 = &w.W1;
-  const Matrix<S>* W2 = &w.W2;
-  if constexpr (std::is_same_v<S, double>) {
-    W1 = &lw.W_1;
-    W2 = &lw.W_2;
-  }
   Matrix<S> Hid;
-  gemm(Z, *W1, Hid);
+  gemm_weights(Z, lw.W_1, Hid);
   add_row(Hid, w.b1);
   if (lw.gated()) {  // act(Z W_gate) ∘ (Z W_1 + b_1)
-    const Matrix<S>* Wg = &w.Wg;
-    if constexpr (std::is_same_v<S, double>) Wg = &lw.W_gate;
     Matrix<S> G;
-    gemm(Z, *Wg, G);
+    gemm_weights(Z, lw.W_gate, G);
     for (Eigen::Index j = 0; j < Hid.cols(); ++j)
       for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) *= activate(G(i, j), a.activation);
   } else if (!activate_simd(Hid, a.activation)) {
@@ -313,7 +293,7 @@ Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const LayerWeights
       for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) = activate(Hid(i, j), a.activation);
   }
   Matrix<S> out;
-  gemm(Hid, *W2, out);
+  gemm_weights(Hid, lw.W_2, out);
   add_row(out, w.b2);
   return out;
 }

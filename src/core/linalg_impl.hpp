@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cfenv>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -242,6 +243,48 @@ struct FixedVectors {
           mpn_rshift(dst, M + q, nlp - q, static_cast<unsigned>(b));
         else
           std::copy(M + q, M + nlp, dst);
+      }
+    }
+    return true;
+  }
+
+  /// fill() from doubles: x = M·2^(e−53) with M < 2^53 an integer, the
+  /// exponent e as MPFR gives it, so the vector is the one fill() makes from
+  /// the same values held in MPFR, bit for bit.
+  template <class Get> bool fill_double(Eigen::Index r, const Get& get) {
+    const auto base = static_cast<std::size_t>(r) * static_cast<std::size_t>(k);
+    long hi = fixed_zero_exp, lo = LONG_MAX;
+    for (Eigen::Index p = 0; p < k; ++p) {
+      const double x = get(p);
+      if (x == 0.0) continue;
+      if (!std::isfinite(x)) return false;
+      int e = 0;
+      std::frexp(x, &e);
+      exps[base + static_cast<std::size_t>(p)] = e;
+      hi = std::max(hi, static_cast<long>(e));
+      lo = std::min(lo, static_cast<long>(e));
+    }
+    const auto ri = static_cast<std::size_t>(r);
+    if (hi == fixed_zero_exp) return true;
+    top[ri] = hi;
+    spread[ri] = hi - lo;
+    all_zero[ri] = 0;
+    for (Eigen::Index p = 0; p < k; ++p) {
+      const std::size_t idx = base + static_cast<std::size_t>(p);
+      if (exps[idx] == fixed_zero_exp) continue;
+      const double x = get(p);
+      neg[idx] = std::signbit(x) ? 1 : 0;
+      int e = 0;
+      const auto M = static_cast<std::uint64_t>(std::ldexp(std::frexp(std::fabs(x), &e), 53));
+      mp_limb_t* dst = &mag[idx * static_cast<std::size_t>(nl)];
+      // mag = ⌊M·2^(e−53)·2^(W−top)⌋ < 2^W.
+      const long s = W - hi + e - 53;
+      if (s >= 0) {
+        const long q = s / fixed_limb_bits, b = s % fixed_limb_bits;
+        dst[q] = static_cast<mp_limb_t>(M << b);
+        if (b != 0 && q + 1 < nl) dst[q + 1] = static_cast<mp_limb_t>(M >> (fixed_limb_bits - b));
+      } else if (-s < fixed_limb_bits) {
+        dst[0] = static_cast<mp_limb_t>(M >> -s);
       }
     }
     return true;
@@ -534,12 +577,23 @@ void ifma_gemm(const FixedVectors& Bv, const FixedVectors& Lv, long prec, int th
 }
 #endif
 
-/// C = A·op(B) in an MPFR tier (see linalg.hpp for the arithmetic).
-template <class S, bool Trans> void mpfr_gemm(const Matrix<S>& A, const Matrix<S>& B, Matrix<S>& C) {
+/// C = A·op(B) in an MPFR tier (see linalg.hpp for the arithmetic). B holds
+/// S, or doubles (the model's weights): those are read into fixed point
+/// directly, and converted to S only if the reference kernel needs them.
+template <class S, bool Trans, class BScalar>
+void mpfr_gemm(const Matrix<S>& A, const Matrix<BScalar>& B, Matrix<S>& C) {
+  constexpr bool b_double = std::is_same_v<BScalar, double>;
   const Eigen::Index m = A.rows(), k = A.cols(), n = Trans ? B.rows() : B.cols();
   auto a_at = [&](Eigen::Index i, Eigen::Index p) -> mpfr_srcptr { return A(i, p).backend().data(); };
+  Matrix<S> B_converted;  // doubles as S, made once if the reference kernel runs
+  std::once_flag converted;
   auto b_at = [&](Eigen::Index p, Eigen::Index j) -> mpfr_srcptr {
-    return Trans ? B(j, p).backend().data() : B(p, j).backend().data();
+    if constexpr (b_double) {
+      std::call_once(converted, [&] { B_converted = convert<S>(B); });
+      return Trans ? B_converted(j, p).backend().data() : B_converted(p, j).backend().data();
+    } else {
+      return Trans ? B(j, p).backend().data() : B(p, j).backend().data();
+    }
   };
   if (C.rows() != m || C.cols() != n) C.resize(m, n);
   if (m == 0 || n == 0) return;
@@ -567,8 +621,14 @@ template <class S, bool Trans> void mpfr_gemm(const Matrix<S>& A, const Matrix<S
     const Eigen::Index lo = static_cast<Eigen::Index>(is_a ? blk : blk - blocks_a) * cb;
     const Eigen::Index hi = std::min(lo + cb, is_a ? m : n);
     for (Eigen::Index r = lo; r < hi && finite.load(std::memory_order_relaxed); ++r) {
-      const bool ok = is_a ? FA.fill(r, [&](Eigen::Index p) { return a_at(r, p); })
-                           : FB.fill(r, [&](Eigen::Index p) { return b_at(p, r); });
+      bool ok = true;
+      if (is_a) {
+        ok = FA.fill(r, [&](Eigen::Index p) { return a_at(r, p); });
+      } else if constexpr (b_double) {
+        ok = FB.fill_double(r, [&](Eigen::Index p) { return Trans ? B(r, p) : B(p, r); });
+      } else {
+        ok = FB.fill(r, [&](Eigen::Index p) { return b_at(p, r); });
+      }
       if (!ok) finite = false;
     }
   });
@@ -647,10 +707,21 @@ template <class S> void gemm_nt(const Matrix<S>& A, const Matrix<S>& B, Matrix<S
   }
 }
 
+template <class S> void gemm_weights(const Matrix<S>& A, const Matrix<double>& W, Matrix<S>& C) {
+  detail::check_inner(A.cols(), W.rows(), "gemm_weights");
+  if constexpr (is_mpfr_v<S>) {
+    detail::mpfr_gemm<S, false>(A, W, C);
+  } else {
+    detail::double_gemm<false>(A, W, C);
+  }
+}
+
 }  // namespace sanpath
 
 #define SANPATH_INSTANTIATE_LINALG(S)                                                       \
   template void sanpath::gemm<S>(const sanpath::Matrix<S>&, const sanpath::Matrix<S>&,     \
                                  sanpath::Matrix<S>&);                                      \
   template void sanpath::gemm_nt<S>(const sanpath::Matrix<S>&, const sanpath::Matrix<S>&,  \
-                                    sanpath::Matrix<S>&);
+                                    sanpath::Matrix<S>&);                                   \
+  template void sanpath::gemm_weights<S>(const sanpath::Matrix<S>&, const sanpath::Matrix<double>&, \
+                                         sanpath::Matrix<S>&);

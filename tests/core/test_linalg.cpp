@@ -9,6 +9,7 @@
 #include "sanpath/core/linalg.hpp"
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 using namespace sanpath;
@@ -148,6 +149,26 @@ template <class S> void check_shape(const Shape& s, std::uint64_t seed, int spre
     REQUIRE(bit_identical(C, portable));
   }
   set_product_threads(0);
+  // Weights held in double, with zeros and subnormals among them: gemm_weights
+  // reads them into fixed point directly and must give gemm's result on the
+  // same values converted to S, bit for bit (fallback entries included).
+  MatrixXd Wd = random_matrix(s.k, s.n, seed + 4, spread);
+  for (Eigen::Index j = 0; j < Wd.cols(); ++j)
+    for (Eigen::Index i = 0; i < Wd.rows(); ++i) {
+      if ((i + 2 * j) % 7 == 3) Wd(i, j) = 0.0;
+      if ((i + 3 * j) % 11 == 5) Wd(i, j) = std::ldexp(Wd(i, j), -1060);  // subnormal
+    }
+  Matrix<S> Cw, Cref;
+  gemm_weights(A, Wd, Cw);
+  gemm(A, convert<S>(Wd), Cref);
+  REQUIRE(bit_identical(Cw, Cref));
+  if constexpr (is_mpfr_v<S>) {
+    allow_ifma_products(false);
+    Matrix<S> portable;
+    gemm_weights(A, Wd, portable);
+    allow_ifma_products(true);
+    REQUIRE(bit_identical(Cw, portable));
+  }
 }
 
 template <class S> void check_tier() {
@@ -188,10 +209,30 @@ TEST_CASE("gemm in double is within the classical bound of exact products", "[li
 SANPATH_FOR_EACH_TIER(SANPATH_TIER_CASE)
 #undef SANPATH_TIER_CASE
 
+TEST_CASE("gemm_weights with a NaN or infinite weight follows IEEE semantics like gemm", "[linalg]") {
+  using S = mpfr_real<38>;
+  const Matrix<S> A = convert<S>(random_matrix(3, 4, 21));
+  MatrixXd W = random_matrix(4, 2, 22);
+  W(1, 0) = std::numeric_limits<double>::quiet_NaN();
+  W(2, 1) = std::numeric_limits<double>::infinity();
+  Matrix<S> Cw, Cref;
+  gemm_weights(A, W, Cw);
+  gemm(A, convert<S>(W), Cref);
+  for (Eigen::Index j = 0; j < 2; ++j)
+    for (Eigen::Index i = 0; i < 3; ++i) {
+      CAPTURE(i, j);
+      REQUIRE(boost::multiprecision::isnan(Cw(i, j)) == boost::multiprecision::isnan(Cref(i, j)));
+      REQUIRE(boost::multiprecision::isinf(Cw(i, j)) == boost::multiprecision::isinf(Cref(i, j)));
+      if (!boost::multiprecision::isnan(Cw(i, j))) REQUIRE(Cw(i, j) == Cref(i, j));
+    }
+  REQUIRE(boost::multiprecision::isnan(Cw(0, 0)));
+}
+
 TEST_CASE("gemm refuses mismatched inner sizes", "[linalg]") {
   Matrix<mpfr_real<38>> A(2, 3), B(4, 2), C;
   A.setZero();
   B.setZero();
   CHECK_THROWS_AS(gemm(A, B, C), std::invalid_argument);
   CHECK_THROWS_AS(gemm_nt(A, B, C), std::invalid_argument);
+  CHECK_THROWS_AS(gemm_weights(A, MatrixXd(4, 2), C), std::invalid_argument);
 }

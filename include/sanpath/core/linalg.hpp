@@ -30,6 +30,10 @@ namespace sanpath {
 template <class S> void gemm(const Matrix<S>& A, const Matrix<S>& B, Matrix<S>& C);
 /// C = A·Bᵀ.  A: m×k, B: n×k, C resized to m×n.
 template <class S> void gemm_nt(const Matrix<S>& A, const Matrix<S>& B, Matrix<S>& C);
+/// C = A·W with W in double (a model's weights): the same result as
+/// gemm(A, convert<S>(W), C), bit for bit, without converting W to S.
+/// A: m×k, W: k×n, C resized to m×n.
+template <class S> void gemm_weights(const Matrix<S>& A, const Matrix<double>& W, Matrix<S>& C);
 
 /// Convenience: returns A·B.
 template <class S> Matrix<S> product(const Matrix<S>& A, const Matrix<S>& B) {
@@ -79,7 +83,8 @@ template <class S, class Derived> Matrix<S> convert(const Eigen::MatrixBase<Deri
 
 #define SANPATH_DECLARE_LINALG(S)                                                      \
   extern template void gemm<S>(const Matrix<S>&, const Matrix<S>&, Matrix<S>&);       \
-  extern template void gemm_nt<S>(const Matrix<S>&, const Matrix<S>&, Matrix<S>&);
+  extern template void gemm_nt<S>(const Matrix<S>&, const Matrix<S>&, Matrix<S>&);     \
+  extern template void gemm_weights<S>(const Matrix<S>&, const Matrix<double>&, Matrix<S>&);
 SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_LINALG)
 #undef SANPATH_DECLARE_LINALG
 
