@@ -167,6 +167,9 @@ constexpr long fixed_min_guard = 56;
 constexpr long fixed_zero_exp = LONG_MIN / 4;
 /// Exponents beyond this (in magnitude) send a product to the reference kernel.
 constexpr long fixed_max_exp = 1L << 60;
+/// What an entry's exponent reads as when the vector cannot be in fixed point
+/// (NaN, infinite, or beyond fixed_max_exp).
+constexpr long fixed_bad_exp = LONG_MIN / 2;
 
 /// Limbs per fixed-point integer for precision p.
 constexpr long fixed_limbs(long prec) { return (prec + fixed_min_guard + fixed_limb_bits - 1) / fixed_limb_bits; }
@@ -198,17 +201,86 @@ struct FixedVectors {
     all_zero.assign(static_cast<std::size_t>(c), 1);
   }
 
-  /// Fills vector r from get(p) (p = 0..k-1). Returns false if an entry is
-  /// NaN or infinite, or an exponent is out of the kernel's range.
+  /// Fills vector r from get(p) (p = 0..k-1), MPFR entries. Returns false if
+  /// an entry is NaN or infinite, or an exponent is out of the kernel's range.
   template <class Get> bool fill(Eigen::Index r, const Get& get) {
+    return fill_with(
+        r,
+        [&](Eigen::Index p) -> long {
+          mpfr_srcptr x = get(p);
+          if (mpfr_zero_p(x)) return fixed_zero_exp;
+          if (!mpfr_regular_p(x)) return fixed_bad_exp;
+          const long e = static_cast<long>(mpfr_get_exp(x));
+          return e > fixed_max_exp || e < -fixed_max_exp ? fixed_bad_exp : e;
+        },
+        [&](Eigen::Index p, long e_top, mp_limb_t* dst) {
+          mpfr_srcptr x = get(p);
+          const auto* M = static_cast<const mp_limb_t*>(mpfr_custom_get_significand(x));
+          const long nlp = (static_cast<long>(mpfr_get_prec(x)) + fixed_limb_bits - 1) / fixed_limb_bits;
+          // |x| = M·2^(e - 64·nlp); mag = ⌊|x|·2^(W - top)⌋ = M shifted by s bits.
+          const long s = W - fixed_limb_bits * nlp - e_top;
+          if (s >= 0) {
+            const long q = s / fixed_limb_bits, b = s % fixed_limb_bits;
+            if (b != 0) {
+              const mp_limb_t out = mpn_lshift(dst + q, M, nlp, static_cast<unsigned>(b));
+              if (q + nlp < nl) dst[q + nlp] = out;  // otherwise out == 0: M·2^s < 2^W
+            } else {
+              std::copy(M, M + nlp, dst + q);
+            }
+          } else {
+            const long t = -s, q = t / fixed_limb_bits, b = t % fixed_limb_bits;
+            if (q >= nlp) return mpfr_signbit(x) != 0;  // below the window: truncated to 0
+            if (b != 0)
+              mpn_rshift(dst, M + q, nlp - q, static_cast<unsigned>(b));
+            else
+              std::copy(M + q, M + nlp, dst);
+          }
+          return mpfr_signbit(x) != 0;
+        });
+  }
+
+  /// fill() from doubles: x = M·2^(e−53) with M < 2^53 an integer and e the
+  /// exponent MPFR gives x, so the vector is the one fill() makes from the
+  /// same values held in MPFR, bit for bit.
+  template <class Get> bool fill_double(Eigen::Index r, const Get& get) {
+    return fill_with(
+        r,
+        [&](Eigen::Index p) -> long {
+          const double x = get(p);
+          if (x == 0.0) return fixed_zero_exp;
+          if (!std::isfinite(x)) return fixed_bad_exp;
+          int e = 0;
+          std::frexp(x, &e);
+          return e;
+        },
+        [&](Eigen::Index p, long e_top, mp_limb_t* dst) {
+          const double x = get(p);
+          int e = 0;
+          const auto M = static_cast<std::uint64_t>(std::ldexp(std::frexp(std::fabs(x), &e), 53));
+          // mag = ⌊M·2^(e−53)·2^(W−top)⌋ < 2^W, e − top = −e_top.
+          const long s = W - e_top - 53;
+          if (s >= 0) {
+            const long q = s / fixed_limb_bits, b = s % fixed_limb_bits;
+            dst[q] = static_cast<mp_limb_t>(M << b);
+            if (b != 0 && q + 1 < nl) dst[q + 1] = static_cast<mp_limb_t>(M >> (fixed_limb_bits - b));
+          } else if (-s < fixed_limb_bits) {
+            dst[0] = static_cast<mp_limb_t>(M >> -s);
+          }
+          return std::signbit(x);
+        });
+  }
+
+ private:
+  /// The shared walk: exponent(p) gives an entry's exponent (fixed_zero_exp
+  /// for 0, fixed_bad_exp to refuse); put(p, top − e, dst) writes its
+  /// magnitude into the zeroed limbs dst and returns its sign.
+  template <class Exponent, class Put> bool fill_with(Eigen::Index r, const Exponent& exponent, const Put& put) {
     const auto base = static_cast<std::size_t>(r) * static_cast<std::size_t>(k);
     long hi = fixed_zero_exp, lo = LONG_MAX;
     for (Eigen::Index p = 0; p < k; ++p) {
-      mpfr_srcptr x = get(p);
-      if (mpfr_zero_p(x)) continue;
-      if (!mpfr_regular_p(x)) return false;
-      const long e = static_cast<long>(mpfr_get_exp(x));
-      if (e > fixed_max_exp || e < -fixed_max_exp) return false;
+      const long e = exponent(p);
+      if (e == fixed_zero_exp) continue;
+      if (e == fixed_bad_exp) return false;
       exps[base + static_cast<std::size_t>(p)] = e;
       hi = std::max(hi, e);
       lo = std::min(lo, e);
@@ -221,71 +293,7 @@ struct FixedVectors {
     for (Eigen::Index p = 0; p < k; ++p) {
       const std::size_t idx = base + static_cast<std::size_t>(p);
       if (exps[idx] == fixed_zero_exp) continue;
-      mpfr_srcptr x = get(p);
-      neg[idx] = mpfr_signbit(x) ? 1 : 0;
-      const auto* M = static_cast<const mp_limb_t*>(mpfr_custom_get_significand(x));
-      const long nlp = (static_cast<long>(mpfr_get_prec(x)) + fixed_limb_bits - 1) / fixed_limb_bits;
-      mp_limb_t* dst = &mag[idx * static_cast<std::size_t>(nl)];
-      // |x| = M·2^(e - 64·nlp); mag = ⌊|x|·2^(W - top)⌋ = M shifted by s bits.
-      const long s = W - fixed_limb_bits * nlp - (hi - exps[idx]);
-      if (s >= 0) {
-        const long q = s / fixed_limb_bits, b = s % fixed_limb_bits;
-        if (b != 0) {
-          const mp_limb_t out = mpn_lshift(dst + q, M, nlp, static_cast<unsigned>(b));
-          if (q + nlp < nl) dst[q + nlp] = out;  // otherwise out == 0: M·2^s < 2^W
-        } else {
-          std::copy(M, M + nlp, dst + q);
-        }
-      } else {
-        const long t = -s, q = t / fixed_limb_bits, b = t % fixed_limb_bits;
-        if (q >= nlp) continue;  // below the window: truncated to 0 (exps keeps the true exponent)
-        if (b != 0)
-          mpn_rshift(dst, M + q, nlp - q, static_cast<unsigned>(b));
-        else
-          std::copy(M + q, M + nlp, dst);
-      }
-    }
-    return true;
-  }
-
-  /// fill() from doubles: x = M·2^(e−53) with M < 2^53 an integer, the
-  /// exponent e as MPFR gives it, so the vector is the one fill() makes from
-  /// the same values held in MPFR, bit for bit.
-  template <class Get> bool fill_double(Eigen::Index r, const Get& get) {
-    const auto base = static_cast<std::size_t>(r) * static_cast<std::size_t>(k);
-    long hi = fixed_zero_exp, lo = LONG_MAX;
-    for (Eigen::Index p = 0; p < k; ++p) {
-      const double x = get(p);
-      if (x == 0.0) continue;
-      if (!std::isfinite(x)) return false;
-      int e = 0;
-      std::frexp(x, &e);
-      exps[base + static_cast<std::size_t>(p)] = e;
-      hi = std::max(hi, static_cast<long>(e));
-      lo = std::min(lo, static_cast<long>(e));
-    }
-    const auto ri = static_cast<std::size_t>(r);
-    if (hi == fixed_zero_exp) return true;
-    top[ri] = hi;
-    spread[ri] = hi - lo;
-    all_zero[ri] = 0;
-    for (Eigen::Index p = 0; p < k; ++p) {
-      const std::size_t idx = base + static_cast<std::size_t>(p);
-      if (exps[idx] == fixed_zero_exp) continue;
-      const double x = get(p);
-      neg[idx] = std::signbit(x) ? 1 : 0;
-      int e = 0;
-      const auto M = static_cast<std::uint64_t>(std::ldexp(std::frexp(std::fabs(x), &e), 53));
-      mp_limb_t* dst = &mag[idx * static_cast<std::size_t>(nl)];
-      // mag = ⌊M·2^(e−53)·2^(W−top)⌋ < 2^W.
-      const long s = W - hi + e - 53;
-      if (s >= 0) {
-        const long q = s / fixed_limb_bits, b = s % fixed_limb_bits;
-        dst[q] = static_cast<mp_limb_t>(M << b);
-        if (b != 0 && q + 1 < nl) dst[q + 1] = static_cast<mp_limb_t>(M >> (fixed_limb_bits - b));
-      } else if (-s < fixed_limb_bits) {
-        dst[0] = static_cast<mp_limb_t>(M >> -s);
-      }
+      neg[idx] = put(p, hi - exps[idx], &mag[idx * static_cast<std::size_t>(nl)]) ? 1 : 0;
     }
     return true;
   }
