@@ -257,7 +257,7 @@ class EffectivenessResult(Result):
     ``agree_check`` (the check run's count; a count the runs disagree on is not
     confirmed) and ``kl`` (mean KL(p(X^L) ‖ p(X_{≤k})) of the head's softmax, in
     nats, a Number); without a head these are None. ``head`` is "classifier",
-    "language_model" or None; ``outputs`` the head's classes or vocabulary size;
+    "language model" or None; ``outputs`` the head's classes or vocabulary size;
     ``output_frobenius`` ‖X^L‖_F.
     """
 
