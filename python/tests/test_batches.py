@@ -167,3 +167,18 @@ def test_batch_errors_are_the_clis(cli, bert, tmp_path):
     # Commands without batches refuse one.
     with pytest.raises(sanpath.InputError, match="a batch of 2 inputs; this function analyses one input"):
         sanpath.bounds(model, [[1, 2], [3, 4]])
+
+
+def test_progress_from_worker_threads(bert):
+    _, model = bert
+    seen = []
+    r = sanpath.forward(model, SEQUENCES, precision="double", threads=2,
+                        progress=lambda stage, done, total: seen.append(stage))
+    assert r.to_json() == sanpath.forward(model, SEQUENCES, precision="double").to_json()
+    assert {s.split(":")[0] for s in seen if s.startswith("input ")} == {"input 1/3", "input 2/3", "input 3/3"}, seen
+
+    def fail(stage, done, total):
+        raise RuntimeError("stop the batch")
+
+    with pytest.raises(RuntimeError, match="stop the batch"):
+        sanpath.forward(model, SEQUENCES, threads=2, progress=fail)
