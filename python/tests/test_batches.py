@@ -7,21 +7,9 @@ import numpy as np
 import pytest
 
 import sanpath
-from conftest import run_cli, write_safetensors
+from conftest import cli_message, cli_ok, write_safetensors
 
 SEQUENCES = [[2, 15, 27, 3], [5, 6, 7], [8, 9, 10, 11, 12]]
-
-
-def cli_ok(cli, *args):
-    code, out, err = run_cli(cli, *args)
-    assert code == 0, err
-    return out
-
-
-def cli_error(cli, *args):
-    code, out, err = run_cli(cli, *args)
-    assert code != 0 and out == "" and err.startswith("sanpath: error: "), (code, out, err)
-    return err[len("sanpath: error: "):].rstrip("\n")
 
 
 @pytest.fixture()
@@ -147,20 +135,20 @@ def test_batch_errors_are_the_clis(cli, bert, tmp_path):
     bad = str(tmp_path / "bad.txt")
     with open(bad, "w") as f:
         f.write("1,2,3\n4,x,6\n")
-    msg = cli_error(cli, "forward", "--model", path, "--tokens-file", bad)
+    msg = cli_message(cli, "forward", "--model", path, "--tokens-file", bad)
     with pytest.raises(sanpath.InputError) as e:
         sanpath.token_file(bad)
     assert str(e.value) == msg
     # A token id outside the vocabulary: found before any work, naming the input.
     with open(bad, "w") as f:
         f.write("1,2,3\n4,99999,6\n")
-    msg = cli_error(cli, "forward", "--model", path, "--tokens-file", bad)
+    msg = cli_message(cli, "forward", "--model", path, "--tokens-file", bad)
     with pytest.raises(sanpath.InputError) as e:
         sanpath.forward(model, sanpath.token_file(bad))
     assert str(e.value) == msg
     with pytest.raises(sanpath.InputError, match=r"^batch\[1\]: "):
         sanpath.forward(model, [[1, 2, 3], [4, 99999, 6]])
-    msg = cli_error(cli, "forward", "--model", path, "--tokens-file", bad, "--threads", "-1")
+    msg = cli_message(cli, "forward", "--model", path, "--tokens-file", bad, "--threads", "-1")
     with pytest.raises(sanpath.InputError) as e:
         sanpath.forward(model, [[1, 2]], threads=-1)
     assert str(e.value) == msg

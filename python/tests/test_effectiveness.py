@@ -9,16 +9,10 @@ import sys
 import pytest
 
 import sanpath
-from conftest import ROOT, run_cli
+from conftest import ROOT, cli_message, cli_ok
 
 ATTENTION = dict(skip="on", mlp="none", layernorm="none")
 ATTENTION_ARGS = ["--skip", "on", "--mlp", "none", "--layernorm", "none"]
-
-
-def cli_ok(cli, *args):
-    code, out, err = run_cli(cli, *args)
-    assert code == 0, err
-    return out
 
 
 @pytest.mark.parametrize("checkpoint, ids, kind", [
@@ -61,8 +55,7 @@ def test_without_a_head(models):
 
 def test_effectiveness_errors_are_the_clis(cli, models):
     path = os.path.join(models, "bert-ticket-classifier")
-    code, out, err = run_cli(cli, "paths", "--model", path, "--tokens", "2,15,27,3", "--effectiveness")
-    assert code != 0 and err.startswith("sanpath: error: ")
+    msg = cli_message(cli, "paths", "--model", path, "--tokens", "2,15,27,3", "--effectiveness")
     with pytest.raises(sanpath.Error) as e:
         sanpath.effectiveness(sanpath.load(path), [2, 15, 27, 3])  # the model's own variant has an MLP
-    assert str(e.value) == err[len("sanpath: error: "):].rstrip("\n")
+    assert str(e.value) == msg

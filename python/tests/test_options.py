@@ -5,19 +5,7 @@ import os
 import pytest
 
 import sanpath
-from conftest import run_cli
-
-
-def cli_ok(cli, *args):
-    code, out, err = run_cli(cli, *args)
-    assert code == 0, err
-    return out
-
-
-def cli_message(cli, *args):
-    code, out, err = run_cli(cli, *args)
-    assert code != 0 and out == "" and err.startswith("sanpath: error: "), (code, out, err)
-    return err[len("sanpath: error: "):].rstrip("\n")
+from conftest import cli_message, cli_ok
 
 
 @pytest.fixture()
