@@ -26,8 +26,6 @@
 #include "common.hpp"
 #include "run.hpp"
 
-#include <cfloat>
-#include <filesystem>
 #include <sstream>
 #include <variant>
 
