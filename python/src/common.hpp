@@ -99,6 +99,12 @@ inline PrecisionRequest precision_request(const std::string& precision, int digi
                                           bool confirm, const std::optional<std::string>& method,
                                           const std::string& check) {
   PrecisionRequest r = as_option("--precision", [&] { return PrecisionRequest::parse(precision); });
+  // The ranges the CLI's option parser enforces (src/cli/common.cpp), with its messages.
+  if (digits < 1 || digits > 100000)
+    throw std::invalid_argument("--digits: " + std::to_string(digits) + " is outside [1, 100000]");
+  if (max_bits && *max_bits != 0 && (*max_bits < 53 || *max_bits > Precision::max_bits()))
+    throw std::invalid_argument("--max-bits: " + std::to_string(*max_bits) + " is outside [53, " +
+                                std::to_string(Precision::max_bits()) + "]");
   r.target_digits = digits;
   r.max_bits = max_bits.value_or(0);
   r.confirm = confirm;

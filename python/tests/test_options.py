@@ -62,6 +62,10 @@ def test_paths_and_bounds_take_method(cli, tmp_path):
     (dict(check="rounding", precision="double", center="optimal"),
      ["--check", "rounding", "--precision", "double", "--center", "optimal"]),
     (dict(precision="quad"), ["--precision", "quad"]),
+    (dict(digits=0), ["--digits", "0"]),
+    (dict(digits=10 ** 6), ["--digits", "1000000"]),
+    (dict(max_bits=20), ["--max-bits", "20"]),
+    (dict(max_bits=10 ** 6), ["--max-bits", "1000000"]),
     (dict(center="middle"), ["--center", "middle"]),
 ])
 def test_forward_option_errors_are_the_clis(cli, bert, kwargs, args):
