@@ -21,6 +21,7 @@ import csv
 import html
 import io
 import json
+import os
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -33,6 +34,7 @@ from ._sanpath import (  # noqa: F401  (re-exported)
     ResourceError,
     Model,
     Input,
+    Batch,
     PathTerm,
     LengthSum,
     LayerReport,
@@ -184,7 +186,10 @@ class ForwardResult(Result):
 
 
 class CollapseResult(Result):
-    """``collapse``: the four variants; ``analyses[i]`` is the ForwardResult of ``variants[i]``."""
+    """``collapse``: the four variants; ``analyses[i]`` is the ForwardResult of ``variants[i]``.
+
+    ``conventions`` is "theory" or "paper" (which four curves, docs/math.md §2).
+    """
 
     @property
     def analyses(self):
@@ -193,6 +198,88 @@ class CollapseResult(Result):
     def relative_residuals(self):
         """{variant name: [Number per layer]}."""
         return {name: [x.relative_residual for x in a.layers] for name, a in zip(self.variants, self.analyses)}
+
+
+class ForwardBatchResult(Result):
+    """``forward`` on a batch of b inputs (the CLI's batch output).
+
+    ``layers[l]`` holds the statistics of the relative residual of layer l over
+    the batch — ``count`` (b), ``mean``, ``stddev`` (sample standard deviation,
+    ddof=1; None for b = 1 or when a value is only an upper bound), ``min``,
+    ``median``, ``max``, each a :class:`Number` with its confirmed digits;
+    ``runs[i]`` is input i's own :class:`ForwardResult` (its own precision and
+    check run); ``inputs[i]`` describes input i. ``to_json()`` is the CLI's
+    batch JSON byte for byte (statistics and every input's own values).
+    """
+
+    @property
+    def layers(self):
+        return [_Record(s) for s in self._r.layers]
+
+    @property
+    def runs(self):
+        return [ForwardResult(r) for r in self._r.runs]
+
+    def relative_residuals(self):
+        """[[Number per input] per layer]: each input's own relative residual."""
+        runs = self.runs
+        return [[run.layers[l].relative_residual for run in runs] for l in range(len(self._r.layers))]
+
+
+class CollapseBatchResult(Result):
+    """``collapse`` on a batch of b inputs: the paper's Figure 2 (mean ± std per variant and layer).
+
+    ``layers[v][l]`` holds the statistics (``count``, ``mean``, ``stddev``,
+    ``min``, ``median``, ``max``; see :class:`ForwardBatchResult`) of the relative
+    residual of ``variants[v]`` at layer l; ``runs[i]`` is input i's own
+    :class:`CollapseResult`; ``conventions`` is "theory" or "paper".
+    """
+
+    @property
+    def layers(self):
+        return [[_Record(s) for s in variant] for variant in self._r.layers]
+
+    @property
+    def runs(self):
+        return [CollapseResult(r) for r in self._r.runs]
+
+    def statistics(self):
+        """{variant name: [statistics per layer]}."""
+        return dict(zip(self.variants, self.layers))
+
+
+class EffectivenessResult(Result):
+    """``paths --effectiveness``: the network truncated to its paths of length ≤ k, k = 0..L.
+
+    ``lengths[k]`` has ``length`` (k), ``count`` (paths of length ≤ k, a Python
+    int), ``distance`` (‖X_{≤k} − X^L‖_F / ‖X^L‖_F, a Number) and, with a task
+    head, ``agree`` (predictions equal to those on X^L, out of ``predictions``),
+    ``agree_check`` (the check run's count; a count the runs disagree on is not
+    confirmed) and ``kl`` (mean KL(p(X^L) ‖ p(X_{≤k})) of the head's softmax, in
+    nats, a Number); without a head these are None. ``head`` is "classifier",
+    "language model" or None; ``outputs`` the head's classes or vocabulary size;
+    ``output_frobenius`` ‖X^L‖_F.
+    """
+
+
+class BoundsSearchResult(Result):
+    """``bounds --search``: the best small SAN found, its input and the re-check.
+
+    ``model`` (a :class:`Model`, skip off, mlp none, layernorm none), ``X`` (its
+    input, a float64 array [tokens, d_model]); ``log10_ratio`` max_l
+    log10(r_l / bound_l) at the search precision (> 0 would be measured above the
+    bound) and ``depth`` l; ``improvements`` (``iteration``, ``log10_ratio``,
+    ``depth``); ``recheck`` the :class:`Result` of ``bounds`` on the best at the
+    requested precision (``verdicts``), ``recheck_log10_ratio``, ``violated``.
+    ``save(path)`` writes the model (native) and its input (``<stem>.input.safetensors``,
+    tensor X) as ``--save`` does; ``model_path``/``input_path`` then name them (also in
+    ``to_json()``).
+    """
+
+    @property
+    def recheck(self):
+        r = self._r.recheck
+        return None if r is None else Result(r)
 
 
 # ----------------------------------------------------------------------- models
@@ -270,6 +357,9 @@ def default_model() -> Model:
 # ----------------------------------------------------------------------- inputs
 
 InputLike = Union[Input, Sequence[int], np.ndarray, Any]
+#: One input, or a batch: a list of token sequences (lengths may differ), an
+#: integer array [b, n] of token ids, a float array [b, n, d_model], or a :class:`Batch`.
+BatchLike = Union[InputLike, Batch, Sequence[Sequence[int]]]
 
 
 def tokens(ids: Sequence[int]) -> Input:
@@ -295,19 +385,81 @@ def default_input() -> Input:
     return _sanpath.default_collapse_input()
 
 
-def _input(x: InputLike) -> Input:
-    if isinstance(x, Input):
+def batch(x, name: str = "batch") -> Batch:
+    """A batch of inputs analysed together (``forward``, ``collapse``, ``report``).
+
+    ``x``: a list of token-id sequences (lengths may differ), an integer array
+    [b, n] of token ids (e.g. a tokenizer's ``input_ids``), or a float array
+    [b, n, d_model] of inputs X^0. ``name`` names the batch in results
+    ("3 inputs from <name>, n = 4..6 tokens") and input i in error messages
+    (``<name>[i]``); for a [b, n, d] array the description is that of the CLI's
+    ``--input FILE`` with ``name`` in place of FILE.
+    """
+    if isinstance(x, Batch):
+        return x
+    if isinstance(x, np.ndarray) or hasattr(x, "__array__"):
+        a = np.asarray(x)
+        if a.ndim == 2 and np.issubdtype(a.dtype, np.integer):
+            return _sanpath.batch_tokens(a.tolist(), name)
+        if a.ndim == 3:
+            return _sanpath.batch_matrices(np.asarray(a, dtype=np.float64), name)
+        raise InputError(f"{name}: X: shape has {a.ndim} dimensions, expected [b, n] token ids or [b, n, d_model]")
+    return _sanpath.batch_tokens([[_token_id(i) for i in seq] for seq in x], name)
+
+
+def token_file(path: str) -> Batch:
+    """The batch of a token file, as ``--tokens-file``: one sequence of comma-separated ids per line
+    (lengths may differ; blank lines and '#' comments skipped)."""
+    return _sanpath.batch_token_file(str(path))
+
+
+def input_file(path: str) -> Union[Input, Batch]:
+    """The tensor X of a safetensors file, as ``--input``: [n, d_model] is one Input, [b, n, d_model] a Batch."""
+    return _sanpath.input_file(str(path))
+
+
+def random_batch(n: int, count: int, seed: int = 0, spread: float = 1.0, residual: Optional[float] = None) -> Batch:
+    """``count`` seeded random inputs of n tokens, seeds seed..seed+count-1 (as ``--random-input N --batch B``)."""
+    return _sanpath.batch_random(n, count, seed, spread, residual)
+
+
+def _token_id(i) -> int:
+    if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+        raise TypeError(f"input: token ids must be integers, got {type(i).__name__}")
+    return int(i)
+
+
+def _is_token_sequences(x) -> bool:
+    """A list of sequences of integers (token ids), as opposed to a matrix given as nested lists of floats."""
+    return bool(x) and all(isinstance(s, (list, tuple, np.ndarray)) and len(s) > 0 and
+                           all(isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in s)
+                           for s in x)
+
+
+def _input_or_batch(x: BatchLike) -> Union[Input, Batch]:
+    if isinstance(x, (Input, Batch)):
         return x
     if isinstance(x, np.ndarray) or hasattr(x, "__array__"):
         a = np.asarray(x)
         if a.ndim == 1 and np.issubdtype(a.dtype, np.integer):
             return tokens(a.tolist())
+        if a.ndim == 3 or (a.ndim == 2 and np.issubdtype(a.dtype, np.integer)):
+            return batch(a)
         return matrix(a)
     if isinstance(x, (list, tuple)):
-        if x and isinstance(x[0], (list, tuple)):
-            return matrix(x)
+        if x and isinstance(x[0], (list, tuple, np.ndarray)):
+            return batch(x) if _is_token_sequences(x) else matrix(x)
         return tokens(x)
-    raise TypeError("input: expected token ids, an array [n, d_model] or a sanpath.Input")
+    raise TypeError("input: expected token ids, an array [n, d_model], a batch or a sanpath.Input")
+
+
+def _input(x: InputLike) -> Input:
+    """One input; a batch is refused as the CLI refuses it for commands without batches."""
+    inp = _input_or_batch(x)
+    if isinstance(inp, Batch):
+        raise InputError(f"input: a batch of {len(inp)} inputs; this function analyses one input "
+                         "(batches: forward, collapse, report)")
+    return inp
 
 
 def _variant_args(skip, mlp, layernorm, mask):
@@ -316,8 +468,9 @@ def _variant_args(skip, mlp, layernorm, mask):
     return skip, mlp, layernorm, mask
 
 
-def _precision_args(precision, digits, max_bits, confirm):
-    return str(precision), int(digits), max_bits, bool(confirm)
+def _request(precision, digits, max_bits, confirm, method=None, check="auto"):
+    """The CLI's --precision, --digits, --max-bits, --no-confirm, --method and --check as one request."""
+    return _sanpath.precision_request(str(precision), int(digits), max_bits, bool(confirm), method, str(check))
 
 
 def _name(model: Optional[Model], name: Optional[str]) -> Tuple[Model, str]:
@@ -352,47 +505,71 @@ def _progress(progress):
 # -------------------------------------------------------------------- analyses
 
 
-def forward(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,
+def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=None, mask=None,
             precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
-            confirm: bool = True, center: str = "mean", name: Optional[str] = None,
-            progress=None) -> ForwardResult:
-    """``sanpath forward``: every layer's residual, every number confirmed by a run one tier up.
+            confirm: bool = True, method: Optional[str] = None, check: str = "auto", center: str = "mean",
+            threads: int = 1, name: Optional[str] = None,
+            progress=None) -> Union[ForwardResult, ForwardBatchResult]:
+    """``sanpath forward``: every layer's residual, every number confirmed by a second run.
 
-    ``precision``: "auto", "double" or bits; ``center``: mean|median|optimal;
-    ``skip``/``mlp``/``layernorm``/``mask`` override the model's own structure.
+    ``input``: one input (token ids, X^0 [n, d_model], an Input) or a batch (a
+    list of token sequences, int array [b, n], float array [b, n, d_model], a
+    Batch): a batch gives a :class:`ForwardBatchResult` with per-layer statistics
+    over the inputs, each input at its own precision; ``threads`` inputs run in
+    parallel (0: all cores; the result does not depend on it).
+    ``precision``: "auto", "double" or bits; ``method``: "centred" (default with
+    auto) or "direct" (default at a fixed precision); ``check``: "auto" (the
+    rounding check for double with centre mean/median, else mpfr), "rounding"
+    or "mpfr"; ``center``: mean|median|optimal; ``skip``/``mlp``/``layernorm``/
+    ``mask`` override the model's own structure.
     """
     model, name = _name(model, name)
-    return ForwardResult(_sanpath.forward(model, _input(input), name, *_variant_args(skip, mlp, layernorm, mask),
-                                          *_precision_args(precision, digits, max_bits, confirm), center,
-                                          _progress(progress)))
+    inp = _input_or_batch(input)
+    req = _request(precision, digits, max_bits, confirm, method, check)
+    variant = _variant_args(skip, mlp, layernorm, mask)
+    if isinstance(inp, Batch):
+        return ForwardBatchResult(_sanpath.forward_batch(model, inp, name, *variant, req, center, int(threads),
+                                                         _progress(progress)))
+    return ForwardResult(_sanpath.forward(model, inp, name, *variant, req, center, _progress(progress)))
 
 
-def collapse(model: Optional[Model] = None, input: Optional[InputLike] = None, *,
-             precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
-             confirm: bool = True, name: Optional[str] = None, progress=None) -> CollapseResult:
+def collapse(model: Optional[Model] = None, input: Optional[BatchLike] = None, *,
+             conventions: str = "theory", precision: Union[str, int] = "auto", digits: int = 20,
+             max_bits: Optional[int] = None, confirm: bool = True, method: Optional[str] = None,
+             check: str = "auto", threads: int = 1, name: Optional[str] = None,
+             progress=None) -> Union[CollapseResult, CollapseBatchResult]:
     """``sanpath collapse``: the relative residual per layer of SAN, SAN+MLP, SAN+skip and the full model.
 
     Without ``model``: the embedded default model; without ``input``: its default input.
+    ``conventions``: "theory" (the theorems' SAN, without LayerNorm) or "paper"
+    (Figure 2's curves). A batch ``input`` (see :func:`forward`) gives a
+    :class:`CollapseBatchResult`, mean ± std per variant and layer; ``threads``
+    as in :func:`forward`. ``method``/``check`` as in :func:`forward`.
     """
     model, name = _name(model, name)
-    inp = default_input() if input is None else _input(input)
-    return CollapseResult(_sanpath.collapse(model, inp, name, *_precision_args(precision, digits, max_bits, confirm),
-                                            _progress(progress)))
+    inp = default_input() if input is None else _input_or_batch(input)
+    req = _request(precision, digits, max_bits, confirm, method, check)
+    if isinstance(inp, Batch):
+        return CollapseBatchResult(_sanpath.collapse_batch(model, inp, name, req, conventions, int(threads),
+                                                           _progress(progress)))
+    return CollapseResult(_sanpath.collapse(model, inp, name, req, conventions, _progress(progress)))
 
 
 def length_sums(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,
                 precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
-                confirm: bool = True, name: Optional[str] = None, progress=None) -> Result:
+                confirm: bool = True, method: Optional[str] = None, name: Optional[str] = None,
+                progress=None) -> Result:
     """``sanpath paths --sums``: the sum S_k of all path terms of each length (no enumeration)."""
     model, name = _name(model, name)
     return Result(_sanpath.length_sums(model, _input(input), name, *_variant_args(skip, mlp, layernorm, mask),
-                                       *_precision_args(precision, digits, max_bits, confirm), _progress(progress)))
+                                       _request(precision, digits, max_bits, confirm, method), _progress(progress)))
 
 
 def enumerate_paths(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,
                     precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
-                    confirm: bool = True, length: Optional[int] = None, lengths: Optional[Tuple[int, int]] = None,
-                    heads_per_layer: Optional[str] = None, top: int = 0, threads: int = 1,
+                    confirm: bool = True, method: Optional[str] = None, length: Optional[int] = None,
+                    lengths: Optional[Tuple[int, int]] = None, heads_per_layer: Optional[str] = None,
+                    top: int = 0, threads: int = 1,
                     limit: int = 1_000_000, name: Optional[str] = None, progress=None) -> Result:
     """``sanpath paths --enumerate``: every path term (or the ``top`` K largest), kept in one result.
 
@@ -400,14 +577,15 @@ def enumerate_paths(model: Model, input: InputLike, *, skip=None, mlp=None, laye
     """
     model, name = _name(model, name)
     return Result(_sanpath.enumerate_paths(model, _input(input), name, *_variant_args(skip, mlp, layernorm, mask),
-                                           *_precision_args(precision, digits, max_bits, confirm), length, lengths,
+                                           _request(precision, digits, max_bits, confirm, method), length, lengths,
                                            heads_per_layer, top, threads, limit, _progress(progress)))
 
 
 def iter_paths(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,
                precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
-               confirm: bool = True, length: Optional[int] = None, lengths: Optional[Tuple[int, int]] = None,
-               heads_per_layer: Optional[str] = None, limit: int = 10_000_000) -> Iterator[PathTerm]:
+               confirm: bool = True, method: Optional[str] = None, length: Optional[int] = None,
+               lengths: Optional[Tuple[int, int]] = None, heads_per_layer: Optional[str] = None,
+               limit: int = 10_000_000) -> Iterator[PathTerm]:
     """Streams path terms one by one in enumeration order (memory independent of their number).
 
     Each item has ``heads`` (per layer, -1 = skip), ``length`` and the Numbers ``norm``,
@@ -416,7 +594,7 @@ def iter_paths(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm
     the GIL released; ``close()`` (or dropping the iterator) stops it.
     """
     stream = _sanpath.iter_paths(model, _input(input), *_variant_args(skip, mlp, layernorm, mask),
-                                 *_precision_args(precision, digits, max_bits, confirm), length, lengths,
+                                 _request(precision, digits, max_bits, confirm, method), length, lengths,
                                  heads_per_layer, limit)
     try:
         for term in stream:
@@ -428,11 +606,11 @@ def iter_paths(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm
 def sample_paths(model: Model, input: InputLike, samples: int, *, lengths: Sequence[int] = (), seed: int = 0,
                  skip=None, mlp=None, layernorm=None, mask=None, precision: Union[str, int] = "auto",
                  digits: int = 20, max_bits: Optional[int] = None, confirm: bool = True,
-                 name: Optional[str] = None, progress=None) -> Result:
+                 method: Optional[str] = None, name: Optional[str] = None, progress=None) -> Result:
     """``sanpath paths --sample N``: uniform random paths per length, mean and 95% CI of their norms."""
     model, name = _name(model, name)
     return Result(_sanpath.sample_paths(model, _input(input), name, *_variant_args(skip, mlp, layernorm, mask),
-                                        *_precision_args(precision, digits, max_bits, confirm), list(lengths),
+                                        _request(precision, digits, max_bits, confirm, method), list(lengths),
                                         samples, seed, _progress(progress)))
 
 
@@ -443,24 +621,79 @@ def path_counts(layers: int, heads: int, skip: bool) -> Result:
 
 def bounds(model: Model, input: InputLike, *, theorem: str = "auto", gamma: Union[str, float] = "1",
            skip=None, mlp=None, layernorm=None, mask=None, precision: Union[str, int] = "auto", digits: int = 20,
-           max_bits: Optional[int] = None, confirm: bool = True, name: Optional[str] = None,
-           progress=None) -> Result:
+           max_bits: Optional[int] = None, confirm: bool = True, method: Optional[str] = None,
+           name: Optional[str] = None, progress=None) -> Result:
     """``sanpath bounds``: Theorems 2.2/2.3 and Corollary 3.2 against measured residuals, with verdicts."""
     model, name = _name(model, name)
     return Result(_sanpath.bounds(model, _input(input), name, *_variant_args(skip, mlp, layernorm, mask),
-                                  *_precision_args(precision, digits, max_bits, confirm), theorem, str(gamma),
+                                  _request(precision, digits, max_bits, confirm, method), theorem, str(gamma),
                                   _progress(progress)))
 
 
-def report(model: Optional[Model] = None, input: Optional[InputLike] = None, out: Optional[str] = None, *,
-           precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
-           confirm: bool = True, gamma: Union[str, float] = "1", name: Optional[str] = None,
-           progress=None) -> Optional[str]:
-    """``sanpath report``: the self-contained HTML report, written to ``out`` (atomically) or returned."""
+def bounds_search(*, layers: int = 2, heads: int = 1, d_model: int = 4, d_qk: int = 2, tokens: int = 4,
+                  seed: int = 0, iterations: int = 200, search_bits: int = 128, theorem: str = "auto",
+                  gamma: Union[str, float] = "1", precision: Union[str, int] = "auto", digits: int = 20,
+                  max_bits: Optional[int] = None, confirm: bool = True, method: Optional[str] = None,
+                  save: Optional[str] = None, progress=None) -> BoundsSearchResult:
+    """``sanpath bounds --search``: a seeded search for a small SAN and input closest to the bound.
+
+    Maximises max_l log10(r_l / bound_l) over random SANs (skip off, mlp none,
+    layernorm none) with ``layers`` L, ``heads`` H, width ``d_model``, ``d_qk`` (=
+    d_v) and ``tokens`` n rows of X: ``iterations`` candidate evaluations at the
+    fixed precision ``search_bits`` (each checked one tier up), then the best
+    re-checked by :func:`bounds` at ``precision`` (default auto). Depends only on
+    ``seed``. ``save`` (as ``--save FILE``): write the best model there and its
+    input beside it (``<stem>.input.safetensors``); or call ``result.save(path)``.
+    """
+    if save is not None:
+        folder = os.path.dirname(str(save)) or "."
+        if not os.path.isdir(folder):
+            raise InputError(f"--save: {save}: file: directory {folder} does not exist")
+    req = _request(precision, digits, max_bits, confirm, method)
+    r = BoundsSearchResult(_sanpath.bounds_search(int(layers), int(heads), int(d_model), int(d_qk), int(tokens),
+                                                  int(seed), int(iterations), int(search_bits), theorem, str(gamma),
+                                                  req, _progress(progress)))
+    if save is not None:
+        r.save(str(save))
+    return r
+
+
+def effectiveness(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,
+                  precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
+                  confirm: bool = True, method: Optional[str] = None, head: bool = True,
+                  name: Optional[str] = None, progress=None) -> EffectivenessResult:
+    """``sanpath paths --effectiveness``: how much of the output the paths of length ≤ k carry, k = 0..L.
+
+    X_{≤k} = Σ_{j≤k} S_j + 1bᵀ (the length sums of Theorem 2.1, exact at any size;
+    an attention-only variant: ``mlp="none", layernorm="none"``). Per k: the
+    relative distance ‖X_{≤k} − X^L‖_F / ‖X^L‖_F and, when the model was loaded
+    from a checkpoint with a task head (BERT pooler + classifier, GPT-2 ln_f + LM
+    head) and ``head`` is True, the agreement of the head's predictions with
+    those on X^L and the mean KL divergence (nats). See :class:`EffectivenessResult`.
+    """
     model, name = _name(model, name)
-    inp = default_input() if input is None else _input(input)
-    text = _sanpath.report_html(model, inp, name, *_precision_args(precision, digits, max_bits, confirm), str(gamma),
-                                f"sanpath {__version__}", None if out is None else str(out), _progress(progress))
+    return EffectivenessResult(_sanpath.effectiveness(model, _input(input), name,
+                                                      *_variant_args(skip, mlp, layernorm, mask),
+                                                      _request(precision, digits, max_bits, confirm, method),
+                                                      bool(head), _progress(progress)))
+
+
+def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out: Optional[str] = None, *,
+           conventions: str = "theory", precision: Union[str, int] = "auto", digits: int = 20,
+           max_bits: Optional[int] = None, confirm: bool = True, method: Optional[str] = None,
+           gamma: Union[str, float] = "1", threads: int = 1, name: Optional[str] = None,
+           progress=None) -> Optional[str]:
+    """``sanpath report``: the self-contained HTML report, written to ``out`` (atomically) or returned.
+
+    A batch ``input`` (see :func:`forward`): the collapse section draws the mean
+    over the inputs with ±std bands (``threads`` in parallel); bounds and path
+    lengths analyse the first input. ``conventions`` as in :func:`collapse`.
+    """
+    model, name = _name(model, name)
+    inp = default_input() if input is None else _input_or_batch(input)
+    text = _sanpath.report_html(model, inp, name, _request(precision, digits, max_bits, confirm, method), str(gamma),
+                                conventions, int(threads), f"sanpath {__version__}", None if out is None else str(out),
+                                _progress(progress))
     return None if out is not None else text
 
 
@@ -473,5 +706,7 @@ __all__ = [
     "Error", "InputError", "NumericalError", "ResourceError", "Model", "Input", "Number", "Result",
     "ForwardResult", "CollapseResult", "load", "from_arrays", "random_model", "default_model", "tokens", "matrix",
     "random_input", "default_input", "forward", "collapse", "length_sums", "enumerate_paths", "iter_paths",
-    "sample_paths", "path_counts", "bounds", "report", "set_memory_budget",
+    "sample_paths", "path_counts", "bounds", "report", "set_memory_budget", "Batch", "ForwardBatchResult",
+    "CollapseBatchResult", "EffectivenessResult", "BoundsSearchResult", "batch", "token_file", "input_file",
+    "random_batch", "effectiveness", "bounds_search",
 ]

@@ -1,5 +1,5 @@
 """Type stubs of the compiled extension sanpath._sanpath (use the package `sanpath`)."""
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -96,6 +96,7 @@ class ForwardResult(_Formatted):
 class CollapseResult(_Formatted):
     variants: List[str]
     analyses: List[ForwardResult]
+    conventions: str
 
 class LengthSumsResult(_Formatted):
     lengths: List[LengthSum]
@@ -137,6 +138,73 @@ class PathStream:
     precision: str
     check: Optional[str]
 
+class PrecisionRequest:
+    def describe(self) -> str: ...
+
+class Batch:
+    inputs: List[Input]
+    def __len__(self) -> int: ...
+    def describe(self) -> str: ...
+
+class BatchStatistic:
+    count: int
+    mean: Number
+    stddev: Optional[Number]
+    min: Number
+    median: Number
+    max: Number
+
+class ForwardBatchResult(_Formatted):
+    layers: List[BatchStatistic]
+    runs: List[ForwardResult]
+    inputs: List[str]
+
+class CollapseBatchResult(_Formatted):
+    variants: List[str]
+    layers: List[List[BatchStatistic]]
+    runs: List[CollapseResult]
+    conventions: str
+    inputs: List[str]
+
+class EffectivenessEntry:
+    length: int
+    count: int
+    distance: Number
+    agree: Optional[int]
+    agree_check: Optional[int]
+    kl: Optional[Number]
+    digits: Optional[int]
+
+class EffectivenessResult(_Formatted):
+    lengths: List[EffectivenessEntry]
+    head: Optional[str]
+    outputs: int
+    predictions: int
+    output_frobenius: Number
+    variant: Dict[str, object]
+    precision: str
+    check: Optional[str]
+
+class SearchStep:
+    iteration: int
+    log10_ratio: float
+    depth: int
+
+class BoundsSearchResult(_Formatted):
+    model: Optional[Model]
+    X: npt.NDArray[np.float64]
+    log10_ratio: float
+    depth: int
+    evaluations: int
+    improvements: List[SearchStep]
+    recheck: Optional[BoundsResult]
+    recheck_log10_ratio: Optional[float]
+    recheck_depth: int
+    violated: bool
+    model_path: str
+    input_path: str
+    def save(self, path: str) -> None: ...
+
 def load_model(path: str) -> Model: ...
 def model_from_tensors(arrays: Sequence[Tuple[str, npt.ArrayLike]], config: str, source: str) -> Model: ...
 def random_model(layers: int, heads: int, d_model: int, d_qk: int, d_v: int, d_ff: int, init: str, std: float,
@@ -151,31 +219,48 @@ def default_collapse_input() -> Input: ...
 def resolve_variant(model: Model, skip: Optional[str], mlp: Optional[str], layernorm: Optional[str],
                     mask: Optional[str]) -> Dict[str, object]: ...
 def forward(model: Model, input: Input, name: str, skip: Optional[str], mlp: Optional[str],
-            layernorm: Optional[str], mask: Optional[str], precision: str, digits: int, max_bits: Optional[int],
-            confirm: bool, center: str, progress: Progress) -> ForwardResult: ...
-def collapse(model: Model, input: Input, name: str, precision: str, digits: int, max_bits: Optional[int],
-             confirm: bool, progress: Progress) -> CollapseResult: ...
+            layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest, center: str,
+            progress: Progress) -> ForwardResult: ...
+def collapse(model: Model, input: Input, name: str, request: PrecisionRequest, conventions: str,
+             progress: Progress) -> CollapseResult: ...
 def length_sums(model: Model, input: Input, name: str, skip: Optional[str], mlp: Optional[str],
-                layernorm: Optional[str], mask: Optional[str], precision: str, digits: int,
-                max_bits: Optional[int], confirm: bool, progress: Progress) -> LengthSumsResult: ...
+                layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest,
+                progress: Progress) -> LengthSumsResult: ...
 def enumerate_paths(model: Model, input: Input, name: str, skip: Optional[str], mlp: Optional[str],
-                    layernorm: Optional[str], mask: Optional[str], precision: str, digits: int,
-                    max_bits: Optional[int], confirm: bool, length: Optional[int],
+                    layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest, length: Optional[int],
                     lengths: Optional[Tuple[int, int]], heads_per_layer: Optional[str], top: int, threads: int,
                     limit: int, progress: Progress) -> EnumerationResult: ...
 def iter_paths(model: Model, input: Input, skip: Optional[str], mlp: Optional[str], layernorm: Optional[str],
-               mask: Optional[str], precision: str, digits: int, max_bits: Optional[int], confirm: bool,
-               length: Optional[int], lengths: Optional[Tuple[int, int]], heads_per_layer: Optional[str],
+               mask: Optional[str], request: PrecisionRequest, length: Optional[int], lengths: Optional[Tuple[int, int]], heads_per_layer: Optional[str],
                limit: int) -> PathStream: ...
 def sample_paths(model: Model, input: Input, name: str, skip: Optional[str], mlp: Optional[str],
-                 layernorm: Optional[str], mask: Optional[str], precision: str, digits: int,
-                 max_bits: Optional[int], confirm: bool, lengths: List[int], samples: int, seed: int,
+                 layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest, lengths: List[int],
+                 samples: int, seed: int,
                  progress: Progress) -> SampleResult: ...
 def path_counts(layers: int, heads: int, skip: bool) -> GraphResult: ...
 def bounds(model: Model, input: Input, name: str, skip: Optional[str], mlp: Optional[str],
-           layernorm: Optional[str], mask: Optional[str], precision: str, digits: int, max_bits: Optional[int],
-           confirm: bool, theorem: str, gamma: str, progress: Progress) -> BoundsResult: ...
-def report_html(model: Model, input: Input, name: str, precision: str, digits: int, max_bits: Optional[int],
-                confirm: bool, gamma: str, generator: str, out: Optional[str], progress: Progress) -> str: ...
+           layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest, theorem: str, gamma: str,
+           progress: Progress) -> BoundsResult: ...
+def report_html(model: Model, input: Union[Input, Batch], name: str, request: PrecisionRequest, gamma: str,
+                conventions: str, threads: int, generator: str, out: Optional[str], progress: Progress) -> str: ...
+def precision_request(precision: str, digits: int, max_bits: Optional[int], confirm: bool, method: Optional[str],
+                      check: str) -> PrecisionRequest: ...
+def batch_tokens(sequences: Sequence[Sequence[int]], name: str) -> Batch: ...
+def batch_token_file(path: str) -> Batch: ...
+def batch_matrices(X: npt.NDArray[np.float64], name: str) -> Batch: ...
+def input_file(path: str) -> Union[Input, Batch]: ...
+def batch_random(n: int, count: int, seed: int, spread: float, residual: Optional[float]) -> Batch: ...
+def forward_batch(model: Model, batch: Batch, name: str, skip: Optional[str], mlp: Optional[str],
+                  layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest, center: str,
+                  threads: int, progress: Progress) -> ForwardBatchResult: ...
+def collapse_batch(model: Model, batch: Batch, name: str, request: PrecisionRequest, conventions: str, threads: int,
+                   progress: Progress) -> CollapseBatchResult: ...
+def effectiveness(model: Model, input: Input, name: str, skip: Optional[str], mlp: Optional[str],
+                  layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest, use_head: bool,
+                  progress: Progress) -> EffectivenessResult: ...
+def search_input_path(model_path: str) -> str: ...
+def bounds_search(layers: int, heads: int, d_model: int, d_qk: int, tokens: int, seed: int, iterations: int,
+                  search_bits: int, theorem: str, gamma: str, recheck: PrecisionRequest,
+                  progress: Progress) -> BoundsSearchResult: ...
 def set_memory_budget(size: Optional[str]) -> None: ...
 def memory_budget() -> int: ...

@@ -2,8 +2,8 @@
 // every function converts its arguments, calls one library entry point with
 // the GIL released, and wraps the result; formatting goes through the
 // library's report formatters. The Pythonic surface is sanpath/__init__.py.
-// Longer than 600 lines on purpose: it is the one PYBIND11_MODULE (a module
-// is defined in one function) plus the small result holders it registers.
+// Batches, effectiveness and the bounds search are registered from their own
+// files (batch.cpp, effectiveness.cpp, search.cpp); common.hpp is shared.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -23,55 +23,17 @@
 #include "sanpath/report/format.hpp"
 #include "sanpath/report/html_report.hpp"
 
+#include "common.hpp"
 #include "run.hpp"
 
-#include <cfloat>
-#include <filesystem>
 #include <sstream>
+#include <variant>
 
 namespace py = pybind11;
 using namespace sanpath;
-using sanpath_py::run_released;
-using sanpath_py::ProgressBridge;
+using namespace sanpath_py;
 
 namespace {
-
-using ModelPtr = std::shared_ptr<Model>;
-
-// ------------------------------------------------------------------ numbers
-
-/// A reported high-precision number (Quantity) as Python sees it.
-struct Number {
-  Quantity q;
-
-  std::string str() const { return q.str(); }
-  /// Decimal with up to `n` significant digits, never more than confirmed.
-  std::string decimal(std::optional<int> n) const {
-    if (q.below_resolution) throw std::domain_error("below resolution: only the bound " + q.str() + " is known");
-    int digits = q.digits.value_or(17);
-    if (n) digits = std::min(digits, *n);
-    return to_sci(q.value, std::max(digits, 1), q.rounding);
-  }
-  double to_float() const {
-    if (q.below_resolution)
-      throw std::domain_error("below resolution: only the bound " + q.str() + " is known (see .bound)");
-    const BigReal a = abs(q.value);
-    if (a == 0) return 0.0;
-    if (a > BigReal(DBL_MAX, 17) || a < BigReal(DBL_MIN, 17))
-      throw std::overflow_error(q.str() + " is outside the range of a double (use .log10, str() or .mpf())");
-    return q.value.convert_to<double>();
-  }
-  std::optional<double> log10_abs() const {
-    if (q.below_resolution || q.value == 0) return std::nullopt;
-    return static_cast<double>(log10(abs(q.value)).convert_to<double>());
-  }
-};
-
-Number number(const Quantity& q) { return Number{q}; }
-std::optional<Number> number(const std::optional<Quantity>& q) {
-  if (!q) return std::nullopt;
-  return Number{*q};
-}
 
 // ------------------------------------------------------------- conversions
 
@@ -92,55 +54,8 @@ py::array_t<double> to_array(const Tensor& t) {
   return out;
 }
 
-VariantOverride overrides(const std::optional<std::string>& skip, const std::optional<std::string>& mlp,
-                          const std::optional<std::string>& layernorm, const std::optional<std::string>& mask) {
-  VariantOverride o;
-  if (skip) o.skip = parse_on_off(*skip, "skip");
-  if (mlp) o.mlp = parse_mlp(*mlp);
-  if (layernorm) o.layernorm = parse_layernorm(*layernorm);
-  if (mask) o.mask = parse_mask(*mask);
-  return o;
-}
-
-PrecisionRequest precision_request(const std::string& precision, int digits, std::optional<long> max_bits,
-                                   bool confirm) {
-  PrecisionRequest r = PrecisionRequest::parse(precision);
-  r.target_digits = digits;
-  r.max_bits = max_bits.value_or(0);
-  r.confirm = confirm;
-  return r;
-}
-
-py::dict variant_dict(const Variant& v) {
-  py::dict d;
-  d["skip"] = v.skip;
-  d["mlp"] = to_string(v.mlp);
-  d["layernorm"] = to_string(v.layernorm);
-  d["mask"] = to_string(v.mask);
-  return d;
-}
-
-std::optional<std::string> precision_name(const std::optional<Precision>& p) {
-  if (!p) return std::nullopt;
-  return p->name();
-}
-
 // ----------------------------------------------------------------- results
 
-/// What every result keeps to format itself as the CLI does.
-struct Formatted {
-  ModelPtr model;
-  RunInfo info;
-};
-
-struct ForwardResult : Formatted {
-  ForwardAnalysis a;
-  std::string format(const std::string& f) const { return format_forward(a, *model, info, parse_format(f)); }
-};
-struct CollapseResultPy : Formatted {
-  CollapseResult r;
-  std::string format(const std::string& f) const { return format_collapse(r, *model, info, parse_format(f)); }
-};
 struct LengthSumsResult : Formatted {
   LengthSumsReport r;
   std::string format(const std::string& f) const { return format_length_sums(r, *model, info, parse_format(f)); }
@@ -153,22 +68,11 @@ struct SampleResult : Formatted {
   PathSampleReport r;
   std::string format(const std::string& f) const { return format_samples(r, *model, info, parse_format(f)); }
 };
-struct BoundsResult : Formatted {
-  BoundsAnalysis a;
-  std::string format(const std::string& f) const { return format_bounds(a, *model, info, parse_format(f)); }
-};
 struct GraphResult {
   PathGraphSpec spec;
   PathCounts counts;
   std::string format(const std::string& f) const { return format_path_counts(spec, counts, parse_format(f)); }
 };
-
-py::int_ exact_int(const std::string& decimal) {
-  PyObject* v = PyLong_FromString(decimal.c_str(), nullptr, 10);
-  if (!v) throw py::error_already_set();
-  return py::reinterpret_steal<py::int_>(v);
-}
-py::int_ exact_int(const BigInt& x) { return exact_int(to_decimal(x)); }
 
 // --------------------------------------------------- streaming enumeration
 
@@ -411,6 +315,10 @@ PYBIND11_MODULE(_sanpath, m) {
   m.def("default_collapse_input", [] { return InputSpec::from_random(default_collapse_input()); });
 
   // ---- analyses
+  py::class_<PrecisionRequest>(m, "PrecisionRequest", "How to choose the working precision (the CLI's precision options).")
+      .def("describe", &PrecisionRequest::describe);
+  m.def("precision_request", &precision_request);
+
   m.def("resolve_variant", [](const Model& model, std::optional<std::string> skip, std::optional<std::string> mlp,
                               std::optional<std::string> layernorm, std::optional<std::string> mask) {
     return variant_dict(model.resolve(overrides(skip, mlp, layernorm, mask)));
@@ -440,10 +348,9 @@ PYBIND11_MODULE(_sanpath, m) {
   m.def("forward", [](ModelPtr model, const InputSpec& input, const std::string& name,
                       std::optional<std::string> skip, std::optional<std::string> mlp,
                       std::optional<std::string> layernorm, std::optional<std::string> mask,
-                      const std::string& precision, int digits, std::optional<long> max_bits, bool confirm,
-                      const std::string& center, py::object progress) {
-    const PrecisionRequest req = precision_request(precision, digits, max_bits, confirm);
-    const Center c = parse_center(center);
+                      const PrecisionRequest& req, const std::string& center, py::object progress) {
+    const Center c = as_option("--center", [&] { return parse_center(center); });
+    check_applies(req, c);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     ProgressBridge bridge(progress);
     ForwardResult r{{model, {name, input.describe()}}, {}};
@@ -462,13 +369,15 @@ PYBIND11_MODULE(_sanpath, m) {
         std::vector<ForwardResult> out;
         for (const ForwardAnalysis& a : r.r.analyses) out.push_back(ForwardResult{{r.model, r.info}, a});
         return out;
-      });
-  m.def("collapse", [](ModelPtr model, const InputSpec& input, const std::string& name, const std::string& precision,
-                       int digits, std::optional<long> max_bits, bool confirm, py::object progress) {
-    const PrecisionRequest req = precision_request(precision, digits, max_bits, confirm);
+      })
+      .def_property_readonly("conventions", [](const CollapseResultPy& r) { return to_string(r.r.conventions); });
+  m.def("collapse", [](ModelPtr model, const InputSpec& input, const std::string& name, const PrecisionRequest& req,
+                       const std::string& conventions, py::object progress) {
+    check_applies(req, Center::mean);
+    const CollapseConventions c = conventions_of(conventions);
     ProgressBridge bridge(progress);
     CollapseResultPy r{{model, {name, input.describe()}}, {}};
-    r.r = run_released([&] { return run_collapse(*model, input, req, bridge.fn()); }, &bridge);
+    r.r = run_released([&] { return run_collapse(*model, input, req, bridge.fn(), c); }, &bridge);
     return r;
   });
 
@@ -494,9 +403,8 @@ PYBIND11_MODULE(_sanpath, m) {
   m.def("length_sums", [](ModelPtr model, const InputSpec& input, const std::string& name,
                           std::optional<std::string> skip, std::optional<std::string> mlp,
                           std::optional<std::string> layernorm, std::optional<std::string> mask,
-                          const std::string& precision, int digits, std::optional<long> max_bits, bool confirm,
+                          const PrecisionRequest& req,
                           py::object progress) {
-    const PrecisionRequest req = precision_request(precision, digits, max_bits, confirm);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     ProgressBridge bridge(progress);
     LengthSumsResult r{{model, {name, input.describe()}}, {}};
@@ -533,11 +441,10 @@ PYBIND11_MODULE(_sanpath, m) {
   m.def("enumerate_paths", [filter_of](ModelPtr model, const InputSpec& input, const std::string& name,
                               std::optional<std::string> skip, std::optional<std::string> mlp,
                               std::optional<std::string> layernorm, std::optional<std::string> mask,
-                              const std::string& precision, int digits, std::optional<long> max_bits, bool confirm,
+                              const PrecisionRequest& req,
                               std::optional<int> length, std::optional<std::pair<int, int>> lengths,
                               std::optional<std::string> heads_per_layer, std::size_t top, int threads,
                               std::uint64_t limit, py::object progress) {
-    const PrecisionRequest req = precision_request(precision, digits, max_bits, confirm);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     EnumerationRequest er;
     er.filter = filter_of(*model, v, length, lengths, heads_per_layer);
@@ -562,11 +469,10 @@ PYBIND11_MODULE(_sanpath, m) {
       .def_property_readonly("check", [](const PathStream& s) { return precision_name(s.base().check); });
   m.def("iter_paths", [filter_of](ModelPtr model, const InputSpec& input, std::optional<std::string> skip,
                                   std::optional<std::string> mlp, std::optional<std::string> layernorm,
-                                  std::optional<std::string> mask, const std::string& precision, int digits,
-                                  std::optional<long> max_bits, bool confirm, std::optional<int> length,
+                                  std::optional<std::string> mask, const PrecisionRequest& req,
+                                  std::optional<int> length,
                                   std::optional<std::pair<int, int>> lengths,
                                   std::optional<std::string> heads_per_layer, std::uint64_t limit) {
-    const PrecisionRequest req = precision_request(precision, digits, max_bits, confirm);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     require_attention_only(v);
     const PathFilter f = filter_of(*model, v, length, lengths, heads_per_layer);
@@ -577,10 +483,9 @@ PYBIND11_MODULE(_sanpath, m) {
   m.def("sample_paths", [](ModelPtr model, const InputSpec& input, const std::string& name,
                            std::optional<std::string> skip, std::optional<std::string> mlp,
                            std::optional<std::string> layernorm, std::optional<std::string> mask,
-                           const std::string& precision, int digits, std::optional<long> max_bits, bool confirm,
+                           const PrecisionRequest& req,
                            const std::vector<int>& lengths, std::uint64_t samples, std::uint64_t seed,
                            py::object progress) {
-    const PrecisionRequest req = precision_request(precision, digits, max_bits, confirm);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     ProgressBridge bridge(progress);
     SampleResult r{{model, {name, input.describe()}}, {}};
@@ -635,15 +540,14 @@ PYBIND11_MODULE(_sanpath, m) {
       .def_property_readonly("precision", [](const BoundsResult& r) { return r.a.precision().name(); });
   m.def("bounds", [](ModelPtr model, const InputSpec& input, const std::string& name, std::optional<std::string> skip,
                      std::optional<std::string> mlp, std::optional<std::string> layernorm,
-                     std::optional<std::string> mask, const std::string& precision, int digits,
-                     std::optional<long> max_bits, bool confirm, const std::string& theorem, const std::string& gamma,
-                     py::object progress) {
+                     std::optional<std::string> mask, const PrecisionRequest& req, const std::string& theorem,
+                     const std::string& gamma, py::object progress) {
     BoundsRequest br;
-    br.precision = precision_request(precision, digits, max_bits, confirm);
-    br.theorem = parse_theorem(theorem);
-    br.gamma = BoundsRequest::parse_gamma(gamma);
+    br.precision = req;
+    br.theorem = as_option("--theorem", [&] { return parse_theorem(theorem); });
+    br.gamma = as_option("--gamma", [&] { return BoundsRequest::parse_gamma(gamma); });
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
-    select_theorem(v, model->arch().heads, br.theorem);
+    as_option("--theorem", [&] { return select_theorem(v, model->arch().heads, br.theorem, Coverage::of(*model, v)); });
     ProgressBridge bridge(progress);
     BoundsResult r{{model, {name, input.describe()}}, {}};
     r.a = run_released([&] { return analyze_bounds(*model, v, input, br, bridge.fn()); }, &bridge);
@@ -651,24 +555,34 @@ PYBIND11_MODULE(_sanpath, m) {
   });
 
   // ---- report
-  m.def("report_html", [](ModelPtr model, const InputSpec& input, const std::string& name, const std::string& precision,
-                          int digits, std::optional<long> max_bits, bool confirm, const std::string& gamma,
-                          const std::string& generator, std::optional<std::string> out, py::object progress) {
+  // A batch (`input` a Batch): the collapse section shows mean ± std over the inputs, as `sanpath report` with a batch.
+  m.def("report_html", [](ModelPtr model, const std::variant<InputSpec, Batch>& input, const std::string& name,
+                          const PrecisionRequest& precision, const std::string& gamma, const std::string& conventions,
+                          int threads, const std::string& generator, std::optional<std::string> out,
+                          py::object progress) {
     ReportRequest req;
-    req.precision = precision_request(precision, digits, max_bits, confirm);
-    req.bounds.gamma = BoundsRequest::parse_gamma(gamma);
+    req.precision = precision;
+    req.bounds.gamma = as_option("--gamma", [&] { return BoundsRequest::parse_gamma(gamma); });
     req.generator = generator;
-    req.info = {name, input.describe()};
-    // As `sanpath report`: a model loaded from a checkpoint brings its task head (effectiveness section).
-    if (std::filesystem::exists(model->source())) req.head = read_task_head(model->source(), *model);
+    req.conventions = conventions_of(conventions);
+    const Batch* batch = std::get_if<Batch>(&input);
+    req.info = {name, batch ? batch->description : std::get<InputSpec>(input).describe()};
+    req.head = task_head_of(*model);
     ProgressBridge bridge(progress);
-    const HtmlReport report = run_released([&] { return build_report(*model, input, req, bridge.fn()); }, &bridge);
+    const HtmlReport report = run_released([&] {
+      return batch ? build_report(*model, batch->inputs, req, threads, bridge.fn())
+                   : build_report(*model, std::get<InputSpec>(input), req, bridge.fn());
+    }, &bridge);
     if (out) {
       write_html_report(*out, report);
       return std::string();
     }
     return render_html(report);
   });
+
+  register_batches(m);
+  register_effectiveness(m);
+  register_search(m);
 
   // ---- resources
   m.def("set_memory_budget", [](std::optional<std::string> size) {

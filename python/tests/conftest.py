@@ -46,6 +46,20 @@ def run_cli(cli, *args, cwd=None):
     return r.returncode, r.stdout, r.stderr
 
 
+def cli_ok(cli, *args):
+    """The CLI's stdout; fails the test unless it exits 0."""
+    code, out, err = run_cli(cli, *args)
+    assert code == 0, err
+    return out
+
+
+def cli_message(cli, *args):
+    """The CLI's one-line error message (without "sanpath: error: "); fails the test unless it failed cleanly."""
+    code, out, err = run_cli(cli, *args)
+    assert code != 0 and out == "" and err.startswith("sanpath: error: "), (code, out, err)
+    return err[len("sanpath: error: "):].rstrip("\n")
+
+
 _DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64}
 
 

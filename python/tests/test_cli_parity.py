@@ -5,13 +5,7 @@ import os
 import pytest
 
 import sanpath
-from conftest import run_cli
-
-
-def cli_ok(cli, *args):
-    code, out, err = run_cli(cli, *args)
-    assert code == 0, err
-    return out
+from conftest import cli_ok
 
 
 @pytest.fixture(scope="module")

@@ -41,3 +41,32 @@ def test_torch_san_collapses():
     exponents = [int(e) for _, _, e in layers]
     # Doubly exponential: the exponent roughly triples per layer and leaves float64's range.
     assert exponents[-1] < -308 and exponents[-1] < 2.5 * exponents[-2]
+
+
+def test_figure2_batch_is_the_clis_batch(cli):
+    """Every mean printed is the CLI's batch statistic, and the log10 columns follow from
+    each input's own value in the CLI's JSON (recomputed here in mpmath)."""
+    import json
+    import statistics
+
+    import mpmath
+
+    from conftest import cli_ok
+
+    out = run("figure2_batch.py")
+    j = json.loads(cli_ok(cli, "collapse", "--random-input", "8", "--batch", "4", "--seed", "1", "--conventions",
+                          "paper", "--threads", "2", "--format", "json"))
+    blocks = out.split("\n\n")[1:]
+    assert [b.splitlines()[0] for b in blocks] == [v["name"] for v in j["variants"]]
+    mpmath.mp.dps = 30
+    for block, variant in zip(blocks, j["variants"]):
+        rows = [line.split() for line in block.splitlines()[2:]]
+        assert len(rows) == len(variant["layers"]) == 13
+        for row, stats in zip(rows, variant["layers"]):
+            layer = stats["layer"]
+            assert row[0] == str(layer)
+            assert row[1] == stats["relative_residual"]["mean"]
+            assert row[2] == f"[{stats['relative_residual']['digits']['mean']}]"
+            logs = [float(mpmath.log10(mpmath.mpf(run["layers"][layer]["relative_residual"])))
+                    for run in variant["inputs"]]
+            assert row[3:] == [f"{statistics.mean(logs):.3f}", "±", f"{statistics.stdev(logs):.3f}"]

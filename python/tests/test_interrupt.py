@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 CHILD = r"""
 import signal, sys, time, sanpath
 # As in an interactive session (a shell's background job inherits SIGINT ignored).
@@ -13,7 +15,7 @@ m = sanpath.random_model(40, 2, 16, skip=False, mlp="none", layernorm="none", d_
 print("start", flush=True)
 t = time.time()
 try:
-    sanpath.forward(m, sanpath.random_input(16, seed=1), precision=16387)
+    sanpath.forward(m, INPUT, precision=16387, threads=2)
     print("finished", flush=True)
 except KeyboardInterrupt:
     print("interrupted %.2f" % (time.time() - t), flush=True)
@@ -22,8 +24,11 @@ print(sanpath.forward(m, sanpath.random_input(4), precision="double").precision,
 """
 
 
-def test_keyboard_interrupt():
-    p = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+@pytest.mark.parametrize("input", ["sanpath.random_input(16, seed=1)", "sanpath.random_batch(16, 4, seed=1)"])
+def test_keyboard_interrupt(input):
+    """One input, and a batch of four on two worker threads."""
+    child = CHILD.replace("INPUT", input)
+    p = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True, env=os.environ.copy())
     assert p.stdout.readline().strip() == "start"
     time.sleep(1.5)
     sent = time.time()

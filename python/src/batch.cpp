@@ -1,0 +1,173 @@
+// Batches of inputs (analysis/batch.hpp): the Batch holder, its constructors
+// (as the CLI's --tokens-file, --input with X [b, n, d], --random-input N
+// --batch B) and the batch forms of forward and collapse.
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include "sanpath/analysis/batch.hpp"
+#include "sanpath/io/inputs.hpp"
+
+#include "common.hpp"
+#include "run.hpp"
+
+#include <variant>
+
+namespace sanpath_py {
+
+namespace {
+
+struct ForwardBatchResult : Formatted {
+  BatchForwardAnalysis a;
+  std::vector<InputSpec> inputs;
+  std::string format(const std::string& f) const {
+    return format_forward_batch(a, inputs, *model, info, parse_format(f));
+  }
+};
+
+struct CollapseBatchResult : Formatted {
+  BatchCollapseResult r;
+  std::vector<InputSpec> inputs;
+  std::string format(const std::string& f) const {
+    return format_collapse_batch(r, inputs, *model, info, parse_format(f));
+  }
+};
+
+/// The CLI's description of a batch read from the tensor X [b, n, d] of `source`.
+Batch tensor_batch(std::vector<InputSpec> inputs, const std::string& source) {
+  Batch b{std::move(inputs), {}};
+  b.description = describe_batch(b.inputs, source + " (X of shape [b, n, d])");
+  return b;
+}
+
+void check_threads(int threads) {
+  if (threads < 0) throw std::invalid_argument("--threads: " + std::to_string(threads) + " is negative");
+}
+
+std::vector<std::string> descriptions(const std::vector<InputSpec>& inputs) {
+  std::vector<std::string> out;
+  for (const InputSpec& in : inputs) out.push_back(in.describe());
+  return out;
+}
+
+}  // namespace
+
+void register_batches(py::module_& m) {
+  py::class_<Batch>(m, "Batch", "Several inputs analysed together (the CLI's batch options).")
+      .def("__len__", [](const Batch& b) { return b.inputs.size(); })
+      .def("describe", [](const Batch& b) { return b.description; })
+      .def_property_readonly("inputs", [](const Batch& b) { return b.inputs; });
+
+  m.def("batch_tokens", [](const std::vector<std::vector<long>>& sequences, const std::string& name) {
+    if (sequences.empty()) throw std::invalid_argument(name + ": no token sequence");
+    Batch b;
+    for (std::size_t i = 0; i < sequences.size(); ++i)
+      b.inputs.push_back(InputSpec::from_tokens(sequences[i], name + "[" + std::to_string(i) + "]"));
+    b.description = describe_batch(b.inputs, name);
+    return b;
+  });
+  m.def("batch_token_file", [](const std::string& path) {
+    Batch b{read_token_file(path), {}};
+    b.description = describe_batch(b.inputs, path);
+    return b;
+  });
+  // Input k is X[k] (an [n, d] slice of the C-contiguous [b, n, d] array), named "<name>[k]" as the CLI names
+  // the slices of a file's X.
+  m.def("batch_matrices", [](const py::array_t<double, py::array::c_style | py::array::forcecast>& X,
+                             const std::string& name) {
+    if (X.ndim() != 3)
+      throw std::invalid_argument(name + ": X: shape has " + std::to_string(X.ndim()) +
+                                  " dimensions, expected [b, n, d_model]");
+    if (X.shape(0) < 1) throw std::invalid_argument(name + ": X: batch dimension is 0");
+    const Eigen::Index n = X.shape(1), d = X.shape(2);
+    std::vector<InputSpec> inputs;
+    for (py::ssize_t k = 0; k < X.shape(0); ++k) {
+      const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> slice(
+          X.data(k, 0, 0), n, d);
+      inputs.push_back(InputSpec::from_matrix(MatrixXd(slice), name + "[" + std::to_string(k) + "]"));
+    }
+    return tensor_batch(std::move(inputs), name);
+  });
+  m.def("input_file", [](const std::string& path) -> std::variant<InputSpec, Batch> {
+    std::vector<InputSpec> inputs = read_input_tensor(path);
+    if (inputs.front().source == path) return std::move(inputs.front());  // X of shape [n, d]
+    return tensor_batch(std::move(inputs), path);
+  });
+  m.def("batch_random", [](int n, int count, std::uint64_t seed, double spread, std::optional<double> residual) {
+    if (count < 1 || count > (1 << 20))
+      throw std::invalid_argument("--batch: " + std::to_string(count) + " inputs is outside [1, 1048576]");
+    RandomInputSpec r;
+    r.n = n;
+    r.seed = seed;
+    r.spread = spread;
+    r.residual = residual;
+    Batch b{random_input_batch(r, count), {}};
+    const std::uint64_t last = seed + static_cast<std::uint64_t>(count) - 1;
+    b.description =
+        describe_batch(b.inputs, "--random-input (seeds " + std::to_string(seed) + ".." + std::to_string(last) + ")");
+    return b;
+  });
+
+  py::class_<BatchStatistic>(m, "BatchStatistic",
+                             "Statistics of one quantity over a batch: mean, sample std (ddof=1), min, median, max.")
+      .def_readonly("count", &BatchStatistic::count)
+      .def_property_readonly("mean", [](const BatchStatistic& s) { return number(s.mean); })
+      .def_property_readonly("stddev", [](const BatchStatistic& s) { return number(s.stddev); })
+      .def_property_readonly("min", [](const BatchStatistic& s) { return number(s.min); })
+      .def_property_readonly("median", [](const BatchStatistic& s) { return number(s.median); })
+      .def_property_readonly("max", [](const BatchStatistic& s) { return number(s.max); });
+
+  py::class_<ForwardBatchResult>(m, "ForwardBatchResult")
+      .def("format", &ForwardBatchResult::format)
+      .def_property_readonly("layers", [](const ForwardBatchResult& r) { return r.a.layers; })
+      .def_property_readonly("runs", [](const ForwardBatchResult& r) {
+        std::vector<ForwardResult> out;
+        for (std::size_t i = 0; i < r.a.runs.size(); ++i)
+          out.push_back(ForwardResult{{r.model, {r.info.model, r.inputs[i].describe()}}, r.a.runs[i]});
+        return out;
+      })
+      .def_property_readonly("inputs", [](const ForwardBatchResult& r) { return descriptions(r.inputs); });
+  m.def("forward_batch", [](ModelPtr model, const Batch& batch, const std::string& name,
+                            std::optional<std::string> skip, std::optional<std::string> mlp,
+                            std::optional<std::string> layernorm, std::optional<std::string> mask,
+                            const PrecisionRequest& req, const std::string& center, int threads, py::object progress) {
+    check_threads(threads);
+    const Center c = as_option("--center", [&] { return parse_center(center); });
+    check_applies(req, c);
+    const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
+    ProgressBridge bridge(progress);
+    ForwardBatchResult r{{model, {name, batch.description}}, {}, batch.inputs};
+    r.a = run_released([&] { return analyze_forward_batch(*model, v, batch.inputs, req, c, threads, bridge.fn()); },
+                       &bridge);
+    return r;
+  });
+
+  py::class_<CollapseBatchResult>(m, "CollapseBatchResult")
+      .def("format", &CollapseBatchResult::format)
+      .def_property_readonly("variants", [](const CollapseBatchResult& r) {
+        std::vector<std::string> names;
+        for (const NamedVariant& v : r.r.variants) names.push_back(v.name);
+        return names;
+      })
+      .def_property_readonly("layers", [](const CollapseBatchResult& r) { return r.r.layers; })
+      .def_property_readonly("runs", [](const CollapseBatchResult& r) {
+        std::vector<CollapseResultPy> out;
+        for (std::size_t i = 0; i < r.r.runs.size(); ++i)
+          out.push_back(CollapseResultPy{{r.model, {r.info.model, r.inputs[i].describe()}}, r.r.runs[i]});
+        return out;
+      })
+      .def_property_readonly("conventions", [](const CollapseBatchResult& r) { return to_string(r.r.conventions); })
+      .def_property_readonly("inputs", [](const CollapseBatchResult& r) { return descriptions(r.inputs); });
+  m.def("collapse_batch", [](ModelPtr model, const Batch& batch, const std::string& name, const PrecisionRequest& req,
+                             const std::string& conventions, int threads, py::object progress) {
+    check_threads(threads);
+    check_applies(req, Center::mean);
+    const CollapseConventions c = conventions_of(conventions);
+    ProgressBridge bridge(progress);
+    CollapseBatchResult r{{model, {name, batch.description}}, {}, batch.inputs};
+    r.r = run_released([&] { return run_collapse_batch(*model, batch.inputs, req, c, threads, bridge.fn()); },
+                       &bridge);
+    return r;
+  });
+}
+
+}  // namespace sanpath_py
