@@ -6,6 +6,7 @@
 #include "report/json_parts.hpp"
 #include "report/text_table.hpp"
 #include "sanpath/analysis/paths.hpp"
+#include "sanpath/analysis/rerun.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -369,6 +370,150 @@ std::string format_effectiveness(const EffectivenessReport& r, const Model& mode
     o << pad(std::to_string(e.length), 8) << pad(e.distance.str(), 26);
     if (r.head) o << pad(agreement_text(e, r.predictions), 14) << pad(e.kl->str(), 26);
     o << pad(digits_text(e.digits), 13) << e.count << "\n";
+  }
+  return text_table::trim_line_ends(o.str());
+}
+
+}  // namespace sanpath
+
+// ------------------------------------------------------------------ re-run
+
+namespace sanpath {
+
+namespace {
+
+/// Mean of the per-repetition agreement counts "3.4/4", with the check
+/// run's when any repetition's count differs ("3.4/4 (check 3.2/4)").
+std::string mean_agreement_text(const std::vector<long>& agree, const std::vector<long>& check, long predictions) {
+  const auto mean = [](const std::vector<long>& v) {
+    long sum = 0;
+    for (long a : v) sum += a;
+    std::ostringstream o;
+    if (sum % static_cast<long>(v.size()) == 0) {
+      o << sum / static_cast<long>(v.size());
+    } else {  // an exact rational: two decimals, rounded
+      o.setf(std::ios::fixed);
+      o.precision(2);
+      o << static_cast<double>(sum) / static_cast<double>(v.size());
+    }
+    return o.str();
+  };
+  std::string s = mean(agree) + "/" + std::to_string(predictions);
+  if (!check.empty() && check != agree) s += " (check " + mean(check) + "/" + std::to_string(predictions) + ")";
+  return s;
+}
+
+const char* const rerun_estimator_text =
+    "a sub-network per path: a layer where the path takes head h runs with head h alone (its attention recomputed "
+    "from the path's own states), then the variant's LayerNorm and MLP, without the skip term; a skipped layer is the "
+    "identity. Length k: every path once when count_k <= N, else N uniform paths with replacement scaled by "
+    "count_k/N (unbiased). Attention-only variants: no value/output biases inside the sub-networks, the bias term 1b^T "
+    "added once; other variants: every sub-network carries its layers' biases";
+
+}  // namespace
+
+std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo& info, Format f) {
+  const auto optional_long = [](const std::optional<long>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
+  const EffectivenessEntry* no_exact = nullptr;
+  const auto exact_at = [&](std::size_t k) { return r.exact ? &r.exact->lengths[k] : no_exact; };
+  if (f == Format::json) {
+    using json_parts::statistic_json;
+    ordered_json rows = ordered_json::array();
+    for (std::size_t k = 0; k < r.lengths.size(); ++k) {
+      const RerunEntry& e = r.lengths[k];
+      const EffectivenessEntry* x = exact_at(k);
+      ordered_json row;
+      row["length"] = e.length;
+      row["paths"] = e.count;
+      row["paths_run"] = e.evaluated;
+      row["all_paths"] = e.all_paths;
+      row["exact"] = x ? ordered_json({{"distance", x->distance.str()},
+                                       {"agree", optional_long(x->agree)},
+                                       {"agree_check", optional_long(x->agree_check)},
+                                       {"kl", x->kl ? ordered_json(x->kl->str()) : ordered_json(nullptr)},
+                                       {"digits", digits_value(x->digits)}})
+                       : ordered_json(nullptr);
+      row["rerun"] = {{"distance", statistic_json(e.distance)},
+                      {"gap", e.gap ? statistic_json(*e.gap) : ordered_json(nullptr)},
+                      {"agree", e.agree.empty() ? ordered_json(nullptr) : ordered_json(e.agree)},
+                      {"agree_check", e.agree_check.empty() ? ordered_json(nullptr) : ordered_json(e.agree_check)},
+                      {"kl", e.kl ? statistic_json(*e.kl) : ordered_json(nullptr)}};
+      rows.push_back(row);
+    }
+    ordered_json j;
+    j["effectiveness"] = rows;
+    j["rerun"] = {{"samples", r.request.samples},
+                  {"repeats", r.request.repeats},
+                  {"seed", r.request.seed},
+                  {"estimator", rerun_estimator_text}};
+    j["exact"] = r.exact.has_value();
+    j["head"] = r.head ? ordered_json({{"kind", to_string(*r.head)},
+                                       {"outputs", r.outputs},
+                                       {"predictions", r.predictions}})
+                       : ordered_json(nullptr);
+    j["output_norm"] = {{"frobenius", r.output_frobenius.str()}};
+    add_common(j, r, model, info);
+    return j.dump(2) + "\n";
+  }
+  std::ostringstream o;
+  if (f == Format::csv) {
+    o << "length,paths,paths_run,exact_distance,rerun_distance_mean,rerun_distance_stddev,gap_mean,exact_agree,"
+         "rerun_agree_mean,predictions,exact_kl,rerun_kl_mean\n";
+    for (std::size_t k = 0; k < r.lengths.size(); ++k) {
+      const RerunEntry& e = r.lengths[k];
+      const EffectivenessEntry* x = exact_at(k);
+      o << e.length << ',' << e.count << ',' << e.evaluated << ',' << (x ? x->distance.str() : "") << ','
+        << e.distance.mean.str() << ',' << (e.distance.stddev ? e.distance.stddev->str() : "") << ','
+        << (e.gap ? e.gap->mean.str() : "") << ',' << (x && x->agree ? std::to_string(*x->agree) : "") << ','
+        << (e.agree.empty() ? "" : mean_agreement_text(e.agree, {}, r.predictions)) << ','
+        << (r.head ? std::to_string(r.predictions) : "") << ',' << (x && x->kl ? x->kl->str() : "") << ','
+        << (e.kl ? e.kl->mean.str() : "") << '\n';
+    }
+    return o.str();
+  }
+  o << "Path effectiveness in two senses: how much of the model is in its paths of length ≤ k\n";
+  o << header_text(r, model, info);
+  o << "exact: X_{≤k} = Σ_{j≤k} S_j + 1bᵀ, attention frozen (math.md §4)"
+    << (r.exact ? "" : " — not for this variant: attention-only variants only (--mlp none --layernorm none)") << "\n";
+  o << "re-run (the paper's code): X̂_{≤k} = Σ_{j≤k} Ŝ_j" << (r.exact ? " + 1bᵀ" : "")
+    << ", Ŝ_j = count_j/N · Σ of N sampled paths re-run as sub-networks with their own attention; N = "
+    << r.request.samples << ", " << r.request.repeats << (r.request.repeats == 1 ? " repetition" : " repetitions")
+    << ", seed " << r.request.seed << ", at the working precision above\n";
+  o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str()
+    << "; re-run cells: mean ± sample std over the repetitions [confirmed digits of the mean]"
+    << (r.exact ? "; gap = ‖X̂_{≤k} − X_{≤k}‖_F / ‖X^L‖_F" : "") << "\n";
+  if (r.head)
+    o << "task head: " << to_string(*r.head) << " (" << r.outputs
+      << (*r.head == TaskHeadKind::classifier ? " classes" : " tokens") << "), " << r.predictions
+      << (r.predictions == 1 ? " prediction" : " predictions")
+      << "; agree = argmax equal to argmax on X^L (re-run: mean over repetitions); KL = mean KL(p(X^L) ‖ p(·))\n";
+  else
+    o << "task head: none in the checkpoint (bert.pooler + classifier, or transformer.ln_f + LM head)\n";
+  o << "\n" << pad("length", 8);
+  if (r.exact) o << pad("exact distance", 26);
+  o << pad("re-run distance", 34);
+  if (r.exact) o << pad("gap", 34);
+  if (r.head) {
+    if (r.exact) o << pad("exact agree", 13);
+    o << pad("re-run agree", 18);
+    if (r.exact) o << pad("exact KL", 26);
+    o << pad("re-run KL", 34);
+  }
+  o << pad("paths run", 11) << "paths of length k\n";
+  for (std::size_t k = 0; k < r.lengths.size(); ++k) {
+    const RerunEntry& e = r.lengths[k];
+    const EffectivenessEntry* x = exact_at(k);
+    o << pad(std::to_string(e.length), 8);
+    if (x) o << pad(x->distance.str(), 26);
+    o << pad(mean_std_cell(e.distance), 34);
+    if (r.exact) o << pad(e.gap ? mean_std_cell(*e.gap) : "", 34);
+    if (r.head) {
+      if (x) o << pad(agreement_text(*x, r.predictions), 13);
+      o << pad(mean_agreement_text(e.agree, e.agree_check, r.predictions), 18);
+      if (x) o << pad(x->kl->str(), 26);
+      o << pad(mean_std_cell(*e.kl), 34);
+    }
+    o << pad(std::to_string(e.evaluated) + (e.all_paths ? " (all)" : ""), 11) << e.count << "\n";
   }
   return text_table::trim_line_ends(o.str());
 }

@@ -25,4 +25,23 @@ inline ordered_json model_json(const Model& m, const RunInfo& info) {
           {"shared_layers", a.shared_layers},           {"own_variant", variant_json(a.variant)}};
 }
 
+/// Significant digits, or null when unconfirmed.
+inline ordered_json optional_digits_json(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
+
+/// {"mean", "stddev", "min", "median", "max", "digits": {…}} of a batch.hpp statistic.
+inline ordered_json statistic_json(const BatchStatistic& s) {
+  const ordered_json null = nullptr;
+  return {{"mean", s.mean.str()},
+          {"stddev", s.stddev ? ordered_json(s.stddev->str()) : null},
+          {"min", s.min.str()},
+          {"median", s.median.str()},
+          {"max", s.max.str()},
+          {"digits",
+           {{"mean", optional_digits_json(s.mean.digits)},
+            {"stddev", s.stddev ? optional_digits_json(s.stddev->digits) : null},
+            {"min", optional_digits_json(s.min.digits)},
+            {"median", optional_digits_json(s.median.digits)},
+            {"max", optional_digits_json(s.max.digits)}}}};
+}
+
 }  // namespace sanpath::json_parts

@@ -55,6 +55,7 @@ struct LengthSumsReport;
 struct PathEnumerationReport;
 struct PathSampleReport;
 struct EffectivenessReport;
+struct RerunReport;
 
 /// `sanpath graph`. JSON: {"total": "…", "by_length": [{"length": k,
 /// "count": "…"}, …] (k = 0..L), "layers", "heads", "skip", "vertices",
@@ -81,6 +82,14 @@ std::string format_samples(const PathSampleReport& r, const Model& model, const 
 /// without a task head), "head": {"kind", "outputs", "predictions"} or null,
 /// "output_norm": {"frobenius": "…"}, …}.
 std::string format_effectiveness(const EffectivenessReport& r, const Model& model, const RunInfo& info, Format f);
+/// `sanpath paths --effectiveness --rerun N`. JSON: {"effectiveness":
+/// [{"length": k, "paths": "…" (of length k), "paths_run": m, "all_paths",
+/// "exact": {as format_effectiveness's rows} or null, "rerun": {"distance":
+/// {statistics over the repetitions}, "gap": {…} or null, "agree": [per
+/// repetition] or null, "agree_check", "kl": {…} or null}}, …], "rerun":
+/// {"samples", "repeats", "seed", "estimator"}, "exact": bool, "head",
+/// "output_norm", …}.
+std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo& info, Format f);
 
 // Bounds reports (src/io/format_bounds.cpp).
 struct BoundsAnalysis;
