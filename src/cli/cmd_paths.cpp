@@ -81,7 +81,7 @@ void register_paths(CLI::App& app) {
       "--rerun", o->rerun,
       "--effectiveness, N: also the paper's own procedure, for every variant: per length k, N paths (every path "
       "when count_k <= N) re-run as sub-networks with their own attention, summed as count_k/N · Σ (unbiased); "
-      "mean and spread over --repeats draws, and the gap to the exact sense");
+      "mean and spread over --repeats draws, and the gap to the exact sense (default: none, the exact sense only)");
   auto* repeats = cmd->add_option("--repeats", o->repeats, "--rerun: R repetitions with different draws (seeded by --seed)")
                       ->default_val(5)
                       ->needs(rerun);
