@@ -196,4 +196,53 @@ BatchCollapseResult run_collapse_batch(const Model& model, const std::vector<Inp
   return out;
 }
 
+BatchLengthSums analyze_length_sums_batch(const Model& model, const Variant& variant,
+                                          const std::vector<InputSpec>& inputs, const PrecisionRequest& request,
+                                          int threads, const ProgressFn& progress) {
+  if (inputs.empty()) throw std::invalid_argument("batch: no inputs");
+  check_batch_inputs(model, inputs);
+  BatchLengthSums out;
+  out.runs.resize(inputs.size());
+  for_each_input(inputs.size(), threads, [&](std::size_t i) {
+    out.runs[i] = analyze_length_sums(model, variant, inputs[i], request, batch_progress(progress, i, inputs.size()));
+  });
+  for (std::size_t k = 0; k < out.runs.front().lengths.size(); ++k) {
+    std::vector<Quantity> values;
+    for (const LengthSumsReport& r : out.runs) values.push_back(r.lengths[k].share);
+    out.lengths.push_back(summarize(values));
+  }
+  std::vector<Quantity> errors;
+  for (const LengthSumsReport& r : out.runs) errors.push_back(r.decomposition_error);
+  out.decomposition_error = summarize(errors);
+  return out;
+}
+
+BatchBounds analyze_bounds_batch(const Model& model, const Variant& variant, const std::vector<InputSpec>& inputs,
+                                 const BoundsRequest& request, int threads, const ProgressFn& progress) {
+  if (inputs.empty()) throw std::invalid_argument("batch: no inputs");
+  check_batch_inputs(model, inputs);
+  BatchBounds out;
+  out.runs.resize(inputs.size());
+  for_each_input(inputs.size(), threads, [&](std::size_t i) {
+    out.runs[i] = analyze_bounds(model, variant, inputs[i], request, batch_progress(progress, i, inputs.size()));
+  });
+  for (std::size_t l = 0; l < out.runs.front().measured.depths.size(); ++l) {
+    std::vector<Quantity> values;
+    for (const BoundsAnalysis& a : out.runs) values.push_back(a.measured.depths[l].relative);
+    out.relative.push_back(summarize(values));
+  }
+  out.verdicts.resize(out.runs.front().report.depths.size());
+  for (const BoundsAnalysis& a : out.runs)
+    for (std::size_t l = 0; l < a.report.depths.size(); ++l) {
+      VerdictCounts& c = out.verdicts[l];
+      switch (a.report.depths[l].verdict) {
+        case Verdict::holds: ++c.holds; break;
+        case Verdict::violated: ++c.violated; break;
+        case Verdict::undecided: ++c.undecided; break;
+        case Verdict::not_applicable: ++c.not_applicable; break;
+      }
+    }
+  return out;
+}
+
 }  // namespace sanpath

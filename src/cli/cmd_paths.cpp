@@ -55,7 +55,8 @@ void register_paths(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   o->model.add(*cmd);
-  o->input.add(*cmd);
+  o->input.add(*cmd, true, true);
+  cmd->remove_option(cmd->get_option("--threads"));  // one --threads below, for batches, --enumerate and --rerun
   // One --seed for the random input and the path sampling (the input
   // group's own --seed needs --random-input).
   cmd->remove_option(cmd->get_option("--seed"));
@@ -97,7 +98,8 @@ void register_paths(CLI::App& app) {
   auto* top =
       cmd->add_option("--top", o->top, "--enumerate: only the K paths of largest ‖T‖_{1,∞} (0: all)")->default_val(0);
   auto* threads = cmd->add_option("--threads", o->threads,
-                                  "--enumerate, --rerun: worker threads (0: all cores); results do not depend on it")
+                                  "--enumerate, --rerun, and the inputs of a batch (--sums): worker threads (0: all cores); results do "
+                                  "not depend on it")
                       ->default_val(1);
   auto* limit = cmd->add_option("--limit", o->limit,
                                 "--enumerate without --top: refuse (exit code 5) when more paths than this pass the filters "
@@ -121,7 +123,10 @@ void register_paths(CLI::App& app) {
       "when count_k = C(L,k)·H^k <= N, otherwise N uniform draws with replacement times count_k/N. Attention-only "
       "variants: the sub-networks carry no value/output biases and the bias term 1bᵀ is added once (so all paths with "
       "input-independent attention give the exact sense); other variants: each sub-network keeps its layers' biases. "
-      "Re-runs use the working precision and are confirmed one tier up with the same draws.\n\n"
+      "Re-runs use the working precision and are confirmed one tier up with the same draws. --sums takes a batch "
+      "(--tokens-file, --random-input N --batch B, or --input with X of shape [b, n, d]; --threads inputs in "
+      "parallel): mean ± std, min, median and max over the inputs of each length's share ‖S_k‖_F/‖X^L‖_F, each "
+      "input at its own precision, its own values in --format json.\n\n"
       "Examples:\n"
       "  sanpath paths --model ../shared/data/real-models/gpt2-capp --tokens 1,5,9,13 --skip on --mlp none "
       "--layernorm none --sums\n"
@@ -137,12 +142,19 @@ void register_paths(CLI::App& app) {
     if (seed->count() > 0 && o->input.random_n == 0 && o->sample == 0 && rerun->count() == 0)
       throw UsageError("--seed: needs --random-input, --sample or --rerun");
     if (rerun->count() > 0 && !o->effectiveness) throw UsageError("--rerun: only with --effectiveness");
+    o->input.threads = o->threads;
+    const InputBatch batch = o->input.specs();
+    if (batch.batch && !o->sums)
+      throw UsageError((!o->input.file.empty() ? o->input.file + ": X" : !o->input.tokens_file.empty() ? std::string("--tokens-file") : std::string("--batch")) + ": a batch of " + std::to_string(batch.inputs.size()) +
+                       " inputs; paths analyses a batch with --sums only (one input for --enumerate, --sample, "
+                       "--effectiveness)");
     if (rerun->count() > 0 && o->rerun < 1) throw UsageError("--rerun: at least 1 path per length");
     if (repeats->count() > 0 && o->repeats < 1) throw UsageError("--repeats: at least 1 repetition");
     if (!o->enumerate) {
       for (const CLI::Option* opt : {lengths, heads, top, limit})
         if (opt->count() > 0) throw UsageError(opt->get_name() + ": only with --enumerate");
-      if (threads->count() > 0 && rerun->count() == 0) throw UsageError("--threads: only with --enumerate or --rerun");
+      if (threads->count() > 0 && rerun->count() == 0 && !(o->sums && batch.batch))
+        throw UsageError("--threads: only with --enumerate, --rerun or a batch");
       if ((o->sums || o->effectiveness) && length->count() > 0)
         throw UsageError("--length: only with --enumerate or --sample");
     }
@@ -158,8 +170,8 @@ void register_paths(CLI::App& app) {
 
     const Model model = o->model.load();
     const Variant v = model.resolve(ov);
-    const InputSpec in = o->input.spec();
-    const RunInfo info{o->model.path, in.describe()};
+    const InputSpec& in = batch.inputs.front();
+    const RunInfo info{o->model.path, batch.description};
     const int L = model.arch().layers;
     // Lengths that have no paths are a mistake in the command line.
     const auto check_lengths = [&](int a, int b, const std::string& option) {
@@ -178,7 +190,18 @@ void register_paths(CLI::App& app) {
 
     std::optional<Quantity> error;
     std::optional<Precision> precision;
-    if (o->sums) {
+    if (o->sums && batch.batch) {
+      const BatchLengthSums b = analyze_length_sums_batch(model, v, batch.inputs, req, o->threads, o->out.progress());
+      if (o->check)
+        for (std::size_t i = 0; i < b.runs.size(); ++i)
+          if (!decomposition_holds(b.runs[i].decomposition_error, b.runs[i].precision))
+            throw NumericalError("--check: Theorem 2.1 fails for " + batch.inputs[i].describe() +
+                                 ": the reconstruction error " + b.runs[i].decomposition_error.str() +
+                                 " exceeds the tolerance " + to_sci(decomposition_tolerance(b.runs[i].precision), 2) +
+                                 " at " + b.runs[i].precision.name());
+      o->out.emit(format_length_sums_batch(b, batch.inputs, model, info, fmt));
+      return;
+    } else if (o->sums) {
       const LengthSumsReport r = analyze_length_sums(model, v, in, req, o->out.progress());
       error = r.decomposition_error;
       precision = r.precision;

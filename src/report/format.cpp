@@ -210,8 +210,7 @@ namespace {
 
 using json_parts::statistic_json;
 
-const char* const statistics_text =
-    "over the batch: mean, sample standard deviation (divisor b-1), min, median, max of each input's own value";
+using json_parts::statistics_text;
 
 /// At most `digits` significant digits of q (a table cell; JSON has them all).
 std::string short_str(Quantity q, int digits) {

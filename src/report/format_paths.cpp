@@ -519,3 +519,73 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
 }
 
 }  // namespace sanpath
+
+// ------------------------------------------------------------ batch of sums
+
+namespace sanpath {
+
+std::string format_length_sums_batch(const BatchLengthSums& b, const std::vector<InputSpec>& inputs,
+                                     const Model& model, const RunInfo& info, Format f) {
+  using json_parts::statistic_json;
+  const LengthSumsReport& first = b.runs.front();
+  if (f == Format::json) {
+    ordered_json j;
+    j["model"] = model_json(model, info);
+    j["input"] = info.input;
+    j["batch"] = b.runs.size();
+    j["variant"] = variant_json(first.variant);
+    j["statistics"] = json_parts::statistics_text;
+    ordered_json rows = ordered_json::array();
+    for (std::size_t k = 0; k < b.lengths.size(); ++k)
+      rows.push_back({{"length", k}, {"count", first.lengths[k].count}, {"share", statistic_json(b.lengths[k])}});
+    j["lengths"] = rows;
+    j["decomposition_error"] = statistic_json(b.decomposition_error);
+    ordered_json runs = ordered_json::array();
+    for (std::size_t i = 0; i < b.runs.size(); ++i) {
+      ordered_json one = ordered_json::parse(
+          format_length_sums(b.runs[i], model, {info.model, inputs[i].describe()}, Format::json));
+      one.erase("model");
+      runs.push_back(one);
+    }
+    j["inputs"] = runs;
+    return j.dump(2) + "\n";
+  }
+  std::ostringstream o;
+  if (f == Format::csv) {
+    o << "length,count,share_mean,share_stddev,share_min,share_median,share_max,share_digits\n";
+    for (std::size_t k = 0; k < b.lengths.size(); ++k) {
+      const BatchStatistic& s = b.lengths[k];
+      o << k << ',' << first.lengths[k].count << ',' << s.mean.str() << ',' << (s.stddev ? s.stddev->str() : "")
+        << ',' << s.min.str() << ',' << s.median.str() << ',' << s.max.str() << ','
+        << (s.mean.digits ? std::to_string(*s.mean.digits) : "") << '\n';
+    }
+    return o.str();
+  }
+  std::vector<long> bits;
+  bool confirmed = true;
+  for (const LengthSumsReport& r : b.runs) {
+    bits.push_back(bits_of(r.precision));
+    confirmed = confirmed && r.check.has_value();
+  }
+  o << "Length sums S_k = Σ_{|path| = k} P_path X W_path (Theorem 2.1) over a batch of " << b.runs.size()
+    << " inputs\n";
+  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
+    << ", d=" << model.arch().d_model << ")\n";
+  o << "input: " << info.input << "\n";
+  o << "variant: " << to_string(first.variant) << "\n";
+  o << json_parts::batch_precision_range(bits, confirmed) << "\n";
+  o << "share = ‖S_k‖_F / ‖X^L‖_F of each input; " << json_parts::statistics_text
+    << "; digits of the mean in brackets\n\n";
+  o << pad("length", 8) << pad("share (mean ± std)", 34) << pad("min", 14) << pad("median", 14) << pad("max", 14)
+    << "paths (exact)\n";
+  for (std::size_t k = 0; k < b.lengths.size(); ++k) {
+    o << pad(std::to_string(k), 8) << pad(mean_std_cell(b.lengths[k]), 34);
+    for (const std::string& c : json_parts::min_median_max_cells(b.lengths[k])) o << pad(c, 14);
+    o << first.lengths[k].count << "\n";
+  }
+  o << "\ndecomposition error max|Σ_k S_k + 1bᵀ − X^L| / max|X^L|, largest over the inputs: "
+    << b.decomposition_error.max.str() << "\n";
+  return text_table::trim_line_ends(o.str());
+}
+
+}  // namespace sanpath
