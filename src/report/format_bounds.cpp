@@ -422,14 +422,9 @@ std::string format_bounds_batch(const BatchBounds& b, const std::vector<InputSpe
       depths.push_back(d);
     }
     j["depths"] = depths;
-    ordered_json runs = ordered_json::array();
-    for (std::size_t i = 0; i < b.runs.size(); ++i) {
-      ordered_json one =
-          ordered_json::parse(format_bounds(b.runs[i], model, {info.model, inputs[i].describe()}, Format::json));
-      one.erase("model");
-      runs.push_back(one);
-    }
-    j["inputs"] = runs;
+    j["inputs"] = json_parts::each_input_json(b.runs, inputs, info, [&](const BoundsAnalysis& a, const RunInfo& i) {
+      return format_bounds(a, model, i, Format::json);
+    });
     return j.dump(2) + "\n";
   }
   std::ostringstream o;

@@ -312,6 +312,35 @@ namespace sanpath {
 
 namespace {
 
+/// {"distance", "agree", "agree_check", "kl", "digits"} of one exact truncation.
+ordered_json exact_effectiveness_json(const EffectivenessEntry& e) {
+  const auto optional_long = [](const std::optional<long>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
+  return {{"distance", e.distance.str()},
+          {"agree", optional_long(e.agree)},
+          {"agree_check", optional_long(e.agree_check)},
+          {"kl", e.kl ? ordered_json(e.kl->str()) : ordered_json(nullptr)},
+          {"digits", digits_value(e.digits)}};
+}
+
+/// {"kind", "outputs", "predictions"} of a task head, or null.
+ordered_json head_json(const std::optional<TaskHeadKind>& head, long outputs, long predictions) {
+  return head ? ordered_json({{"kind", to_string(*head)}, {"outputs", outputs}, {"predictions", predictions}})
+              : ordered_json(nullptr);
+}
+
+/// The line naming the task head and what `meaning` its columns have, or that there is none.
+std::string head_text(const std::optional<TaskHeadKind>& head, long outputs, long predictions,
+                      const std::string& meaning) {
+  std::ostringstream o;
+  if (head)
+    o << "task head: " << to_string(*head) << " (" << outputs
+      << (*head == TaskHeadKind::classifier ? " classes" : " tokens") << "), " << predictions
+      << (predictions == 1 ? " prediction" : " predictions") << "; " << meaning << "\n";
+  else
+    o << "task head: none in the checkpoint (bert.pooler + classifier, or transformer.ln_f + LM head)\n";
+  return o.str();
+}
+
 /// "3/4", with the check run's count when it differs ("3/4 (check 2/4)").
 std::string agreement_text(const EffectivenessEntry& e, long predictions) {
   std::string s = std::to_string(*e.agree) + "/" + std::to_string(predictions);
@@ -323,23 +352,16 @@ std::string agreement_text(const EffectivenessEntry& e, long predictions) {
 }  // namespace
 
 std::string format_effectiveness(const EffectivenessReport& r, const Model& model, const RunInfo& info, Format f) {
-  const auto optional_long = [](const std::optional<long>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
   if (f == Format::json) {
     ordered_json j;
     ordered_json rows = ordered_json::array();
-    for (const EffectivenessEntry& e : r.lengths)
-      rows.push_back({{"length", e.length},
-                      {"paths", e.count},
-                      {"distance", e.distance.str()},
-                      {"agree", optional_long(e.agree)},
-                      {"agree_check", optional_long(e.agree_check)},
-                      {"kl", e.kl ? ordered_json(e.kl->str()) : ordered_json(nullptr)},
-                      {"digits", digits_value(e.digits)}});
+    for (const EffectivenessEntry& e : r.lengths) {
+      ordered_json row{{"length", e.length}, {"paths", e.count}};
+      row.update(exact_effectiveness_json(e));
+      rows.push_back(row);
+    }
     j["effectiveness"] = rows;
-    j["head"] = r.head ? ordered_json({{"kind", to_string(*r.head)},
-                                       {"outputs", r.outputs},
-                                       {"predictions", r.predictions}})
-                       : ordered_json(nullptr);
+    j["head"] = head_json(r.head, r.outputs, r.predictions);
     j["output_norm"] = {{"frobenius", r.output_frobenius.str()}};
     add_common(j, r, model, info);
     return j.dump(2) + "\n";
@@ -356,13 +378,8 @@ std::string format_effectiveness(const EffectivenessReport& r, const Model& mode
   o << "Path effectiveness: X_{≤k} = Σ_{j≤k} S_j + 1bᵀ keeps the paths of length ≤ k (attention frozen, exact)\n";
   o << header_text(r, model, info);
   o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str() << "\n";
-  if (r.head)
-    o << "task head: " << to_string(*r.head) << " (" << r.outputs
-      << (*r.head == TaskHeadKind::classifier ? " classes" : " tokens") << "), " << r.predictions
-      << (r.predictions == 1 ? " prediction" : " predictions")
-      << "; agree = argmax on X_{≤k} equal to argmax on X^L; KL = mean KL(p(X^L) ‖ p(X_{≤k}))\n";
-  else
-    o << "task head: none in the checkpoint (bert.pooler + classifier, or transformer.ln_f + LM head)\n";
+  o << head_text(r.head, r.outputs, r.predictions,
+                 "agree = argmax on X_{≤k} equal to argmax on X^L; KL = mean KL(p(X^L) ‖ p(X_{≤k}))");
   o << "\n" << pad("length", 8) << pad("distance", 26);
   if (r.head) o << pad("agree", 14) << pad("KL", 26);
   o << pad("digits", 13) << "paths of length ≤ k (exact)\n";
@@ -413,7 +430,6 @@ const char* const rerun_estimator_text =
 }  // namespace
 
 std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo& info, Format f) {
-  const auto optional_long = [](const std::optional<long>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
   const EffectivenessEntry* no_exact = nullptr;
   const auto exact_at = [&](std::size_t k) { return r.exact ? &r.exact->lengths[k] : no_exact; };
   if (f == Format::json) {
@@ -427,12 +443,7 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
       row["paths"] = e.count;
       row["paths_run"] = e.evaluated;
       row["all_paths"] = e.all_paths;
-      row["exact"] = x ? ordered_json({{"distance", x->distance.str()},
-                                       {"agree", optional_long(x->agree)},
-                                       {"agree_check", optional_long(x->agree_check)},
-                                       {"kl", x->kl ? ordered_json(x->kl->str()) : ordered_json(nullptr)},
-                                       {"digits", digits_value(x->digits)}})
-                       : ordered_json(nullptr);
+      row["exact"] = x ? exact_effectiveness_json(*x) : ordered_json(nullptr);
       row["rerun"] = {{"distance", statistic_json(e.distance)},
                       {"gap", e.gap ? statistic_json(*e.gap) : ordered_json(nullptr)},
                       {"agree", e.agree.empty() ? ordered_json(nullptr) : ordered_json(e.agree)},
@@ -447,10 +458,7 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
                   {"seed", r.request.seed},
                   {"estimator", rerun_estimator_text}};
     j["exact"] = r.exact.has_value();
-    j["head"] = r.head ? ordered_json({{"kind", to_string(*r.head)},
-                                       {"outputs", r.outputs},
-                                       {"predictions", r.predictions}})
-                       : ordered_json(nullptr);
+    j["head"] = head_json(r.head, r.outputs, r.predictions);
     j["output_norm"] = {{"frobenius", r.output_frobenius.str()}};
     add_common(j, r, model, info);
     return j.dump(2) + "\n";
@@ -482,13 +490,8 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
   o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str()
     << "; re-run cells: mean ± sample std over the repetitions [confirmed digits of the mean]"
     << (r.exact ? "; gap = ‖X̂_{≤k} − X_{≤k}‖_F / ‖X^L‖_F" : "") << "\n";
-  if (r.head)
-    o << "task head: " << to_string(*r.head) << " (" << r.outputs
-      << (*r.head == TaskHeadKind::classifier ? " classes" : " tokens") << "), " << r.predictions
-      << (r.predictions == 1 ? " prediction" : " predictions")
-      << "; agree = argmax equal to argmax on X^L (re-run: mean over repetitions); KL = mean KL(p(X^L) ‖ p(·))\n";
-  else
-    o << "task head: none in the checkpoint (bert.pooler + classifier, or transformer.ln_f + LM head)\n";
+  o << head_text(r.head, r.outputs, r.predictions,
+                 "agree = argmax equal to argmax on X^L (re-run: mean over repetitions); KL = mean KL(p(X^L) ‖ p(·))");
   o << "\n" << pad("length", 8);
   if (r.exact) o << pad("exact distance", 26);
   o << pad("re-run distance", 34);
@@ -540,14 +543,9 @@ std::string format_length_sums_batch(const BatchLengthSums& b, const std::vector
       rows.push_back({{"length", k}, {"count", first.lengths[k].count}, {"share", statistic_json(b.lengths[k])}});
     j["lengths"] = rows;
     j["decomposition_error"] = statistic_json(b.decomposition_error);
-    ordered_json runs = ordered_json::array();
-    for (std::size_t i = 0; i < b.runs.size(); ++i) {
-      ordered_json one = ordered_json::parse(
-          format_length_sums(b.runs[i], model, {info.model, inputs[i].describe()}, Format::json));
-      one.erase("model");
-      runs.push_back(one);
-    }
-    j["inputs"] = runs;
+    j["inputs"] = json_parts::each_input_json(b.runs, inputs, info, [&](const LengthSumsReport& r, const RunInfo& i) {
+      return format_length_sums(r, model, i, Format::json);
+    });
     return j.dump(2) + "\n";
   }
   std::ostringstream o;

@@ -56,6 +56,20 @@ inline std::string batch_precision_range(const std::vector<long>& bits, bool all
   return s + (all_confirmed ? ", digits confirmed per input by a run one tier up" : ", not every input confirmed");
 }
 
+/// Each input's own result of a batch: format_json(run, info of that input)
+/// (its single-run JSON), without the model (the batch prints it once).
+template <class Run, class F>
+ordered_json each_input_json(const std::vector<Run>& runs, const std::vector<InputSpec>& inputs, const RunInfo& info,
+                             F&& format_json) {
+  ordered_json out = ordered_json::array();
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    ordered_json one = ordered_json::parse(format_json(runs[i], RunInfo{info.model, inputs[i].describe()}));
+    one.erase("model");
+    out.push_back(std::move(one));
+  }
+  return out;
+}
+
 /// Significant digits, or null when unconfirmed.
 inline ordered_json optional_digits_json(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
 

@@ -70,7 +70,7 @@ PY
   expect_usage "--rerun: at least 1" --effectiveness --rerun 0
   expect_usage "--repeats" --effectiveness --repeats 3
   expect_usage "--repeats: at least 1" --effectiveness --rerun 4 --repeats 0
-  expect_usage "--threads: only with --enumerate or --rerun" --effectiveness --threads 2
+  expect_usage "--threads: only with --enumerate, --rerun or a batch" --effectiveness --threads 2
 }
 
 ref_finish

@@ -1272,6 +1272,15 @@ def log_softmax(row):
     return [x - m - ls for x in row]
 
 
+def head_agreement(head, ref_logits, X, eps):
+    """The head's predictions on X against ref_logits: agreement count (argmax, first on ties) and mean KL."""
+    argmax = lambda row: max(range(len(row)), key=lambda i: (row[i], -i))
+    lg = head_logits(head, X, eps)
+    kl = [mp.fsum(mp.exp(lp) * (lp - lq) for lp, lq in zip(log_softmax(p), log_softmax(q)))
+          for p, q in zip(ref_logits, lg)]
+    return {"agree": sum(argmax(p) == argmax(q) for p, q in zip(ref_logits, lg)), "kl": mp.fsum(kl) / len(kl)}
+
+
 def _check_effectiveness(a):
     """X_{<=k} = sum_{j<=k} S_j + 1b^T: distance to X^L, head agreement (argmax, first on ties) and mean KL."""
     model, want, runs, bits = _setup(a)
@@ -1286,7 +1295,6 @@ def _check_effectiveness(a):
     head = task_head(a.model)
     eps = mpf(model.eps)
     nX = norm_frobenius(XL)
-    argmax = lambda row: max(range(len(row)), key=lambda i: (row[i], -i))
     ref_logits = head_logits(head, XL, eps) if head else None
     Xk = [b[:] for _ in XL]
     rows = []
@@ -1294,11 +1302,7 @@ def _check_effectiveness(a):
         Xk = madd(Xk, S[k])
         r = {"distance": norm_frobenius([[x - y for x, y in zip(ra, rb)] for ra, rb in zip(Xk, XL)]) / nX}
         if head:
-            lg = head_logits(head, Xk, eps)
-            r["agree"] = sum(argmax(p) == argmax(q) for p, q in zip(ref_logits, lg))
-            kl = [mp.fsum(mp.exp(lp) * (lp - lq) for lp, lq in zip(log_softmax(p), log_softmax(q)))
-                  for p, q in zip(ref_logits, lg)]
-            r["kl"] = mp.fsum(kl) / len(kl)
+            r.update(head_agreement(head, ref_logits, Xk, eps))
         rows.append(r)
     for path, j in runs:
         tag = f"{path} ({j['precision']})"
@@ -1376,7 +1380,6 @@ def _check_rerun(a):
     head = task_head(a.model)
     eps = mpf(model.eps)
     nX = norm_frobenius(XL)
-    argmax = lambda row: max(range(len(row)), key=lambda i: (row[i], -i))
     ref_logits = head_logits(head, XL, eps) if head else None
     diff = lambda A, B: [[x - y for x, y in zip(ra, rb)] for ra, rb in zip(A, B)]
     choices = ([-1] if want["skip"] == "on" else []) + list(range(model.H))
@@ -1394,11 +1397,7 @@ def _check_rerun(a):
             exact = madd(exact, S[k])
             r["gap"] = norm_frobenius(diff(Xk, exact)) / nX
         if head:
-            lg = head_logits(head, Xk, eps)
-            r["agree"] = sum(argmax(p) == argmax(q) for p, q in zip(ref_logits, lg))
-            kl = [mp.fsum(mp.exp(lp) * (lp - lq) for lp, lq in zip(log_softmax(p), log_softmax(q)))
-                  for p, q in zip(ref_logits, lg)]
-            r["kl"] = mp.fsum(kl) / len(kl)
+            r.update(head_agreement(head, ref_logits, Xk, eps))
         rows.append(r)
     for path, j in runs:
         tag = f"{path} ({j['precision']})"
