@@ -399,27 +399,6 @@ namespace sanpath {
 
 namespace {
 
-/// Mean of the per-repetition agreement counts "3.4/4", with the check
-/// run's when any repetition's count differs ("3.4/4 (check 3.2/4)").
-std::string mean_agreement_text(const std::vector<long>& agree, const std::vector<long>& check, long predictions) {
-  const auto mean = [](const std::vector<long>& v) {
-    long sum = 0;
-    for (long a : v) sum += a;
-    std::ostringstream o;
-    if (sum % static_cast<long>(v.size()) == 0) {
-      o << sum / static_cast<long>(v.size());
-    } else {  // an exact rational: two decimals, rounded
-      o.setf(std::ios::fixed);
-      o.precision(2);
-      o << static_cast<double>(sum) / static_cast<double>(v.size());
-    }
-    return o.str();
-  };
-  std::string s = mean(agree) + "/" + std::to_string(predictions);
-  if (!check.empty() && check != agree) s += " (check " + mean(check) + "/" + std::to_string(predictions) + ")";
-  return s;
-}
-
 const char* const rerun_estimator_text =
     "a sub-network per path: a layer where the path takes head h runs with head h alone (its attention recomputed "
     "from the path's own states), then the variant's LayerNorm and MLP, without the skip term; a skipped layer is the "
@@ -473,7 +452,7 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
       o << e.length << ',' << e.count << ',' << e.evaluated << ',' << (x ? x->distance.str() : "") << ','
         << e.distance.mean.str() << ',' << (e.distance.stddev ? e.distance.stddev->str() : "") << ','
         << (e.gap ? e.gap->mean.str() : "") << ',' << (x && x->agree ? std::to_string(*x->agree) : "") << ','
-        << (e.agree.empty() ? "" : mean_agreement_text(e.agree, {}, r.predictions)) << ','
+        << (e.agree.empty() ? "" : text_table::mean_agreement_text(e.agree, {}, r.predictions)) << ','
         << (r.head ? std::to_string(r.predictions) : "") << ',' << (x && x->kl ? x->kl->str() : "") << ','
         << (e.kl ? e.kl->mean.str() : "") << '\n';
     }
@@ -512,7 +491,7 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
     if (r.exact) o << pad(e.gap ? mean_std_cell(*e.gap) : "", 34);
     if (r.head) {
       if (x) o << pad(agreement_text(*x, r.predictions), 13);
-      o << pad(mean_agreement_text(e.agree, e.agree_check, r.predictions), 18);
+      o << pad(text_table::mean_agreement_text(e.agree, e.agree_check, r.predictions), 18);
       if (x) o << pad(x->kl->str(), 26);
       o << pad(mean_std_cell(*e.kl), 34);
     }

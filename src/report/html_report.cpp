@@ -2,6 +2,7 @@
 
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/report/svg_plot.hpp"
+#include "report/text_table.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -389,15 +390,15 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
   chart.title = "The network kept to its paths of length ≤ k";
   chart.x = {"longest path kept k", false, true, {}, {}};
   chart.y = {"‖X≤k − X^L‖_F / ‖X^L‖_F (log scale)", true, false, {}, {}};
-  svg::Series dist{rr ? "exact (attention frozen)" : "distance to the output", "distance", "#4c72b0",
+  svg::Series dist{rr ? "exact" : "distance to the output", "distance", "#4c72b0",
                    svg::SeriesStyle::line, false, {}};
   for (const EffectivenessEntry& x : e.lengths)
     dist.points.push_back(
         point_of(x.length, x.distance, "k ≤ " + std::to_string(x.length) + ": distance " + x.distance.str()));
   chart.series.push_back(std::move(dist));
   if (rr) {
-    svg::Series re{"re-run sub-networks (mean ± std)", "rerun", "#dd8452", svg::SeriesStyle::line, true, {}};
-    svg::Series gap{"gap between the two", "gap", "#55a868", svg::SeriesStyle::line, true, {}};
+    svg::Series re{"re-run (mean ± std)", "rerun", "#dd8452", svg::SeriesStyle::line, true, {}};
+    svg::Series gap{"gap", "gap", "#55a868", svg::SeriesStyle::line, true, {}};
     for (const RerunEntry& x : rr->lengths) {
       const std::string k = "k ≤ " + std::to_string(x.length);
       re.points.push_back(point_of(x.length, x.distance.mean, k + ": re-run distance " + mean_std_cell(x.distance)));
@@ -425,12 +426,12 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
                               std::to_string(e.predictions)});
     a.series.push_back(std::move(s));
     if (rr) {
-      svg::Series t{"re-run (mean over repetitions)", "agree-rerun", "#dd8452", svg::SeriesStyle::line, true, {}};
+      svg::Series t{"re-run (mean)", "agree-rerun", "#dd8452", svg::SeriesStyle::line, true, {}};
       for (const RerunEntry& x : rr->lengths) {
         const double f = mean_agreement(x.agree, rr->predictions);
-        std::ostringstream tip;
-        tip << "k ≤ " << x.length << ": re-run agreement " << f;
-        t.points.push_back({static_cast<double>(x.length), f, svg::Mark::value, tip.str()});
+        t.points.push_back({static_cast<double>(x.length), f, svg::Mark::value,
+                            "k ≤ " + std::to_string(x.length) + ": re-run agreement " +
+                                text_table::mean_agreement_text(x.agree, x.agree_check, rr->predictions)});
       }
       a.series.push_back(std::move(t));
     }
@@ -476,11 +477,7 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
       const RerunEntry& y = rr->lengths[k];
       o << "<td>" << escape(mean_std_cell(y.distance)) << "</td><td>" << escape(y.gap ? mean_std_cell(*y.gap) : "")
         << "</td>";
-      if (e.head) {
-        std::ostringstream f;
-        f << mean_agreement(y.agree, rr->predictions) * static_cast<double>(rr->predictions) << "/" << rr->predictions;
-        o << "<td>" << escape(f.str()) << "</td>";
-      }
+      if (e.head) o << "<td>" << escape(text_table::mean_agreement_text(y.agree, y.agree_check, rr->predictions)) << "</td>";
     }
     o << "</tr>\n";
   }
