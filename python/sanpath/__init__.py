@@ -455,12 +455,14 @@ def bounds(model: Model, input: InputLike, *, theorem: str = "auto", gamma: Unio
 def report(model: Optional[Model] = None, input: Optional[InputLike] = None, out: Optional[str] = None, *,
            precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
            confirm: bool = True, gamma: Union[str, float] = "1", name: Optional[str] = None,
-           progress=None) -> Optional[str]:
-    """``sanpath report``: the self-contained HTML report, written to ``out`` (atomically) or returned."""
+           rerun: int = 8, repeats: int = 3, progress=None) -> Optional[str]:
+    """``sanpath report``: the self-contained HTML report, written to ``out`` (atomically) or returned.
+    ``rerun``/``repeats``: the effectiveness section's re-run sub-networks (N paths per length, R draws, seed 0;
+    ``rerun=0``: the exact sense only), as ``sanpath report --rerun N --repeats R``."""
     model, name = _name(model, name)
     inp = default_input() if input is None else _input(input)
     text = _sanpath.report_html(model, inp, name, *_precision_args(precision, digits, max_bits, confirm), str(gamma),
-                                f"sanpath {__version__}", None if out is None else str(out), _progress(progress))
+                                int(rerun), int(repeats), f"sanpath {__version__}", None if out is None else str(out), _progress(progress))
     return None if out is not None else text
 
 

@@ -653,8 +653,16 @@ PYBIND11_MODULE(_sanpath, m) {
   // ---- report
   m.def("report_html", [](ModelPtr model, const InputSpec& input, const std::string& name, const std::string& precision,
                           int digits, std::optional<long> max_bits, bool confirm, const std::string& gamma,
-                          const std::string& generator, std::optional<std::string> out, py::object progress) {
+                          std::uint64_t rerun, int repeats, const std::string& generator,
+                          std::optional<std::string> out, py::object progress) {
     ReportRequest req;
+    if (repeats < 1) throw std::invalid_argument("repeats: at least 1 repetition");
+    if (rerun > 0) {  // as `sanpath report --rerun N --repeats R`
+      RerunRequest rr;
+      rr.samples = rerun;
+      rr.repeats = repeats;
+      req.rerun = rr;
+    }
     req.precision = precision_request(precision, digits, max_bits, confirm);
     req.bounds.gamma = BoundsRequest::parse_gamma(gamma);
     req.generator = generator;
