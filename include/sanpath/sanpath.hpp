@@ -26,6 +26,7 @@
 #include "sanpath/compute/norms.hpp"
 #include "sanpath/compute/path_graph.hpp"
 #include "sanpath/compute/paths.hpp"
+#include "sanpath/compute/rerun.hpp"
 #include "sanpath/analysis/batch.hpp"
 #include "sanpath/analysis/bounds.hpp"
 #include "sanpath/analysis/collapse.hpp"

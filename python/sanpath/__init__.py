@@ -682,17 +682,20 @@ def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out
            conventions: str = "theory", precision: Union[str, int] = "auto", digits: int = 20,
            max_bits: Optional[int] = None, confirm: bool = True, method: Optional[str] = None,
            gamma: Union[str, float] = "1", threads: int = 1, name: Optional[str] = None,
-           progress=None) -> Optional[str]:
+           rerun: int = 8, repeats: int = 3, progress=None) -> Optional[str]:
     """``sanpath report``: the self-contained HTML report, written to ``out`` (atomically) or returned.
 
     A batch ``input`` (see :func:`forward`): the collapse section draws the mean
     over the inputs with ±std bands (``threads`` in parallel); bounds and path
     lengths analyse the first input. ``conventions`` as in :func:`collapse`.
+    ``rerun``/``repeats``: the effectiveness section's re-run sub-networks (N paths per length, R draws, seed 0;
+    ``rerun=0``: the exact sense only), as ``sanpath report --rerun N --repeats R``.
     """
     model, name = _name(model, name)
     inp = default_input() if input is None else _input_or_batch(input)
     text = _sanpath.report_html(model, inp, name, _request(precision, digits, max_bits, confirm, method), str(gamma),
-                                conventions, int(threads), f"sanpath {__version__}", None if out is None else str(out),
+                                conventions, int(threads), int(rerun), int(repeats), f"sanpath {__version__}",
+                                None if out is None else str(out),
                                 _progress(progress))
     return None if out is not None else text
 

@@ -558,9 +558,16 @@ PYBIND11_MODULE(_sanpath, m) {
   // A batch (`input` a Batch): the collapse section shows mean ± std over the inputs, as `sanpath report` with a batch.
   m.def("report_html", [](ModelPtr model, const std::variant<InputSpec, Batch>& input, const std::string& name,
                           const PrecisionRequest& precision, const std::string& gamma, const std::string& conventions,
-                          int threads, const std::string& generator, std::optional<std::string> out,
-                          py::object progress) {
+                          int threads, std::uint64_t rerun, int repeats, const std::string& generator,
+                          std::optional<std::string> out, py::object progress) {
     ReportRequest req;
+    if (repeats < 1) throw std::invalid_argument("repeats: at least 1 repetition");
+    if (rerun > 0) {  // as `sanpath report --rerun N --repeats R`
+      RerunRequest rr;
+      rr.samples = rerun;
+      rr.repeats = repeats;
+      req.rerun = rr;
+    }
     req.precision = precision;
     req.bounds.gamma = as_option("--gamma", [&] { return BoundsRequest::parse_gamma(gamma); });
     req.generator = generator;

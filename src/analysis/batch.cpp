@@ -15,6 +15,19 @@ namespace sanpath {
 
 namespace {
 
+/// run(input, progress) on every input (after check_batch_inputs), on
+/// `threads` workers, the results in input order.
+template <class R, class F>
+std::vector<R> run_each(const Model& model, const std::vector<InputSpec>& inputs, int threads,
+                        const ProgressFn& progress, F&& run) {
+  if (inputs.empty()) throw std::invalid_argument("batch: no inputs");
+  check_batch_inputs(model, inputs);
+  std::vector<R> out(inputs.size());
+  for_each_input(inputs.size(), threads,
+                 [&](std::size_t i) { out[i] = run(inputs[i], batch_progress(progress, i, inputs.size())); });
+  return out;
+}
+
 /// A statistic known to `digits` (nullopt: unconfirmed).
 Quantity known(const BigReal& v, const std::optional<int>& digits) {
   Quantity q = Quantity::unconfirmed(v);
@@ -157,12 +170,9 @@ void check_batch_inputs(const Model& model, const std::vector<InputSpec>& inputs
 BatchForwardAnalysis analyze_forward_batch(const Model& model, const Variant& variant,
                                            const std::vector<InputSpec>& inputs, const PrecisionRequest& request,
                                            Center center, int threads, const ProgressFn& progress) {
-  if (inputs.empty()) throw std::invalid_argument("batch: no inputs");
-  check_batch_inputs(model, inputs);
   BatchForwardAnalysis out;
-  out.runs.resize(inputs.size());
-  for_each_input(inputs.size(), threads, [&](std::size_t i) {
-    out.runs[i] = analyze_forward(model, variant, inputs[i], request, center, batch_progress(progress, i, inputs.size()));
+  out.runs = run_each<ForwardAnalysis>(model, inputs, threads, progress, [&](const InputSpec& in, const ProgressFn& p) {
+    return analyze_forward(model, variant, in, request, center, p);
   });
   for (std::size_t l = 0; l < out.runs.front().layers.size(); ++l) {
     std::vector<Quantity> values;
@@ -175,13 +185,10 @@ BatchForwardAnalysis analyze_forward_batch(const Model& model, const Variant& va
 BatchCollapseResult run_collapse_batch(const Model& model, const std::vector<InputSpec>& inputs,
                                        const PrecisionRequest& precision, CollapseConventions conventions,
                                        int threads, const ProgressFn& progress) {
-  if (inputs.empty()) throw std::invalid_argument("batch: no inputs");
-  check_batch_inputs(model, inputs);
   BatchCollapseResult out;
   out.conventions = conventions;
-  out.runs.resize(inputs.size());
-  for_each_input(inputs.size(), threads, [&](std::size_t i) {
-    out.runs[i] = run_collapse(model, inputs[i], precision, batch_progress(progress, i, inputs.size()), conventions);
+  out.runs = run_each<CollapseResult>(model, inputs, threads, progress, [&](const InputSpec& in, const ProgressFn& p) {
+    return run_collapse(model, in, precision, p, conventions);
   });
   out.variants = out.runs.front().variants;  // the same for every input: they depend on the model only
   for (std::size_t v = 0; v < out.variants.size(); ++v) {
@@ -193,6 +200,49 @@ BatchCollapseResult run_collapse_batch(const Model& model, const std::vector<Inp
     }
     out.layers.push_back(std::move(layers));
   }
+  return out;
+}
+
+BatchLengthSums analyze_length_sums_batch(const Model& model, const Variant& variant,
+                                          const std::vector<InputSpec>& inputs, const PrecisionRequest& request,
+                                          int threads, const ProgressFn& progress) {
+  BatchLengthSums out;
+  out.runs = run_each<LengthSumsReport>(model, inputs, threads, progress, [&](const InputSpec& in, const ProgressFn& p) {
+    return analyze_length_sums(model, variant, in, request, p);
+  });
+  for (std::size_t k = 0; k < out.runs.front().lengths.size(); ++k) {
+    std::vector<Quantity> values;
+    for (const LengthSumsReport& r : out.runs) values.push_back(r.lengths[k].share);
+    out.lengths.push_back(summarize(values));
+  }
+  std::vector<Quantity> errors;
+  for (const LengthSumsReport& r : out.runs) errors.push_back(r.decomposition_error);
+  out.decomposition_error = summarize(errors);
+  return out;
+}
+
+BatchBounds analyze_bounds_batch(const Model& model, const Variant& variant, const std::vector<InputSpec>& inputs,
+                                 const BoundsRequest& request, int threads, const ProgressFn& progress) {
+  BatchBounds out;
+  out.runs = run_each<BoundsAnalysis>(model, inputs, threads, progress, [&](const InputSpec& in, const ProgressFn& p) {
+    return analyze_bounds(model, variant, in, request, p);
+  });
+  for (std::size_t l = 0; l < out.runs.front().measured.depths.size(); ++l) {
+    std::vector<Quantity> values;
+    for (const BoundsAnalysis& a : out.runs) values.push_back(a.measured.depths[l].relative);
+    out.relative.push_back(summarize(values));
+  }
+  out.verdicts.resize(out.runs.front().report.depths.size());
+  for (const BoundsAnalysis& a : out.runs)
+    for (std::size_t l = 0; l < a.report.depths.size(); ++l) {
+      VerdictCounts& c = out.verdicts[l];
+      switch (a.report.depths[l].verdict) {
+        case Verdict::holds: ++c.holds; break;
+        case Verdict::violated: ++c.violated; break;
+        case Verdict::undecided: ++c.undecided; break;
+        case Verdict::not_applicable: ++c.not_applicable; break;
+      }
+    }
   return out;
 }
 

@@ -22,9 +22,16 @@ HtmlReport report_on(const Model& model, const InputSpec& input, const ReportReq
   r.paths_variant = {true, MlpKind::none, LayerNormKind::none, model.arch().variant.mask};
   r.lengths = analyze_length_sums(model, r.paths_variant, input, request.precision,
                                   prefixed_progress(progress, "path lengths: "));
-  r.effectiveness = analyze_effectiveness(model, r.paths_variant, input, request.precision,
-                                          request.head ? &*request.head : nullptr,
-                                          prefixed_progress(progress, "effectiveness: "));
+  const TaskHead* head = request.head ? &*request.head : nullptr;
+  if (request.rerun) {
+    r.rerun = analyze_rerun(model, r.paths_variant, input, request.precision, *request.rerun, head,
+                            prefixed_progress(progress, "effectiveness: "));
+    r.effectiveness = *r.rerun->exact;
+  } else {
+    r.effectiveness =
+        analyze_effectiveness(model, r.paths_variant, input, request.precision, head,
+                              prefixed_progress(progress, "effectiveness: "));
+  }
   return r;
 }
 

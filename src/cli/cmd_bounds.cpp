@@ -1,5 +1,6 @@
 #include "common.hpp"
 
+#include "sanpath/analysis/batch.hpp"
 #include "sanpath/analysis/bounds.hpp"
 #include "sanpath/analysis/search.hpp"
 
@@ -25,7 +26,7 @@ void register_bounds(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   o->model.add(*cmd, false);
-  o->input.add(*cmd, false);
+  o->input.add(*cmd, false, true);
   if (CLI::App* g = cmd->get_option_group("input"))
     g->description("X^0, n tokens × d_model features: exactly one of these, unless --search (no default)");
   // --seed also seeds the search: it needs --random-input only without --search (checked below).
@@ -73,7 +74,11 @@ void register_bounds(CLI::App& app) {
       "--search builds its own models (no --model/--input): seeded random starts and local improvement at "
       "--search-bits, the best re-checked at --precision; --seed seeds it. A certified VIOLATED with gamma = 1 "
       "would contradict the theorem: the files are kept for re-checking with `sanpath bounds --model FILE --input "
-      "FILE.input.safetensors`.\n\nExamples:\n"
+      "FILE.input.safetensors`.\n"
+      "A batch (--tokens-file, --random-input N --batch B, or --input with X of shape [b, n, d]; --threads inputs in "
+      "parallel) prints per depth the mean ± std, min, median and max over the inputs of the measured r_l/‖X^l‖_{1,∞} "
+      "and counts the verdicts; each input runs at its own precision and --format json holds each input's own "
+      "result.\n\nExamples:\n"
       "  sanpath bounds --model san.safetensors --random-input 8 --seed 1 --input-residual 0.05\n"
       "  sanpath bounds --model ../shared/data/real-models/bert-ticket-classifier --tokens 2,15,27,3 --skip off "
       "--mlp none --layernorm none --format json\n"
@@ -127,11 +132,17 @@ void register_bounds(CLI::App& app) {
     const Variant v = model.resolve(ov);
     // An explicit theorem that does not fit is the command line's mistake: checked before any work.
     as_usage("--theorem", [&] { return select_theorem(v, model.arch().heads, theorem, Coverage::of(model, v)); });
-    const InputSpec in = o->input.spec();
+    const InputBatch batch = o->input.specs();
     BoundsRequest br;
     br.theorem = theorem;
     br.gamma = gamma;
     br.precision = req;
+    if (batch.batch) {
+      const BatchBounds b = analyze_bounds_batch(model, v, batch.inputs, br, o->input.threads, o->out.progress());
+      o->out.emit(format_bounds_batch(b, batch.inputs, model, {o->model.path, batch.description}, fmt));
+      return;
+    }
+    const InputSpec& in = batch.inputs.front();
     const BoundsAnalysis a = analyze_bounds(model, v, in, br, o->out.progress());
     o->out.emit(format_bounds(a, model, {o->model.path, in.describe()}, fmt));
   });

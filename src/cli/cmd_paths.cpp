@@ -2,6 +2,7 @@
 
 #include "sanpath/core/errors.hpp"
 #include "sanpath/analysis/paths.hpp"
+#include "sanpath/analysis/rerun.hpp"
 #include "sanpath/io/task_head.hpp"
 
 namespace sanpath::cli {
@@ -44,7 +45,8 @@ void register_paths(CLI::App& app) {
     PrecisionOptions precision;
     OutputOptions out;
     bool enumerate = false, sums = false, effectiveness = false, check = false;
-    std::uint64_t sample = 0;
+    std::uint64_t sample = 0, rerun = 0;
+    int repeats = 5;
     int length = -1;
     std::string lengths, heads_per_layer;
     std::size_t top = 0;
@@ -53,12 +55,13 @@ void register_paths(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   o->model.add(*cmd);
-  o->input.add(*cmd);
+  o->input.add(*cmd, true, true);
+  cmd->remove_option(cmd->get_option("--threads"));  // one --threads below, for batches, --enumerate and --rerun
   // One --seed for the random input and the path sampling (the input
   // group's own --seed needs --random-input).
   cmd->remove_option(cmd->get_option("--seed"));
   auto* seed = cmd->add_option("--seed", o->input.seed,
-                               "seed of the random input (--random-input) and of the path sampling (--sample)")
+                               "seed of the random input (--random-input) and of the path sampling (--sample, --rerun)")
                    ->default_val(0);
   o->variant.add(*cmd);
   o->precision.add(*cmd);
@@ -75,6 +78,14 @@ void register_paths(CLI::App& app) {
   auto* sample = mode->add_option(
       "--sample", o->sample, "N: N uniform random paths per length, mean and 95% CI of ‖T‖_{1,∞} and ‖res(T)‖_{1,∞}");
   mode->require_option(1);
+  auto* rerun = cmd->add_option(
+      "--rerun", o->rerun,
+      "--effectiveness, N: also the paper's own procedure, for every variant: per length k, N paths (every path "
+      "when count_k <= N) re-run as sub-networks with their own attention, summed as count_k/N · Σ (unbiased); "
+      "mean and spread over --repeats draws, and the gap to the exact sense (default: none, the exact sense only)");
+  auto* repeats = cmd->add_option("--repeats", o->repeats, "--rerun: R repetitions with different draws (seeded by --seed)")
+                      ->default_val(5)
+                      ->needs(rerun);
 
   auto* length =
       cmd->add_option("--length", o->length, "--enumerate/--sample: only paths of this length (default: every length)");
@@ -87,7 +98,8 @@ void register_paths(CLI::App& app) {
   auto* top =
       cmd->add_option("--top", o->top, "--enumerate: only the K paths of largest ‖T‖_{1,∞} (0: all)")->default_val(0);
   auto* threads = cmd->add_option("--threads", o->threads,
-                                  "--enumerate: worker threads (0: all cores); results do not depend on it")
+                                  "--enumerate, --rerun, and the inputs of a batch (--sums): worker threads (0: all cores); results do "
+                                  "not depend on it")
                       ->default_val(1);
   auto* limit = cmd->add_option("--limit", o->limit,
                                 "--enumerate without --top: refuse (exit code 5) when more paths than this pass the filters "
@@ -104,22 +116,45 @@ void register_paths(CLI::App& app) {
       "at the working precision and again one tier higher; 'digits' counts the agreeing significant digits, and "
       "values that do not agree print as '< 1e-N'. Counts are exact; JSON heads are 0-based, null = skip. --top searches "
       "by branch and bound (the same K as a full walk, at any size). --effectiveness reads the checkpoint's task head "
-      "(BERT pooler + classifier, GPT-2 ln_f + LM head) from its safetensors file.\n\n"
+      "(BERT pooler + classifier, GPT-2 ln_f + LM head) from its safetensors file. --effectiveness --rerun N adds the "
+      "paper's procedure for any variant: a sub-network per path runs, in each layer where the path takes head h, "
+      "head h alone with its attention recomputed from the path's own states, then the variant's LayerNorm and MLP "
+      "(no skip term: the skip is the path's other branch); a skipped layer is the identity. Length k sums every path "
+      "when count_k = C(L,k)·H^k <= N, otherwise N uniform draws with replacement times count_k/N. Attention-only "
+      "variants: the sub-networks carry no value/output biases and the bias term 1bᵀ is added once (so all paths with "
+      "input-independent attention give the exact sense); other variants: each sub-network keeps its layers' biases. "
+      "Re-runs use the working precision and are confirmed one tier up with the same draws. --sums takes a batch "
+      "(--tokens-file, --random-input N --batch B, or --input with X of shape [b, n, d]; --threads inputs in "
+      "parallel): mean ± std, min, median and max over the inputs of each length's share ‖S_k‖_F/‖X^L‖_F, each "
+      "input at its own precision, its own values in --format json.\n\n"
       "Examples:\n"
       "  sanpath paths --model ../shared/data/real-models/gpt2-capp --tokens 1,5,9,13 --skip on --mlp none "
       "--layernorm none --sums\n"
       "  sanpath paths --model san.safetensors --random-input 8 --seed 1 --enumerate --top 10 --format json\n"
       "  sanpath paths --model ../shared/data/real-models/bert-ticket-classifier --tokens 2,15,27,3 --skip on "
-      "--mlp none --layernorm none --effectiveness\n");
-  cmd->callback([o, seed, sample, length, lengths, heads, top, threads, limit] {
+      "--mlp none --layernorm none --effectiveness\n"
+      "  sanpath paths --model ../shared/data/real-models/gpt2-capp --tokens 1,5,9,13 --effectiveness --rerun 16 "
+      "--repeats 5 --seed 1\n");
+  cmd->callback([o, seed, sample, length, lengths, heads, top, threads, limit, rerun, repeats] {
     const Format fmt = o->out.parsed();
     const PrecisionRequest req = o->precision.request();
     const VariantOverride ov = o->variant.overrides();
-    if (seed->count() > 0 && o->input.random_n == 0 && o->sample == 0)
-      throw UsageError("--seed: needs --random-input or --sample");
+    if (seed->count() > 0 && o->input.random_n == 0 && o->sample == 0 && rerun->count() == 0)
+      throw UsageError("--seed: needs --random-input, --sample or --rerun");
+    if (rerun->count() > 0 && !o->effectiveness) throw UsageError("--rerun: only with --effectiveness");
+    o->input.threads = o->threads;
+    const InputBatch batch = o->input.specs();
+    if (batch.batch && !o->sums)
+      throw UsageError((!o->input.file.empty() ? o->input.file + ": X" : !o->input.tokens_file.empty() ? std::string("--tokens-file") : std::string("--batch")) + ": a batch of " + std::to_string(batch.inputs.size()) +
+                       " inputs; paths analyses a batch with --sums only (one input for --enumerate, --sample, "
+                       "--effectiveness)");
+    if (rerun->count() > 0 && o->rerun < 1) throw UsageError("--rerun: at least 1 path per length");
+    if (repeats->count() > 0 && o->repeats < 1) throw UsageError("--repeats: at least 1 repetition");
     if (!o->enumerate) {
-      for (const CLI::Option* opt : {lengths, heads, top, threads, limit})
+      for (const CLI::Option* opt : {lengths, heads, top, limit})
         if (opt->count() > 0) throw UsageError(opt->get_name() + ": only with --enumerate");
+      if (threads->count() > 0 && rerun->count() == 0 && !(o->sums && batch.batch))
+        throw UsageError("--threads: only with --enumerate, --rerun or a batch");
       if ((o->sums || o->effectiveness) && length->count() > 0)
         throw UsageError("--length: only with --enumerate or --sample");
     }
@@ -135,8 +170,8 @@ void register_paths(CLI::App& app) {
 
     const Model model = o->model.load();
     const Variant v = model.resolve(ov);
-    const InputSpec in = o->input.spec();
-    const RunInfo info{o->model.path, in.describe()};
+    const InputSpec& in = batch.inputs.front();
+    const RunInfo info{o->model.path, batch.description};
     const int L = model.arch().layers;
     // Lengths that have no paths are a mistake in the command line.
     const auto check_lengths = [&](int a, int b, const std::string& option) {
@@ -155,16 +190,37 @@ void register_paths(CLI::App& app) {
 
     std::optional<Quantity> error;
     std::optional<Precision> precision;
-    if (o->sums) {
+    if (o->sums && batch.batch) {
+      const BatchLengthSums b = analyze_length_sums_batch(model, v, batch.inputs, req, o->threads, o->out.progress());
+      if (o->check)
+        for (std::size_t i = 0; i < b.runs.size(); ++i)
+          if (!decomposition_holds(b.runs[i].decomposition_error, b.runs[i].precision))
+            throw NumericalError("--check: Theorem 2.1 fails for " + batch.inputs[i].describe() +
+                                 ": the reconstruction error " + b.runs[i].decomposition_error.str() +
+                                 " exceeds the tolerance " + to_sci(decomposition_tolerance(b.runs[i].precision), 2) +
+                                 " at " + b.runs[i].precision.name());
+      o->out.emit(format_length_sums_batch(b, batch.inputs, model, info, fmt));
+      return;
+    } else if (o->sums) {
       const LengthSumsReport r = analyze_length_sums(model, v, in, req, o->out.progress());
       error = r.decomposition_error;
       precision = r.precision;
       o->out.emit(format_length_sums(r, model, info, fmt));
     } else if (o->effectiveness) {
       const std::optional<TaskHead> head = read_task_head(o->model.path, model);
-      const EffectivenessReport r =
-          analyze_effectiveness(model, v, in, req, head ? &*head : nullptr, o->out.progress());
-      o->out.emit(format_effectiveness(r, model, info, fmt));
+      if (rerun->count() > 0) {
+        RerunRequest rr;
+        rr.samples = o->rerun;
+        rr.repeats = o->repeats;
+        rr.seed = o->input.seed;
+        rr.threads = o->threads;
+        const RerunReport r = analyze_rerun(model, v, in, req, rr, head ? &*head : nullptr, o->out.progress());
+        o->out.emit(format_rerun(r, model, info, fmt));
+      } else {
+        const EffectivenessReport r =
+            analyze_effectiveness(model, v, in, req, head ? &*head : nullptr, o->out.progress());
+        o->out.emit(format_effectiveness(r, model, info, fmt));
+      }
     } else if (o->enumerate) {
       EnumerationRequest er;
       if (length->count() > 0) {

@@ -2,6 +2,7 @@
 #include "progress.hpp"
 
 #include "sanpath/analysis/collapse.hpp"
+#include "sanpath/analysis/rerun.hpp"
 #include "sanpath/io/task_head.hpp"
 #include "sanpath/report/html_report.hpp"
 #include "sanpath/model/random.hpp"
@@ -20,6 +21,8 @@ void register_report(CLI::App& app) {
     std::string gamma = "1";
     std::string conventions = "theory";
     bool quiet = false;
+    std::uint64_t rerun = 8;
+    int repeats = 3;
   };
   auto o = std::make_shared<Opts>();
   o->model.add(*cmd, false);
@@ -35,13 +38,20 @@ void register_report(CLI::App& app) {
       ->required()
       ->each([](const std::string& path) { check_output_location(path); });
   cmd->add_flag("--quiet,-q", o->quiet, "no progress bar on stderr");
+  cmd->add_option("--rerun", o->rerun,
+                  "the effectiveness section's re-run sub-networks: N paths per length (as `sanpath paths "
+                  "--effectiveness --rerun N`, seed 0); 0: the exact sense only")
+      ->default_val(8);
+  cmd->add_option("--repeats", o->repeats, "--rerun: R repetitions with different draws")->default_val(3);
   cmd->footer(
       "\nThe report holds: the relative residual per layer of SAN, SAN+MLP, SAN+skip and the full model "
       "(as `sanpath collapse`) on a log axis; the bound of Theorem 2.2/2.3 for the SAN against its measured "
       "residual, with β, a and a verdict per depth (as `sanpath bounds`); the exact number of paths of each "
       "length and each length's share of the output for the attention-only network with skip connections (as "
       "`sanpath paths --sums`); the distance of the network kept to its paths of length ≤ k to its output and, "
-      "with the checkpoint's task head, the agreement of its predictions (as `sanpath paths --effectiveness`); "
+      "with the checkpoint's task head, the agreement of its predictions (as `sanpath paths --effectiveness`), beside "
+      "the paper's own procedure of re-run sub-networks (--rerun, as `sanpath paths --effectiveness --rerun`) and "
+      "the gap between the two; "
       "the model, input and precisions. Charts are inline SVG: the file opens offline. "
       "Without --model: the embedded default model of `sanpath collapse`; without an input option: a random "
       "input of 8 tokens (seed 1), its default input. Progress: a bar on stderr when it is a terminal.\n\n"
@@ -62,6 +72,14 @@ void register_report(CLI::App& app) {
     const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()));
     req.info = {embedded ? "embedded default (random BERT-shaped, seed 0)" : o->model.path, in.description};
     if (!embedded) req.head = read_task_head(o->model.path, model);
+    if (o->repeats < 1) throw UsageError("--repeats: at least 1 repetition");
+    if (o->rerun > 0) {
+      RerunRequest rr;
+      rr.samples = o->rerun;
+      rr.repeats = o->repeats;
+      rr.threads = o->input.threads;
+      req.rerun = rr;
+    }
     const HtmlReport report = in.batch ? build_report(model, in.inputs, req, o->input.threads, terminal_progress(o->quiet))
                                        : build_report(model, in.inputs.front(), req, terminal_progress(o->quiet));
     check_interrupt();  // an interrupted run writes nothing

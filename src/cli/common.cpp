@@ -121,7 +121,7 @@ InputSpec InputOptions::spec() const {
   if (b.batch)
     throw UsageError((file.empty() ? std::string("--tokens-file") : file + ": X") + ": a batch of " +
                      std::to_string(b.inputs.size()) +
-                     " inputs; this command analyses one input (batches: forward, collapse, report)");
+                     " inputs; this command analyses one input (batches: forward, collapse, paths --sums, bounds, report)");
   return std::move(b.inputs.front());
 }
 

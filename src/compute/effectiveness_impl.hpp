@@ -82,13 +82,14 @@ template <class S> HeadAgreement<S> compare_logits(const Matrix<S>& reference, c
 
 template <class S>
 Effectiveness<S> exact_effectiveness(const Model& model, const ForwardTrace<S>& trace, const TaskHead* head,
-                                     int threads) {
+                                     int threads, std::vector<Matrix<S>>* truncations) {
   const LengthSums<S> ls = length_sums<S>(model, trace, threads);
   const Matrix<S>& XL = trace.X.back();
   Effectiveness<S> out;
   out.output_frobenius = ls.output_frobenius;
   std::optional<Matrix<S>> reference;
   if (head != nullptr) reference = task_logits<S>(*head, XL);
+  if (truncations) truncations->clear();
   Matrix<S> Xk = XL;
   Xk.setConstant(S(0));
   Xk.rowwise() += ls.bias;
@@ -100,6 +101,7 @@ Effectiveness<S> exact_effectiveness(const Model& model, const ForwardTrace<S>& 
     p.distance = out.output_frobenius != 0 ? S(dist / out.output_frobenius) : dist;
     if (reference) p.head = compare_logits<S>(*reference, task_logits<S>(*head, Xk));
     out.points.push_back(std::move(p));
+    if (truncations) truncations->push_back(Xk);
   }
   return out;
 }
@@ -110,4 +112,5 @@ Effectiveness<S> exact_effectiveness(const Model& model, const ForwardTrace<S>& 
   template sanpath::Matrix<S> sanpath::task_logits<S>(const sanpath::TaskHead&, const sanpath::Matrix<S>&);         \
   template sanpath::HeadAgreement<S> sanpath::compare_logits<S>(const sanpath::Matrix<S>&, const sanpath::Matrix<S>&); \
   template sanpath::Effectiveness<S> sanpath::exact_effectiveness<S>(                                               \
-      const sanpath::Model&, const sanpath::ForwardTrace<S>&, const sanpath::TaskHead*, int);
+      const sanpath::Model&, const sanpath::ForwardTrace<S>&, const sanpath::TaskHead*, int,                        \
+      std::vector<sanpath::Matrix<S>>*);

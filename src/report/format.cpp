@@ -208,23 +208,9 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
 
 namespace {
 
-ordered_json statistic_json(const BatchStatistic& s) {
-  const ordered_json null = nullptr;
-  return {{"mean", s.mean.str()},
-          {"stddev", s.stddev ? ordered_json(s.stddev->str()) : null},
-          {"min", s.min.str()},
-          {"median", s.median.str()},
-          {"max", s.max.str()},
-          {"digits",
-           {{"mean", digits_json(s.mean.digits)},
-            {"stddev", s.stddev ? digits_json(s.stddev->digits) : null},
-            {"min", digits_json(s.min.digits)},
-            {"median", digits_json(s.median.digits)},
-            {"max", digits_json(s.max.digits)}}}};
-}
+using json_parts::statistic_json;
 
-const char* const statistics_text =
-    "over the batch: mean, sample standard deviation (divisor b-1), min, median, max of each input's own value";
+using json_parts::statistics_text;
 
 /// At most `digits` significant digits of q (a table cell; JSON has them all).
 std::string short_str(Quantity q, int digits) {

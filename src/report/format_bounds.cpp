@@ -389,3 +389,97 @@ std::string format_bounds_search(const BoundsSearchResult& r, Format f) {
 }
 
 }  // namespace sanpath
+
+// ---------------------------------------------------------------------- batches
+
+namespace sanpath {
+
+std::string format_bounds_batch(const BatchBounds& b, const std::vector<InputSpec>& inputs, const Model& model,
+                                const RunInfo& info, Format f) {
+  using json_parts::statistic_json;
+  const BoundsAnalysis& first = b.runs.front();
+  const BoundsReport& r = first.report;
+  const auto verdicts_json = [](const VerdictCounts& c) {
+    return ordered_json{{"HOLDS", c.holds},
+                        {"VIOLATED", c.violated},
+                        {"UNDECIDED", c.undecided},
+                        {"NOT_APPLICABLE", c.not_applicable}};
+  };
+  if (f == Format::json) {
+    ordered_json j;
+    j["model"] = model_json(model, info);
+    j["input"] = info.input;
+    j["batch"] = b.runs.size();
+    j["variant"] = variant_json(first.measured.variant);
+    j["statistics"] = json_parts::statistics_text;
+    j["gamma"] = gamma_string(r.gamma);
+    j["theorem"] = r.theorem.applicable ? ordered_json(r.theorem.reason) : ordered_json(nullptr);
+    j["a"] = str_or_null(r.a);
+    ordered_json depths = ordered_json::array();
+    for (std::size_t l = 0; l < b.relative.size(); ++l) {
+      ordered_json d{{"layer", l}, {"relative", statistic_json(b.relative[l])}};
+      d["verdicts"] = l == 0 ? ordered_json(nullptr) : verdicts_json(b.verdicts[l - 1]);
+      depths.push_back(d);
+    }
+    j["depths"] = depths;
+    j["inputs"] = json_parts::each_input_json(b.runs, inputs, info, [&](const BoundsAnalysis& a, const RunInfo& i) {
+      return format_bounds(a, model, i, Format::json);
+    });
+    return j.dump(2) + "\n";
+  }
+  std::ostringstream o;
+  if (f == Format::csv) {
+    o << "layer,relative_mean,relative_stddev,relative_min,relative_median,relative_max,relative_digits,holds,"
+         "violated,undecided,not_applicable\n";
+    for (std::size_t l = 0; l < b.relative.size(); ++l) {
+      const BatchStatistic& s = b.relative[l];
+      o << l << ',' << s.mean.str() << ',' << (s.stddev ? s.stddev->str() : "") << ',' << s.min.str() << ','
+        << s.median.str() << ',' << s.max.str() << ',' << (s.mean.digits ? std::to_string(*s.mean.digits) : "");
+      if (l == 0) {
+        o << ",,,,\n";
+      } else {
+        const VerdictCounts& c = b.verdicts[l - 1];
+        o << ',' << c.holds << ',' << c.violated << ',' << c.undecided << ',' << c.not_applicable << '\n';
+      }
+    }
+    return o.str();
+  }
+  std::vector<long> bits;
+  bool confirmed = true;
+  for (const BoundsAnalysis& a : b.runs) {
+    bits.push_back(a.precision().native_double ? 53 : a.precision().bits);
+    confirmed = confirmed && a.check().has_value();
+  }
+  const Architecture& arch = model.arch();
+  o << "Bounds of Dong, Cordonnier & Loukas (ICML 2021) against measured residuals, over a batch of "
+    << b.runs.size() << " inputs\n";
+  o << "model: " << info.model << " (L=" << arch.layers << ", H=" << arch.heads << ", d=" << arch.d_model
+    << ", d_qk=" << arch.d_qk << (arch.shared_layers ? ", shared layers" : "") << ")\n";
+  o << "input: " << info.input << "\n";
+  o << "variant: " << to_string(first.measured.variant) << "\n";
+  o << "gamma = " << gamma_string(r.gamma) << "\n";
+  o << "theorem: " << r.theorem.reason << "\n";
+  if (r.theorem.applicable) o << "a = " << (r.a ? to_sci(*r.a, 6) : "-") << " (the same for every input)\n";
+  o << json_parts::batch_precision_range(bits, confirmed) << "\n";
+  o << "relative = r_l / ‖X^l‖_{1,∞} (r_l: upper end of the optimal-centre enclosure) of each input; "
+    << json_parts::statistics_text << "; digits of the mean in brackets; verdicts of the uniform bound, counted over "
+       "the inputs (each input's own table: --format json)\n\n";
+  o << pad("layer", 7) << pad("relative (mean ± std)", 34) << pad("min", 14) << pad("median", 14) << pad("max", 14)
+    << "HOLDS / VIOLATED / UNDECIDED\n";
+  for (std::size_t l = 0; l < b.relative.size(); ++l) {
+    o << pad(std::to_string(l), 7) << pad(mean_std_cell(b.relative[l]), 34);
+    for (const std::string& c : json_parts::min_median_max_cells(b.relative[l])) o << pad(c, 14);
+    if (l > 0 && r.theorem.applicable) {
+      const VerdictCounts& c = b.verdicts[l - 1];
+      o << c.holds << " / " << c.violated << " / " << c.undecided;
+    } else if (l > 0) {
+      o << "not applicable";
+    } else {
+      o << "(r_0)";
+    }
+    o << "\n";
+  }
+  return text_table::trim_line_ends(o.str());
+}
+
+}  // namespace sanpath

@@ -2,6 +2,7 @@
 
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/report/svg_plot.hpp"
+#include "report/text_table.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -374,18 +375,39 @@ void paths_section(std::ostringstream& o, const HtmlReport& r) {
     << escape(p.decomposition_error.str()) << ".</p>\n</section>\n";
 }
 
+/// Mean of the per-repetition agreement counts as a fraction of the predictions.
+double mean_agreement(const std::vector<long>& agree, long predictions) {
+  double sum = 0;
+  for (long a : agree) sum += static_cast<double>(a);
+  return sum / static_cast<double>(agree.size()) / static_cast<double>(std::max(1L, predictions));
+}
+
 void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
   const EffectivenessReport& e = r.effectiveness;
+  const RerunReport* rr = r.rerun ? &*r.rerun : nullptr;
   svg::Chart chart;
   chart.id = "chart-effectiveness";
   chart.title = "The network kept to its paths of length ≤ k";
   chart.x = {"longest path kept k", false, true, {}, {}};
   chart.y = {"‖X≤k − X^L‖_F / ‖X^L‖_F (log scale)", true, false, {}, {}};
-  svg::Series dist{"distance to the output", "distance", "#4c72b0", svg::SeriesStyle::line, false, {}};
+  svg::Series dist{rr ? "exact" : "distance to the output", "distance", "#4c72b0",
+                   svg::SeriesStyle::line, false, {}};
   for (const EffectivenessEntry& x : e.lengths)
     dist.points.push_back(
         point_of(x.length, x.distance, "k ≤ " + std::to_string(x.length) + ": distance " + x.distance.str()));
   chart.series.push_back(std::move(dist));
+  if (rr) {
+    svg::Series re{"re-run (mean ± std)", "rerun", "#dd8452", svg::SeriesStyle::line, true, {}};
+    svg::Series gap{"gap", "gap", "#55a868", svg::SeriesStyle::line, true, {}};
+    for (const RerunEntry& x : rr->lengths) {
+      const std::string k = "k ≤ " + std::to_string(x.length);
+      re.points.push_back(point_of(x.length, x.distance.mean, k + ": re-run distance " + mean_std_cell(x.distance)));
+      if (const auto band = band_of(x.length, x.distance)) re.band.push_back(*band);
+      if (x.gap) gap.points.push_back(point_of(x.length, x.gap->mean, k + ": gap " + mean_std_cell(*x.gap)));
+    }
+    chart.series.push_back(std::move(re));
+    chart.series.push_back(std::move(gap));
+  }
   chart.width = 560;
   chart.height = 380;
   std::string agree_chart;
@@ -395,7 +417,7 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
     a.title = "Predictions of the " + to_string(*e.head) + " head that agree with the full network";
     a.x = chart.x;
     a.y = {"agreeing predictions (fraction)", false, false, 0.0, 1.0};
-    svg::Series s{"agreement", "agree", "#c44e52", svg::SeriesStyle::line, false, {}};
+    svg::Series s{rr ? "exact" : "agreement", "agree", "#c44e52", svg::SeriesStyle::line, false, {}};
     for (const EffectivenessEntry& x : e.lengths)
       s.points.push_back({static_cast<double>(x.length),
                           static_cast<double>(*x.agree) / static_cast<double>(std::max(1L, e.predictions)),
@@ -403,6 +425,16 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
                           "k ≤ " + std::to_string(x.length) + ": " + std::to_string(*x.agree) + "/" +
                               std::to_string(e.predictions)});
     a.series.push_back(std::move(s));
+    if (rr) {
+      svg::Series t{"re-run (mean)", "agree-rerun", "#dd8452", svg::SeriesStyle::line, true, {}};
+      for (const RerunEntry& x : rr->lengths) {
+        const double f = mean_agreement(x.agree, rr->predictions);
+        t.points.push_back({static_cast<double>(x.length), f, svg::Mark::value,
+                            "k ≤ " + std::to_string(x.length) + ": re-run agreement " +
+                                text_table::mean_agreement_text(x.agree, x.agree_check, rr->predictions)});
+      }
+      a.series.push_back(std::move(t));
+    }
     a.width = 560;
     a.height = 380;
     agree_chart = svg::render(a);
@@ -416,16 +448,38 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
                : std::string("the checkpoint has no task head, so no predictions are compared."))
     << " Variant: " << escape(to_string(r.paths_variant, VariantStyle::prose))
     << ". Precision: " << escape(precision_text(e.precision, e.check)) << ".</p>\n";
+  if (rr)
+    o << "<p>Dashed: the paper's own procedure (as <code>sanpath paths --effectiveness --rerun</code>): per length k, "
+      << rr->request.samples << " paths (every path when there are no more) re-run as sub-networks, each layer "
+         "with the path's head alone and its attention recomputed from the path's own states, summed as "
+         "count<sub>k</sub>/N · Σ (unbiased) plus the bias term; mean over "
+      << rr->request.repeats << " draws (seed " << rr->request.seed
+      << ") with a ±std band, and the gap ‖X̂<sub>≤k</sub> − X<sub>≤k</sub>‖<sub>F</sub>/‖X<sup>L</sup>‖<sub>F</sub> "
+         "between the two senses. Precision: "
+      << escape(precision_text(rr->precision, rr->check)) << ".</p>\n";
   o << "<figure class=\"pair\">" << svg::render(chart) << agree_chart << "</figure>\n";
   o << "<table id=\"table-effectiveness\" class=\"num\">\n<thead><tr><th>k</th><th>paths of length ≤ k</th>"
        "<th>‖X<sub>≤k</sub> − X<sup>L</sup>‖<sub>F</sub>/‖X<sup>L</sup>‖<sub>F</sub></th>";
   if (e.head) o << "<th>agreeing predictions</th><th>mean KL</th>";
-  o << "<th>digits</th></tr></thead>\n<tbody>\n";
-  for (const EffectivenessEntry& x : e.lengths) {
+  o << "<th>digits</th>";
+  if (rr) {
+    o << "<th>re-run distance (mean ± std [digits])</th><th>gap</th>";
+    if (e.head) o << "<th>re-run agreement (mean)</th>";
+  }
+  o << "</tr></thead>\n<tbody>\n";
+  for (std::size_t k = 0; k < e.lengths.size(); ++k) {
+    const EffectivenessEntry& x = e.lengths[k];
     o << "<tr><th>" << x.length << "</th><td class=\"count\">" << escape(x.count) << "</td><td>"
       << escape(x.distance.str()) << "</td>";
     if (e.head) o << "<td>" << *x.agree << "/" << e.predictions << "</td><td>" << escape(x.kl->str()) << "</td>";
-    o << "<td>" << digits_text(x.digits) << "</td></tr>\n";
+    o << "<td>" << digits_text(x.digits) << "</td>";
+    if (rr) {
+      const RerunEntry& y = rr->lengths[k];
+      o << "<td>" << escape(mean_std_cell(y.distance)) << "</td><td>" << escape(y.gap ? mean_std_cell(*y.gap) : "")
+        << "</td>";
+      if (e.head) o << "<td>" << escape(text_table::mean_agreement_text(y.agree, y.agree_check, rr->predictions)) << "</td>";
+    }
+    o << "</tr>\n";
   }
   o << "</tbody>\n</table>\n</section>\n";
 }

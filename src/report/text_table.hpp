@@ -3,7 +3,9 @@
 // UTF-8 code points (‖, ∞ and ᵀ are one column each), and no line ends in
 // padding. Internal to the library (not installed).
 #include <cstddef>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace sanpath::text_table {
 
@@ -36,6 +38,27 @@ inline std::string trim_line_ends(const std::string& text) {
     out += ch;
   }
   return out;
+}
+
+/// Mean of the per-repetition agreement counts "3.4/4", with the check
+/// run's when any repetition's count differs ("3.4/4 (check 3.2/4)").
+inline std::string mean_agreement_text(const std::vector<long>& agree, const std::vector<long>& check, long predictions) {
+  const auto mean = [](const std::vector<long>& v) {
+    long sum = 0;
+    for (long a : v) sum += a;
+    std::ostringstream o;
+    if (sum % static_cast<long>(v.size()) == 0) {
+      o << sum / static_cast<long>(v.size());
+    } else {  // an exact rational: two decimals, rounded
+      o.setf(std::ios::fixed);
+      o.precision(2);
+      o << static_cast<double>(sum) / static_cast<double>(v.size());
+    }
+    return o.str();
+  };
+  std::string s = mean(agree) + "/" + std::to_string(predictions);
+  if (!check.empty() && check != agree) s += " (check " + mean(check) + "/" + std::to_string(predictions) + ")";
+  return s;
 }
 
 }  // namespace sanpath::text_table

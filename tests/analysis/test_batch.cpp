@@ -171,3 +171,65 @@ TEST_CASE("token files: comments, blank lines, lengths; a bad line is named") {
   CHECK_THROWS_WITH(read_token_file(path), Catch::Contains("no token sequence"));
   CHECK_THROWS_WITH(read_token_file(tmp_path("does-not-exist.txt")), Catch::Contains("cannot be opened"));
 }
+
+TEST_CASE("length sums and bounds batches equal their inputs' own runs, whatever the thread count") {
+  const Model m = small_bert(4);
+  const std::vector<InputSpec> inputs = inputs_of_lengths({4, 7, 3});
+  PrecisionRequest req;
+  SECTION("paths --sums") {
+    const Variant v{true, MlpKind::none, LayerNormKind::none, MaskKind::none};
+    const BatchLengthSums one = analyze_length_sums_batch(m, v, inputs, req, 1);
+    const BatchLengthSums two = analyze_length_sums_batch(m, v, inputs, req, 2);
+    REQUIRE(one.runs.size() == 3);
+    REQUIRE(one.lengths.size() == 4);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const LengthSumsReport alone = analyze_length_sums(m, v, inputs[i], req);
+      CHECK(alone.precision.bits == one.runs[i].precision.bits);
+      for (std::size_t k = 0; k < alone.lengths.size(); ++k) {
+        CHECK(alone.lengths[k].share.str() == one.runs[i].lengths[k].share.str());
+        CHECK(alone.lengths[k].frobenius.str() == two.runs[i].lengths[k].frobenius.str());
+      }
+    }
+    for (std::size_t k = 0; k < one.lengths.size(); ++k) {
+      std::vector<BigReal> x;
+      for (const LengthSumsReport& r : one.runs) x.emplace_back(r.lengths[k].share.value, 300);
+      std::sort(x.begin(), x.end());
+      CHECK(rel(one.lengths[k].mean.value, BigReal((x[0] + x[1] + x[2]) / 3)) < 1e-30);
+      CHECK(one.lengths[k].median.value == x[1]);
+      CHECK(one.lengths[k].mean.str() == two.lengths[k].mean.str());
+    }
+    // Theorem 2.1's error of every input is rounding: the statistics are upper bounds.
+    CHECK(one.decomposition_error.max.below_resolution);
+  }
+  SECTION("bounds") {
+    BoundsRequest br;
+    br.precision = req;
+    const Variant san{false, MlpKind::none, LayerNormKind::none, MaskKind::none};
+    const BatchBounds one = analyze_bounds_batch(m, san, inputs, br, 1);
+    const BatchBounds two = analyze_bounds_batch(m, san, inputs, br, 2);
+    REQUIRE(one.relative.size() == 4);
+    REQUIRE(one.verdicts.size() == 3);
+    std::vector<long> holds(3, 0);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const BoundsAnalysis alone = analyze_bounds(m, san, inputs[i], br);
+      for (std::size_t l = 0; l < alone.measured.depths.size(); ++l) {
+        CHECK(alone.measured.depths[l].relative.str() == one.runs[i].measured.depths[l].relative.str());
+        CHECK(alone.measured.depths[l].upper.str() == two.runs[i].measured.depths[l].upper.str());
+      }
+      for (std::size_t l = 0; l < alone.report.depths.size(); ++l) holds[l] += alone.report.depths[l].verdict == Verdict::holds;
+    }
+    for (std::size_t l = 0; l < 3; ++l) {
+      const VerdictCounts& c = one.verdicts[l];
+      CHECK(c.holds == holds[l]);
+      CHECK(c.holds + c.violated + c.undecided + c.not_applicable == 3);
+    }
+    for (std::size_t l = 0; l < one.relative.size(); ++l) {
+      std::vector<BigReal> x;
+      for (const BoundsAnalysis& a : one.runs) x.emplace_back(a.measured.depths[l].relative.value, 300);
+      std::sort(x.begin(), x.end());
+      CHECK(one.relative[l].min.value == x.front());
+      CHECK(one.relative[l].max.value == x.back());
+      CHECK(one.relative[l].mean.str() == two.relative[l].mean.str());
+    }
+  }
+}

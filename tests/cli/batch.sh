@@ -7,6 +7,8 @@
 #  - every input's values in a batch equal its own single-input run, and the
 #    statistics equal mean / sample std / min / median / max recomputed here;
 #  - the output is byte-identical with --threads 1 and 2;
+#  - `paths --sums` and `bounds` on a batch: each input's JSON equals its own
+#    single run, the statistics (and verdict counts) are recomputed here;
 #  - a bad line of a token file is an error naming the file and the line, with
 #    no output file; commands without batches refuse one.
 # Needs no ../shared (models are made by `sanpath init`).
@@ -134,9 +136,75 @@ printf '1,2\n99\n' >"$T/vocab.txt"
 "$SANPATH" forward -q --model "$T/fig" --tokens-file "$T/vocab.txt" >/dev/null 2>"$T/err"
 code=$?
 if [ $code = 3 ] && grep -q "line 2" "$T/err"; then ok "token outside the vocabulary names line 2: $(cat "$T/err")"; else fail "out-of-vocabulary token: exit $code, $(cat "$T/err")"; fi
-"$SANPATH" paths -q --model "$T/fig" --input "$T/x3.safetensors" --sums >/dev/null 2>"$T/err"
+"$SANPATH" paths -q --model "$T/fig" --input "$T/x3.safetensors" --skip on --mlp none --layernorm none --enumerate \
+  >/dev/null 2>"$T/err"
 code=$?
-if [ $code = 2 ] && grep -q "batch of 3 inputs" "$T/err"; then ok "paths refuses a batch: $(cat "$T/err")"; else fail "paths with a batch: exit $code, $(cat "$T/err")"; fi
+if [ $code = 2 ] && grep -q "x3.safetensors: X: a batch of 3 inputs; paths analyses a batch with --sums only" "$T/err"; then
+  ok "paths --enumerate refuses a batch: $(cat "$T/err")"
+else
+  fail "paths --enumerate with a batch: exit $code, $(cat "$T/err")"
+fi
+
+# ---- paths --sums and bounds on a batch: each input = its own run ------------
+attn=(--skip on --mlp none --layernorm none)
+for th in 1 2; do
+  "$SANPATH" paths -q --model "$T/fig" --tokens-file "$T/tokens.txt" "${attn[@]}" --sums --check --threads $th \
+    --format json -o "$T/sums$th.json"
+  "$SANPATH" paths -q --model "$T/fig" --tokens-file "$T/tokens.txt" "${attn[@]}" --sums --threads $th -o "$T/sums$th.txt"
+  "$SANPATH" bounds -q --model "$T/fig" --tokens-file "$T/tokens.txt" --skip off --mlp none --layernorm none \
+    --threads $th --format json -o "$T/bounds$th.json"
+  "$SANPATH" bounds -q --model "$T/fig" --tokens-file "$T/tokens.txt" --skip off --mlp none --layernorm none \
+    --threads $th -o "$T/bounds$th.txt"
+done
+for f in sums1.json sums1.txt bounds1.json bounds1.txt; do
+  if cmp -s "$T/$f" "$T/${f/1/2}"; then ok "$f: byte-identical with --threads 1 and 2"; else fail "$f differs between --threads 1 and 2"; fi
+done
+i=0
+for toks in 1,2,3,4 5,6,7,8,9,10,11 12,13,14; do
+  "$SANPATH" paths -q --model "$T/fig" --tokens $toks "${attn[@]}" --sums --format json -o "$T/sums-s$i.json"
+  "$SANPATH" bounds -q --model "$T/fig" --tokens $toks --skip off --mlp none --layernorm none --format json \
+    -o "$T/bounds-s$i.json"
+  i=$((i + 1))
+done
+if "$PY" - "$T" <<'PY'
+import json, statistics, sys
+from fractions import Fraction
+from decimal import Decimal
+T = sys.argv[1]
+bad = 0
+def stats_ok(where, got, xs):
+    global bad
+    mean = sum(xs) / len(xs)
+    var = sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
+    ref = {"mean": float(mean), "stddev": float(var) ** 0.5, "min": float(min(xs)),
+           "median": float(statistics.median(xs)), "max": float(max(xs))}
+    for k, v in ref.items():
+        if abs(float(got[k]) - v) > 1e-13 * abs(v):
+            print("%s %s: %s, recomputed %r" % (where, k, got[k], v)); bad += 1
+for kind, rows, value in (("sums", "lengths", lambda r, k: r["length_sums"][k]["share"]),
+                          ("bounds", "depths", lambda r, k: r["r0"]["relative"] if k == 0 else r["depths"][k - 1]["measured"]["relative"])):
+    b = json.load(open(f"{T}/{kind}1.json"))
+    singles = [json.load(open(f"{T}/{kind}-s{i}.json")) for i in range(3)]
+    assert b["batch"] == 3 and len(b["inputs"]) == 3
+    for i, (run, one) in enumerate(zip(b["inputs"], singles)):
+        one.pop("model")
+        run.pop("input"); one.pop("input")
+        if run != one:
+            print("%s input %d: batch values differ from its own run" % (kind, i)); bad += 1
+    for k, row in enumerate(b[rows]):
+        key = "share" if kind == "sums" else "relative"
+        stats_ok(f"{kind} {k}", row[key], [Fraction(Decimal(value(one, k))) for one in singles])
+    if kind == "bounds":
+        for row in b["depths"][1:]:
+            l = row["layer"]
+            want = sum(one["depths"][l - 1]["verdict"] == "HOLDS" for one in singles)
+            if row["verdicts"]["HOLDS"] != want:
+                print("bounds depth %d: %s HOLDS, singles %d" % (l, row["verdicts"], want)); bad += 1
+print("statistics recomputed")
+sys.exit(1 if bad else 0)
+PY
+then ok "paths --sums and bounds batches: each input = its single run; statistics and verdict counts recomputed"
+else fail "paths --sums / bounds batch"; fi
 
 # --random-input N --batch B: seeds SEED..SEED+B-1, input 1 = the single run with seed 4.
 "$SANPATH" forward -q --model "$T/fig" --random-input 5 --seed 3 --batch 2 --format json -o "$T/rb.json"

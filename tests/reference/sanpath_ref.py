@@ -977,6 +977,8 @@ def _path_counts(L, H, skip):
 
 
 def _check_paths(a):
+    if a.effectiveness and a.rerun:
+        return _check_rerun(a)
     if a.effectiveness:
         return _check_effectiveness(a)
     model, want, runs, bits = _setup(a)
@@ -1270,6 +1272,15 @@ def log_softmax(row):
     return [x - m - ls for x in row]
 
 
+def head_agreement(head, ref_logits, X, eps):
+    """The head's predictions on X against ref_logits: agreement count (argmax, first on ties) and mean KL."""
+    argmax = lambda row: max(range(len(row)), key=lambda i: (row[i], -i))
+    lg = head_logits(head, X, eps)
+    kl = [mp.fsum(mp.exp(lp) * (lp - lq) for lp, lq in zip(log_softmax(p), log_softmax(q)))
+          for p, q in zip(ref_logits, lg)]
+    return {"agree": sum(argmax(p) == argmax(q) for p, q in zip(ref_logits, lg)), "kl": mp.fsum(kl) / len(kl)}
+
+
 def _check_effectiveness(a):
     """X_{<=k} = sum_{j<=k} S_j + 1b^T: distance to X^L, head agreement (argmax, first on ties) and mean KL."""
     model, want, runs, bits = _setup(a)
@@ -1284,7 +1295,6 @@ def _check_effectiveness(a):
     head = task_head(a.model)
     eps = mpf(model.eps)
     nX = norm_frobenius(XL)
-    argmax = lambda row: max(range(len(row)), key=lambda i: (row[i], -i))
     ref_logits = head_logits(head, XL, eps) if head else None
     Xk = [b[:] for _ in XL]
     rows = []
@@ -1292,11 +1302,7 @@ def _check_effectiveness(a):
         Xk = madd(Xk, S[k])
         r = {"distance": norm_frobenius([[x - y for x, y in zip(ra, rb)] for ra, rb in zip(Xk, XL)]) / nX}
         if head:
-            lg = head_logits(head, Xk, eps)
-            r["agree"] = sum(argmax(p) == argmax(q) for p, q in zip(ref_logits, lg))
-            kl = [mp.fsum(mp.exp(lp) * (lp - lq) for lp, lq in zip(log_softmax(p), log_softmax(q)))
-                  for p, q in zip(ref_logits, lg)]
-            r["kl"] = mp.fsum(kl) / len(kl)
+            r.update(head_agreement(head, ref_logits, Xk, eps))
         rows.append(r)
     for path, j in runs:
         tag = f"{path} ({j['precision']})"
@@ -1311,6 +1317,110 @@ def _check_effectiveness(a):
                 ck.checked += 1
                 if e["agree"] != r["agree"]:
                     ck.fail(f"{tag} k={k}: agree {e['agree']}, reference {r['agree']}")
+    return ck.summary(bits)
+
+
+def subnetwork(model, mpw, X0, variant, path):
+    """The sub-network of a path (compute/rerun.hpp): a layer where the path takes head h runs head h alone,
+    its attention recomputed from the sub-network's own state, then the variant's LayerNorm and MLP without the
+    skip term; a skipped layer (-1) is the identity. Value and output biases only outside attention-only variants."""
+    eps = mpf(model.eps)
+    act = activation(model.activation)
+    ln, mlp, causal = variant["layernorm"], variant["mlp"], variant["mask"] == "causal"
+    beta = not (mlp == "none" and ln == "none")
+    scale = mp.sqrt(model.d_qk)
+    Y = X0
+    for lw, h in zip(mpw.layers, path):
+        if h < 0:
+            continue
+        hd = lw["heads"][h]
+        Xin = layernorm(Y, lw["ln1_g"], lw["ln1_b"], eps) if ln == "pre" else Y
+        Q = add_bias(matmul(Xin, hd["W_Q"]), hd["b_Q"])
+        K = add_bias(matmul(Xin, hd["W_K"]), hd["b_K"])
+        V = matmul(Xin, hd["W_V"])
+        if beta:
+            V = add_bias(V, hd["b_V"])
+        P = softmax_rows([[mp.fdot(Q[i], K[j]) / scale for j in range(len(Xin))] for i in range(len(Xin))], causal)
+        Z = matmul(matmul(P, V), hd["W_O"])
+        if beta:
+            Z = add_bias(Z, lw["b_O"])
+        if ln == "post":
+            Z = layernorm(Z, lw["ln1_g"], lw["ln1_b"], eps)
+        if mlp == "none":
+            Y = Z
+            continue
+        f = mlp_f(layernorm(Z, lw["ln2_g"], lw["ln2_b"], eps) if ln == "pre" else Z, lw, act)
+        Y = madd(Z, f) if mlp == "residual" else f
+        if ln == "post":
+            Y = layernorm(Y, lw["ln2_g"], lw["ln2_b"], eps)
+    return Y
+
+
+def _check_rerun(a):
+    """`paths --effectiveness --rerun N` with N >= every count_k (every path once, no random draw): the re-run
+    truncation sum_{j<=k} sum_{|path|=j} F_path(X) [+ 1b^T for attention-only variants], its distance to X^L, the
+    head's agreement and mean KL, and the gap to the exact X_{<=k}."""
+    model, want, runs, bits = _setup(a)
+    ck = _Checker(a.verbose)
+    for path, j in runs:
+        ck.header(path, j, model, want)
+    counts, _ = _path_counts(model.L, model.H, want["skip"] == "on")
+    if max(counts) > a.rerun:
+        raise ValueError(f"--rerun {a.rerun} is below the largest count_k {max(counts)}: the reference needs every path")
+    if ck.failures:
+        return 1
+    mp.prec = bits
+    X0 = _load_input(model, a)
+    mpw = MpWeights(model)
+    attention_only = want["mlp"] == "none" and want["layernorm"] == "none"
+    if attention_only:
+        S, b, XL = length_sums(model, X0, want, mpw)
+    else:
+        XL = forward(model, X0, want, mpw)[0][-1]
+    head = task_head(a.model)
+    eps = mpf(model.eps)
+    nX = norm_frobenius(XL)
+    ref_logits = head_logits(head, XL, eps) if head else None
+    diff = lambda A, B: [[x - y for x, y in zip(ra, rb)] for ra, rb in zip(A, B)]
+    choices = ([-1] if want["skip"] == "on" else []) + list(range(model.H))
+    by_length = [[] for _ in range(model.L + 1)]
+    for path in itertools.product(choices, repeat=model.L):
+        by_length[sum(h >= 0 for h in path)].append(path)
+    Xk = [b[:] for _ in XL] if attention_only else [[mpf(0)] * model.d for _ in XL]
+    exact = [b[:] for _ in XL] if attention_only else None
+    rows = []
+    for k in range(model.L + 1):
+        for path in by_length[k]:
+            Xk = madd(Xk, subnetwork(model, mpw, X0, want, path))
+        r = {"distance": norm_frobenius(diff(Xk, XL)) / nX}
+        if attention_only:
+            exact = madd(exact, S[k])
+            r["gap"] = norm_frobenius(diff(Xk, exact)) / nX
+        if head:
+            r.update(head_agreement(head, ref_logits, Xk, eps))
+        rows.append(r)
+    for path, j in runs:
+        tag = f"{path} ({j['precision']})"
+        if j["rerun"]["samples"] != a.rerun or j["rerun"]["repeats"] != a.repeats:
+            ck.fail(f"{tag}: rerun {j['rerun']}, requested --rerun {a.rerun} --repeats {a.repeats}")
+        if j["exact"] != attention_only:
+            ck.fail(f"{tag}: exact {j['exact']}, expected {attention_only}")
+        ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX)
+        for k, (e, r) in enumerate(zip(j["effectiveness"], rows)):
+            re = e["rerun"]
+            ck.checked += 1
+            if not e["all_paths"] or e["paths_run"] != counts[k] or e["paths"] != str(counts[k]):
+                ck.fail(f"{tag} k={k}: all_paths {e['all_paths']}, paths_run {e['paths_run']}, paths {e['paths']}, "
+                        f"expected every one of {counts[k]}")
+            ck.number(f"{tag} k={k} rerun distance", re["distance"]["mean"], re["distance"]["digits"]["mean"],
+                      r["distance"])
+            if attention_only:
+                ck.number(f"{tag} k={k} gap", re["gap"]["mean"], re["gap"]["digits"]["mean"], r["gap"])
+            if head:
+                ck.number(f"{tag} k={k} rerun kl", re["kl"]["mean"], re["kl"]["digits"]["mean"], r["kl"])
+                ck.checked += 1
+                if re["agree"] != [r["agree"]]:
+                    ck.fail(f"{tag} k={k}: rerun agree {re['agree']}, reference {r['agree']}")
     return ck.summary(bits)
 
 
@@ -1350,6 +1460,8 @@ def main(argv=None):
         if name == "check-paths":   # the mode and filters given to `sanpath paths` (the JSON does not echo them)
             c.add_argument("--sums", action="store_true")
             c.add_argument("--effectiveness", action="store_true")
+            c.add_argument("--rerun", type=int, default=0)
+            c.add_argument("--repeats", type=int, default=5)
             c.add_argument("--enumerate", action="store_true")
             c.add_argument("--length", type=int)
             c.add_argument("--top", type=int, default=0)

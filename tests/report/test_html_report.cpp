@@ -190,3 +190,31 @@ TEST_CASE("with a task head the report shows the agreement per k", "[real]") {
   CHECK(count(html, "<svg ") == 6);
   CHECK(html.find("<td>1/1</td>") != std::string::npos);
 }
+
+TEST_CASE("with re-runs the effectiveness section draws both senses and the gap", "[real]") {
+  const std::string dir = sanpath::test::real_models_dir();
+  if (dir.empty()) return;  // skipped outside CI (real_models_dir says so)
+  const std::string path = dir + "/bert-ticket-classifier";
+  const Model m = load_model(path);
+  ReportRequest req;
+  req.info = {path, "tokens"};
+  req.head = read_task_head(path, m);
+  RerunRequest rr;
+  rr.samples = 16;  // every path of the 2-layer, 4-head model: one value per length
+  rr.repeats = 2;
+  req.rerun = rr;
+  const HtmlReport r = build_report(m, InputSpec::from_tokens({2, 15, 27, 3}), req);
+  REQUIRE(r.rerun);
+  REQUIRE(r.rerun->exact);
+  // The section's exact sense is the re-run report's own.
+  for (std::size_t k = 0; k < r.effectiveness.lengths.size(); ++k)
+    CHECK(r.effectiveness.lengths[k].distance.str() == r.rerun->exact->lengths[k].distance.str());
+  const std::string html = render_html(r);
+  for (const char* id : {"chart-effectiveness-rerun", "chart-effectiveness-gap", "chart-effectiveness-head-agree-rerun"})
+    CHECK(html.find(std::string("id=\"") + id + "\"") != std::string::npos);
+  CHECK(html.find("re-run distance (mean ± std [digits])") != std::string::npos);
+  for (const RerunEntry& e : r.rerun->lengths) {
+    CHECK(e.all_paths);
+    CHECK(html.find("<td>" + mean_std_cell(e.distance) + "</td>") != std::string::npos);
+  }
+}

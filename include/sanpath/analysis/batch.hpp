@@ -7,8 +7,10 @@
 /// its standard deviation). Inputs run on several threads; every result is
 /// stored by input index, so the output does not depend on the thread count.
 
+#include "sanpath/analysis/bounds.hpp"
 #include "sanpath/analysis/collapse.hpp"
 #include "sanpath/analysis/forward.hpp"
+#include "sanpath/analysis/paths.hpp"
 #include "sanpath/core/quantity.hpp"
 
 #include <cstddef>
@@ -76,5 +78,36 @@ struct BatchCollapseResult {
 BatchCollapseResult run_collapse_batch(const Model& model, const std::vector<InputSpec>& inputs,
                                        const PrecisionRequest& precision, CollapseConventions conventions,
                                        int threads, const ProgressFn& progress = {});
+
+/// analyze_length_sums on every input (after check_batch_inputs), each at
+/// its own precision. lengths[k] summarises the share ‖S_k‖_F / ‖X^L‖_F of
+/// length k (scale-free, comparable across inputs); decomposition_error
+/// summarises Theorem 2.1's reconstruction error of every input.
+struct BatchLengthSums {
+  std::vector<LengthSumsReport> runs;  ///< one per input, in input order
+  std::vector<BatchStatistic> lengths;  ///< k = 0..L
+  BatchStatistic decomposition_error;
+};
+BatchLengthSums analyze_length_sums_batch(const Model& model, const Variant& variant,
+                                          const std::vector<InputSpec>& inputs, const PrecisionRequest& request,
+                                          int threads, const ProgressFn& progress = {});
+
+/// How many inputs got each verdict at one depth.
+struct VerdictCounts {
+  long holds = 0, violated = 0, undecided = 0, not_applicable = 0;
+};
+
+/// analyze_bounds on every input (after check_batch_inputs). relative[l]
+/// summarises the measured r_l / ‖X^l‖_{1,∞} (upper end of the optimal-centre
+/// enclosure, depths l = 0..L); verdicts[l − 1] counts the verdicts of the
+/// uniform bound at depth l = 1..L. The weights' constants (β, a) do not
+/// depend on the input: every run carries the same.
+struct BatchBounds {
+  std::vector<BoundsAnalysis> runs;  ///< one per input, in input order
+  std::vector<BatchStatistic> relative;
+  std::vector<VerdictCounts> verdicts;
+};
+BatchBounds analyze_bounds_batch(const Model& model, const Variant& variant, const std::vector<InputSpec>& inputs,
+                                 const BoundsRequest& request, int threads, const ProgressFn& progress = {});
 
 }  // namespace sanpath

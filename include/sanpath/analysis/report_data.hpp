@@ -10,6 +10,7 @@
 #include "sanpath/analysis/collapse.hpp"
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/analysis/paths.hpp"
+#include "sanpath/analysis/rerun.hpp"
 #include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
 #include "sanpath/model/task_head.hpp"
@@ -34,6 +35,8 @@ struct ReportRequest {
   CollapseConventions conventions = CollapseConventions::theory;  ///< of the collapse section
   std::string generator = "sanpath";  ///< printed in the footer, e.g. "sanpath 0.1.0"
   std::optional<TaskHead> head;       ///< the checkpoint's task head (effectiveness section), if any
+  /// The effectiveness section's re-run sub-networks (analyze_rerun); none: the exact sense only.
+  std::optional<RerunRequest> rerun;
 };
 
 /// Everything the report shows, as the library computed it.
@@ -50,11 +53,12 @@ struct HtmlReport {
   Variant paths_variant;  ///< skip on, mlp none, layernorm none, the model's mask
   LengthSumsReport lengths;
   EffectivenessReport effectiveness;  ///< on paths_variant
+  std::optional<RerunReport> rerun;   ///< on paths_variant, when requested (its exact sense is `effectiveness`)
 };
 
 /// Runs run_collapse, analyze_bounds on the SAN variant, and
-/// analyze_length_sums and analyze_effectiveness (with request.head) on the
-/// attention-only variant with skip connections, all on `input` at
+/// analyze_length_sums and analyze_effectiveness (with request.head; with
+/// request.rerun, analyze_rerun) on the attention-only variant with skip connections, all on `input` at
 /// `request.precision`. Progress messages are prefixed with the section
 /// ("collapse: ", "bounds: ", "path lengths: ", "effectiveness: ").
 HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,

@@ -52,16 +52,17 @@ template <class S> struct Effectiveness {
 
 /// The exact effectiveness curve from the length sums of `trace` (attention
 /// recorded, attention-only variant). `head` may be null. `threads` as in
-/// length_sums. Throws std::invalid_argument like length_sums.
+/// length_sums. `truncations`, when not null, receives X_{≤k} (n×d) for
+/// k = 0..L. Throws std::invalid_argument like length_sums.
 template <class S>
 Effectiveness<S> exact_effectiveness(const Model& model, const ForwardTrace<S>& trace, const TaskHead* head,
-                                     int threads = 1);
+                                     int threads = 1, std::vector<Matrix<S>>* truncations = nullptr);
 
 #define SANPATH_DECLARE_EFFECTIVENESS(S)                                                                     \
   extern template Matrix<S> task_logits<S>(const TaskHead&, const Matrix<S>&);                              \
   extern template HeadAgreement<S> compare_logits<S>(const Matrix<S>&, const Matrix<S>&);                   \
   extern template Effectiveness<S> exact_effectiveness<S>(const Model&, const ForwardTrace<S>&, const TaskHead*, \
-                                                          int);
+                                                          int, std::vector<Matrix<S>>*);
 SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_EFFECTIVENESS)
 #undef SANPATH_DECLARE_EFFECTIVENESS
 

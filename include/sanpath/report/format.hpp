@@ -55,6 +55,8 @@ struct LengthSumsReport;
 struct PathEnumerationReport;
 struct PathSampleReport;
 struct EffectivenessReport;
+struct RerunReport;
+struct BatchLengthSums;
 
 /// `sanpath graph`. JSON: {"total": "…", "by_length": [{"length": k,
 /// "count": "…"}, …] (k = 0..L), "layers", "heads", "skip", "vertices",
@@ -81,10 +83,26 @@ std::string format_samples(const PathSampleReport& r, const Model& model, const 
 /// without a task head), "head": {"kind", "outputs", "predictions"} or null,
 /// "output_norm": {"frobenius": "…"}, …}.
 std::string format_effectiveness(const EffectivenessReport& r, const Model& model, const RunInfo& info, Format f);
+/// `sanpath paths --effectiveness --rerun N`. JSON: {"effectiveness":
+/// [{"length": k, "paths": "…" (of length k), "paths_run": m, "all_paths",
+/// "exact": {as format_effectiveness's rows} or null, "rerun": {"distance":
+/// {statistics over the repetitions}, "gap": {…} or null, "agree": [per
+/// repetition] or null, "agree_check", "kl": {…} or null}}, …], "rerun":
+/// {"samples", "repeats", "seed", "estimator"}, "exact": bool, "head",
+/// "output_norm", …}.
+std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo& info, Format f);
+/// `sanpath paths --sums` on a batch. JSON: {"model", "input", "batch": b,
+/// "variant", "statistics", "lengths": [{"length": k, "count": "…",
+/// "share": {statistics of ‖S_k‖_F/‖X^L‖_F}}], "decomposition_error":
+/// {statistics}, "inputs": [{"input": "…", …as format_length_sums}]}. Table:
+/// one row per length (mean ± std, min, median, max). CSV: one row per length.
+std::string format_length_sums_batch(const BatchLengthSums& b, const std::vector<InputSpec>& inputs,
+                                     const Model& model, const RunInfo& info, Format f);
 
 // Bounds reports (src/io/format_bounds.cpp).
 struct BoundsAnalysis;
 struct BoundsSearchResult;
+struct BatchBounds;
 
 /// `sanpath bounds`. JSON: {"gamma", "theorem" ("2.2|2.3|3.2|none"),
 /// "applicable", "a", "contraction_radius", "vacuous", "vacuity",
@@ -101,5 +119,12 @@ std::string format_bounds(const BoundsAnalysis& a, const Model& model, const Run
 std::string coverage_sentence(const Coverage& coverage);
 /// `sanpath bounds --search`: the search, the saved files and the re-check.
 std::string format_bounds_search(const BoundsSearchResult& r, Format f);
+/// `sanpath bounds` on a batch. JSON: {"model", "input", "batch", "variant",
+/// "statistics", "gamma", "theorem", "a", "depths": [{"layer", "relative":
+/// {statistics of the measured r_l/‖X^l‖_{1,∞}}, "verdicts": {"HOLDS": n, …}
+/// (l ≥ 1)}], "inputs": [{"input": "…", …as format_bounds}]}. Table: one row
+/// per depth. CSV: one row per depth.
+std::string format_bounds_batch(const BatchBounds& b, const std::vector<InputSpec>& inputs, const Model& model,
+                                const RunInfo& info, Format f);
 
 }  // namespace sanpath

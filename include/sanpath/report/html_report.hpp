@@ -15,7 +15,10 @@
 ///  - how much of that network is in its paths of length ≤ k
 ///    (analyze_effectiveness): the distance of the truncation X_{≤k} to the
 ///    output and, with the checkpoint's task head, the share of predictions
-///    that agree with the full network's and the mean KL;
+///    that agree with the full network's and the mean KL; with re-runs
+///    (analyze_rerun), the paper's sub-network procedure beside it: mean
+///    distance with a ±std band over the draws, the gap between the two
+///    senses, and the mean agreement;
 ///  - the model, input and precisions used.
 /// build_report (analysis/report_data.hpp) gathers the data by calling the
 /// analyses; render_html only formats it (no mathematics beyond scaling the
@@ -35,8 +38,8 @@ namespace sanpath {
 /// -san-mlp, -san-skip, -full), svg#chart-bounds (#chart-bounds-measured,
 /// #chart-bounds-uniform, #chart-bounds-layerwise), svg#chart-path-counts,
 /// svg#chart-path-shares, svg#chart-effectiveness (series
-/// #chart-effectiveness-distance), with a task head svg#chart-effectiveness-head
-/// (#chart-effectiveness-head-agree), table#table-effectiveness, table#table-collapse (cells carry data-variant and
+/// #chart-effectiveness-distance; with re-runs also -rerun and -gap), with a task head svg#chart-effectiveness-head
+/// (#chart-effectiveness-head-agree; with re-runs also -agree-rerun), table#table-effectiveness, table#table-collapse (cells carry data-variant and
 /// data-layer), table#table-bounds, table#table-paths, table#table-setup.
 std::string render_html(const HtmlReport& report);
 

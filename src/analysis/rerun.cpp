@@ -1,0 +1,151 @@
+// Path effectiveness in both senses: the re-run sub-networks of
+// compute/rerun.hpp at the working precision and one tier up, confirmed
+// draw by draw and summarised over the repetitions, beside the exact sense.
+#include "sanpath/analysis/rerun.hpp"
+
+#include "sanpath/compute/embed.hpp"
+#include "sanpath/compute/rerun.hpp"
+
+#include <stdexcept>
+
+namespace sanpath {
+
+namespace {
+
+/// One precision's values: [k][r].
+struct RawRerun {
+  std::vector<RerunPoint<BigReal>> points;
+  BigReal output_frobenius;
+  long tokens = 0, predictions = 0;
+};
+
+bool attention_only(const Variant& v) { return v.mlp == MlpKind::none && v.layernorm == LayerNormKind::none; }
+
+RawRerun rerun_at(const Precision& p, const Model& model, const Variant& variant, const InputSpec& input,
+                  const TaskHead* head, const RerunOptions& options, bool exact, const ProgressFn& progress,
+                  const std::string& what) {
+  return with_scalar(p, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    ForwardOptions fo;
+    fo.record_attention = exact;
+    fo.on_layer = layer_progress(progress, what + ": forward pass at " + p.name(), model.arch().layers);
+    const ForwardTrace<S> t = forward<S>(model, variant, make_input<S>(model, input), fo);
+    std::vector<Matrix<S>> truncations;
+    if (exact) exact_effectiveness<S>(model, t, nullptr, 1, &truncations);
+    report_progress(progress, what + ": sub-networks at " + p.name(), 0, 0);
+    const RerunEffectiveness<S> e =
+        rerun_effectiveness<S>(model, variant, t.X.front(), t.X.back(), head, options, exact ? &truncations : nullptr);
+    RawRerun r;
+    r.tokens = static_cast<long>(t.X.front().rows());
+    r.output_frobenius = to_big(e.output_frobenius);
+    for (const RerunPoint<S>& x : e.points) {
+      RerunPoint<BigReal> y;
+      y.length = x.length;
+      y.count = x.count;
+      y.all_paths = x.all_paths;
+      y.evaluated = x.evaluated;
+      for (const S& v : x.distance) y.distance.push_back(to_big(v));
+      for (const S& v : x.gap) y.gap.push_back(to_big(v));
+      for (const HeadAgreement<S>& h : x.head) {
+        y.head.push_back({h.agree, h.predictions, to_big(h.mean_kl)});
+        r.predictions = h.predictions;
+      }
+      r.points.push_back(std::move(y));
+    }
+    return r;
+  });
+}
+
+/// A value confirmed by its check value; an exact 0 is rounding (the
+/// sub-network outputs differ from X^L or X_{≤k} in general): below the
+/// resolution 2^(1-bits)·`scale`.
+Quantity measured(const BigReal& v, const BigReal* check, long bits, const BigReal& scale) {
+  if (v == 0) return below_resolution(v, BigReal(pow(BigReal(2, 30), BigReal(1 - bits, 30)) * scale));
+  return check ? confirm(v, *check, bits) : Quantity::unconfirmed(v);
+}
+
+/// The statistic of repetitions 0..R-1 (only the first when every path was run).
+BatchStatistic over_repeats(const std::vector<BigReal>& a, const std::vector<BigReal>* c, bool all_paths, long bits,
+                            const BigReal& scale) {
+  std::vector<Quantity> q;
+  const std::size_t R = all_paths ? 1 : a.size();
+  for (std::size_t r = 0; r < R; ++r) q.push_back(measured(a[r], c ? &(*c)[r] : nullptr, bits, scale));
+  return summarize(q);
+}
+
+}  // namespace
+
+RerunReport analyze_rerun(const Model& model, const Variant& variant, const InputSpec& input,
+                          const PrecisionRequest& request, const RerunRequest& rerun, const TaskHead* head,
+                          const ProgressFn& progress) {
+  if (rerun.samples < 1) throw std::invalid_argument("re-run: samples: at least 1 path per length is needed");
+  if (rerun.repeats < 1) throw std::invalid_argument("re-run: repeats: at least 1 repetition is needed");
+  if (rerun.threads < 0) throw std::invalid_argument("re-run: threads: " + std::to_string(rerun.threads) + " is negative");
+  model.check_supports(variant);
+  const bool exact = attention_only(variant);
+  RerunReport r;
+  r.request = rerun;
+  std::optional<Precision> check;
+  if (exact) {
+    r.exact = analyze_effectiveness(model, variant, input, request, head, prefixed_progress(progress, "exact: "));
+    static_cast<PathReportBase&>(r) = static_cast<const PathReportBase&>(*r.exact);
+    check = r.exact->check;
+  } else {
+    const PrecisionChoice choice =
+        choose_precision(model, variant, input, request, Center::mean, prefixed_progress(progress, "precision: "));
+    if (request.confirm && !choice.precision.is_top()) check = choice.precision.next();
+    r.variant = variant;
+    r.precision = choice.precision;
+    r.check = check;
+    r.tried_bits = choice.tried_bits;
+    r.chosen_by = choice.method;
+    r.ceiling_reached = choice.ceiling_reached;
+    r.layers = model.arch().layers;
+    r.heads = model.arch().heads;
+  }
+  RerunOptions options;
+  options.samples = rerun.samples;
+  options.repeats = rerun.repeats;
+  options.seed = rerun.seed;
+  options.threads = rerun.threads;
+  const Precision p = r.precision;
+  const RawRerun a = rerun_at(p, model, variant, input, head, options, exact, progress, "re-run");
+  std::optional<RawRerun> c;
+  if (check) c = rerun_at(*check, model, variant, input, head, options, exact, progress, "confirming re-run");
+  r.tokens = a.tokens;
+  if (head) {
+    r.head = head->kind;
+    r.outputs = head->outputs();
+    r.predictions = a.predictions;
+  }
+  const long bits = p.bits;
+  for (std::size_t k = 0; k < a.points.size(); ++k) {
+    const RerunPoint<BigReal>& x = a.points[k];
+    const RerunPoint<BigReal>* y = c ? &c->points[k] : nullptr;
+    RerunEntry e;
+    e.length = x.length;
+    e.count = x.count.str();
+    e.all_paths = x.all_paths;
+    e.evaluated = x.evaluated;
+    e.distance = over_repeats(x.distance, y ? &y->distance : nullptr, x.all_paths, bits, BigReal(1, 30));
+    if (!x.gap.empty()) e.gap = over_repeats(x.gap, y ? &y->gap : nullptr, x.all_paths, bits, BigReal(1, 30));
+    if (!x.head.empty()) {
+      std::vector<BigReal> kl, klc;
+      const std::size_t R = x.all_paths ? 1 : x.head.size();
+      for (std::size_t i = 0; i < R; ++i) {
+        e.agree.push_back(x.head[i].agree);
+        kl.push_back(x.head[i].mean_kl);
+        if (y) {
+          e.agree_check.push_back(y->head[i].agree);
+          klc.push_back(y->head[i].mean_kl);
+        }
+      }
+      e.kl = over_repeats(kl, y ? &klc : nullptr, false, bits, BigReal(r.outputs, 30));
+    }
+    r.lengths.push_back(std::move(e));
+  }
+  r.output_frobenius = measured(a.output_frobenius, c ? &c->output_frobenius : nullptr, bits, BigReal(1, 30));
+  return r;
+}
+
+}  // namespace sanpath

@@ -1,0 +1,238 @@
+#pragma once
+#include "sanpath/compute/rerun.hpp"
+#include "sanpath/compute/norms.hpp"
+#include "sanpath/core/resources.hpp"
+#include "compute/forward_impl.hpp"  // detail::attention, detail::mlp, detail::norm, detail::PackedLayer
+#include "compute/paths_impl.hpp"    // detail::layer_maps, detail::BiasAccumulator, detail::resolve_threads
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace sanpath {
+
+namespace detail {
+
+/// The packed weights every sub-network reads: per layer the MLP half and
+/// one single-head attention per head (β as in rerun.hpp).
+template <class S> class SubNetworks {
+ public:
+  SubNetworks(const Model& model, const Variant& variant, Eigen::Index n)
+      : model_(model), variant_(variant), one_(model.arch()) {
+    const Architecture& a = model.arch();
+    model.check_supports(variant);
+    one_.heads = 1;
+    const bool beta = !is_attention_only(variant);
+    const bool with_mlp = variant.mlp != MlpKind::none;
+    for (int l = 0; l < a.layers; ++l) {
+      const LayerWeights& lw = model.layer(l);
+      Layer layer;
+      if (with_mlp) layer.mlp = pack<S>(a, lw, true);
+      for (const HeadWeights& hw : lw.heads) {
+        PackedLayer<S> p;
+        p.WQ = convert<S>(hw.W_Q);
+        p.WK = convert<S>(hw.W_K);
+        p.WV = convert<S>(hw.W_V);
+        p.WO = convert<S>(hw.W_O);
+        p.bQ = row_of<S>(hw.b_Q);
+        p.bK = row_of<S>(hw.b_K);
+        p.bV = row_of<S>(hw.b_V);
+        p.bO = row_of<S>(lw.b_O);
+        if (!beta) {
+          p.bV.setConstant(S(0));
+          p.bO.setConstant(S(0));
+        }
+        layer.heads.push_back(std::move(p));
+      }
+      layers_.push_back(std::move(layer));
+    }
+    if (a.rope_theta) rotary_ = rotary_table<S>(n, a.d_qk, *a.rope_theta);
+  }
+
+  static bool is_attention_only(const Variant& v) {
+    return v.mlp == MlpKind::none && v.layernorm == LayerNormKind::none;
+  }
+
+  void check_path(const std::vector<int>& heads) const {
+    const Architecture& a = model_.arch();
+    if (static_cast<int>(heads.size()) != a.layers)
+      throw std::invalid_argument("sub-network: the path has " + std::to_string(heads.size()) +
+                                  " choices, the model " + std::to_string(a.layers) + " layers");
+    for (std::size_t l = 0; l < heads.size(); ++l)
+      if (heads[l] < -1 || heads[l] >= a.heads || (heads[l] == -1 && !variant_.skip))
+        throw std::invalid_argument("sub-network: layer " + std::to_string(l + 1) + ": choice " +
+                                    std::to_string(heads[l]) + " is not a head in [0, " + std::to_string(a.heads) +
+                                    ")" + (variant_.skip ? " or -1 (skip)" : " (skip is off)"));
+  }
+
+  /// F_path(X0); the path is not checked (check_path).
+  Matrix<S> run(const Matrix<S>& X0, const std::vector<int>& heads) const {
+    const Architecture& a = model_.arch();
+    const bool pre = variant_.layernorm == LayerNormKind::pre, post = variant_.layernorm == LayerNormKind::post;
+    const RotaryTable<S>* rot = rotary_ ? &*rotary_ : nullptr;
+    Matrix<S> Y = X0;
+    for (int l = 0; l < a.layers; ++l) {
+      const int h = heads[static_cast<std::size_t>(l)];
+      if (h < 0) continue;  // the skip branch: identity
+      check_interrupt();
+      const LayerWeights& lw = model_.layer(l);
+      const Layer& w = layers_[static_cast<std::size_t>(l)];
+      const PackedLayer<S>& hw = w.heads[static_cast<std::size_t>(h)];
+      Matrix<S> Z = attention<S>(one_, hw, pre ? norm(a, Y, lw.ln1_g, lw.ln1_b) : Y, variant_.mask, nullptr, rot);
+      if (post) Z = norm(a, Z, lw.ln1_g, lw.ln1_b);
+      if (variant_.mlp == MlpKind::none) {
+        Y = std::move(Z);
+        continue;
+      }
+      Y = mlp(a, w.mlp, lw, pre ? norm(a, Z, lw.ln2_g, lw.ln2_b) : Z);
+      if (variant_.mlp == MlpKind::residual) Y += Z;
+      if (post) Y = norm(a, Y, lw.ln2_g, lw.ln2_b);
+    }
+    return Y;
+  }
+
+ private:
+  struct Layer {
+    PackedLayer<S> mlp;
+    std::vector<PackedLayer<S>> heads;
+  };
+  const Model& model_;
+  Variant variant_;
+  Architecture one_;  ///< the model's architecture with one head
+  std::vector<Layer> layers_;
+  std::optional<RotaryTable<S>> rotary_;
+};
+
+template <class S> S count_as(const PathCount& c) {
+  if constexpr (is_mpfr_v<S>) {
+    return S(c.str());
+  } else {
+    return c.template convert_to<double>();
+  }
+}
+
+/// Every path of length k in enumeration order (-1 first, then heads ascending).
+inline void all_paths_of_length(int layers, int heads, bool skip, int k, std::vector<int>& prefix,
+                                std::vector<std::vector<int>>& out) {
+  const int depth = static_cast<int>(prefix.size());
+  int len = 0;
+  for (int h : prefix) len += h >= 0;
+  if (depth == layers) {
+    if (len == k) out.push_back(prefix);
+    return;
+  }
+  if (len > k || len + (layers - depth) < k) return;
+  if (skip) {
+    prefix.push_back(-1);
+    all_paths_of_length(layers, heads, skip, k, prefix, out);
+    prefix.pop_back();
+  }
+  for (int h = 0; h < heads; ++h) {
+    prefix.push_back(h);
+    all_paths_of_length(layers, heads, skip, k, prefix, out);
+    prefix.pop_back();
+  }
+}
+
+}  // namespace detail
+
+template <class S>
+Matrix<S> rerun_path(const Model& model, const Variant& variant, const Matrix<S>& X0, const std::vector<int>& heads) {
+  if (X0.cols() != model.arch().d_model || X0.rows() < 1)
+    throw std::invalid_argument("sub-network: the input is not n×d_model with d_model = " +
+                                std::to_string(model.arch().d_model));
+  const detail::SubNetworks<S> net(model, variant, X0.rows());
+  net.check_path(heads);
+  return net.run(X0, heads);
+}
+
+template <class S>
+RerunEffectiveness<S> rerun_effectiveness(const Model& model, const Variant& variant, const Matrix<S>& X0,
+                                          const Matrix<S>& XL, const TaskHead* head, const RerunOptions& options,
+                                          const std::vector<Matrix<S>>* reference) {
+  const Architecture& a = model.arch();
+  const int L = a.layers;
+  const auto K = static_cast<std::size_t>(L) + 1;
+  if (options.samples < 1) throw std::invalid_argument("re-run: at least 1 path per length is needed");
+  if (options.repeats < 1) throw std::invalid_argument("re-run: at least 1 repetition is needed");
+  if (options.threads < 0) throw std::invalid_argument("re-run: threads: " + std::to_string(options.threads) + " is negative");
+  if (X0.cols() != a.d_model || X0.rows() < 1 || XL.rows() != X0.rows() || XL.cols() != X0.cols())
+    throw std::invalid_argument("re-run: the input and the output must both be n×d_model with d_model = " +
+                                std::to_string(a.d_model));
+  if (reference && reference->size() != K)
+    throw std::invalid_argument("re-run: " + std::to_string(reference->size()) + " reference truncations for " +
+                                std::to_string(K) + " lengths");
+  const Eigen::Index n = X0.rows(), d = X0.cols();
+  const detail::SubNetworks<S> net(model, variant, n);
+  const std::vector<PathCount> counts = count_paths_by_length(L, a.heads, variant.skip);
+
+  // The bias term of the attention-only variants (math.md §4), added once.
+  Matrix<S> base = detail::zeros<S>(n, d);
+  if (detail::SubNetworks<S>::is_attention_only(variant)) {
+    detail::BiasAccumulator<S> bias(d);
+    for (int l = 0; l < L; ++l) bias.add_layer(detail::layer_maps<S>(a, model.layer(l), false), a.heads, variant.skip);
+    base.rowwise() += bias.value();
+  }
+
+  const auto R = static_cast<std::size_t>(options.repeats);
+  RerunEffectiveness<S> out;
+  out.points.resize(K);
+  for (std::size_t k = 0; k < K; ++k) {
+    RerunPoint<S>& p = out.points[k];
+    p.length = static_cast<int>(k);
+    p.count = counts[k];
+    p.all_paths = counts[k] <= PathCount(options.samples);
+    p.evaluated = p.all_paths ? counts[k].template convert_to<std::uint64_t>() : options.samples;
+  }
+  // Work units (repetition, length); a length with every path is run once.
+  struct Unit {
+    std::size_t r, k;
+  };
+  std::vector<Unit> units;
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t k = 0; k < K; ++k)
+      if (r == 0 || !out.points[k].all_paths) units.push_back({r, k});
+  std::vector<std::vector<Matrix<S>>> sums(R, std::vector<Matrix<S>>(K));
+  detail::run_blocks(units.size(), detail::resolve_threads(options.threads), [&](std::size_t u) {
+    const auto [r, k] = units[u];
+    const RerunPoint<S>& p = out.points[k];
+    Matrix<S> acc = detail::zeros<S>(n, d);
+    if (p.all_paths) {
+      std::vector<std::vector<int>> paths;
+      std::vector<int> prefix;
+      detail::all_paths_of_length(L, a.heads, variant.skip, static_cast<int>(k), prefix, paths);
+      for (const std::vector<int>& path : paths) acc += net.run(X0, path);
+    } else {
+      Rng rng(options.seed + (static_cast<std::uint64_t>(r) * K + k + 1) * 0x9E3779B97F4A7C15ULL);
+      for (std::uint64_t i = 0; i < options.samples; ++i)
+        acc += net.run(X0, random_path(rng, L, a.heads, variant.skip, static_cast<int>(k)));
+      acc *= S(detail::count_as<S>(p.count) / S(static_cast<double>(options.samples)));
+    }
+    sums[r][k] = std::move(acc);
+  });
+
+  out.output_frobenius = norm_frobenius(XL);
+  const S scale = out.output_frobenius != 0 ? out.output_frobenius : S(1);
+  std::optional<Matrix<S>> logits;
+  if (head) logits = task_logits<S>(*head, XL);
+  for (std::size_t r = 0; r < R; ++r) {
+    Matrix<S> Xk = base;
+    for (std::size_t k = 0; k < K; ++k) {
+      RerunPoint<S>& p = out.points[k];
+      Xk += sums[p.all_paths ? 0 : r][k];
+      p.distance.push_back(S(norm_frobenius(Matrix<S>(Xk - XL)) / scale));
+      if (logits) p.head.push_back(compare_logits<S>(*logits, task_logits<S>(*head, Xk)));
+      if (reference) p.gap.push_back(S(norm_frobenius(Matrix<S>(Xk - (*reference)[k])) / scale));
+    }
+  }
+  return out;
+}
+
+}  // namespace sanpath
+
+#define SANPATH_INSTANTIATE_RERUN(S)                                                                               \
+  template sanpath::Matrix<S> sanpath::rerun_path<S>(const sanpath::Model&, const sanpath::Variant&,               \
+                                                     const sanpath::Matrix<S>&, const std::vector<int>&);          \
+  template sanpath::RerunEffectiveness<S> sanpath::rerun_effectiveness<S>(                                         \
+      const sanpath::Model&, const sanpath::Variant&, const sanpath::Matrix<S>&, const sanpath::Matrix<S>&,        \
+      const sanpath::TaskHead*, const sanpath::RerunOptions&, const std::vector<sanpath::Matrix<S>>*);
