@@ -30,10 +30,10 @@ template <class S> class SubNetworks {
       if (with_mlp) layer.mlp = pack<S>(a, lw, true);
       for (const HeadWeights& hw : lw.heads) {
         PackedLayer<S> p;
-        p.WQ = convert<S>(hw.W_Q);
-        p.WK = convert<S>(hw.W_K);
-        p.WV = convert<S>(hw.W_V);
-        p.WO = convert<S>(hw.W_O);
+        p.WQ = hw.W_Q;  // weights stay in double (PackedLayer)
+        p.WK = hw.W_K;
+        p.WV = hw.W_V;
+        p.WO = hw.W_O;
         p.bQ = row_of<S>(hw.b_Q);
         p.bK = row_of<S>(hw.b_K);
         p.bV = row_of<S>(hw.b_V);
