@@ -15,18 +15,17 @@ BigReal rounding_unit(long bits) { return pow(BigReal(2, 30), BigReal(1 - bits, 
 
 Quantity confirmed_residual(const BigReal& value, const BigReal* check, long bits, const BigReal& norm, long n,
                             long d) {
-  if (value == 0) {
-    const BigReal unit = rounding_unit(bits);
-    const BigReal floor = norm != 0 ? BigReal(abs(norm) * unit * BigReal(n * d, 30)) : unit;
-    return below_resolution(value, floor);
-  }
+  if (value == 0 && norm != 0)
+    return below_resolution(value, BigReal(abs(norm) * rounding_unit(bits) * BigReal(n * d, 30)));
   return confirmed(value, check, bits);
 }
 
-std::optional<int> least_digits(std::initializer_list<const Quantity*> qs, bool checked) {
-  if (!checked) return std::nullopt;
+std::optional<int> least_digits(std::initializer_list<const Quantity*> qs) {
   std::optional<int> least;
-  for (const Quantity* q : qs) least = std::min(least.value_or(q->digits.value_or(0)), q->digits.value_or(0));
+  for (const Quantity* q : qs) {
+    if (!q->digits) return std::nullopt;
+    least = std::min(least.value_or(*q->digits), *q->digits);
+  }
   return least;
 }
 

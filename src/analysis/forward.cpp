@@ -200,9 +200,11 @@ std::vector<LayerReport> layer_reports(const std::vector<LayerStats>& stats, con
     r.norm_frobenius = value(s.norm_frobenius, c.norm_frobenius);
     r.relative_residual = residual(s.relative_residual, c.relative_residual, BigReal(1, 30));
     const Quantity* lower = r.res_composite_lower ? &*r.res_composite_lower : &r.res_composite;
-    r.digits = least_digits({&r.res_composite, lower, &r.res_one, &r.res_inf, &r.res_frobenius, &r.norm_composite,
-                             &r.norm_frobenius, &r.relative_residual},
-                            ck != nullptr);
+    // With a check run, a value below resolution has 0 confirmed digits.
+    if (ck)
+      r.digits = least_digits({&r.res_composite, lower, &r.res_one, &r.res_inf, &r.res_frobenius, &r.norm_composite,
+                               &r.norm_frobenius, &r.relative_residual})
+                     .value_or(0);
     out.push_back(std::move(r));
   }
   return out;

@@ -129,8 +129,7 @@ PathTermEntry term_entry(const RawRecord& x, const RawRecord* y, long bits, long
   e.norm_composite = confirmed(x.composite, y ? &y->composite : nullptr, bits);
   e.residual_composite = confirmed_residual(x.residual, y ? &y->residual : nullptr, bits, x.composite, n, d);
   e.stochastic_residual = confirmed_residual(x.stochastic, y ? &y->stochastic : nullptr, bits, one, n, n);
-  e.digits = least_digits({&e.norm_frobenius, &e.norm_composite, &e.residual_composite, &e.stochastic_residual},
-                          y != nullptr);
+  e.digits = least_digits({&e.norm_frobenius, &e.norm_composite, &e.residual_composite, &e.stochastic_residual});
   return e;
 }
 
@@ -336,7 +335,7 @@ LengthSumsReport analyze_length_sums(const Model& model, const Variant& variant,
     e.frobenius = confirmed(a.frobenius[k], ck(&RawSums::frobenius), bits);
     e.residual = confirmed_residual(a.residual[k], ck(&RawSums::residual), bits, a.frobenius[k], a.n, a.d);
     e.share = confirmed(a.share[k], ck(&RawSums::share), bits);
-    e.digits = least_digits({&e.frobenius, &e.residual, &e.share}, c.has_value());
+    e.digits = least_digits({&e.frobenius, &e.residual, &e.share});
     r.lengths.push_back(std::move(e));
   }
   r.total_count = total.str();
@@ -510,8 +509,7 @@ PathSampleReport analyze_samples(const Model& model, const Variant& variant, con
     // The spread is no digit count of the means: one path (length 0) has a
     // standard deviation of 0, computed as rounding noise.
     e.digits =
-        least_digits({&e.norm.mean, &e.norm.low, &e.norm.high, &e.residual.mean, &e.residual.low, &e.residual.high},
-                     y != nullptr);
+        least_digits({&e.norm.mean, &e.norm.low, &e.norm.high, &e.residual.mean, &e.residual.low, &e.residual.high});
     r.lengths.push_back(std::move(e));
   }
   return r;
@@ -552,9 +550,9 @@ EffectivenessReport analyze_effectiveness(const Model& model, const Variant& var
         e.kl = below_resolution(a.kl[k], rounding_unit(bits) * BigReal(r.outputs, 30));
       else
         e.kl = confirmed(a.kl[k], c ? &c->kl[k] : nullptr, bits);
-      e.digits = least_digits({&e.distance, &*e.kl}, c.has_value());
+      e.digits = least_digits({&e.distance, &*e.kl});
     } else {
-      e.digits = least_digits({&e.distance}, c.has_value());
+      e.digits = least_digits({&e.distance});
     }
     r.lengths.push_back(std::move(e));
   }

@@ -1,11 +1,20 @@
 #pragma once
 /// \file bounds.hpp
 /// The bounds of math.md §5 on concrete weights against measured residuals:
-/// the weight quantities and the selected theorem (bounds.hpp), and the
+/// the weight quantities and the selected theorem (compute/bounds.hpp), and the
 /// measured residual r_l = ‖res(X^l)‖_{1,∞} (optimal centre, an enclosure)
 /// of every depth from a forward pass at a precision that resolves it
 /// (analyze_forward with Center::optimal, math.md §6). This is what
-/// `sanpath bounds` prints.
+/// `sanpath bounds` prints. The uniform bound at depth l is
+/// r_l ≤ a^{(3^l − 1)/2} · r_0^{3^l} with a = 4γβHλ/√d_qk (λ: Corollary
+/// 3.2 only; math.md §5); the verdict compares it with the enclosure of the
+/// measured r_l.
+///
+/// \code
+///   const BoundsAnalysis b = analyze_bounds(model, Variant::san(), x, BoundsRequest{});
+///   for (const DepthComparison& d : b.report.depths)
+///     std::cout << d.layer << " " << to_string(d.verdict) << "\n";  // HOLDS, VIOLATED or UNDECIDED
+/// \endcode
 ///
 /// From a measurement to the enclosure the verdict uses (MeasuredDepth):
 ///  - the upper end is below resolution (Quantity::below_resolution): only

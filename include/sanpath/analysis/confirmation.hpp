@@ -27,15 +27,15 @@ namespace sanpath {
 Quantity confirmed(const BigReal& value, const BigReal* check, long bits);
 
 /// A residual ‖res(M)‖ of an n×d matrix M of norm `norm`: like `confirmed`,
-/// except that an exact 0 is rounding (the rows became identical), reported
-/// below the resolution 2^(1−bits)·‖M‖·n·d of the working precision
-/// (2^(1−bits) when ‖M‖ = 0); never printed as 0.
+/// except that an exact 0 of a nonzero M is rounding (its rows became
+/// identical), reported below the resolution 2^(1−bits)·‖M‖·n·d of the
+/// working precision, never as 0. The residual of M = 0 is exactly 0.
 Quantity confirmed_residual(const BigReal& value, const BigReal* check, long bits, const BigReal& norm, long n,
                             long d);
 
-/// The least confirmed digits of `qs` when a check run was made (a value
-/// without digits, below resolution, counts 0); nullopt otherwise.
-std::optional<int> least_digits(std::initializer_list<const Quantity*> qs, bool checked);
+/// The least confirmed digits of `qs`; nullopt when one of them has no digit
+/// count (no check run, or a value below resolution without one).
+std::optional<int> least_digits(std::initializer_list<const Quantity*> qs);
 
 /// 2^(1−bits): the unit roundoff bound of `bits`-bit arithmetic (twice the unit roundoff).
 BigReal rounding_unit(long bits);

@@ -15,6 +15,16 @@
 /// further (long paths with skip on) and then print as such bounds: ask for
 /// more bits with a fixed precision to resolve them.
 ///
+/// Shapes: a path term T = P_path X^0 W_path is n × d like X^L; S_k is the
+/// sum of the terms of length k, and Σ_k S_k + 1bᵀ = X^L (Theorem 2.1).
+///
+/// \code
+///   Variant v = Variant::san();
+///   v.skip = true;  // attention-only with skip connections: (H+1)^L paths
+///   const LengthSumsReport r = analyze_length_sums(model, v, x, PrecisionRequest{});
+///   for (const LengthSumEntry& e : r.lengths) std::cout << e.length << " " << e.share.str() << "\n";
+/// \endcode
+///
 /// Every entry point throws std::invalid_argument (the message of
 /// require_attention_only) for variants that are not attention-only, and
 /// std::invalid_argument for bad inputs, filters, lengths or sample counts.
