@@ -37,12 +37,6 @@ BigReal widen(const BigReal& x, int digits, int dir) {
   return out;
 }
 
-std::string join_depths(const std::vector<int>& ls) {
-  std::string s;
-  for (std::size_t i = 0; i < ls.size(); ++i) s += (i ? ", " : "") + std::to_string(ls[i]);
-  return s;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -98,13 +92,8 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
   const ForwardAnalysis fa = analyze_forward(model, variant, input, req, Center::optimal, progress);
 
   ResidualSeries s;
+  static_cast<Provenance&>(s) = fa;
   s.variant = variant;
-  s.method = fa.method;
-  s.precision = fa.precision;
-  s.check = fa.check;
-  s.tried_bits = fa.tried_bits;
-  s.ceiling_reached = fa.ceiling_reached;
-  if (req.automatic) s.ceiling_bits = req.max_bits > 0 ? std::min(req.max_bits, Precision::max_bits()) : Precision::max_bits();
 
   const long n = input.rows(), d = model.arch().d_model;
   const int L = model.arch().layers;
@@ -117,7 +106,7 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
     s.depths.push_back(std::move(m));
   }
 
-  const long p_bits = fa.precision.native_double ? 53 : fa.precision.bits;
+  const long p_bits = s.bits();
   // The enclosures the verdicts use.
   for (MeasuredDepth& m : s.depths) {
     MeasuredResidual& e = m.enclosure;
@@ -146,36 +135,6 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
     }
     if (m.upper.digits && m.lower.digits) m.digits = std::min(*m.upper.digits, *m.lower.digits);
   }
-
-  // The plain statement on precision and resolution.
-  std::string note = "measured with the " + to_string(fa.method) + " forward pass at " + s.precision.name();
-  if (s.check) {
-    note += s.check->bits < p_bits ? ", checked against " + s.check->name() + " (the tier below: there is no higher tier)"
-                                   : ", confirmed by a run at " + s.check->name();
-  } else {
-    note += ", no confirming run: resolution is judged from the rounding floor, a heuristic (digits and "
-            "verdicts are not confirmed)";
-  }
-  if (s.tried_bits.size() > 1) {
-    note += " (auto tried";
-    for (std::size_t i = 0; i < s.tried_bits.size(); ++i) note += (i ? ", " : " ") + std::to_string(s.tried_bits[i]);
-    note += " bits)";
-  }
-  note += ".";
-  if (!s.upper_bound_only.empty()) {
-    const std::vector<int>& u = s.upper_bound_only;
-    note += std::string(u.size() == 1 ? " Depth " : " Depths ") + join_depths(u) + (u.size() == 1 ? " is" : " are") +
-            " below what " + s.precision.name() +
-            " resolves: the measured value is an upper bound (< 1e-N) and the verdict is decided on that upper bound.";
-  }
-  if (s.ceiling_reached) {
-    note += " The auto precision ceiling of " + std::to_string(s.ceiling_bits) + " bits was reached";
-    if (s.ceiling_bits < Precision::max_bits() && s.check && s.check->bits > p_bits)
-      note += " (the top tier, " + std::to_string(Precision::max_bits()) + " bits, confirms it)";
-    note += s.upper_bound_only.empty() ? ": every depth is resolved, the smallest with fewer digits than requested."
-                                       : ": no higher precision is available to resolve the rest.";
-  }
-  s.note = note;
   return s;
 }
 
@@ -225,53 +184,6 @@ BoundsAnalysis analyze_bounds(const Model& model, const Variant& variant, const 
         measure_residuals(model, off, input, request.precision, prefixed_progress(progress, "without skip: "));
   }
 
-  // Notes, in reading order.
-  const std::string g = "gamma = " + gamma_string(request.gamma) +
-                        (request.gamma == 1 ? " (the ICML 2021 statement)" : " (arXiv v2's factor, user-given)");
-  if (out.report.theorem.applicable) {
-    out.notes.push_back(out.report.theorem.reason + " " + g + ".");
-    if (!out.report.note.empty()) out.notes.push_back(out.report.note);
-    int held = 0, violated = 0, undecided = 0, on_upper = 0;
-    for (const DepthComparison& dc : out.report.depths) {
-      held += dc.verdict == Verdict::holds;
-      violated += dc.verdict == Verdict::violated;
-      undecided += dc.verdict == Verdict::undecided;
-      on_upper += dc.measured.below_resolution;
-    }
-    std::string v = "Verdicts: " + std::to_string(held) + " HOLDS, " + std::to_string(violated) + " VIOLATED, " +
-                    std::to_string(undecided) + " UNDECIDED of " + std::to_string(out.report.depths.size()) +
-                    " depths";
-    if (on_upper > 0)
-      v += " (" + std::to_string(on_upper) + " decided on an upper bound of the measured residual)";
-    v += ".";
-    if (violated > 0)
-      v += " A VIOLATED depth with gamma = 1 contradicts the theorem as stated in ICML 2021: keep the weights and "
-           "the input.";
-    out.notes.push_back(v);
-  } else {
-    const std::string& why = out.report.theorem.reason;
-    const std::string prefix = "not applicable: ";
-    out.notes.push_back("The theorem does not apply: " + (why.rfind(prefix, 0) == 0 ? why.substr(prefix.size()) : why) +
-                        " Measured residuals are reported without a bound; " + g + ".");
-  }
-  out.notes.push_back(out.measured.note);
-  if (out.without_skip) {
-    const ResidualSeries& w = *out.without_skip;
-    std::string s = "Side by side: the same model and input with skip off (" + to_string(w.variant, VariantStyle::prose) +
-                    ") measured at " + w.precision.name() + ".";
-    const std::size_t L = out.measured.depths.size() - 1;
-    const MeasuredDepth& with_last = out.measured.depths[L];
-    const MeasuredDepth& without_last = w.depths[L];
-    const auto short_text = [](const MeasuredDepth& m) {
-      if (m.upper.below_resolution) return m.upper.str();
-      return to_sci(m.upper.value, std::min(6, std::max(1, m.upper.digits.value_or(6))));
-    };
-    s += " At depth " + std::to_string(L) + ": r_" + std::to_string(L) + " = " + short_text(with_last) +
-         " with skip, " + short_text(without_last) + " without (r_0 = " + short_text(out.measured.depths.front()) +
-         ").";
-    if (!w.upper_bound_only.empty()) s += " " + w.note;
-    out.notes.push_back(s);
-  }
   return out;
 }
 

@@ -49,33 +49,6 @@ std::string PrecisionRequest::describe() const {
          to_string(resolved_method()) + " pass";
 }
 
-long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth) {
-  const double log2_rho = log10_abs(rho) / std::log10(2.0);
-  const double growth = 2.0 * std::log2(static_cast<double>(std::max(2L, n * d))) + 4.0 * depth + 16.0;
-  return static_cast<long>(std::ceil(-log2_rho + digits * std::log2(10.0) + growth));
-}
-
-int resolved_digits(const BigReal& rho, long bits, long n, long d, int depth) {
-  if (rho == 0) return 0;
-  const long growth = bits_to_resolve(BigReal(1), 0, n, d, depth);  // the allowance alone (rho = 1, no digits)
-  const double left = static_cast<double>(bits - growth) + log10_abs(rho) / std::log10(2.0);
-  const double digits = std::floor(left * std::log10(2.0));
-  return digits < 0 ? 0 : static_cast<int>(std::min(digits, static_cast<double>(decimal_digits(bits))));
-}
-
-Quantity judge_unconfirmed(const Quantity& q, const BigReal& norm, const BigReal& rho, long bits, long n, long d,
-                           int depth) {
-  if (q.below_resolution) return q;
-  if (resolved_digits(rho, bits, n, d, depth) >= 1) return q;
-  const long growth = bits_to_resolve(BigReal(1), 0, n, d, depth);
-  BigReal floor = norm;  // ‖X‖ · 10 · 2^(growth − bits): one digit short of resolution
-  mpfr_mul_2si(floor.backend().data(), norm.backend().data(), growth - bits, MPFR_RNDU);
-  mpfr_mul_ui(floor.backend().data(), floor.backend().data(), 10, MPFR_RNDU);
-  BigReal total = floor;
-  mpfr_add(total.backend().data(), floor.backend().data(), BigReal(abs(q.value)).backend().data(), MPFR_RNDU);
-  return below_resolution(q.value, total);
-}
-
 namespace {
 
 std::vector<LayerStats> measure_at(const Precision& p, const Model& model, const Variant& variant,
@@ -101,23 +74,6 @@ std::vector<LayerStats> measure_at(const Precision& p, const Model& model, const
 }
 
 std::string pass_name(ForwardMethod method) { return method == ForwardMethod::centred ? "centred pass" : "forward pass"; }
-
-Quantity report(const BigReal& v, const std::vector<LayerStats>* check, const BigReal& c, long bits) {
-  return check ? confirm(v, c, bits) : Quantity::unconfirmed(v);
-}
-
-/// A residual computed as exactly 0 is not a measurement: the rows became
-/// identical in rounding. Report it as below the resolution of the working
-/// precision relative to the matrix norm (2^(1-bits)·‖X‖·n·d), never as 0.
-Quantity residual_report(const BigReal& v, const std::vector<LayerStats>* check, const BigReal& c, long bits,
-                         const BigReal& norm, long n, long d) {
-  if (v == 0) {
-    const BigReal unit = pow(BigReal(2, 30), BigReal(1 - bits, 30));
-    const BigReal floor = norm > 0 ? BigReal(norm * unit * BigReal(n * d, 30)) : unit;
-    return below_resolution(v, floor);
-  }
-  return report(v, check, c, bits);
-}
 
 /// The auto ceiling of a request: request.max_bits (default the top tier).
 long auto_ceiling(const PrecisionRequest& request) {
@@ -225,12 +181,13 @@ std::vector<LayerReport> layer_reports(const std::vector<LayerStats>& stats, con
     LayerReport r;
     r.layer = static_cast<int>(l);
     const auto residual = [&](const BigReal& v, const BigReal& cv, const BigReal& norm) {
-      Quantity q = residual_report(v, ck, cv, bits, norm, n, d);
+      Quantity q = confirmed_residual(v, ck ? &cv : nullptr, bits, norm, n, d);
       // Unconfirmed direct-pass values below its rounding floor are noise.
       if (!ck && method == ForwardMethod::direct)
         q = judge_unconfirmed(q, norm, s.relative_residual, p.bits, n, d, depth);
       return q;
     };
+    const auto value = [&](const BigReal& v, const BigReal& cv) { return confirmed(v, ck ? &cv : nullptr, bits); };
     r.res_one = residual(s.res_one, c.res_one, s.norm_composite);
     r.res_inf = residual(s.res_inf, c.res_inf, s.norm_composite);
     r.res_composite = residual(s.res_composite, c.res_composite, s.norm_composite);
@@ -243,17 +200,15 @@ std::vector<LayerReport> layer_reports(const std::vector<LayerStats>& stats, con
       r.res_composite_lower->rounding = Rounding::down;
       r.res_composite.rounding = Rounding::up;
     }
-    r.norm_composite = report(s.norm_composite, ck, c.norm_composite, bits);
-    r.norm_frobenius = report(s.norm_frobenius, ck, c.norm_frobenius, bits);
+    r.norm_composite = value(s.norm_composite, c.norm_composite);
+    r.norm_frobenius = value(s.norm_frobenius, c.norm_frobenius);
     r.relative_residual = residual(s.relative_residual, c.relative_residual, BigReal(1, 30));
-    if (ck) {
-      int dg = r.res_composite.digits.value_or(0);
-      for (const Quantity* q : {&r.res_one, &r.res_inf, &r.res_frobenius, &r.norm_composite, &r.norm_frobenius,
-                                &r.relative_residual})
-        dg = std::min(dg, q->digits.value_or(0));
-      if (r.res_composite_lower) dg = std::min(dg, r.res_composite_lower->digits.value_or(0));
-      r.digits = dg;
-    }
+    const Quantity* lower = r.res_composite_lower ? &*r.res_composite_lower : &r.res_composite;
+    // With a check run, a value below resolution has 0 confirmed digits.
+    if (ck)
+      r.digits = least_digits({&r.res_composite, lower, &r.res_one, &r.res_inf, &r.res_frobenius, &r.norm_composite,
+                               &r.norm_frobenius, &r.relative_residual})
+                     .value_or(0);
     out.push_back(std::move(r));
   }
   return out;
@@ -308,6 +263,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   std::map<long, std::vector<LayerStats>> runs;
   Precision p;
   if (escalate) {
+    out.chosen_by = ForwardMethod::centred;
     p = centred_start(model, input, request);
     runs[p.bits] = measure_at(p, model, variant, input, center, out.method, progress,
                               pass_name(out.method) + " at " + p.name());
@@ -316,11 +272,13 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     std::vector<LayerStats> stats;
     const PrecisionChoice choice = direct_ladder(model, variant, input, request, center, progress, &stats);
     p = choice.precision;
+    out.chosen_by = choice.method;
     out.tried_bits = choice.tried_bits;
     out.ceiling_reached = choice.ceiling_reached;
     runs[p.bits] = std::move(stats);
   }
   const long max_bits = request.automatic ? auto_ceiling(request) : Precision::max_bits();
+  if (request.automatic) out.ceiling_bits = max_bits;
   const std::vector<long>& tiers = Precision::tiers();
   std::optional<std::vector<LayerStats>> rounding_runs;  // the rounding check's values, once made
   for (;;) {

@@ -1,11 +1,12 @@
 // Path decomposition reports: the precision of analyze_forward, every
-// quantity computed twice (p and p.next()) and confirmed. The templated work
-// is the explicitly instantiated kernels of paths.hpp; this file only runs
-// them per precision and turns their results into Quantity values. One file
-// (over 600 lines) on purpose: the five analyses share the precision plan and
-// the confirmation helpers at its top.
+// quantity computed twice (p and p.next()) and confirmed (confirmation.hpp).
+// The templated work is the explicitly instantiated kernels of paths.hpp;
+// this file only runs them per precision and turns their results into
+// Quantity values. The five analyses share the precision plan at its top.
+// The text form of a head filter is parsed in paths_heads.cpp.
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/analysis/paths.hpp"
+#include "sanpath/analysis/confirmation.hpp"
 
 #include "sanpath/compute/effectiveness.hpp"
 #include "sanpath/compute/forward.hpp"
@@ -13,7 +14,6 @@
 #include "sanpath/core/resources.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <limits>
 #include <map>
 #include <memory>
@@ -57,39 +57,16 @@ Plan plan_precision(const Model& model, const Variant& variant, const InputSpec&
 
 void fill_base(PathReportBase& r, const Model& model, const Variant& variant, const Plan& plan, long tokens) {
   r.variant = variant;
+  r.method = ForwardMethod::direct;  // the decomposition is of the direct pass
   r.precision = plan.choice.precision;
   r.check = plan.check;
+  r.check_method = CheckMethod::mpfr;
   r.tried_bits = plan.choice.tried_bits;
   r.chosen_by = plan.choice.method;
   r.ceiling_reached = plan.choice.ceiling_reached;
   r.layers = model.arch().layers;
   r.heads = model.arch().heads;
   r.tokens = tokens;
-}
-
-/// A value confirmed by its check value (or unconfirmed without one).
-Quantity confirmed(const BigReal& v, const BigReal* check, long bits) {
-  return check ? confirm(v, *check, bits) : Quantity::unconfirmed(v);
-}
-
-/// A residual: like `confirmed`, except that an exact 0 of a matrix whose
-/// norm is not 0 is rounding (its rows became identical), reported below
-/// the resolution 2^(1-bits)·norm·n·d of the working precision.
-Quantity confirmed_residual(const BigReal& v, const BigReal* check, long bits, const BigReal& norm, long n, long d) {
-  if (v == 0 && norm != 0) {
-    const BigReal unit = pow(BigReal(2, 30), BigReal(1 - bits, 30));
-    return below_resolution(v, BigReal(abs(norm) * unit * BigReal(n * d, 30)));
-  }
-  return confirmed(v, check, bits);
-}
-
-std::optional<int> least_digits(std::initializer_list<const Quantity*> qs) {
-  std::optional<int> d;
-  for (const Quantity* q : qs) {
-    if (!q->digits) return std::nullopt;
-    d = d ? std::min(*d, *q->digits) : *q->digits;
-  }
-  return d;
 }
 
 // ------------------------------------------------------------ length sums
@@ -570,12 +547,12 @@ EffectivenessReport analyze_effectiveness(const Model& model, const Variant& var
       // A KL computed as exactly 0 for a truncation that differs from X^L is
       // rounding (every log-probability agreed): below 2^(1-bits) per class.
       if (a.kl[k] == 0 && a.distance[k] != 0)
-        e.kl = below_resolution(a.kl[k], pow(BigReal(2, 30), BigReal(1 - bits, 30)) * BigReal(r.outputs, 30));
+        e.kl = below_resolution(a.kl[k], rounding_unit(bits) * BigReal(r.outputs, 30));
       else
         e.kl = confirmed(a.kl[k], c ? &c->kl[k] : nullptr, bits);
       e.digits = least_digits({&e.distance, &*e.kl});
     } else {
-      e.digits = e.distance.digits;
+      e.digits = least_digits({&e.distance});
     }
     r.lengths.push_back(std::move(e));
   }
@@ -584,59 +561,6 @@ EffectivenessReport analyze_effectiveness(const Model& model, const Variant& var
 }
 
 // ---------------------------------------------------------------- helpers
-
-std::vector<std::vector<int>> parse_heads_per_layer(const std::string& text, int layers, int heads, bool skip) {
-  const auto fail = [](const std::string& m) { throw std::invalid_argument("heads per layer: " + m); };
-  const auto trim = [](std::string s) {
-    const auto b = s.find_first_not_of(" \t");
-    if (b == std::string::npos) return std::string();
-    const auto e = s.find_last_not_of(" \t");
-    return s.substr(b, e - b + 1);
-  };
-  std::vector<std::string> entries;
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t slash = text.find('/', start);
-    entries.push_back(text.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  if (static_cast<int>(entries.size()) != layers)
-    fail("'" + text + "' has " + std::to_string(entries.size()) + " entries separated by '/', the network has " +
-         std::to_string(layers) + " layers");
-  std::vector<std::vector<int>> out(entries.size());
-  for (std::size_t l = 0; l < entries.size(); ++l) {
-    const std::string where = "layer " + std::to_string(l + 1);
-    std::size_t s = 0;
-    const std::string& entry = entries[l];
-    if (trim(entry).empty()) fail(where + ": no choice given (use * for every choice)");
-    for (;;) {
-      const std::size_t comma = entry.find(',', s);
-      const std::string item = trim(entry.substr(s, comma == std::string::npos ? std::string::npos : comma - s));
-      if (item == "*") {
-        if (skip) out[l].push_back(-1);
-        for (int h = 0; h < heads; ++h) out[l].push_back(h);
-      } else if (item == "skip" || item == "-1") {
-        if (!skip) fail(where + ": '" + item + "': the variant has no skip connections (--skip on)");
-        out[l].push_back(-1);
-      } else {
-        const bool digits = !item.empty() && item.size() < 10 &&
-                            std::all_of(item.begin(), item.end(), [](unsigned char ch) { return std::isdigit(ch); });
-        if (!digits) fail(where + ": '" + item + "' is not a head (0-based number), 'skip' or '*'");
-        const int h = std::stoi(item);
-        if (h >= heads)
-          fail(where + ": head " + item + " is outside [0, " + std::to_string(heads) + ") (heads are 0-based)");
-        out[l].push_back(h);
-      }
-      if (comma == std::string::npos) break;
-      s = comma + 1;
-    }
-  }
-  PathFilter f;
-  f.allowed_heads = out;
-  validate_filter(f, layers, heads, skip);
-  return out;
-}
 
 BigReal decomposition_tolerance(const Precision& p) { return pow(BigReal(2, 30), BigReal(-(p.bits / 2), 30)); }
 

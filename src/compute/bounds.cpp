@@ -500,10 +500,7 @@ BoundsReport compare_bounds(const BoundInputs& inputs, const std::vector<Measure
       if (prev.log2() != 0) d.order = BigReal(Log(cur.log2() / prev.log2()));
     }
   }
-  if (!rep.theorem.applicable) {
-    rep.note = rep.theorem.reason;
-    return rep;
-  }
+  if (!rep.theorem.applicable) return rep;
 
   // a = 4γβ·H·λ/√d_qk with the factors the theorem uses.
   const bool use_heads = rep.theorem.theorem != Theorem::thm_2_2;  // 2.2 has H = 1 anyway
@@ -530,24 +527,15 @@ BoundsReport compare_bounds(const BoundInputs& inputs, const std::vector<Measure
 
   // Contraction radius and vacuity at r_0's upper end.
   if (A.is_zero()) {
-    rep.note = "a = 0 (beta = 0 or lambda = 0): the bound is 0 at every depth >= 1.";
+    rep.contraction = Contraction::a_zero;
   } else {
     rep.contraction_radius = BigReal(W(1) / sqrt(a));
     if (R_hi.is_zero()) {
-      rep.note = "r_0 = 0: the bound is 0 at every depth.";
+      rep.contraction = Contraction::r0_zero;
     } else {
-      const LogReal s = A.sqrt() * R_hi;  // sqrt(a)·r_0
-      const std::string radius = to_sci(*rep.contraction_radius, 6);
-      if (s >= LogReal::one()) {
-        rep.vacuous = true;
-        rep.note = "vacuous: sqrt(a)*r_0 = " + s.to_string(6) +
-                   " >= 1, so the bound does not shrink with depth; it only does for r_0 < r* = a^(-1/2) = " +
-                   radius + ".";
-      } else {
-        rep.note = "sqrt(a)*r_0 = " + s.to_string(6) +
-                   " < 1: the bound shrinks doubly exponentially with depth (contraction radius r* = a^(-1/2) = " +
-                   radius + ").";
-      }
+      rep.sqrt_a_r0 = A.sqrt() * R_hi;
+      rep.vacuous = *rep.sqrt_a_r0 >= LogReal::one();
+      rep.contraction = rep.vacuous ? Contraction::vacuous : Contraction::contracting;
     }
   }
 

@@ -69,6 +69,37 @@ void Slots::heads_out(const std::string& key, Storage s, LayerWeights& w, const 
   add(key + ".bias", {k.d}).pieces.push_back(whole_vector(w.b_O, k.d));
 }
 
+void Slots::heads_in_linear(const std::string& prefix, const char* const (&names)[3], LayerWeights& w,
+                            const Dims& k) {
+  const char which[3] = {'Q', 'K', 'V'};
+  for (int i = 0; i < 3; ++i) {
+    const std::string key = prefix + names[i];
+    Slot& W = add(key + ".weight", {k.d, k.d});
+    Slot& b = add(key + ".bias", {k.d});
+    heads_in(W, b, Storage::linear, w, which[i], 0, k);
+  }
+}
+
+// ---- config.json -------------------------------------------------------------------
+
+void read_shape(const HfConfig& c, const ShapeKeys& k, Architecture& a) {
+  a.layers = c.positive_int(k.layers);
+  a.heads = c.positive_int(k.heads);
+  a.d_qk = a.d_v = c.head_width(k.d_model, k.heads);
+  a.d_model = c.positive_int(k.d_model);
+}
+
+json shape_config(const Architecture& a, const ShapeKeys& k, const std::string& architecture,
+                  const std::string& model_type) {
+  return {{"architectures", {architecture}},
+          {"model_type", model_type},
+          {k.layers, a.layers},
+          {k.heads, a.heads},
+          {k.d_model, a.d_model},
+          {k.d_ff, a.d_ff},
+          {k.activation, hf_activation_name(a.activation)}};
+}
+
 // ---- walking it -------------------------------------------------------------------
 
 namespace {

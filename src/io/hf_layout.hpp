@@ -71,9 +71,34 @@ class Slots {
   void heads_in(Slot& W, Slot& b, Storage s, LayerWeights& w, char which, std::int64_t offset, const Dims& k);
   /// Per-head output weights: head h owns rows [h·dh, (h+1)·dh) of M (d × d); the bias is b_O.
   void heads_out(const std::string& key, Storage s, LayerWeights& w, const Dims& k);
+  /// Separate query, key and value torch Linear layers (BERT-style):
+  /// `prefix` + names[i] + ".weight" (d × d) and ".bias" (d), per head.
+  void heads_in_linear(const std::string& prefix, const char* const (&names)[3], LayerWeights& w, const Dims& k);
   /// A new slot.
   Slot& add(const std::string& key, Shape shape, std::string alias = "");
 };
+
+/// The config.json keys of a family's shape: one table for reading
+/// (read_shape) and writing (shape_config).
+struct ShapeKeys {
+  const char* layers;      ///< e.g. "num_hidden_layers"
+  const char* heads;       ///< e.g. "num_attention_heads"
+  const char* d_model;     ///< e.g. "hidden_size"
+  const char* d_ff;        ///< e.g. "intermediate_size"
+  const char* activation;  ///< e.g. "hidden_act"
+};
+
+/// The keys of BERT and ALBERT.
+inline constexpr ShapeKeys bert_keys{"num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
+                                     "hidden_act"};
+
+/// a.layers, a.heads, a.d_qk = a.d_v = d_model / heads and a.d_model, in
+/// that order (the first bad key is the one an error names).
+void read_shape(const HfConfig& c, const ShapeKeys& k, Architecture& a);
+/// {"architectures": [architecture], "model_type", and a's layers, heads,
+/// d_model, d_ff and activation under the keys of `k`}.
+json shape_config(const Architecture& a, const ShapeKeys& k, const std::string& architecture,
+                  const std::string& model_type);
 
 /// One layout family: its names, config.json keys and tensor table.
 struct Family {
@@ -94,6 +119,15 @@ struct Family {
   /// The slots of the embeddings; the first is the word table, whose
   /// presence means the checkpoint has embeddings.
   void (*embeddings)(const Dims& k, const EmbeddingSizes& e, Embeddings& emb, Slots& s) = nullptr;
+  /// Sets the four functions above (the families described by their slots).
+  Family& described_by(decltype(read_config) from_config, decltype(write_config) to_config,
+                       decltype(layer) layer_slots, decltype(embeddings) embedding_slots) {
+    read_config = from_config;
+    write_config = to_config;
+    layer = layer_slots;
+    embeddings = embedding_slots;
+    return *this;
+  }
   /// A family read and written by its own walk instead of the slots above
   /// (the Llama family: key/value blocks shared by groups of query heads).
   Model (*load)(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source) = nullptr;

@@ -8,14 +8,11 @@ namespace sanpath::io {
 namespace {
 
 void read_config(const HfConfig& c, Architecture& a, EmbeddingSizes& e) {
-  a.layers = c.positive_int("num_hidden_layers");
-  a.heads = c.positive_int("num_attention_heads");
-  a.d_qk = a.d_v = c.head_width("hidden_size", "num_attention_heads");
-  a.d_model = c.positive_int("hidden_size");
-  a.d_ff = c.positive_int("intermediate_size");
+  read_shape(c, bert_keys, a);
+  a.d_ff = c.positive_int(bert_keys.d_ff);
   c.require_absolute_positions();
   a.variant = Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none};
-  a.activation = c.activation("hidden_act", "gelu");
+  a.activation = c.activation(bert_keys.activation, "gelu");
   a.ln_eps = c.eps_or("layer_norm_eps", 1e-12);
   e.vocab = c.size_or_any("vocab_size");
   e.positions = c.size_or_any("max_position_embeddings");
@@ -30,13 +27,7 @@ void read_roberta_config(const HfConfig& c, Architecture& a, EmbeddingSizes& e) 
 
 void layer(const Dims& k, int l, LayerWeights& w, Slots& s) {
   const std::string p = "encoder.layer." + str(l) + ".";
-  const std::pair<char, const char*> qkv[] = {{'Q', "query"}, {'K', "key"}, {'V', "value"}};
-  for (const auto& [which, name] : qkv) {
-    const std::string key = p + "attention.self." + name;
-    Slot& W = s.add(key + ".weight", {k.d, k.d});
-    Slot& b = s.add(key + ".bias", {k.d});
-    s.heads_in(W, b, Storage::linear, w, which, 0, k);
-  }
+  s.heads_in_linear(p + "attention.self.", {"query", "key", "value"}, w, k);
   s.heads_out(p + "attention.output.dense", Storage::linear, w, k);
   s.layernorm(p + "attention.output.LayerNorm", w.ln1_g, w.ln1_b, k.d);
   s.dense(p + "intermediate.dense", Storage::linear, w.W_1, w.b_1, k.d, k.ff);
@@ -53,15 +44,9 @@ void embeddings(const Dims&, const EmbeddingSizes& e, Embeddings& emb, Slots& s)
 
 json config(const Model& m, const EmbeddingSizes* e, const char* architecture, const char* model_type) {
   const Architecture& a = m.arch();
-  json c = {{"architectures", {architecture}},
-            {"model_type", model_type},
-            {"num_hidden_layers", a.layers},
-            {"num_attention_heads", a.heads},
-            {"hidden_size", a.d_model},
-            {"intermediate_size", a.d_ff},
-            {"hidden_act", hf_activation_name(a.activation)},
-            {"layer_norm_eps", a.ln_eps},
-            {"position_embedding_type", "absolute"}};
+  json c = shape_config(a, bert_keys, architecture, model_type);
+  c["layer_norm_eps"] = a.ln_eps;
+  c["position_embedding_type"] = "absolute";
   if (e) {
     c["vocab_size"] = e->vocab;
     c["max_position_embeddings"] = e->positions;
@@ -82,21 +67,13 @@ json write_roberta(const Model& m, const EmbeddingSizes* e) {
 
 Family bert_family() {
   Family f{Layout::bert, "bert.", {"bert"}, "Bert", "encoder.layer."};
-  f.read_config = read_config;
-  f.write_config = write_bert;
-  f.layer = layer;
-  f.embeddings = embeddings;
-  return f;
+  return f.described_by(read_config, write_bert, layer, embeddings);
 }
 
 Family roberta_family() {
   Family f{Layout::roberta, "roberta.", {"roberta"}, "Roberta", "roberta.encoder.layer."};
   f.written_position_offset = 2;  // pad_token_id 1, written by write_roberta
-  f.read_config = read_roberta_config;
-  f.write_config = write_roberta;
-  f.layer = layer;
-  f.embeddings = embeddings;
-  return f;
+  return f.described_by(read_roberta_config, write_roberta, layer, embeddings);
 }
 
 }  // namespace sanpath::io

@@ -6,14 +6,13 @@ namespace sanpath::io {
 
 namespace {
 
+const ShapeKeys keys{"n_layers", "n_heads", "dim", "hidden_dim", "activation"};
+
 void read_config(const HfConfig& c, Architecture& a, EmbeddingSizes& e) {
-  a.layers = c.positive_int("n_layers");
-  a.heads = c.positive_int("n_heads");
-  a.d_qk = a.d_v = c.head_width("dim", "n_heads");
-  a.d_model = c.positive_int("dim");
-  a.d_ff = c.positive_int("hidden_dim");
+  read_shape(c, keys, a);
+  a.d_ff = c.positive_int(keys.d_ff);
   a.variant = Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none};
-  a.activation = c.activation("activation", "gelu");
+  a.activation = c.activation(keys.activation, "gelu");
   a.ln_eps = 1e-12;
   e.vocab = c.size_or_any("vocab_size");
   e.positions = c.size_or_any("max_position_embeddings");
@@ -22,13 +21,7 @@ void read_config(const HfConfig& c, Architecture& a, EmbeddingSizes& e) {
 
 void layer(const Dims& k, int l, LayerWeights& w, Slots& s) {
   const std::string p = "transformer.layer." + str(l) + ".";
-  const std::pair<char, const char*> qkv[] = {{'Q', "q_lin"}, {'K', "k_lin"}, {'V', "v_lin"}};
-  for (const auto& [which, name] : qkv) {
-    const std::string key = p + "attention." + name;
-    Slot& W = s.add(key + ".weight", {k.d, k.d});
-    Slot& b = s.add(key + ".bias", {k.d});
-    s.heads_in(W, b, Storage::linear, w, which, 0, k);
-  }
+  s.heads_in_linear(p + "attention.", {"q_lin", "k_lin", "v_lin"}, w, k);
   s.heads_out(p + "attention.out_lin", Storage::linear, w, k);
   s.layernorm(p + "sa_layer_norm", w.ln1_g, w.ln1_b, k.d, false);
   s.dense(p + "ffn.lin1", Storage::linear, w.W_1, w.b_1, k.d, k.ff);
@@ -43,14 +36,7 @@ void embeddings(const Dims&, const EmbeddingSizes& e, Embeddings& emb, Slots& s)
 }
 
 json write_config(const Model& m, const EmbeddingSizes* e) {
-  const Architecture& a = m.arch();
-  json c = {{"architectures", {"DistilBertModel"}},
-            {"model_type", "distilbert"},
-            {"n_layers", a.layers},
-            {"n_heads", a.heads},
-            {"dim", a.d_model},
-            {"hidden_dim", a.d_ff},
-            {"activation", hf_activation_name(a.activation)}};
+  json c = shape_config(m.arch(), keys, "DistilBertModel", "distilbert");
   if (e) {
     c["vocab_size"] = e->vocab;
     c["max_position_embeddings"] = e->positions;
@@ -63,11 +49,7 @@ json write_config(const Model& m, const EmbeddingSizes* e) {
 Family distilbert_family() {
   Family f{Layout::distilbert, "distilbert.", {"distilbert"}, "DistilBert", ".attention.q_lin."};
   f.fixed_ln_eps = 1e-12;
-  f.read_config = read_config;
-  f.write_config = write_config;
-  f.layer = layer;
-  f.embeddings = embeddings;
-  return f;
+  return f.described_by(read_config, write_config, layer, embeddings);
 }
 
 }  // namespace sanpath::io

@@ -8,12 +8,12 @@ namespace sanpath::io {
 
 namespace {
 
+const ShapeKeys keys{"n_layer", "n_head", "n_embd", "n_inner", "activation_function"};
+
 void read_config(const HfConfig& c, Architecture& a, EmbeddingSizes& e) {
-  a.layers = c.positive_int("n_layer");
-  a.heads = c.positive_int("n_head");
-  a.d_qk = a.d_v = c.head_width("n_embd", "n_head");
-  const int d = a.d_model = c.positive_int("n_embd");
-  const std::int64_t ff = c.has("n_inner") ? c.positive_int("n_inner") : 4 * static_cast<std::int64_t>(d);
+  read_shape(c, keys, a);
+  const int d = a.d_model;
+  const std::int64_t ff = c.has(keys.d_ff) ? c.positive_int(keys.d_ff) : 4 * static_cast<std::int64_t>(d);
   if (ff > INT_MAX) fail(c.path, "n_embd", str(d) + " is too large (the default n_inner = 4·n_embd exceeds 2^31 - 1)");
   a.d_ff = static_cast<int>(ff);
   if (!c.bool_or("scale_attn_weights", true))
@@ -21,7 +21,7 @@ void read_config(const HfConfig& c, Architecture& a, EmbeddingSizes& e) {
   if (c.bool_or("scale_attn_by_inverse_layer_idx", false))
     fail(c.path, "scale_attn_by_inverse_layer_idx", "true is not supported (scores are scaled by 1/sqrt(d_qk) only)");
   a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
-  a.activation = c.activation("activation_function", "gelu_new");
+  a.activation = c.activation(keys.activation, "gelu_new");
   a.ln_eps = c.eps_or("layer_norm_epsilon", 1e-5);
   e.vocab = c.size_or_any("vocab_size");
   e.positions = c.size_or_any("n_positions");
@@ -49,14 +49,8 @@ void embeddings(const Dims&, const EmbeddingSizes& e, Embeddings& emb, Slots& s)
 
 json write_config(const Model& m, const EmbeddingSizes* e) {
   const Architecture& a = m.arch();
-  json c = {{"architectures", {"GPT2Model"}},
-            {"model_type", "gpt2"},
-            {"n_layer", a.layers},
-            {"n_head", a.heads},
-            {"n_embd", a.d_model},
-            {"n_inner", a.d_ff},
-            {"activation_function", hf_activation_name(a.activation)},
-            {"layer_norm_epsilon", a.ln_eps}};
+  json c = shape_config(a, keys, "GPT2Model", "gpt2");
+  c["layer_norm_epsilon"] = a.ln_eps;
   if (e) {
     c["vocab_size"] = e->vocab;
     c["n_positions"] = e->positions;
@@ -69,11 +63,7 @@ json write_config(const Model& m, const EmbeddingSizes* e) {
 
 Family gpt2_family() {
   Family f{Layout::gpt2, "transformer.", {"gpt2"}, "GPT2", ".attn.c_attn."};
-  f.read_config = read_config;
-  f.write_config = write_config;
-  f.layer = layer;
-  f.embeddings = embeddings;
-  return f;
+  return f.described_by(read_config, write_config, layer, embeddings);
 }
 
 }  // namespace sanpath::io

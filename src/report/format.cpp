@@ -1,6 +1,7 @@
 #include "sanpath/report/format.hpp"
 #include "sanpath/analysis/double_check.hpp"
 #include "report/json_parts.hpp"
+#include "report/provenance_text.hpp"
 #include "report/text_table.hpp"
 
 #include <nlohmann/json.hpp>
@@ -29,15 +30,7 @@ using json_parts::variant_json;
 ordered_json digits_json(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
 
 ordered_json precision_json(const ForwardAnalysis& a) {
-  ordered_json j;
-  j["method"] = to_string(a.method);
-  j["precision_bits"] = a.precision.native_double ? 53 : a.precision.bits;
-  j["precision"] = a.precision.name();
-  j["check_precision_bits"] = a.check ? ordered_json(a.check->native_double ? 53 : a.check->bits) : ordered_json(nullptr);
-  j["check_method"] = a.check ? ordered_json(to_string(a.check_method)) : ordered_json(nullptr);
-  j["tried_bits"] = a.tried_bits;
-  j["ceiling_reached"] = a.ceiling_reached;
-  return j;
+  return provenance_text::json(a, provenance_text::View::forward);
 }
 
 /// Confirmed digits of every quantity of a layer (null: no check run).
@@ -69,26 +62,7 @@ ordered_json layer_json(const LayerReport& r) {
 
 std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
 
-std::string precision_line(const ForwardAnalysis& a) {
-  std::string s = "precision: " + a.precision.name() + " (" + to_string(a.method) + " pass)";
-  if (a.check && a.check_method == CheckMethod::rounding)
-    s += ", digits confirmed by double runs rounded upward and downward (margin 10x)";
-  else if (a.check && a.check->bits < a.precision.bits)
-    s += ", digits confirmed against a run at " + a.check->name() + " (no higher tier)";
-  else if (a.check)
-    s += ", digits confirmed by a run at " + a.check->name();
-  else
-    s += ", no confirming run (digits unconfirmed)";
-  if (a.tried_bits.size() > 1) {
-    s += "; auto tried";
-    for (long b : a.tried_bits) s += " " + std::to_string(b);
-    s += " bits";
-  }
-  if (a.ceiling_reached)
-    s += a.method == ForwardMethod::centred ? "; CEILING REACHED: fewer digits than asked are confirmed"
-                                            : "; CEILING REACHED: the smallest residuals are not resolved";
-  return s;
-}
+std::string precision_line(const ForwardAnalysis& a) { return provenance_text::line(a, provenance_text::View::forward); }
 
 using text_table::pad;
 

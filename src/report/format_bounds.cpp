@@ -5,6 +5,7 @@
 #include "sanpath/analysis/search.hpp"
 #include "sanpath/report/format.hpp"
 #include "report/json_parts.hpp"
+#include "report/provenance_text.hpp"
 #include "report/text_table.hpp"
 
 #include <mpfr.h>
@@ -70,19 +71,119 @@ ordered_json measured_json(const MeasuredDepth& m) {
 ordered_json series_json(const ResidualSeries& s) {
   ordered_json j;
   j["variant"] = variant_json(s.variant);
-  j["method"] = to_string(s.method);
-  j["precision_bits"] = s.precision.native_double ? 53 : s.precision.bits;
-  j["precision"] = s.precision.name();
-  j["check_precision_bits"] = s.check ? ordered_json(s.check->native_double ? 53 : s.check->bits) : ordered_json(nullptr);
-  j["tried_bits"] = s.tried_bits;
-  j["ceiling_reached"] = s.ceiling_reached;
-  j["ceiling_bits"] = s.ceiling_bits > 0 ? ordered_json(s.ceiling_bits) : ordered_json(nullptr);
+  j.update(provenance_text::json(s, provenance_text::View::bounds));
   j["upper_bound_only"] = s.upper_bound_only;
-  j["precision_note"] = s.note;
+  j["precision_note"] = residual_series_note(s);
   return j;
 }
 
+std::string join_depths(const std::vector<int>& ls) {
+  std::string s;
+  for (std::size_t i = 0; i < ls.size(); ++i) s += (i ? ", " : "") + std::to_string(ls[i]);
+  return s;
+}
+
+/// The notes of a bounds analysis by what they state.
+enum class NoteKind { theorem, contraction, verdicts, precision, skip_comparison };
+
+struct Note {
+  NoteKind kind;
+  std::string text;
+};
+
+/// The notes in reading order: which theorem and why (or why none applies),
+/// contraction/vacuity, verdict counts, precision and resolution, skip comparison.
+std::vector<Note> notes_of(const BoundsAnalysis& a) {
+  std::vector<Note> out;
+  const BoundsReport& r = a.report;
+  const std::string g = "gamma = " + gamma_string(a.request.gamma) +
+                        (a.request.gamma == 1 ? " (the ICML 2021 statement)" : " (arXiv v2's factor, user-given)");
+  if (r.theorem.applicable) {
+    out.push_back({NoteKind::theorem, r.theorem.reason + " " + g + "."});
+    out.push_back({NoteKind::contraction, contraction_sentence(r)});
+    int held = 0, violated = 0, undecided = 0, on_upper = 0;
+    for (const DepthComparison& dc : r.depths) {
+      held += dc.verdict == Verdict::holds;
+      violated += dc.verdict == Verdict::violated;
+      undecided += dc.verdict == Verdict::undecided;
+      on_upper += dc.measured.below_resolution;
+    }
+    std::string v = "Verdicts: " + std::to_string(held) + " HOLDS, " + std::to_string(violated) + " VIOLATED, " +
+                    std::to_string(undecided) + " UNDECIDED of " + std::to_string(r.depths.size()) + " depths";
+    if (on_upper > 0) v += " (" + std::to_string(on_upper) + " decided on an upper bound of the measured residual)";
+    v += ".";
+    if (violated > 0)
+      v += " A VIOLATED depth with gamma = 1 contradicts the theorem as stated in ICML 2021: keep the weights and "
+           "the input.";
+    out.push_back({NoteKind::verdicts, v});
+  } else {
+    const std::string& why = r.theorem.reason;
+    const std::string prefix = "not applicable: ";
+    out.push_back({NoteKind::theorem, "The theorem does not apply: " +
+                                          (why.rfind(prefix, 0) == 0 ? why.substr(prefix.size()) : why) +
+                                          " Measured residuals are reported without a bound; " + g + "."});
+  }
+  out.push_back({NoteKind::precision, residual_series_note(a.measured)});
+  if (a.without_skip) {
+    const ResidualSeries& w = *a.without_skip;
+    std::string s = "Side by side: the same model and input with skip off (" +
+                    to_string(w.variant, VariantStyle::prose) + ") measured at " + w.precision.name() + ".";
+    const std::size_t L = a.measured.depths.size() - 1;
+    const auto short_text = [](const MeasuredDepth& m) {
+      if (m.upper.below_resolution) return m.upper.str();
+      return to_sci(m.upper.value, std::min(6, std::max(1, m.upper.digits.value_or(6))));
+    };
+    s += " At depth " + std::to_string(L) + ": r_" + std::to_string(L) + " = " + short_text(a.measured.depths[L]) +
+         " with skip, " + short_text(w.depths[L]) + " without (r_0 = " + short_text(a.measured.depths.front()) + ").";
+    if (!w.upper_bound_only.empty()) s += " " + residual_series_note(w);
+    out.push_back({NoteKind::skip_comparison, s});
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string contraction_sentence(const BoundsReport& r) {
+  const std::string radius = r.contraction_radius ? to_sci(*r.contraction_radius, 6) : std::string();
+  const std::string s = r.sqrt_a_r0 ? r.sqrt_a_r0->to_string(6) : std::string();
+  switch (r.contraction) {
+    case Contraction::a_zero: return "a = 0 (beta = 0 or lambda = 0): the bound is 0 at every depth >= 1.";
+    case Contraction::r0_zero: return "r_0 = 0: the bound is 0 at every depth.";
+    case Contraction::vacuous:
+      return "vacuous: sqrt(a)*r_0 = " + s +
+             " >= 1, so the bound does not shrink with depth; it only does for r_0 < r* = a^(-1/2) = " + radius + ".";
+    case Contraction::contracting:
+      return "sqrt(a)*r_0 = " + s +
+             " < 1: the bound shrinks doubly exponentially with depth (contraction radius r* = a^(-1/2) = " + radius +
+             ").";
+    case Contraction::not_applicable: break;
+  }
+  return r.theorem.reason;
+}
+
+std::string residual_series_note(const ResidualSeries& s) {
+  std::string note = provenance_text::line(s, provenance_text::View::bounds);
+  if (!s.upper_bound_only.empty()) {
+    const std::vector<int>& u = s.upper_bound_only;
+    note += std::string(u.size() == 1 ? " Depth " : " Depths ") + join_depths(u) + (u.size() == 1 ? " is" : " are") +
+            " below what " + s.precision.name() +
+            " resolves: the measured value is an upper bound (< 1e-N) and the verdict is decided on that upper bound.";
+  }
+  if (s.ceiling_reached) {
+    note += " The auto precision ceiling of " + std::to_string(s.ceiling_bits) + " bits was reached";
+    if (s.ceiling_bits < Precision::max_bits() && s.check && s.check->bits > s.bits())
+      note += " (the top tier, " + std::to_string(Precision::max_bits()) + " bits, confirms it)";
+    note += s.upper_bound_only.empty() ? ": every depth is resolved, the smallest with fewer digits than requested."
+                                       : ": no higher precision is available to resolve the rest.";
+  }
+  return note;
+}
+
+std::vector<std::string> bounds_notes(const BoundsAnalysis& a) {
+  std::vector<std::string> out;
+  for (Note& n : notes_of(a)) out.push_back(std::move(n.text));
+  return out;
+}
 
 std::string coverage_sentence(const Coverage& c) {
   if (!c.any()) return {};
@@ -108,7 +209,7 @@ ordered_json bounds_json(const BoundsAnalysis& a) {
   j["a"] = str_or_null(r.a);
   j["contraction_radius"] = str_or_null(r.contraction_radius);
   j["vacuous"] = r.vacuous;
-  j["vacuity"] = r.theorem.applicable ? ordered_json(r.note) : ordered_json(nullptr);
+  j["vacuity"] = r.theorem.applicable ? ordered_json(contraction_sentence(r)) : ordered_json(nullptr);
   j["not_applicable"] = r.theorem.applicable ? ordered_json(nullptr) : ordered_json(r.theorem.reason);
   if (a.coverage.any())
     j["beyond_theorems"] = {{"rotary", a.coverage.rotary}, {"gated_mlp", a.coverage.gated_mlp},
@@ -170,7 +271,7 @@ ordered_json bounds_json(const BoundsAnalysis& a) {
   } else {
     j["without_skip"] = nullptr;
   }
-  j["notes"] = a.notes;
+  j["notes"] = bounds_notes(a);
   return j;
 }
 
@@ -220,15 +321,15 @@ std::string table(const BoundsAnalysis& a, const Model& model, const RunInfo& in
       for (const auto& l : r.lambda) ls.push_back(l ? *l : BigReal(0));
       o << "lambda_l = " << list_values(ls, 6) << "\n";
     }
-    const std::string vac = "vacuous: ";
-    o << (r.vacuous && r.note.rfind(vac, 0) == 0 ? "VACUOUS: " + r.note.substr(vac.size()) : r.note) << "\n";
+    const std::string note = contraction_sentence(r), vac = "vacuous: ";
+    o << (r.vacuous && note.rfind(vac, 0) == 0 ? "VACUOUS: " + note.substr(vac.size()) : note) << "\n";
   } else {
     const std::string prefix = "not applicable: ";
     const std::string& why = r.theorem.reason;
     o << "NOT APPLICABLE: " << (why.rfind(prefix, 0) == 0 ? why.substr(prefix.size()) : why) << "\n";
   }
   if (a.coverage.any()) o << coverage_sentence(a.coverage) << "\n";
-  o << "precision: " << a.measured.note << "\n\n";
+  o << "precision: " << residual_series_note(a.measured) << "\n\n";
 
   bool starred = false;
   if (r.theorem.applicable) {
@@ -283,10 +384,8 @@ std::string table(const BoundsAnalysis& a, const Model& model, const RunInfo& in
          "decided on that upper bound, the slack is a lower bound, â_l and q_l are not estimated\n";
   o << "\n";
   // The notes not already printed in the header.
-  for (const std::string& n : a.notes)
-    if (n != r.note && n != a.measured.note && n.rfind(r.theorem.reason, 0) != 0 &&
-        n.rfind("The theorem does not apply", 0) != 0)
-      o << "- " << n << "\n";
+  for (const Note& n : notes_of(a))
+    if (n.kind == NoteKind::verdicts || n.kind == NoteKind::skip_comparison) o << "- " << n.text << "\n";
   return text_table::trim_line_ends(o.str());
 }
 

@@ -4,6 +4,7 @@
 #include "sanpath/compute/path_graph.hpp"
 #include "sanpath/report/format.hpp"
 #include "report/json_parts.hpp"
+#include "report/provenance_text.hpp"
 #include "report/text_table.hpp"
 #include "sanpath/analysis/paths.hpp"
 #include "sanpath/analysis/rerun.hpp"
@@ -24,37 +25,13 @@ using json_parts::variant_json;
 
 ordered_json digits_value(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
 
-long bits_of(const Precision& p) { return p.native_double ? 53 : p.bits; }
-
 /// The fields every path report shares, appended after its own.
 void add_common(ordered_json& j, const PathReportBase& r, const Model& model, const RunInfo& info) {
-  j["precision_bits"] = bits_of(r.precision);
-  j["precision"] = r.precision.name();
-  j["check_precision_bits"] = r.check ? ordered_json(bits_of(*r.check)) : ordered_json(nullptr);
-  j["tried_bits"] = r.tried_bits;
-  j["precision_chosen_by"] = to_string(r.chosen_by);
-  j["ceiling_reached"] = r.ceiling_reached;
+  j.update(provenance_text::json(r, provenance_text::View::paths));
   j["variant"] = variant_json(r.variant);
   j["model"] = model_json(model, info);
   j["input"] = info.input;
   j["tokens"] = r.tokens;
-}
-
-std::string precision_text(const PathReportBase& r) {
-  std::string s = "precision: " + r.precision.name();
-  if (r.check)
-    s += ", digits confirmed by a run at " + r.check->name();
-  else
-    s += ", no confirming run (digits unconfirmed)";
-  if (r.chosen_by == ForwardMethod::centred && !r.tried_bits.empty()) {
-    s += "; auto: chosen from the residuals of a centred pass at " + std::to_string(r.tried_bits.front()) + " bits";
-  } else if (r.tried_bits.size() > 1) {
-    s += "; auto tried";
-    for (long b : r.tried_bits) s += " " + std::to_string(b);
-    s += " bits";
-  }
-  if (r.ceiling_reached) s += "; CEILING REACHED: the smallest layer residuals are not resolved";
-  return s;
 }
 
 std::string header_text(const PathReportBase& r, const Model& model, const RunInfo& info) {
@@ -63,7 +40,7 @@ std::string header_text(const PathReportBase& r, const Model& model, const RunIn
     << ", d=" << model.arch().d_model << ")\n";
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(r.variant) << "\n";
-  o << precision_text(r) << "\n";
+  o << provenance_text::line(r, provenance_text::View::paths) << "\n";
   return o.str();
 }
 
@@ -89,7 +66,7 @@ ordered_json heads_json(const std::vector<int>& heads) {
 }
 
 std::string tolerance_text(const PathReportBase& r) {
-  return "tolerance 2^-" + std::to_string(bits_of(r.precision) / 2) + " = " +
+  return "tolerance 2^-" + std::to_string(r.bits() / 2) + " = " +
          to_sci(decomposition_tolerance(r.precision), 2);
 }
 

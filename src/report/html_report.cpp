@@ -1,7 +1,9 @@
 #include "sanpath/report/html_report.hpp"
 
 #include "sanpath/io/atomic_file.hpp"
+#include "sanpath/report/format.hpp"
 #include "sanpath/report/svg_plot.hpp"
+#include "report/provenance_text.hpp"
 #include "report/text_table.hpp"
 
 #include <algorithm>
@@ -51,24 +53,6 @@ std::string variant_color(const std::string& name) {
   if (name == "SAN+skip") return "#2ca02c";
   if (name == "full" || name == "transformer") return "#7b3fa0";
   return "#555555";
-}
-
-std::string precision_text(const Precision& p, const std::optional<Precision>& check,
-                           CheckMethod method = CheckMethod::mpfr) {
-  std::string s = p.name();
-  if (check && method == CheckMethod::rounding)
-    s += ", digits confirmed by double runs rounded upward and downward (margin 10x)";
-  else if (check)
-    s += ", digits confirmed by a run at " + check->name();
-  else
-    s += ", no confirming run";
-  return s;
-}
-
-std::string tried_text(const std::vector<long>& bits) {
-  std::string s;
-  for (long b : bits) s += (s.empty() ? "" : " ") + std::to_string(b);
-  return s;
 }
 
 /// A decimal BigReal in short scientific notation (never 0 for nonzero).
@@ -124,19 +108,12 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
                                 : in_double && r.precision.check != CheckMethod::mpfr
                                     ? ", confirmed (by directed rounding where it applies, see below)"
                                     : ", confirmed one tier up"));
-  for (std::size_t i = 0; i < r.collapse.variants.size(); ++i) {
-    const ForwardAnalysis& f = r.collapse.analyses[i];
-    row("precision used: " + r.collapse.variants[i].name,
-        to_string(f.method) + " pass at " + precision_text(f.precision, f.check, f.check_method) +
-            (f.tried_bits.size() > 1 ? "; auto tried " + tried_text(f.tried_bits) + " bits" : "") +
-            (f.ceiling_reached ? "; the precision ceiling was reached" : ""));
-  }
-  row("precision used: bounds", to_string(r.bounds.measured.method) + " pass at " +
-                                    precision_text(r.bounds.precision(), r.bounds.check()) +
-                                    (r.bounds.measured.tried_bits.size() > 1
-                                         ? "; auto tried " + tried_text(r.bounds.measured.tried_bits) + " bits"
-                                         : ""));
-  row("precision used: path lengths", precision_text(r.lengths.precision, r.lengths.check));
+  using provenance_text::cell;
+  using provenance_text::View;
+  for (std::size_t i = 0; i < r.collapse.variants.size(); ++i)
+    row("precision used: " + r.collapse.variants[i].name, cell(r.collapse.analyses[i], View::forward));
+  row("precision used: bounds", cell(r.bounds.measured, View::bounds));
+  row("precision used: path lengths", cell(r.lengths, View::paths));
   o << "</table>\n</section>\n";
 }
 
@@ -305,7 +282,7 @@ void bounds_section(std::ostringstream& o, const HtmlReport& r) {
   row("contraction radius a^(−1/2)", b.contraction_radius ? sci(*b.contraction_radius) : "–");
   row("β = max_l β_l", sci(r.bounds.weights.beta));
   if (!depths.empty()) row("r_0", depths.front().upper.str());
-  for (const std::string& n : r.bounds.notes) row("note", n);
+  for (const std::string& n : bounds_notes(r.bounds)) row("note", n);
   o << "</table>\n";
   o << "<table id=\"table-bounds\" class=\"num\">\n<thead><tr><th>layer l</th><th>β<sub>l</sub></th>"
        "<th>a<sub>l</sub></th><th>measured r<sub>l</sub></th><th>bound (theorem)</th><th>verdict</th>"
@@ -359,7 +336,7 @@ void paths_section(std::ostringstream& o, const HtmlReport& r) {
        "length is the number of heads it passes, and the paths of length k sum to S<sub>k</sub>. Short paths "
        "are few; the right chart shows how much of the output each length carries. Variant: "
     << escape(to_string(r.paths_variant, VariantStyle::prose)) << " (the SAN+skip network without LayerNorm, where the "
-    << "decomposition is exact). Precision: " << escape(precision_text(p.precision, p.check)) << ".</p>\n";
+    << "decomposition is exact). Precision: " << escape(provenance_text::cell(p, provenance_text::View::paths)) << ".</p>\n";
   o << "<figure class=\"pair\">" << svg::render(counts) << svg::render(shares) << "</figure>\n";
   o << "<table id=\"table-paths\" class=\"num\">\n<thead><tr><th>length k</th><th>paths (exact)</th>"
        "<th>share ‖S<sub>k</sub>‖<sub>F</sub>/‖X<sup>L</sup>‖<sub>F</sub></th><th>‖S<sub>k</sub>‖<sub>F</sub></th>"
@@ -447,7 +424,7 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
                      " head on X<sub>≤k</sub> agree with those on X<sup>L</sup>."
                : std::string("the checkpoint has no task head, so no predictions are compared."))
     << " Variant: " << escape(to_string(r.paths_variant, VariantStyle::prose))
-    << ". Precision: " << escape(precision_text(e.precision, e.check)) << ".</p>\n";
+    << ". Precision: " << escape(provenance_text::cell(e, provenance_text::View::paths)) << ".</p>\n";
   if (rr)
     o << "<p>Dashed: the paper's own procedure (as <code>sanpath paths --effectiveness --rerun</code>): per length k, "
       << rr->request.samples << " paths (every path when there are no more) re-run as sub-networks, each layer "
@@ -456,7 +433,7 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
       << rr->request.repeats << " draws (seed " << rr->request.seed
       << ") with a ±std band, and the gap ‖X̂<sub>≤k</sub> − X<sub>≤k</sub>‖<sub>F</sub>/‖X<sup>L</sup>‖<sub>F</sub> "
          "between the two senses. Precision: "
-      << escape(precision_text(rr->precision, rr->check)) << ".</p>\n";
+      << escape(provenance_text::cell(*rr, provenance_text::View::paths)) << ".</p>\n";
   o << "<figure class=\"pair\">" << svg::render(chart) << agree_chart << "</figure>\n";
   o << "<table id=\"table-effectiveness\" class=\"num\">\n<thead><tr><th>k</th><th>paths of length ≤ k</th>"
        "<th>‖X<sub>≤k</sub> − X<sup>L</sup>‖<sub>F</sub>/‖X<sup>L</sup>‖<sub>F</sub></th>";

@@ -9,13 +9,9 @@
 # linked, never copied).
 set -uo pipefail
 
-SANPATH=$(realpath "$1")
-SHARED=$(realpath "$2")
-T=$(realpath -m "$3")/bad_inputs
-REAL=$SHARED/data/real-models
-rm -rf "$T"
-mkdir -p "$T"
-trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
+source "$(dirname "$0")/../support/cli.sh"
+cli_workdir bad_inputs "$@"
+trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT  # some cases make read-only files
 
 count=0
 failed=0

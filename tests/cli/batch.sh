@@ -15,14 +15,11 @@
 #
 # Usage: bash batch.sh <sanpath binary> <shared dir> <tmp dir>
 set -uo pipefail
-SANPATH=$(realpath "$1")
-T=$(realpath -m "$3")/batch
+source "$(dirname "$0")/../support/cli.sh"
+cli_workdir batch "$@"
 HERE=$(dirname "$(realpath "$0")")
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
-rm -rf "$T"
-mkdir -p "$T"
-trap 'rm -rf "$T"' EXIT
 failed=0
 ok() { echo "ok   $1"; }
 fail() { echo "FAIL $1"; failed=$((failed + 1)); }

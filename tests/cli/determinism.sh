@@ -7,13 +7,8 @@
 # Usage: bash determinism.sh <sanpath binary> <shared dir> <tmp dir>
 set -uo pipefail
 
-SANPATH=$(realpath "$1")
-SHARED=$(realpath "$2")
-T=$(realpath -m "$3")/determinism
-REAL=$SHARED/data/real-models
-rm -rf "$T"
-mkdir -p "$T"
-trap 'rm -rf "$T"' EXIT
+source "$(dirname "$0")/../support/cli.sh"
+cli_workdir determinism "$@"
 
 count=0
 failed=0

@@ -7,28 +7,8 @@
 # tests/analysis/test_double_check.cpp.
 # Usage: bash double_check.sh <sanpath binary> <shared dir> <tmp dir>
 set -u
-SANPATH=$1
-TMP=$3
-mkdir -p "$TMP"
-dir=$(mktemp -d "$TMP/double_check.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-# expect CODE CMD...: runs CMD, stdout to $dir/out, stderr to $dir/err.
-expect() {
-  local want=$1
-  shift
-  "$@" >"$dir/out" 2>"$dir/err"
-  local got=$?
-  [ "$got" -eq "$want" ] || fail "exit $got (want $want): $* -- $(head -c 400 "$dir/err")"
-}
-check() {
-  local name=$1
-  shift
-  /usr/bin/python3 -c "import json
-j = json.load(open('$dir/out'))
-$1" || fail "$name"
-}
+source "$(dirname "$0")/../support/cli.sh"
+cli_checks double_check "$@"
 
 M="$dir/m.safetensors"
 expect 0 "$SANPATH" init --out "$M" --layers 3 --heads 2 --d-model 16 --vocab 40 --seed 2

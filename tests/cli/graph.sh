@@ -3,21 +3,8 @@
 # (math.comb, **), DOT output, exit codes.
 # Usage: bash graph.sh <sanpath binary> <shared dir> <tmp dir>
 set -u
-SANPATH=$1
-TMP=$3
-mkdir -p "$TMP"
-dir=$(mktemp -d "$TMP/graph.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-# expect CODE CMD...: runs CMD, stdout to $dir/out, stderr to $dir/err.
-expect() {
-  local want=$1
-  shift
-  "$@" >"$dir/out" 2>"$dir/err"
-  local got=$?
-  [ "$got" -eq "$want" ] || fail "exit $got (want $want): $* -- $(head -c 300 "$dir/err")"
-}
+source "$(dirname "$0")/../support/cli.sh"
+cli_checks graph "$@"
 
 # (96, 64) with skip: total 65^96, C(96,k)·64^k by length; printed at once.
 start=$(date +%s%N)

@@ -7,28 +7,8 @@
 # missing is a failure when CI is set).
 # Usage: bash llama.sh <sanpath binary> <shared dir> <tmp dir>
 set -u
-SANPATH=$1
-SHARED=$2
-TMP=$3
-mkdir -p "$TMP"
-dir=$(mktemp -d "$TMP/llama.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-expect() {
-  local want=$1
-  shift
-  "$@" >"$dir/out" 2>"$dir/err"
-  local got=$?
-  [ "$got" -eq "$want" ] || fail "exit $got (want $want): $* -- $(head -c 400 "$dir/err")"
-}
-check() {
-  local name=$1
-  shift
-  /usr/bin/python3 -c "import json, sys
-j = json.load(open('$dir/out'))
-$1" || fail "$name"
-}
+source "$(dirname "$0")/../support/cli.sh"
+cli_checks llama "$@"
 # The forward JSON without the model's source path.
 strip_source() { /usr/bin/python3 -c "import json, sys
 j = json.load(open('$dir/out')); j['model'].pop('source'); print(json.dumps(j, sort_keys=True))"; }

@@ -4,32 +4,8 @@
 # refusals, --check, and (when present) the real GPT-2 checkpoint.
 # Usage: bash paths.sh <sanpath binary> <shared dir> <tmp dir>
 set -u
-SANPATH=$1
-SHARED=$2
-TMP=$3
-mkdir -p "$TMP"
-dir=$(mktemp -d "$TMP/paths.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-# expect CODE CMD...: runs CMD, stdout to $dir/out, stderr to $dir/err.
-expect() {
-  local want=$1
-  shift
-  "$@" >"$dir/out" 2>"$dir/err"
-  local got=$?
-  [ "$got" -eq "$want" ] || fail "exit $got (want $want): $* -- $(head -c 400 "$dir/err")"
-}
-# check NAME PYTHON: runs PYTHON with j = the JSON of $dir/out.
-check() {
-  local name=$1
-  shift
-  python3 -c "import json, math, sys
-j = json.load(open('$dir/out'))
-def num(s):
-    return float(s[2:]) if s.startswith('< ') else float(s)
-$1" || fail "$name"
-}
+source "$(dirname "$0")/../support/cli.sh"
+cli_checks paths "$@"
 
 # An attention-only model with skip (L = 3, H = 2) and one without; a full one.
 san="$dir/san.safetensors"

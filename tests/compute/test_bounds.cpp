@@ -418,7 +418,9 @@ TEST_CASE("compare_bounds on a model with exact constants") {
   CHECK(r.theorem.theorem == Theorem::thm_2_2);
   CHECK(*r.a == half);
   CHECK_FALSE(r.vacuous);  // sqrt(1/2)·1/2 ≈ 0.354 < 1
-  CHECK(r.note.find("< 1") != std::string::npos);
+  CHECK(r.contraction == Contraction::contracting);
+  REQUIRE(r.sqrt_a_r0);
+  CHECK(*r.sqrt_a_r0 < LogReal::one());
   CHECK(rel_err_in_eps(*r.contraction_radius, BigReal(sqrt(W(2))), w_bits) <= 4);
   REQUIRE(r.depths.size() == 2);
   const DepthComparison& d1 = r.depths[0];
@@ -459,7 +461,9 @@ TEST_CASE("compare_bounds on a model with exact constants") {
   in.gamma = big("16", 40);
   const BoundsReport vac = compare_bounds(in, meas);
   CHECK(vac.vacuous);
-  CHECK(vac.note.find("vacuous") != std::string::npos);
+  CHECK(vac.contraction == Contraction::vacuous);
+  REQUIRE(vac.sqrt_a_r0);
+  CHECK(*vac.sqrt_a_r0 >= LogReal::one());
   CHECK(vac.gamma == 16);
 
   // Bad inputs.
@@ -560,7 +564,8 @@ TEST_CASE("compare_bounds without an applicable theorem still reports the measur
   const BoundsReport r = compare_bounds(in, meas);
   CHECK_FALSE(r.theorem.applicable);
   CHECK_FALSE(r.a.has_value());
-  CHECK_THAT(r.note, Catch::Contains("Claim 3.1"));
+  CHECK(r.contraction == Contraction::not_applicable);
+  CHECK_THAT(r.theorem.reason, Catch::Contains("Claim 3.1"));
   CHECK(r.beta.size() == 2);
   for (const DepthComparison& d : r.depths) {
     CHECK(d.verdict == Verdict::not_applicable);

@@ -4,6 +4,7 @@
 // value, a value below resolution only as "< 1e-N", every exponent as it is.
 #include "support/helpers.hpp"
 
+#include "sanpath/analysis/bounds.hpp"
 #include "sanpath/model/random.hpp"
 #include "sanpath/report/format.hpp"
 
@@ -103,4 +104,87 @@ TEST_CASE("format_forward: table rows, JSON fields and CSV lines", "[format]") {
         "5.0000000000000000e-1,1.235e-70000,4\n");
   CHECK(parse_format("csv") == Format::csv);
   CHECK_THROWS_AS(parse_format("xml"), std::invalid_argument);
+}
+
+// The precision line and notes are written by report/ from the analyses'
+// Provenance and flags. Expected texts: the wording the analyses themselves
+// wrote before sentences moved to report/ (the README tour shows the same).
+TEST_CASE("one provenance, the precision line of every check", "[format]") {
+  const Model m = tiny_model();
+  const RunInfo info{"tiny.safetensors", "3 token ids"};
+  const auto line = [&](const ForwardAnalysis& a) {
+    const std::string t = format_forward(a, m, info, Format::table);
+    const std::size_t at = t.find("precision: ");
+    return t.substr(at, t.find('\n', at) - at);
+  };
+  ForwardAnalysis a = hand_made();
+  CHECK(line(a) == "precision: 257 bits (direct pass), digits confirmed by a run at 513 bits");
+
+  a.precision = Precision::at_least(Precision::max_bits());  // the top tier: the tier below checks
+  a.check = Precision::at_least(Precision::tiers()[Precision::tiers().size() - 2]);
+  CHECK(a.checked_below());
+  CHECK(line(a) == "precision: " + a.precision.name() + " (direct pass), digits confirmed against a run at " +
+                       a.check->name() + " (no higher tier)");
+
+  a.precision = Precision::double_precision();  // double confirmed by directed rounding
+  a.check = a.precision;
+  a.check_method = CheckMethod::rounding;
+  CHECK_FALSE(a.checked_below());
+  CHECK(line(a) == "precision: double (direct pass), digits confirmed by double runs rounded upward and downward "
+                   "(margin 10x)");
+  nlohmann::json j = nlohmann::json::parse(format_forward(a, m, info, Format::json));
+  CHECK(j.at("precision_bits") == 53);
+  CHECK(j.at("check_method") == "rounding");
+
+  a.method = ForwardMethod::centred;  // auto escalated and stopped at its ceiling
+  a.precision = Precision::at_least(513);
+  a.check = a.precision.next();
+  a.check_method = CheckMethod::mpfr;
+  a.tried_bits = {257, 513};
+  a.ceiling_reached = true;
+  CHECK(line(a) == "precision: 513 bits (centred pass), digits confirmed by a run at 1025 bits; auto tried 257 513 "
+                   "bits; CEILING REACHED: fewer digits than asked are confirmed");
+
+  a.check.reset();
+  a.ceiling_reached = false;
+  a.tried_bits = {513};
+  CHECK(line(a) == "precision: 513 bits (centred pass), no confirming run (digits unconfirmed)");
+  j = nlohmann::json::parse(format_forward(a, m, info, Format::json));
+  CHECK(j.at("method") == "centred");
+  CHECK(j.at("check_precision_bits").is_null());
+  CHECK(j.at("check_method").is_null());
+}
+
+TEST_CASE("bounds sentences are written from flags", "[format]") {
+  ResidualSeries s;
+  s.precision = Precision::at_least(257);
+  s.check = s.precision.next();
+  s.tried_bits = {128, 257};
+  s.upper_bound_only = {3, 4};
+  s.ceiling_reached = true;
+  s.ceiling_bits = 257;
+  CHECK(residual_series_note(s) ==
+        "measured with the direct forward pass at 257 bits, confirmed by a run at 513 bits (auto tried 128, 257 "
+        "bits). Depths 3, 4 are below what 257 bits resolves: the measured value is an upper bound (< 1e-N) and the "
+        "verdict is decided on that upper bound. The auto precision ceiling of 257 bits was reached (the top tier, " +
+            std::to_string(Precision::max_bits()) + " bits, confirms it): no higher precision is available to "
+                                                     "resolve the rest.");
+  s.check.reset();
+  s.tried_bits = {257};
+  s.upper_bound_only = {};
+  s.ceiling_reached = false;
+  CHECK(residual_series_note(s) ==
+        "measured with the direct forward pass at 257 bits, no confirming run: resolution is judged from the "
+        "rounding floor, a heuristic (digits and verdicts are not confirmed).");
+
+  BoundsReport r;
+  r.theorem.applicable = true;
+  r.contraction = Contraction::a_zero;
+  CHECK(contraction_sentence(r) == "a = 0 (beta = 0 or lambda = 0): the bound is 0 at every depth >= 1.");
+  r.contraction = Contraction::r0_zero;
+  CHECK(contraction_sentence(r) == "r_0 = 0: the bound is 0 at every depth.");
+  r.theorem.applicable = false;
+  r.theorem.reason = "not applicable: skip connections (Claim 3.1).";
+  r.contraction = Contraction::not_applicable;
+  CHECK(contraction_sentence(r) == r.theorem.reason);
 }

@@ -6,6 +6,12 @@
 /// batch — what the paper's Figure 2 plots (a mean over 32 sequences with
 /// its standard deviation). Inputs run on several threads; every result is
 /// stored by input index, so the output does not depend on the thread count.
+///
+/// \code
+///   const std::vector<InputSpec> xs = {InputSpec::from_tokens({1, 2, 3}), InputSpec::from_tokens({4, 5, 6, 7})};
+///   const BatchForwardAnalysis b = analyze_forward_batch(model, Variant::san(), xs, {}, Center::mean, 2);
+///   b.layers[l].mean.str();  // mean relative residual of layer l over the batch
+/// \endcode
 
 #include "sanpath/analysis/bounds.hpp"
 #include "sanpath/analysis/collapse.hpp"

@@ -1,11 +1,20 @@
 #pragma once
-/// \file bounds_analysis.hpp
+/// \file bounds.hpp
 /// The bounds of math.md §5 on concrete weights against measured residuals:
-/// the weight quantities and the selected theorem (bounds.hpp), and the
+/// the weight quantities and the selected theorem (compute/bounds.hpp), and the
 /// measured residual r_l = ‖res(X^l)‖_{1,∞} (optimal centre, an enclosure)
 /// of every depth from a forward pass at a precision that resolves it
 /// (analyze_forward with Center::optimal, math.md §6). This is what
-/// `sanpath bounds` prints.
+/// `sanpath bounds` prints. The uniform bound at depth l is
+/// r_l ≤ a^{(3^l − 1)/2} · r_0^{3^l} with a = 4γβHλ/√d_qk (λ: Corollary
+/// 3.2 only; math.md §5); the verdict compares it with the enclosure of the
+/// measured r_l.
+///
+/// \code
+///   const BoundsAnalysis b = analyze_bounds(model, Variant::san(), x, BoundsRequest{});
+///   for (const DepthComparison& d : b.report.depths)
+///     std::cout << d.layer << " " << to_string(d.verdict) << "\n";  // HOLDS, VIOLATED or UNDECIDED
+/// \endcode
 ///
 /// From a measurement to the enclosure the verdict uses (MeasuredDepth):
 ///  - the upper end is below resolution (Quantity::below_resolution): only
@@ -38,7 +47,8 @@
 /// when it lies above the working precision's rounding floor (the rule of
 /// bits_to_resolve with one digit), and as an upper bound otherwise. That
 /// rule is a heuristic (large attention logits cancel more digits than it
-/// allows for), so the precision note then says that nothing is confirmed.
+/// allows for), so the precision note (report/) then says that nothing is
+/// confirmed.
 
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/compute/bounds.hpp"
@@ -79,24 +89,16 @@ struct MeasuredDepth {
   std::optional<int> digits;
 };
 
-/// Residuals r_0..r_L of one variant and the precisions that measured them.
-struct ResidualSeries {
+/// Residuals r_0..r_L of one variant and the provenance of their values
+/// (check: one tier up, the tier below at the top tier; ceiling_reached: the
+/// ceiling stopped the search before every depth was resolved; ceiling_bits:
+/// auto's highest working precision). report/ states it in a sentence
+/// (residual_series_note).
+struct ResidualSeries : Provenance {
   Variant variant;
-  ForwardMethod method = ForwardMethod::direct;  ///< the forward pass measured
-  Precision precision;                 ///< working precision of the values
-  std::optional<Precision> check;      ///< precision of the confirming run (one tier up; the tier below at the top)
-  std::vector<long> tried_bits;        ///< auto: the precisions tried, in order
-  /// auto: the ceiling stopped the search before every depth was resolved.
-  bool ceiling_reached = false;
-  long ceiling_bits = 0;               ///< auto: the highest working precision allowed
   std::vector<MeasuredDepth> depths;   ///< r_0..r_L (size L + 1)
   /// Depths whose residual is only an upper bound (below resolution).
   std::vector<int> upper_bound_only;
-  /// Plain sentence on precision and resolution, e.g. "depths 9, 10 are below
-  /// what 16387 bits resolve: their measured values are upper bounds (< 1e-N)
-  /// and their verdicts are decided on those upper bounds; the ceiling of
-  /// 16387 bits (top tier 32772 bits for the check) was reached."
-  std::string note;
 };
 
 struct BoundsAnalysis {
@@ -105,7 +107,7 @@ struct BoundsAnalysis {
   /// compare_bounds on `measured`: theorem, a, a_l, contraction radius,
   /// vacuity, β_l, and per depth the bounds, verdicts, slack, â_l and q_l.
   /// When no theorem applies: theorem.applicable false, no bounds, verdicts
-  /// NOT_APPLICABLE, and report.note says why.
+  /// NOT_APPLICABLE, and report.theorem.reason says why.
   BoundsReport report;
   ResidualSeries measured;  ///< the analysed variant
   /// Skip on only: the same model and input with skip off (mlp and layernorm
@@ -114,9 +116,6 @@ struct BoundsAnalysis {
   /// Structure the theorems do not cover (rotary embeddings: §5's cubic
   /// bounds; gated MLP: Corollary 3.2); the reports state it in a sentence.
   Coverage coverage;
-  /// Plain statements, in reading order: which theorem and why (or why none
-  /// applies), contraction/vacuity, precision and resolution, skip comparison.
-  std::vector<std::string> notes;
 
   bool applicable() const { return report.theorem.applicable; }
   const Precision& precision() const { return measured.precision; }

@@ -1,8 +1,14 @@
 #pragma once
-/// \file experiment.hpp
+/// \file collapse.hpp
 /// The paper's Section 4 experiment: the per-layer relative residual of one
 /// model under four variants — SAN, SAN+MLP, SAN+skip and the full model —
 /// measured side by side at automatic high precision.
+///
+/// \code
+///   const Model model = random_model(default_collapse_model());
+///   const CollapseResult r = run_collapse(model, InputSpec::from_random(default_collapse_input()), {});
+///   // r.analyses[i] is variant r.variants[i]'s ForwardAnalysis (one LayerReport per layer)
+/// \endcode
 
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/model/random.hpp"

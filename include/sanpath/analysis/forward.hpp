@@ -5,12 +5,23 @@
 /// measures every layer's residual (math.md §3), and confirms each reported
 /// number by a second run one precision tier higher (math.md §6) or, for
 /// double, by passes in directed rounding (double_check.hpp). This is what
-/// `sanpath forward` prints.
+/// `sanpath forward` prints. Shapes: X^l is n × d (n = input.rows(), d =
+/// d_model), layers l = 0..L; the relative residual of layer l is
+/// ‖X^l − 1cᵀ‖_{1,∞} / ‖X^l‖_{1,∞} (math.md §3, c the centre).
+///
+/// \code
+///   const Model model = load_model("gpt2-capp");
+///   const InputSpec x = InputSpec::from_tokens({1, 5, 9, 13, 2, 7});
+///   const ForwardAnalysis a = analyze_forward(model, Variant::san(), x, PrecisionRequest{});
+///   for (const LayerReport& r : a.layers) std::cout << r.relative_residual.str() << "\n";  // "< 1e-N" below resolution
+/// \endcode
 
 #include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
 #include "sanpath/compute/norms.hpp"
 #include "sanpath/core/progress.hpp"
+#include "sanpath/analysis/confirmation.hpp"
+#include "sanpath/analysis/provenance.hpp"
 #include "sanpath/core/quantity.hpp"
 #include "sanpath/core/scalar.hpp"
 
@@ -20,23 +31,6 @@
 #include <vector>
 
 namespace sanpath {
-
-/// How the forward pass is evaluated. direct: X^l as one matrix; its residual
-/// loses log2(‖X‖/‖res X‖) bits to cancellation, so a collapsed residual needs
-/// that many bits more. centred: X^l = 1cᵀ + R carried as two parts (math.md
-/// §7); every residual keeps the working precision's relative accuracy.
-enum class ForwardMethod { direct, centred };
-
-/// "direct" or "centred".
-std::string to_string(ForwardMethod);
-/// Parses "direct|centred". Throws std::invalid_argument naming the text.
-ForwardMethod parse_method(const std::string& text);
-
-/// How the digits of a pass are confirmed: `mpfr` re-runs one precision tier
-/// up; `rounding` re-runs a double pass rounded upward and downward
-/// (double_check.hpp); `automatic` is rounding for double with a mean or
-/// median centre, mpfr otherwise.
-enum class CheckMethod { automatic, rounding, mpfr };
 
 /// How to choose the working precision.
 struct PrecisionRequest {
@@ -98,18 +92,12 @@ struct LayerReport {
   std::optional<int> digits;
 };
 
-struct ForwardAnalysis {
+/// The forward analysis: its provenance (method, working and confirming
+/// precision, precisions tried, ceiling: the top precision did not resolve
+/// everything) and every layer's report.
+struct ForwardAnalysis : Provenance {
   Variant variant;
   Center center = Center::mean;
-  ForwardMethod method = ForwardMethod::direct;
-  Precision precision;              ///< the working precision of the reported values
-  /// The confirming run's precision: one tier up, or the tier below when
-  /// `precision` is the top tier (values are then confirmed to its digits);
-  /// `precision` itself for the rounding check of double.
-  std::optional<Precision> check;
-  CheckMethod check_method = CheckMethod::mpfr;  ///< rounding or mpfr, when `check` is set
-  std::vector<long> tried_bits;     ///< auto: the precisions tried, in order
-  bool ceiling_reached = false;     ///< auto: the top precision did not resolve everything
   std::vector<LayerReport> layers;  ///< layer 0 = input, l = output of layer l
 };
 
@@ -150,23 +138,6 @@ PrecisionChoice choose_precision(const Model& model, const Variant& variant, con
 ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, const InputSpec& input,
                                 const PrecisionRequest& request, Center center = Center::mean,
                                 const ProgressFn& progress = {});
-
-/// Bits needed so that a relative residual `rho` is resolved with `digits`
-/// significant digits, with a margin for rounding growth over `depth`
-/// layers of n×d products.
-long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth);
-
-/// Significant decimal digits `bits` bits resolve in a relative residual
-/// `rho` of the direct pass: bits_to_resolve inverted (the bits left after
-/// the rounding growth allowance), in [0, decimal_digits(bits)]; 0 for rho = 0.
-int resolved_digits(const BigReal& rho, long bits, long n, long d, int depth);
-
-/// Without a check run: `q` (a direct-pass residual of a matrix of norm
-/// `norm`, relative residual `rho`) when it is resolved (resolved_digits ≥ 1),
-/// else an upper bound |q| + ‖X‖·10·2^(growth − bits), one digit short of
-/// resolution. Values already below resolution are returned unchanged.
-Quantity judge_unconfirmed(const Quantity& q, const BigReal& norm, const BigReal& rho, long bits, long n, long d,
-                           int depth);
 
 #define SANPATH_DECLARE_ANALYSIS(S)                                                                       \
   extern template std::vector<LayerStats> measure_layers<S>(const Model&, const Variant&, const InputSpec&, \

@@ -1,5 +1,5 @@
 #pragma once
-/// \file path_analysis.hpp
+/// \file paths.hpp
 /// Reports of the path decomposition (math.md §4) with the accuracy of every
 /// number stated (math.md §6): what `sanpath paths` prints. Each analysis
 /// runs the forward pass of `input` at the working precision p of the
@@ -14,6 +14,16 @@
 /// residuals of the layers' outputs; single path terms may collapse much
 /// further (long paths with skip on) and then print as such bounds: ask for
 /// more bits with a fixed precision to resolve them.
+///
+/// Shapes: a path term T = P_path X^0 W_path is n × d like X^L; S_k is the
+/// sum of the terms of length k, and Σ_k S_k + 1bᵀ = X^L (Theorem 2.1).
+///
+/// \code
+///   Variant v = Variant::san();
+///   v.skip = true;  // attention-only with skip connections: (H+1)^L paths
+///   const LengthSumsReport r = analyze_length_sums(model, v, x, PrecisionRequest{});
+///   for (const LengthSumEntry& e : r.lengths) std::cout << e.length << " " << e.share.str() << "\n";
+/// \endcode
 ///
 /// Every entry point throws std::invalid_argument (the message of
 /// require_attention_only) for variants that are not attention-only, and
@@ -35,14 +45,12 @@
 
 namespace sanpath {
 
-/// What every path report shares: the analysed variant and the precisions.
-struct PathReportBase {
+/// What every path report shares: the analysed variant and the provenance
+/// of its numbers (the direct pass; check: the run one tier up, none when
+/// not requested or at the top tier; ceiling_reached: the top precision did
+/// not resolve every layer's residual).
+struct PathReportBase : Provenance {
   Variant variant;
-  Precision precision;             ///< working precision of the reported values
-  std::optional<Precision> check;  ///< precision of the confirming run (none: not requested, or top tier)
-  std::vector<long> tried_bits;    ///< auto: the precisions tried (see PrecisionChoice)
-  ForwardMethod chosen_by = ForwardMethod::direct;  ///< the pass that chose the precision (PrecisionChoice::method)
-  bool ceiling_reached = false;    ///< auto: the top precision did not resolve every layer's residual
   int layers = 0, heads = 0;       ///< L and H of the model
   long tokens = 0;                 ///< n, rows of X^0
 };

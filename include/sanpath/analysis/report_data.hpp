@@ -4,6 +4,13 @@
 /// the four collapse variants, the bounds of the SAN and the path-length
 /// split of the attention-only network with skip connections. report/
 /// renders it (HTML) without computing anything.
+///
+/// \code
+///   ReportRequest req;
+///   req.info = {"gpt2-capp", "--tokens 1,5,9"};
+///   const HtmlReport data = build_report(model, InputSpec::from_tokens({1, 5, 9}), req);
+///   write_html_report("report.html", data);  // report/html_report.hpp
+/// \endcode
 
 #include "sanpath/analysis/batch.hpp"
 #include "sanpath/analysis/bounds.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-/// \file bounds_search.hpp
+/// \file search.hpp
 /// A seeded search for weights and inputs on which a pure SAN comes closest
 /// to (or beyond) the bound of Theorem 2.2/2.3: it maximises
 /// \f$\max_l \log_{10}(r_l / \mathrm{bound}_l)\f$ (measured over bound, the
@@ -20,6 +20,12 @@
 /// ratios that are 20% rounding error). The best is re-checked by
 /// analyze_bounds at automatic precision, whose verdicts are the result. Everything depends only on the seed: the generator is
 /// sanpath's own xoshiro256** and the arithmetic is deterministic.
+
+/// \code
+///   BoundsSearchSpec spec;
+///   spec.seed = 7;
+///   const BoundsSearchResult r = search_bounds(spec);  // r.violated: a certified counterexample
+/// \endcode
 
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/compute/bounds.hpp"

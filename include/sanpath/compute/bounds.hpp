@@ -249,6 +249,15 @@ struct DepthComparison {
   std::optional<BigReal> order;
 };
 
+/// How the uniform bound behaves with depth, at r_0's upper end (math.md §5).
+enum class Contraction {
+  not_applicable,  ///< no theorem applies (theorem.reason says why)
+  a_zero,          ///< a = 0 (β = 0 or λ = 0): the bound is 0 at every depth ≥ 1
+  r0_zero,         ///< r_0 = 0: the bound is 0 at every depth
+  vacuous,         ///< √a·r_0 ≥ 1: the bound does not shrink with depth
+  contracting      ///< √a·r_0 < 1: the bound shrinks doubly exponentially with depth
+};
+
 struct BoundsReport {
   BigReal gamma;
   TheoremChoice theorem;
@@ -257,8 +266,9 @@ struct BoundsReport {
   std::optional<BigReal> contraction_radius;
   /// sqrt(a)·r_0 ≥ 1 at r_0's upper end: the bound does not shrink with depth.
   bool vacuous = false;
-  /// Plain sentence on contraction / vacuity, or why no theorem applies.
-  std::string note;
+  Contraction contraction = Contraction::not_applicable;
+  /// sqrt(a)·r_0 at r_0's upper end (vacuous or contracting only).
+  std::optional<LogReal> sqrt_a_r0;
   std::vector<BigReal> beta;                   ///< β_l, l = 1..L (always)
   std::vector<std::optional<BigReal>> lambda;  ///< λ_l, l = 1..L
   std::vector<DepthComparison> depths;         ///< l = 1..L

@@ -3,6 +3,17 @@
 /// The forward pass of math.md §1–2 (and §8: RMSNorm, rotary embeddings,
 /// grouped-query attention, gated MLP) in any working scalar, recording
 /// every layer's output X^l (n×d) and every attention matrix P_h^l (n×n).
+/// Explicitly instantiated for every scalar of SANPATH_FOR_EACH_SCALAR.
+///
+/// \code
+///   // S: double or a tier's mpfr_real; with_scalar(p, f) calls f with the S of a Precision p
+///   with_scalar(Precision::at_least(257), [&](auto tag) {
+///     using S = typename decltype(tag)::type;
+///     const ForwardTrace<S> t = forward<S>(model, Variant::san(), make_input<S>(model, input), {});
+///     t.X.back();  // X^L, n × d
+///     t.P[0][1];   // the attention of layer 1, head 1 (row-stochastic, n × n)
+///   });
+/// \endcode
 
 #include "sanpath/model/model.hpp"
 #include "sanpath/core/scalar.hpp"

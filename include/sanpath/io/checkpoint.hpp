@@ -21,6 +21,13 @@
 ///   __metadata__["sanpath.config"]), an exact round trip of a Model.
 ///
 /// Errors are std::invalid_argument with one line "<path>: <field>: <why>".
+///
+/// \code
+///   const Model m = load_model("../shared/data/real-models/bert-ticket-classifier");
+///   m.arch().layers;                       // L, H, d_model, … from config.json
+///   save_native(m, "bert.safetensors");    // an exact round trip: load_model reads it back
+///   save_hf(m, "bert-copy", Layout::bert); // config.json + model.safetensors
+/// \endcode
 
 #include "sanpath/io/safetensors.hpp"
 #include "sanpath/model/model.hpp"

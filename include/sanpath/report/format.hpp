@@ -12,6 +12,7 @@
 #include "sanpath/model/model.hpp"
 
 #include <string>
+#include <vector>
 
 namespace sanpath {
 
@@ -103,6 +104,7 @@ std::string format_length_sums_batch(const BatchLengthSums& b, const std::vector
 struct BoundsAnalysis;
 struct BoundsSearchResult;
 struct BatchBounds;
+struct ResidualSeries;
 
 /// `sanpath bounds`. JSON: {"gamma", "theorem" ("2.2|2.3|3.2|none"),
 /// "applicable", "a", "contraction_radius", "vacuous", "vacuity",
@@ -117,6 +119,17 @@ std::string format_bounds(const BoundsAnalysis& a, const Model& model, const Run
 /// The plain sentence on structure the theorems do not cover (math.md §8),
 /// e.g. "Beyond the theorems: ... rotary ..."; empty when coverage.any() is false.
 std::string coverage_sentence(const Coverage& coverage);
+/// The sentence on how the bound behaves with depth (BoundsReport::contraction),
+/// e.g. "sqrt(a)*r_0 = 0.354 < 1: the bound shrinks doubly exponentially …";
+/// why no theorem applies when none does.
+std::string contraction_sentence(const BoundsReport& report);
+/// The sentence on the precision and resolution of a residual series: the
+/// pass and precisions, the depths that are only upper bounds, the ceiling.
+std::string residual_series_note(const ResidualSeries& series);
+/// The notes of a bounds analysis, in reading order: which theorem and why
+/// (or why none applies), contraction/vacuity, verdict counts, precision and
+/// resolution, the skip-off comparison (skip on).
+std::vector<std::string> bounds_notes(const BoundsAnalysis& a);
 /// `sanpath bounds --search`: the search, the saved files and the re-check.
 std::string format_bounds_search(const BoundsSearchResult& r, Format f);
 /// `sanpath bounds` on a batch. JSON: {"model", "input", "batch", "variant",

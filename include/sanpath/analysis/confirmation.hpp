@@ -1,0 +1,61 @@
+#pragma once
+/// \file confirmation.hpp
+/// Confirmation of reported numbers (math.md §6), in one place for every
+/// analysis: a value computed at the working precision is compared with the
+/// same quantity from a second run (sanpath::confirm: the agreeing digits; no
+/// agreeing digit means below resolution, an upper bound "< 1e-N"); a
+/// residual computed as exactly 0 is rounding, not a measurement; without a
+/// check run, a direct-pass residual is judged by the rounding floor of the
+/// working precision (bits_to_resolve).
+///
+/// \code
+///   // v at 257 bits, c the same residual from the run at 513 bits:
+///   Quantity q = confirmed_residual(v, &c, 257, norm_X, n, d);
+///   q.str();  // "1.2345678901234567e-40", or "< 1e-75" when below resolution
+/// \endcode
+
+#include "sanpath/core/quantity.hpp"
+#include "sanpath/core/scalar.hpp"
+
+#include <initializer_list>
+#include <optional>
+
+namespace sanpath {
+
+/// `value` confirmed by `check` (sanpath::confirm at `bits`), or unconfirmed
+/// when `check` is null (no check run).
+Quantity confirmed(const BigReal& value, const BigReal* check, long bits);
+
+/// A residual ‖res(M)‖ of an n×d matrix M of norm `norm`: like `confirmed`,
+/// except that an exact 0 of a nonzero M is rounding (its rows became
+/// identical), reported below the resolution 2^(1−bits)·‖M‖·n·d of the
+/// working precision, never as 0. The residual of M = 0 is exactly 0.
+Quantity confirmed_residual(const BigReal& value, const BigReal* check, long bits, const BigReal& norm, long n,
+                            long d);
+
+/// The least confirmed digits of `qs`; nullopt when one of them has no digit
+/// count (no check run, or a value below resolution without one).
+std::optional<int> least_digits(std::initializer_list<const Quantity*> qs);
+
+/// 2^(1−bits): the unit roundoff bound of `bits`-bit arithmetic (twice the unit roundoff).
+BigReal rounding_unit(long bits);
+
+/// Bits needed so that a relative residual `rho` is resolved with `digits`
+/// significant digits, with a margin for rounding growth over `depth`
+/// layers of n×d products:
+/// −log2 ρ + digits·log2 10 + 2·log2(n·d) + 4·depth + 16.
+long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth);
+
+/// Significant decimal digits `bits` bits resolve in a relative residual
+/// `rho` of the direct pass: bits_to_resolve inverted (the bits left after
+/// the rounding growth allowance), in [0, decimal_digits(bits)]; 0 for rho = 0.
+int resolved_digits(const BigReal& rho, long bits, long n, long d, int depth);
+
+/// Without a check run: `q` (a direct-pass residual of a matrix of norm
+/// `norm`, relative residual `rho`) when it is resolved (resolved_digits ≥ 1),
+/// else an upper bound |q| + ‖X‖·10·2^(growth − bits), one digit short of
+/// resolution. Values already below resolution are returned unchanged.
+Quantity judge_unconfirmed(const Quantity& q, const BigReal& norm, const BigReal& rho, long bits, long n, long d,
+                           int depth);
+
+}  // namespace sanpath

@@ -1,0 +1,59 @@
+#include "sanpath/analysis/confirmation.hpp"
+
+#include <mpfr.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace sanpath {
+
+Quantity confirmed(const BigReal& value, const BigReal* check, long bits) {
+  return check ? confirm(value, *check, bits) : Quantity::unconfirmed(value);
+}
+
+BigReal rounding_unit(long bits) { return pow(BigReal(2, 30), BigReal(1 - bits, 30)); }
+
+Quantity confirmed_residual(const BigReal& value, const BigReal* check, long bits, const BigReal& norm, long n,
+                            long d) {
+  if (value == 0 && norm != 0)
+    return below_resolution(value, BigReal(abs(norm) * rounding_unit(bits) * BigReal(n * d, 30)));
+  return confirmed(value, check, bits);
+}
+
+std::optional<int> least_digits(std::initializer_list<const Quantity*> qs) {
+  std::optional<int> least;
+  for (const Quantity* q : qs) {
+    if (!q->digits) return std::nullopt;
+    least = std::min(least.value_or(*q->digits), *q->digits);
+  }
+  return least;
+}
+
+long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth) {
+  const double log2_rho = log10_abs(rho) / std::log10(2.0);
+  const double growth = 2.0 * std::log2(static_cast<double>(std::max(2L, n * d))) + 4.0 * depth + 16.0;
+  return static_cast<long>(std::ceil(-log2_rho + digits * std::log2(10.0) + growth));
+}
+
+int resolved_digits(const BigReal& rho, long bits, long n, long d, int depth) {
+  if (rho == 0) return 0;
+  const long growth = bits_to_resolve(BigReal(1), 0, n, d, depth);  // the allowance alone (rho = 1, no digits)
+  const double left = static_cast<double>(bits - growth) + log10_abs(rho) / std::log10(2.0);
+  const double digits = std::floor(left * std::log10(2.0));
+  return digits < 0 ? 0 : static_cast<int>(std::min(digits, static_cast<double>(decimal_digits(bits))));
+}
+
+Quantity judge_unconfirmed(const Quantity& q, const BigReal& norm, const BigReal& rho, long bits, long n, long d,
+                           int depth) {
+  if (q.below_resolution) return q;
+  if (resolved_digits(rho, bits, n, d, depth) >= 1) return q;
+  const long growth = bits_to_resolve(BigReal(1), 0, n, d, depth);
+  BigReal floor = norm;  // ‖X‖ · 10 · 2^(growth − bits): one digit short of resolution
+  mpfr_mul_2si(floor.backend().data(), norm.backend().data(), growth - bits, MPFR_RNDU);
+  mpfr_mul_ui(floor.backend().data(), floor.backend().data(), 10, MPFR_RNDU);
+  BigReal total = floor;
+  mpfr_add(total.backend().data(), floor.backend().data(), BigReal(abs(q.value)).backend().data(), MPFR_RNDU);
+  return below_resolution(q.value, total);
+}
+
+}  // namespace sanpath

@@ -1,0 +1,66 @@
+// The confirmation helpers every analysis uses (analysis/confirmation.hpp):
+// expected values from the rules of math.md §6 worked out by hand.
+#include "support/helpers.hpp"
+
+#include "sanpath/analysis/confirmation.hpp"
+
+#include <cmath>
+
+using namespace sanpath;
+
+namespace {
+
+BigReal big(const char* text) { return BigReal(text, 100); }
+
+}  // namespace
+
+TEST_CASE("confirmed: no check run, agreement, disagreement in every digit", "[confirmation]") {
+  const Quantity u = confirmed(big("1.25"), nullptr, 257);
+  CHECK_FALSE(u.digits);
+  CHECK_FALSE(u.below_resolution);
+  CHECK(u.value == big("1.25"));
+
+  const BigReal same = big("1.25");
+  const Quantity a = confirmed(big("1.25"), &same, 257);
+  REQUIRE(a.digits);
+  CHECK(*a.digits == decimal_digits(257));  // every digit 257 bits carry agrees
+
+  // 1 against −1: no digit agrees; |v| + |v − c| = 3, so |x| < 10.
+  const BigReal minus_one = big("-1");
+  const Quantity d = confirmed(big("1"), &minus_one, 257);
+  CHECK(d.below_resolution);
+  CHECK(d.str() == "< 1e1");
+}
+
+TEST_CASE("confirmed_residual: an exact zero is rounding unless the matrix is zero", "[confirmation]") {
+  const BigReal zero = big("0");
+  // ‖M‖ = 1.5, n·d = 32, 257 bits: 1.5·32·2^-256 = 4.1e-76 < 1e-75.
+  const Quantity r = confirmed_residual(zero, &zero, 257, big("1.5"), 4, 8);
+  CHECK(r.below_resolution);
+  CHECK(r.str() == "< 1e-75");
+  // M = 0: its residual is exactly 0, confirmed like any value.
+  const Quantity z = confirmed_residual(zero, &zero, 257, zero, 4, 8);
+  CHECK_FALSE(z.below_resolution);
+  CHECK(z.value == 0);
+  REQUIRE(z.digits);
+  // A nonzero residual is confirmed as a value.
+  const BigReal c = big("2.5e-40");
+  const Quantity v = confirmed_residual(big("2.5e-40"), &c, 257, big("1.5"), 4, 8);
+  CHECK_FALSE(v.below_resolution);
+  CHECK(v.digits == decimal_digits(257));
+}
+
+TEST_CASE("least_digits: the least count, none when a value has none", "[confirmation]") {
+  Quantity a, b, c;
+  a.digits = 5;
+  b.digits = 3;
+  CHECK(least_digits({&a, &b}) == 3);
+  CHECK(least_digits({&a}) == 5);
+  CHECK_FALSE(least_digits({&a, &b, &c}));  // c: no check run, or below resolution
+  CHECK_FALSE(least_digits({}));
+}
+
+TEST_CASE("rounding_unit is 2^(1-bits)", "[confirmation]") {
+  CHECK(rounding_unit(53) == BigReal(std::ldexp(1.0, -52)));
+  CHECK(rounding_unit(1025) == BigReal(std::ldexp(1.0, -1024)));  // subnormal in double, still exact
+}
