@@ -197,7 +197,7 @@ std::string batch_precision_text(const std::vector<const ForwardAnalysis*>& runs
   long lo = 0, hi = 0;
   bool confirmed = true, ceiling = false;
   for (const ForwardAnalysis* a : runs) {
-    const long b = a->precision.native_double ? 53 : a->precision.bits;
+    const long b = provenance_text::bits_of(a->precision);
     lo = lo == 0 ? b : std::min(lo, b);
     hi = std::max(hi, b);
     confirmed = confirmed && a->check.has_value();

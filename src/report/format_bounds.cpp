@@ -546,7 +546,7 @@ std::string format_bounds_batch(const BatchBounds& b, const std::vector<InputSpe
   std::vector<long> bits;
   bool confirmed = true;
   for (const BoundsAnalysis& a : b.runs) {
-    bits.push_back(a.precision().native_double ? 53 : a.precision().bits);
+    bits.push_back(provenance_text::bits_of(a.precision()));
     confirmed = confirmed && a.check().has_value();
   }
   const Architecture& arch = model.arch();

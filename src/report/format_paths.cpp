@@ -518,7 +518,7 @@ std::string format_length_sums_batch(const BatchLengthSums& b, const std::vector
   std::vector<long> bits;
   bool confirmed = true;
   for (const LengthSumsReport& r : b.runs) {
-    bits.push_back(bits_of(r.precision));
+    bits.push_back(provenance_text::bits_of(r.precision));
     confirmed = confirmed && r.check.has_value();
   }
   o << "Length sums S_k = Σ_{|path| = k} P_path X W_path (Theorem 2.1) over a batch of " << b.runs.size()

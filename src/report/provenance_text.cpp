@@ -5,9 +5,9 @@ namespace sanpath::provenance_text {
 
 using nlohmann::ordered_json;
 
-namespace {
-
 long bits_of(const Precision& p) { return p.native_double ? 53 : p.bits; }
+
+namespace {
 
 /// "128 257 bits" (sep " ") or "128, 257 bits" (sep ", ").
 std::string tried_list(const Provenance& p, const char* sep) {

@@ -19,6 +19,9 @@ namespace sanpath::provenance_text {
 ///  bounds:  `bounds` (method, ceiling_bits).
 enum class View { forward, paths, bounds };
 
+/// A precision in bits as the reports print it (53 for native double).
+long bits_of(const Precision& p);
+
 /// JSON fields, in order: method (forward, bounds), precision_bits,
 /// precision, check_precision_bits (null: no check run), check_method
 /// (forward; null without a check run), tried_bits, precision_chosen_by
