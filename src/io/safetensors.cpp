@@ -94,24 +94,47 @@ template <class Int> double as_int(std::uint64_t raw) {
   return static_cast<double>(i);
 }
 
-/// Decodes `n` elements of `dtype` from `p` into `out` (one dispatch per tensor).
-void decode_all(const std::string& dtype, const unsigned char* p, std::size_t n, double* out) {
+/// Whether out[0 .. n) are all finite (no early exit: the loop vectorises).
+bool all_finite(const double* out, std::size_t n) {
+  bool bad = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t u;
+    std::memcpy(&u, out + i, 8);
+    bad |= (u & 0x7ff0000000000000ULL) == 0x7ff0000000000000ULL;
+  }
+  return !bad;
+}
+
+/// Decodes `n` elements of `dtype` from `p` into `out` (one dispatch per
+/// tensor). Returns whether every value decoded is finite.
+bool decode_all(const std::string& dtype, const unsigned char* p, std::size_t n, double* out) {
   const auto each = [&](std::size_t size, auto&& one) {
     for (std::size_t i = 0; i < n; ++i) out[i] = one(p + i * size);
   };
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  // The host's own order: plain copies the compiler vectorises.
+  // The host's own order: plain copies the compiler vectorises, the test of
+  // the exponent bits in the same pass.
   if (dtype == "F64") {
-    std::memcpy(out, p, n * 8);
-    return;
+    bool bad = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint64_t u;
+      std::memcpy(&u, p + 8 * i, 8);
+      bad |= (u & 0x7ff0000000000000ULL) == 0x7ff0000000000000ULL;
+      std::memcpy(out + i, &u, 8);
+    }
+    return !bad;
   }
   if (dtype == "F32") {
+    bool bad = false;
     for (std::size_t i = 0; i < n; ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, p + 4 * i, 4);
+      bad |= (u & 0x7f800000U) == 0x7f800000U;
       float f;
-      std::memcpy(&f, p + 4 * i, 4);
+      std::memcpy(&f, &u, 4);
       out[i] = static_cast<double>(f);
     }
-    return;
+    return !bad;
   }
 #endif
   if (dtype == "F64")
@@ -156,6 +179,7 @@ void decode_all(const std::string& dtype, const unsigned char* p, std::size_t n,
     each(1, [](const unsigned char* q) { return q[0] != 0 ? 1.0 : 0.0; });
   else
     throw std::logic_error("decode_all: unknown dtype " + dtype);
+  return all_finite(out, n);
 }
 
 // ---- header parsing ---------------------------------------------------------
@@ -455,6 +479,34 @@ void SafetensorsMap::decode(const TensorInfo& t, std::size_t first, std::size_t 
   const std::size_t elsize = dtype_size(t.dtype);
   if ((first + count) * elsize > t.end - t.begin) throw std::logic_error("SafetensorsMap::decode: out of range");
   decode_all(t.dtype, base_ + data_start_ + t.begin + first * elsize, count, out);
+}
+
+void SafetensorsMap::decode_finite(const TensorInfo& t, std::size_t first, std::size_t count, double* out) const {
+  if (count == 0) return;
+  const std::size_t elsize = dtype_size(t.dtype);
+  if ((first + count) * elsize > t.end - t.begin) throw std::logic_error("SafetensorsMap::decode: out of range");
+#ifdef MADV_POPULATE_READ
+  // A loader starts a tensor at its first element: its file pages are mapped
+  // in one call (Linux 5.14) rather than by a fault every few pages.
+  if (first == 0 && !owned_) {
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto lo = reinterpret_cast<std::uintptr_t>(base_ + data_start_ + t.begin) / page * page;
+    const auto hi = reinterpret_cast<std::uintptr_t>(base_ + data_start_ + t.end);
+    ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_READ);
+  }
+#endif
+  if (decode_all(t.dtype, base_ + data_start_ + t.begin + first * elsize, count, out)) return;
+  std::size_t i = 0;
+  while (std::isfinite(out[i])) ++i;
+  // The index of element first + i in the stored shape, row-major.
+  std::vector<std::int64_t> at(t.shape.size());
+  auto rest = static_cast<std::int64_t>(first + i);
+  for (std::size_t k = at.size(); k-- > 0;) {
+    at[k] = t.shape[k] > 0 ? rest % t.shape[k] : 0;
+    rest = t.shape[k] > 0 ? rest / t.shape[k] : 0;
+  }
+  throw std::invalid_argument(path_ + ": " + t.name + ": " + (std::isnan(out[i]) ? "NaN" : "Inf") + " at " +
+                              shape_str(at));
 }
 
 void SafetensorsMap::release(const TensorInfo& t) const {

@@ -489,18 +489,28 @@ TEST_CASE("loader errors name the file and the field", "[checkpoint][errors]") {
     with_config([](json& c) { c["vocab_size"] = 12; });  // the tensor is reported first
     CHECK(error_of([&] { load_model(dir); }).find("bert.embeddings.word_embeddings.weight") != std::string::npos);
   }
-  SECTION("NaN and Inf weights are decoded and rejected by the Model, naming the field") {
-    edit_tensors(st_path, [](std::vector<Tensor>& ts) {
+  SECTION("NaN and Inf weights are rejected as they are decoded, naming the file, the tensor and the element") {
+    // Element 3 + 2·d of the [d, d] value weight is row 2, column 3 of the stored tensor.
+    const auto d = static_cast<std::size_t>(m.arch().d_model);
+    edit_tensors(st_path, [&](std::vector<Tensor>& ts) {
       for (Tensor& t : ts)
-        if (t.name == "bert.encoder.layer.0.attention.self.value.weight") t.values[3] = std::nan("");
+        if (t.name == "bert.encoder.layer.0.attention.self.value.weight") t.values[3 + 2 * d] = std::nan("");
     });
-    require_error([&] { load_model(dir); }, dir, "layer 0 head 0 W_V", {"NaN"});
+    require_error([&] { load_model(dir); }, st_path, "bert.encoder.layer.0.attention.self.value.weight",
+                  {"NaN at [2, 3]"});
     save_hf(m, dir, Layout::bert);
     edit_tensors(st_path, [](std::vector<Tensor>& ts) {
       for (Tensor& t : ts)
-        if (t.name == "bert.encoder.layer.1.output.LayerNorm.bias") t.values[0] = -INFINITY;
+        if (t.name == "bert.encoder.layer.1.output.LayerNorm.bias") t.values[1] = -INFINITY;
     });
-    require_error([&] { load_model(dir); }, dir, "layer 1 ln2_b", {"Inf"});
+    require_error([&] { load_model(dir); }, st_path, "bert.encoder.layer.1.output.LayerNorm.bias", {"Inf at [1]"});
+    // The same in F32, whose decoding tests the exponent bits of the stored floats.
+    save_hf(m, dir, Layout::bert, "F32");
+    edit_tensors(st_path, [&](std::vector<Tensor>& ts) {
+      for (Tensor& t : ts)
+        if (t.name == "bert.encoder.layer.1.attention.output.dense.weight") t.values[d + 1] = INFINITY;
+    });
+    require_error([&] { load_model(dir); }, st_path, "bert.encoder.layer.1.attention.output.dense.weight", {"Inf at [1, 1]"});
   }
   SECTION("a hostile safetensors file is reported by the reader") {
     std::ofstream(st_path, std::ios::binary | std::ios::trunc) << "abc";

@@ -55,6 +55,11 @@ class SafetensorsMap {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   /// Decodes elements [first, first + count) of `t` (row-major order) into out[0 .. count).
   void decode(const TensorInfo& t, std::size_t first, std::size_t count, double* out) const;
+  /// The same, and throws std::invalid_argument "<file>: <tensor>: NaN at
+  /// [i, j]" (the index in the stored shape) when a value is NaN or infinite:
+  /// a loader's finiteness check in the decoding pass itself. Decoding from
+  /// element 0 first maps all of the tensor's pages (see release()).
+  void decode_finite(const TensorInfo& t, std::size_t first, std::size_t count, double* out) const;
   /// Drops the pages of `t` from this process's resident memory (they stay
   /// in the page cache); a later decode maps them in again.
   void release(const TensorInfo& t) const;
