@@ -12,6 +12,8 @@ then times whole processes, alternating within each round:
             checkpoint and a 1-token pass, i.e. the loading cost of the runs above
   numpy     bench/peers/forward_numpy_hf.py: load, embed, the same pass in float64 and the
             relative residuals; its erf time (math.erf per element) is subtracted
+The CPU seconds (user + system) of every child are recorded beside the wall
+times: on a machine shared with other work they are the steadier figure.
 and once (unless --no-mpfr) the old confirmation, --check mpfr (a run at 128 bits).
 A figure is the median of its rounds. bench/run calls this and prints the ratios.
 """
@@ -29,13 +31,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
 
 
-def timed(cmd):
+CPU = {}  # CPU seconds (user + system) of the last child, by what was timed
+
+
+def timed(cmd, what=None):
+    """Wall seconds and stdout of one child; its CPU seconds go to CPU[what]."""
     t = time.perf_counter()
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    dt = time.perf_counter() - t
-    if r.returncode != 0:
-        sys.exit(f"bench/cli_double.py: failed ({r.returncode}): {' '.join(cmd[:4])} ...: {r.stderr[-500:]}")
-    return dt, r.stdout
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        dt = time.perf_counter() - t
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"bench/cli_double.py: failed ({code}): {' '.join(cmd[:4])} ...: {stderr[-500:]}")
+    if what:
+        CPU.setdefault(what, []).append(ru.ru_utime + ru.ru_stime)
+    return dt, stdout
 
 
 def run(sanpath, rounds, with_mpfr):
@@ -54,12 +68,12 @@ def run(sanpath, rounds, with_mpfr):
         peer = [PY, os.path.join(ROOT, "bench/peers/forward_numpy_hf.py"), model, tokens]
         S = out["seconds"]
         for _ in range(rounds):
-            dt, text = timed(fwd)
+            dt, text = timed(fwd, "rounding")
             S["rounding"].append(dt)
             sanpath_json = json.loads(text)
-            S["one_pass"].append(timed(fwd + ["--no-confirm"])[0])
-            S["load"].append(timed(load)[0])
-            dt, text = timed(peer)
+            S["one_pass"].append(timed(fwd + ["--no-confirm"], "one_pass")[0])
+            S["load"].append(timed(load, "load")[0])
+            dt, text = timed(peer, "numpy")
             peer_json = json.loads(text)
             S["numpy"].append(dt - peer_json["erf_seconds"])
             S["numpy_erf"].append(peer_json["erf_seconds"])
@@ -75,6 +89,7 @@ def run(sanpath, rounds, with_mpfr):
         abs(a - float(L["relative_residual"])) / float(L["relative_residual"])
         for a, L in zip(peer_json["relative_residual"], layers))
     out["median"] = {k: statistics.median(v) for k, v in S.items() if v}
+    out["median_cpu"] = {k: statistics.median(v) for k, v in CPU.items()}
     return out
 
 
@@ -90,6 +105,11 @@ def table(r):
     rows.append(("  sanpath / numpy, whole CLI run", f"{m['rounding'] / m['numpy']:.2f}"))
     rows.append(("  sanpath / numpy, without loading (sanpath minus its load run)",
                  f"{(m['rounding'] - m['load']) / m['numpy']:.2f}"))
+    c = r.get("median_cpu")
+    if c:
+        rows.append(("  CPU s (user + system): rounding check, one pass, load; numpy (erf included)",
+                     f"{c['rounding']:.2f}, {c['one_pass']:.2f}, {c['load']:.2f}; {c['numpy']:.2f}"))
+        rows.append(("  sanpath / numpy in CPU s, whole CLI run", f"{c['rounding'] / c['numpy']:.2f}"))
     rows.append(("  digits (rounding check) per layer", " ".join(map(str, r["digits_rounding"]))))
     if "digits_mpfr" in r:
         rows.append(("  digits (--check mpfr) per layer", " ".join(map(str, r["digits_mpfr"]))))

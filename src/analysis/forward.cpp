@@ -289,10 +289,12 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
       // Double: the same pass rounded upward and downward (double_check.hpp).
       check = p;
       out.check_method = CheckMethod::rounding;
-      if (!rounding_runs)
+      if (!rounding_runs) {
+        const ProgressFn shared = serialized_progress(progress);  // the two passes may run at once
         rounding_runs = rounding_check(runs.at(p.bits), model, input, [&](const InputSpec& in, const std::string& stage) {
-          return measure_at(p, model, variant, in, center, out.method, progress, stage);
+          return measure_at(p, model, variant, in, center, out.method, shared, stage);
         });
+      }
       ck = &*rounding_runs;
     } else if (request.confirm) {
       if (!p.is_top()) {

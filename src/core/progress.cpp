@@ -1,5 +1,8 @@
 #include "sanpath/core/progress.hpp"
 
+#include <memory>
+#include <mutex>
+
 namespace sanpath {
 
 std::string ProgressStep::message() const {
@@ -13,6 +16,15 @@ void report_progress(const ProgressFn& progress, const std::string& stage, long 
 ProgressFn prefixed_progress(const ProgressFn& progress, const std::string& prefix) {
   if (!progress) return {};
   return [progress, prefix](const ProgressStep& step) { progress(ProgressStep{prefix + step.stage, step.done, step.total}); };
+}
+
+ProgressFn serialized_progress(const ProgressFn& progress) {
+  if (!progress) return {};
+  auto lock = std::make_shared<std::mutex>();
+  return [progress, lock](const ProgressStep& step) {
+    std::lock_guard<std::mutex> guard(*lock);
+    progress(step);
+  };
 }
 
 std::function<void(int, int)> layer_progress(const ProgressFn& progress, const std::string& stage, int layers) {

@@ -4,7 +4,10 @@
 #include "sanpath/io/atomic_file.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace sanpath::io {
 
@@ -134,6 +137,22 @@ bool same(const VectorXd& a, const VectorXd& b) { return a.size() == b.size() &&
 
 Dims dims_of(const Architecture& a) { return Dims{a.heads, a.d_model, a.d_qk, a.d_ff}; }
 
+/// Asks the kernel for the pages of fresh storage about to be written
+/// (MADV_POPULATE_WRITE, Linux 5.14): one call instead of a page fault per
+/// 4 KiB page. Only whole pages inside [data, data + bytes) are touched; where
+/// the call is not available the writes fault the pages in as before.
+void populate_for_writing(double* data, std::size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto lo = reinterpret_cast<std::uintptr_t>(data), hi = lo + bytes;
+  const std::uintptr_t a = (lo + page - 1) / page * page, b = hi / page * page;
+  if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_POPULATE_WRITE);
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
+
 /// The config.json key of the layer count (the first key naming layers).
 const char* const kLayerKeys[] = {"num_hidden_layers", "n_layer", "n_layers"};
 
@@ -226,13 +245,13 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
            "shape " + shape_str(got) + ", expected " + shape_str(want) + " from " + c.path);
   }
 
-  // Each tensor is decoded straight into the model's own matrices, then its
-  // pages are let go.
+  // Each tensor is decoded straight into the model's own matrices, tested
+  // for finiteness in the same pass, then its pages are let go.
   for (std::size_t i = 0; i < s.list.size(); ++i) {
     const TensorInfo& t = *found[i];
     const SafetensorsMap& file = f.file_of(t);
     const TensorReader read = [&](std::size_t first, std::size_t count, double* out) {
-      file.decode(t, first, count, out);
+      file.decode_finite(t, first, count, out);
     };
     for (const Piece& p : s.list[i].pieces) {
       const TensorBlock b = resolve(p, t.shape, file.path(), t.name);
@@ -244,6 +263,7 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
         p.vector->resize(b.image_rows());
         data = p.vector->data();
       }
+      populate_for_writing(data, static_cast<std::size_t>(b.image_rows() * b.image_cols()) * sizeof(double));
       read_block(b, width_of(t.shape), read, Eigen::Map<MatrixXd>(data, b.image_rows(), b.image_cols()));
     }
     file.release(t);
@@ -259,7 +279,7 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
     e.ln_eps = a.ln_eps;
     emb = std::move(e);
   }
-  return Model(a, std::move(layers), std::move(emb), source);
+  return Model(a, std::move(layers), std::move(emb), source, FiniteWeights::checked_by_loader);
 }
 
 void save_family(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {

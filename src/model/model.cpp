@@ -109,6 +109,7 @@ namespace {
 
 struct Checker {
   const std::string& source;
+  bool check_finite = true;
   [[noreturn]] void fail(const std::string& field, const std::string& why) const {
     throw std::invalid_argument(source + ": " + field + ": " + why);
   }
@@ -123,7 +124,7 @@ struct Checker {
     finite(v, field);
   }
   template <class M> void finite(const M& m, const std::string& field) const {
-    if (m.allFinite()) return;  // the vectorised test; the loop below finds the culprit
+    if (!check_finite || m.allFinite()) return;  // the vectorised test; the loop below finds the culprit
     for (Eigen::Index j = 0; j < m.cols(); ++j)
       for (Eigen::Index i = 0; i < m.rows(); ++i)
         if (!std::isfinite(m(i, j)))
@@ -135,13 +136,13 @@ struct Checker {
 }  // namespace
 
 Model::Model(Architecture arch, std::vector<LayerWeights> layers, std::optional<Embeddings> embeddings,
-             std::string source)
+             std::string source, FiniteWeights finite)
     : arch_(arch), layers_(std::move(layers)), embeddings_(std::move(embeddings)), source_(std::move(source)) {
-  validate();
+  validate(finite);
 }
 
-void Model::validate() const {
-  const Checker c{source_};
+void Model::validate(FiniteWeights finite) const {
+  const Checker c{source_, finite == FiniteWeights::check};
   const Architecture& a = arch_;
   if (a.layers < 1) c.fail("layers", "must be at least 1, got " + std::to_string(a.layers));
   if (a.heads < 1) c.fail("heads", "must be at least 1, got " + std::to_string(a.heads));

@@ -9,12 +9,15 @@
 #include "support/helpers.hpp"
 
 #include "sanpath/analysis/double_check.hpp"
+#include "sanpath/core/linalg.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/model/random.hpp"
 
+#include <algorithm>
 #include <cfenv>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 using namespace sanpath;
@@ -181,18 +184,48 @@ TEST_CASE("rounding_check_value moves the value by 10 times the larger directed 
 TEST_CASE("the directed passes run on every thread and the caller's rounding mode is restored") {
   const Model m = random_bert(2, 1, Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
   const InputSpec in = random_in(8, 1);
-  std::vector<int> modes;
+  const auto nearest = measure_layers<double>(m, m.arch().variant, in, Center::mean);
+  // Each call: its rounding mode, that of a thread it starts, its thread, and
+  // whether its products were serial. The two passes may run at once.
+  struct Call {
+    int mode, worker;
+    std::thread::id thread;
+    int product_threads;
+  };
+  std::mutex mu;
+  std::vector<Call> calls;
   const auto measure = [&](const InputSpec& x0, const std::string&) {
-    modes.push_back(std::fegetround());
     int worker = -1;
     std::thread([&] { worker = std::fegetround(); }).join();  // POSIX: a new thread inherits the mode
-    modes.push_back(worker);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      calls.push_back({std::fegetround(), worker, std::this_thread::get_id(), product_threads()});
+    }
     CHECK(x0.kind == InputSpec::Kind::matrix);  // the random input, drawn once in round-to-nearest
     return measure_layers<double>(m, m.arch().variant, x0, Center::mean);
   };
-  const auto nearest = measure_layers<double>(m, m.arch().variant, in, Center::mean);
-  const auto checked = rounding_check(nearest, m, in, measure);
-  CHECK(modes == std::vector<int>{FE_UPWARD, FE_UPWARD, FE_DOWNWARD, FE_DOWNWARD});
+  std::vector<LayerStats> checked;
+  for (const int threads : {1, 2}) {
+    CAPTURE(threads);
+    calls.clear();
+    set_product_threads(threads);
+    checked = rounding_check(nearest, m, in, measure);
+    set_product_threads(0);
+    REQUIRE(calls.size() == 2);
+    std::vector<int> modes = {calls[0].mode, calls[1].mode};
+    std::sort(modes.begin(), modes.end());
+    CHECK(modes == std::vector<int>{std::min(FE_UPWARD, FE_DOWNWARD), std::max(FE_UPWARD, FE_DOWNWARD)});
+    for (const Call& c : calls) {
+      CHECK(c.worker == c.mode);
+      CHECK(c.product_threads == 1);
+    }
+    // One thread: both on the caller's thread; two: one pass a thread.
+    if (threads == 1)
+      CHECK((calls[0].thread == std::this_thread::get_id() && calls[1].thread == std::this_thread::get_id()));
+    else
+      CHECK(calls[0].thread != calls[1].thread);
+    CHECK(std::fegetround() == FE_TONEAREST);
+  }
   CHECK(std::fegetround() == FE_TONEAREST);
   // The directed passes differ from round-to-nearest somewhere: the check saw rounding.
   bool moved = false;

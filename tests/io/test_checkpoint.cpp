@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <string>
 
@@ -398,6 +399,50 @@ TEST_CASE("the real checkpoints load with their sizes and embeddings", "[checkpo
   }
 }
 
+namespace {
+
+/// Rewrites the safetensors file at `path` with its header edited by `edit`
+/// (given the header and the data section's size) and `extra` bytes
+/// appended to the data section.
+void edit_raw(const std::string& path, const std::function<void(json&, std::uint64_t)>& edit,
+              const std::string& extra = "") {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  json header = json::parse(bytes.substr(8, n));
+  const std::string data = bytes.substr(8 + n);
+  edit(header, data.size());
+  const std::string text = header.dump();
+  std::string length(8, '\0');
+  for (int i = 0; i < 8; ++i) length[static_cast<std::size_t>(i)] = static_cast<char>(text.size() >> (8 * i) & 0xff);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << length << text << data << extra;
+}
+
+}  // namespace
+
+TEST_CASE("extra tensors of dtypes sanpath cannot decode do not stop a load; needed ones are refused",
+          "[checkpoint][errors]") {
+  Spec s;
+  s.layers = 2;
+  s.emb = Layout::bert;
+  const Model m = make_model(s);
+  const std::string dir = fresh("undecodable_bert"), st_path = dir + "/model.safetensors";
+  save_hf(m, dir, Layout::bert);
+  // An MX-style scale tensor beside the weights (as quantised checkpoints carry).
+  edit_raw(st_path, [](json& h, std::uint64_t end) {
+    h["bert.encoder.layer.0.mlp_scales"] = {{"dtype", "F8_E8M0"}, {"shape", {3}}, {"data_offsets", {end, end + 3}}};
+  }, std::string(3, '\x7f'));
+  const Model loaded = load_model(dir);
+  require_same_layers(m, loaded);
+  require_same_embeddings(m, loaded);
+  // A tensor the model needs, stored in a dtype sanpath cannot decode (C64:
+  // 8 bytes an element, as the F64 it replaces).
+  edit_raw(st_path, [](json& h, std::uint64_t) { h["bert.encoder.layer.1.output.LayerNorm.bias"]["dtype"] = "C64"; });
+  require_error([&] { load_model(dir); }, st_path, "bert.encoder.layer.1.output.LayerNorm.bias",
+                {"dtype C64 cannot be decoded"});
+}
+
 TEST_CASE("loader errors name the file and the field", "[checkpoint][errors]") {
   Spec s;
   s.layers = 2;
@@ -489,18 +534,28 @@ TEST_CASE("loader errors name the file and the field", "[checkpoint][errors]") {
     with_config([](json& c) { c["vocab_size"] = 12; });  // the tensor is reported first
     CHECK(error_of([&] { load_model(dir); }).find("bert.embeddings.word_embeddings.weight") != std::string::npos);
   }
-  SECTION("NaN and Inf weights are decoded and rejected by the Model, naming the field") {
-    edit_tensors(st_path, [](std::vector<Tensor>& ts) {
+  SECTION("NaN and Inf weights are rejected as they are decoded, naming the file, the tensor and the element") {
+    // Element 3 + 2·d of the [d, d] value weight is row 2, column 3 of the stored tensor.
+    const auto d = static_cast<std::size_t>(m.arch().d_model);
+    edit_tensors(st_path, [&](std::vector<Tensor>& ts) {
       for (Tensor& t : ts)
-        if (t.name == "bert.encoder.layer.0.attention.self.value.weight") t.values[3] = std::nan("");
+        if (t.name == "bert.encoder.layer.0.attention.self.value.weight") t.values[3 + 2 * d] = std::nan("");
     });
-    require_error([&] { load_model(dir); }, dir, "layer 0 head 0 W_V", {"NaN"});
+    require_error([&] { load_model(dir); }, st_path, "bert.encoder.layer.0.attention.self.value.weight",
+                  {"NaN at [2, 3]"});
     save_hf(m, dir, Layout::bert);
     edit_tensors(st_path, [](std::vector<Tensor>& ts) {
       for (Tensor& t : ts)
-        if (t.name == "bert.encoder.layer.1.output.LayerNorm.bias") t.values[0] = -INFINITY;
+        if (t.name == "bert.encoder.layer.1.output.LayerNorm.bias") t.values[1] = -INFINITY;
     });
-    require_error([&] { load_model(dir); }, dir, "layer 1 ln2_b", {"Inf"});
+    require_error([&] { load_model(dir); }, st_path, "bert.encoder.layer.1.output.LayerNorm.bias", {"Inf at [1]"});
+    // The same in F32, whose decoding tests the exponent bits of the stored floats.
+    save_hf(m, dir, Layout::bert, "F32");
+    edit_tensors(st_path, [&](std::vector<Tensor>& ts) {
+      for (Tensor& t : ts)
+        if (t.name == "bert.encoder.layer.1.attention.output.dense.weight") t.values[d + 1] = INFINITY;
+    });
+    require_error([&] { load_model(dir); }, st_path, "bert.encoder.layer.1.attention.output.dense.weight", {"Inf at [1, 1]"});
   }
   SECTION("a hostile safetensors file is reported by the reader") {
     std::ofstream(st_path, std::ios::binary | std::ios::trunc) << "abc";

@@ -167,6 +167,39 @@ TEST_CASE("every dtype decodes from a hand-built file", "[safetensors]") {
   CHECK(msg.find("dtypes.safetensors: nope:") != std::string::npos);
 }
 
+TEST_CASE("dtypes the format has and sanpath cannot decode are read past, refused when decoded",
+          "[safetensors]") {
+  // F8_E8M0 [2] (2 bytes), F4 [4] (2 bytes), C64 [1] (8 bytes), then F32 [1].
+  const Bytes data = le(0x7F80, 2) + le(0x1234, 2) + le(0, 8) + le(0x3F800000, 4);
+  const std::string header =
+      R"({"scales":{"dtype":"F8_E8M0","shape":[2],"data_offsets":[0,2]},)"
+      R"("packed":{"dtype":"F4","shape":[4],"data_offsets":[2,4]},)"
+      R"("z":{"dtype":"C64","shape":[1],"data_offsets":[4,12]},)"
+      R"("w":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})";
+  const std::string path = raw_file("undecoded.safetensors", header, data);
+  const SafetensorsMap map = SafetensorsMap::open(path);
+  REQUIRE(map.tensors().size() == 4);
+  double w = 0;
+  map.decode(*map.find("w"), 0, 1, &w);
+  CHECK(w == 1.0);
+  for (const char* name : {"scales", "packed", "z"}) {
+    CAPTURE(name);
+    std::vector<double> out(4);
+    const TensorInfo& t = *map.find(name);
+    const std::string msg = error_of([&] { map.decode(t, 0, 1, out.data()); });
+    CHECK(msg.rfind(path + ": " + name + ": dtype " + t.dtype + " cannot be decoded", 0) == 0);
+    CHECK(error_of([&] { map.decode_finite(t, 0, 1, out.data()); }) == msg);
+  }
+  // Reading every tensor decodes them: refused, naming the tensor.
+  require_rejected(path, "scales", "dtype F8_E8M0 cannot be decoded");
+  // Their byte ranges are checked as any other's.
+  require_rejected(raw_file("e8m0_bytes.safetensors", R"({"s":{"dtype":"F8_E8M0","shape":[3],"data_offsets":[0,2]}})",
+                            le(0, 2)),
+                   "s.data_offsets", "needs 3");
+  require_rejected(raw_file("f4_odd.safetensors", R"({"s":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", le(0, 2)),
+                   "s.shape", "12 bits, not whole bytes");
+}
+
 TEST_CASE("write then read is an exact round trip", "[safetensors]") {
   std::vector<Tensor> ts(5);
   ts[0] = {"layer.w", "F64", {2, 3}, {1.0 / 3, -0.0, 1e-310, -7e300, M_PI, std::nextafter(1.0, 2.0)}};

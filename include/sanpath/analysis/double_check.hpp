@@ -42,8 +42,11 @@ bool uses_rounding_check(CheckMethod method, const Precision& p, Center center);
 using MeasureFn = std::function<std::vector<LayerStats>(const InputSpec&, const std::string&)>;
 
 /// Measurements of the same pass as `nearest`, by `measure` run under upward
-/// then downward rounding (the caller's rounding mode is restored, also on
-/// exceptions); returns per quantity the check value c above. A random
+/// and downward rounding (the caller's rounding mode is restored, also on
+/// exceptions); returns per quantity the check value c above. When products
+/// may use two or more threads the two passes run at once, each with serial
+/// products, one on a thread of its own: `measure` (and any progress it
+/// reports) must then be safe to call from two threads. A random
 /// `input` is drawn once in round-to-nearest and given to both passes as a
 /// matrix: the input is data, only the computation on it is perturbed.
 std::vector<LayerStats> rounding_check(const std::vector<LayerStats>& nearest, const Model& model,

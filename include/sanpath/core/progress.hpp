@@ -29,6 +29,11 @@ void report_progress(const ProgressFn& progress, const std::string& stage, long 
 /// (e.g. "collapse: "); empty when `progress` is empty.
 ProgressFn prefixed_progress(const ProgressFn& progress, const std::string& prefix);
 
+/// A callback that passes every step to `progress` under a lock of its own,
+/// for work that reports from several threads at once; empty when `progress`
+/// is empty.
+ProgressFn serialized_progress(const ProgressFn& progress);
+
 /// Progress of a pass over `layers` layers as stage `stage`: reports 0 of
 /// `layers` at once, then returns the per-layer callback on_layer(l, L) that
 /// reports l of L. Returns an empty callback when `progress` is empty.

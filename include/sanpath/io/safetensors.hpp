@@ -7,7 +7,11 @@
 ///
 /// The reader maps the file (read only), validates the header strictly and
 /// decodes tensors into double on demand. Floating dtypes (F64, F32, F16, BF16, F8_E5M2, F8_E4M3) are exact
-/// in double; integer dtypes are exact up to 2^53 in magnitude. Errors are
+/// in double; integer dtypes are exact up to 2^53 in magnitude. Tensors of the
+/// format's other dtypes (F8_E8M0, F6_E2M3, F6_E3M2, F4, C64) are accepted
+/// in the header, their byte ranges checked, so that a file whose analysis
+/// does not need them loads; decoding one throws, naming the file, the
+/// tensor and the dtype. Errors are
 /// std::invalid_argument with one line "<file>: <field>: <why>".
 
 #include <cstdint>
@@ -55,6 +59,11 @@ class SafetensorsMap {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   /// Decodes elements [first, first + count) of `t` (row-major order) into out[0 .. count).
   void decode(const TensorInfo& t, std::size_t first, std::size_t count, double* out) const;
+  /// The same, and throws std::invalid_argument "<file>: <tensor>: NaN at
+  /// [i, j]" (the index in the stored shape) when a value is NaN or infinite:
+  /// a loader's finiteness check in the decoding pass itself. Decoding from
+  /// element 0 first maps all of the tensor's pages (see release()).
+  void decode_finite(const TensorInfo& t, std::size_t first, std::size_t count, double* out) const;
   /// Drops the pages of `t` from this process's resident memory (they stay
   /// in the page cache); a later decode maps them in again.
   void release(const TensorInfo& t) const;
@@ -62,6 +71,8 @@ class SafetensorsMap {
  private:
   SafetensorsMap() = default;
   void parse_header();  ///< validates the header of the bytes at base_
+  /// dtype_size(t.dtype); throws std::invalid_argument when sanpath cannot decode it.
+  std::size_t decodable_size(const TensorInfo& t) const;
   std::string path_;
   std::shared_ptr<const std::string> owned_;  // from_bytes: the bytes (else the file is mapped)
   const unsigned char* base_ = nullptr;  // the whole file, mapped
@@ -128,7 +139,7 @@ double decode_f16(std::uint16_t bits);
 /// bfloat16 bit pattern (the high half of a binary32) to double (exact).
 double decode_bf16(std::uint16_t bits);
 
-/// Size in bytes of one element of a safetensors dtype, or 0 if unknown.
+/// Size in bytes of one element of a dtype sanpath decodes, or 0 (unknown, or one it cannot decode).
 std::size_t dtype_size(const std::string& dtype);
 
 }  // namespace sanpath

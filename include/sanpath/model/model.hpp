@@ -168,12 +168,17 @@ struct Embeddings {
   bool has_position_table() const { return !rotary_family(kind); }
 };
 
+/// Whether a Model's construction tests every weight for finiteness, or a
+/// loader already did as it decoded them (io: SafetensorsMap::decode_finite,
+/// naming the file's tensor) and a second pass over the weights is skipped.
+enum class FiniteWeights { check, checked_by_loader };
+
 /// A validated model. Construction throws std::invalid_argument with a
 /// one-line message naming `source` and the offending field.
 class Model {
  public:
   Model(Architecture arch, std::vector<LayerWeights> layers, std::optional<Embeddings> embeddings = std::nullopt,
-        std::string source = "model");
+        std::string source = "model", FiniteWeights finite = FiniteWeights::check);
 
   const Architecture& arch() const { return arch_; }
   const LayerWeights& layer(int l) const { return layers_.at(static_cast<std::size_t>(l)); }
@@ -187,7 +192,7 @@ class Model {
   void check_supports(const Variant& v) const;
 
  private:
-  void validate() const;
+  void validate(FiniteWeights finite) const;
   Architecture arch_;
   std::vector<LayerWeights> layers_;
   std::optional<Embeddings> embeddings_;
