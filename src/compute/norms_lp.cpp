@@ -19,10 +19,28 @@
 
 namespace sanpath {
 namespace norms_detail {
+namespace {
+
+// GLPK keeps one environment per thread and frees it only on glp_free_env();
+// a worker thread that solved an LP would otherwise leak it when it exits
+// (batched bounds run the LP on pool threads). Freed at thread exit, not after
+// each solve, so a caller's own GLPK objects on the same thread stay valid
+// for as long as the thread runs.
+struct GlpkThreadEnvironment {
+  GlpkThreadEnvironment() = default;
+  GlpkThreadEnvironment(const GlpkThreadEnvironment&) = delete;
+  GlpkThreadEnvironment& operator=(const GlpkThreadEnvironment&) = delete;
+  ~GlpkThreadEnvironment() { glp_free_env(); }
+};
+
+void free_glpk_environment_at_thread_exit() { thread_local GlpkThreadEnvironment environment; }
+
+}  // namespace
 
 bool solve_centre_lp(const Eigen::MatrixXd& D, Eigen::RowVectorXd& centre, Eigen::VectorXd& weights) {
   const Eigen::Index n = D.rows(), d = D.cols();
   if (n == 0 || d == 0 || n * d > kCentreLpMaxEntries) return false;
+  free_glpk_environment_at_thread_exit();
   std::unique_ptr<glp_prob, void (*)(glp_prob*)> lp(glp_create_prob(), glp_delete_prob);
   glp_prob* P = lp.get();
   glp_set_obj_dir(P, GLP_MIN);
