@@ -2,6 +2,7 @@
 #include "sanpath/io/safetensors.hpp"
 
 #include "sanpath/io/atomic_file.hpp"
+#include "dtypes.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,12 @@
 
 namespace sanpath {
 
+using io::decode_all;
+using io::dtype_bits;
+using io::kDecodedDtypes;
+using io::kKnownDtypes;
+using io::load_le;
+
 namespace {
 
 using json = nlohmann::json;
@@ -41,160 +48,6 @@ std::string shape_str(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
-}
-
-const char* const kDecodedDtypes = "F64, F32, F16, BF16, F8_E5M2, F8_E4M3, I64, I32, I16, I8, U64, U32, U16, U8, BOOL";
-const char* const kKnownDtypes =
-    "F64, F32, F16, BF16, F8_E5M2, F8_E4M3, I64, I32, I16, I8, U64, U32, U16, U8, BOOL; "
-    "F8_E8M0, F6_E2M3, F6_E3M2, F4, C64 in tensors that are not decoded";
-
-/// Bits of one element of a safetensors dtype: the dtypes sanpath decodes
-/// (dtype_size) and those of the format it reads past but cannot decode;
-/// 0 if unknown.
-std::size_t dtype_bits(const std::string& t) {
-  if (const std::size_t bytes = dtype_size(t)) return 8 * bytes;
-  if (t == "F8_E8M0") return 8;
-  if (t == "F6_E2M3" || t == "F6_E3M2") return 6;
-  if (t == "F4") return 4;
-  if (t == "C64") return 64;
-  return 0;
-}
-
-// ---- decoding -------------------------------------------------------------
-
-std::uint64_t load_le(const unsigned char* p, std::size_t n) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-  return v;
-}
-
-/// A binary floating format with `ebits` exponent and `mbits` fraction bits,
-/// IEEE conventions (all-ones exponent: inf if fraction 0, else NaN).
-double decode_ieee_small(std::uint32_t bits, int ebits, int mbits) {
-  const bool neg = (bits >> (ebits + mbits)) & 1u;
-  const std::uint32_t e = (bits >> mbits) & ((1u << ebits) - 1u);
-  const std::uint32_t m = bits & ((1u << mbits) - 1u);
-  const int bias = (1 << (ebits - 1)) - 1;
-  double v;
-  if (e == (1u << ebits) - 1u) {
-    v = m == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
-  } else if (e == 0) {
-    v = std::ldexp(static_cast<double>(m), 1 - bias - mbits);  // subnormal (or zero)
-  } else {
-    v = std::ldexp(static_cast<double>((1u << mbits) | m), static_cast<int>(e) - bias - mbits);
-  }
-  return neg ? -v : v;
-}
-
-/// OCP FP8 E4M3 ("fn"): bias 7, no infinities, NaN only at S.1111.111.
-double decode_f8_e4m3(std::uint32_t bits) {
-  const bool neg = (bits >> 7) & 1u;
-  const std::uint32_t e = (bits >> 3) & 15u;
-  const std::uint32_t m = bits & 7u;
-  double v;
-  if (e == 15 && m == 7)
-    v = std::numeric_limits<double>::quiet_NaN();
-  else if (e == 0)
-    v = std::ldexp(static_cast<double>(m), -9);
-  else
-    v = std::ldexp(static_cast<double>(8u | m), static_cast<int>(e) - 10);
-  return neg ? -v : v;
-}
-
-template <class Int> double as_int(std::uint64_t raw) {
-  using U = std::make_unsigned_t<Int>;
-  const U u = static_cast<U>(raw);
-  Int i;
-  std::memcpy(&i, &u, sizeof i);
-  return static_cast<double>(i);
-}
-
-/// Whether out[0 .. n) are all finite (no early exit: the loop vectorises).
-bool all_finite(const double* out, std::size_t n) {
-  bool bad = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint64_t u;
-    std::memcpy(&u, out + i, 8);
-    bad |= (u & 0x7ff0000000000000ULL) == 0x7ff0000000000000ULL;
-  }
-  return !bad;
-}
-
-/// Decodes `n` elements of `dtype` from `p` into `out` (one dispatch per
-/// tensor). Returns whether every value decoded is finite.
-bool decode_all(const std::string& dtype, const unsigned char* p, std::size_t n, double* out) {
-  const auto each = [&](std::size_t size, auto&& one) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = one(p + i * size);
-  };
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  // The host's own order: plain copies the compiler vectorises, the test of
-  // the exponent bits in the same pass.
-  if (dtype == "F64") {
-    bool bad = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint64_t u;
-      std::memcpy(&u, p + 8 * i, 8);
-      bad |= (u & 0x7ff0000000000000ULL) == 0x7ff0000000000000ULL;
-      std::memcpy(out + i, &u, 8);
-    }
-    return !bad;
-  }
-  if (dtype == "F32") {
-    bool bad = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint32_t u;
-      std::memcpy(&u, p + 4 * i, 4);
-      bad |= (u & 0x7f800000U) == 0x7f800000U;
-      float f;
-      std::memcpy(&f, &u, 4);
-      out[i] = static_cast<double>(f);
-    }
-    return !bad;
-  }
-#endif
-  if (dtype == "F64")
-    each(8, [](const unsigned char* q) {
-      const std::uint64_t u = load_le(q, 8);
-      double d;
-      std::memcpy(&d, &u, 8);
-      return d;
-    });
-  else if (dtype == "F32")
-    each(4, [](const unsigned char* q) {
-      const auto u = static_cast<std::uint32_t>(load_le(q, 4));
-      float f;
-      std::memcpy(&f, &u, 4);
-      return static_cast<double>(f);
-    });
-  else if (dtype == "F16")
-    each(2, [](const unsigned char* q) { return decode_f16(static_cast<std::uint16_t>(load_le(q, 2))); });
-  else if (dtype == "BF16")
-    each(2, [](const unsigned char* q) { return decode_bf16(static_cast<std::uint16_t>(load_le(q, 2))); });
-  else if (dtype == "F8_E5M2")
-    each(1, [](const unsigned char* q) { return decode_ieee_small(q[0], 5, 2); });
-  else if (dtype == "F8_E4M3")
-    each(1, [](const unsigned char* q) { return decode_f8_e4m3(q[0]); });
-  else if (dtype == "I64")
-    each(8, [](const unsigned char* q) { return as_int<std::int64_t>(load_le(q, 8)); });
-  else if (dtype == "I32")
-    each(4, [](const unsigned char* q) { return as_int<std::int32_t>(load_le(q, 4)); });
-  else if (dtype == "I16")
-    each(2, [](const unsigned char* q) { return as_int<std::int16_t>(load_le(q, 2)); });
-  else if (dtype == "I8")
-    each(1, [](const unsigned char* q) { return as_int<std::int8_t>(q[0]); });
-  else if (dtype == "U64")
-    each(8, [](const unsigned char* q) { return static_cast<double>(load_le(q, 8)); });
-  else if (dtype == "U32")
-    each(4, [](const unsigned char* q) { return static_cast<double>(load_le(q, 4)); });
-  else if (dtype == "U16")
-    each(2, [](const unsigned char* q) { return static_cast<double>(load_le(q, 2)); });
-  else if (dtype == "U8")
-    each(1, [](const unsigned char* q) { return static_cast<double>(q[0]); });
-  else if (dtype == "BOOL")
-    each(1, [](const unsigned char* q) { return q[0] != 0 ? 1.0 : 0.0; });
-  else
-    throw std::logic_error("decode_all: unknown dtype " + dtype);
-  return all_finite(out, n);
 }
 
 // ---- header parsing ---------------------------------------------------------
@@ -268,17 +121,6 @@ std::int64_t Tensor::numel() const {
   std::int64_t n = 1;
   for (const std::int64_t s : shape) n *= s;
   return n;
-}
-
-double decode_f16(std::uint16_t bits) { return decode_ieee_small(bits, 5, 10); }
-double decode_bf16(std::uint16_t bits) { return decode_ieee_small(bits, 8, 7); }
-
-std::size_t dtype_size(const std::string& t) {
-  if (t == "F64" || t == "I64" || t == "U64") return 8;
-  if (t == "F32" || t == "I32" || t == "U32") return 4;
-  if (t == "F16" || t == "BF16" || t == "I16" || t == "U16") return 2;
-  if (t == "F8_E5M2" || t == "F8_E4M3" || t == "I8" || t == "U8" || t == "BOOL") return 1;
-  return 0;
 }
 
 std::int64_t TensorInfo::numel() const {
