@@ -3,7 +3,6 @@
 #include "sanpath/core/linalg.hpp"
 
 #include <algorithm>
-#include <mpfr.h>
 
 #include <atomic>
 #include <exception>
@@ -113,11 +112,7 @@ void for_each_input(std::size_t count, int threads, const std::function<void(std
   std::atomic<bool> failed{false};
   std::vector<std::exception_ptr> errors(count);
   const auto work = [&] {
-    // MPFR keeps per-thread caches (constants, exp tables): free this worker's
-    // when it ends, or they outlive the thread (LeakSanitizer reports them).
-    struct FreeMpfrCache {
-      ~FreeMpfrCache() { mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); }
-    } free_cache;
+    MpfrThreadCaches caches;
     SerialProductsScope serial;  // the inputs are the parallelism
     for (;;) {
       const std::size_t i = next.fetch_add(1);

@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <cfenv>
-#include <future>
 #include <stdexcept>
-#include <system_error>
 
 namespace sanpath {
 
@@ -33,43 +31,18 @@ std::vector<LayerStats> measure_rounded(int mode, const InputSpec& input, const 
   return measure(input, stage);
 }
 
-/// The same with serial products (one core for each of two concurrent passes).
-std::vector<LayerStats> measure_rounded_serially(int mode, const InputSpec& input, const std::string& stage,
-                                                 const MeasureFn& measure) {
-  SerialProductsScope serial;
-  return measure_rounded(mode, input, stage, measure);
-}
-
 struct DirectedPasses {
   std::vector<LayerStats> up, down;
 };
 
-/// The upward and downward passes. With two or more product threads they run
-/// at once, each on one thread (serial products: on two cores one pass a core
-/// beats two passes one after the other on both cores, since the products of
-/// a forward pass scale less than 2× on two threads); the double products'
-/// results do not depend on the thread count.
+/// The upward and downward passes, side by side when they can be
+/// (run_side_by_side); the double products' results do not depend on the
+/// thread count.
 DirectedPasses directed_passes(const InputSpec& x0, const MeasureFn& measure) {
-  const std::string up_stage = "rounding check: double rounded upward",
-                    down_stage = "rounding check: double rounded downward";
   DirectedPasses out;
-  if (product_threads() >= 2) {
-    std::future<std::vector<LayerStats>> down;
-    try {
-      down = std::async(std::launch::async, measure_rounded_serially, FE_DOWNWARD, std::cref(x0),
-                        std::cref(down_stage), std::cref(measure));
-    } catch (const std::system_error&) {
-      // No thread to be had: the two passes run one after the other below.
-    }
-    if (down.valid()) {
-      // On an exception the future's destructor waits for the other pass.
-      out.up = measure_rounded_serially(FE_UPWARD, x0, up_stage, measure);
-      out.down = down.get();
-      return out;
-    }
-  }
-  out.up = measure_rounded(FE_UPWARD, x0, up_stage, measure);
-  out.down = measure_rounded(FE_DOWNWARD, x0, down_stage, measure);
+  run_side_by_side(
+      [&] { out.up = measure_rounded(FE_UPWARD, x0, "rounding check: double rounded upward", measure); },
+      [&] { out.down = measure_rounded(FE_DOWNWARD, x0, "rounding check: double rounded downward", measure); });
   return out;
 }
 

@@ -3,6 +3,8 @@
 
 #include "sanpath/analysis/double_check.hpp"
 #include "sanpath/core/errors.hpp"
+#include "sanpath/core/linalg.hpp"
+#include "sanpath/core/progress.hpp"
 
 #include <mpfr.h>
 
@@ -265,8 +267,24 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   if (escalate) {
     out.chosen_by = ForwardMethod::centred;
     p = centred_start(model, input, request);
-    runs[p.bits] = measure_at(p, model, variant, input, center, out.method, progress,
-                              pass_name(out.method) + " at " + p.name());
+    const std::string stage = pass_name(out.method) + " at " + p.name();
+    if (request.confirm && !p.is_top() && !uses_rounding_check(request.check, p, center)) {
+      // The working run and its confirmation one tier up (the loop below
+      // finds it made), side by side when they can be.
+      const Precision check = p.next();
+      const ProgressFn shared = serialized_progress(progress);
+      std::vector<LayerStats> working, confirming;
+      run_side_by_side(
+          [&] { working = measure_at(p, model, variant, input, center, out.method, shared, stage); },
+          [&] {
+            confirming = measure_at(check, model, variant, input, center, out.method, shared,
+                                    "confirming run at " + check.name());
+          });
+      runs[p.bits] = std::move(working);
+      runs[check.bits] = std::move(confirming);
+    } else {
+      runs[p.bits] = measure_at(p, model, variant, input, center, out.method, progress, stage);
+    }
     out.tried_bits.push_back(p.bits);
   } else {
     std::vector<LayerStats> stats;

@@ -3,6 +3,8 @@
 #include "core/linalg_impl.hpp"  // SANPATH_IFMA_KERNEL
 
 #include <atomic>
+#include <future>
+#include <system_error>
 #include <thread>
 
 namespace sanpath {
@@ -36,5 +38,33 @@ bool ifma_products_active() {
 
 SerialProductsScope::SerialProductsScope() { ++serial_products_depth; }
 SerialProductsScope::~SerialProductsScope() { --serial_products_depth; }
+
+void run_side_by_side(const std::function<void()>& first, const std::function<void()>& second) {
+  if (product_threads() >= 2) {
+    std::future<void> other;
+    try {
+      other = std::async(std::launch::async, [&second] {
+        MpfrThreadCaches caches;
+        SerialProductsScope serial;
+        second();
+      });
+    } catch (const std::system_error&) {
+      // No thread to be had: one after the other below.
+    }
+    if (other.valid()) {
+      try {
+        SerialProductsScope serial;
+        first();
+      } catch (...) {
+        other.wait();
+        throw;
+      }
+      other.get();
+      return;
+    }
+  }
+  first();
+  second();
+}
 
 }  // namespace sanpath

@@ -97,4 +97,6 @@ int agreeing_digits(const BigReal& a, const BigReal& reference, int max_digits) 
 
 int decimal_digits(long bits) { return static_cast<int>(std::floor(static_cast<double>(bits) * std::log10(2.0))); }
 
+MpfrThreadCaches::~MpfrThreadCaches() { mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); }
+
 }  // namespace sanpath

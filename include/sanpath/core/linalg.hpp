@@ -22,6 +22,7 @@
 
 #include "sanpath/core/scalar.hpp"
 
+#include <functional>
 #include <type_traits>
 
 namespace sanpath {
@@ -68,6 +69,15 @@ class SerialProductsScope {
   SerialProductsScope(const SerialProductsScope&) = delete;
   SerialProductsScope& operator=(const SerialProductsScope&) = delete;
 };
+
+/// Runs two independent passes: side by side, `second` on a new thread and
+/// `first` on this one, each with serial products, when products may use two
+/// or more threads; otherwise (or when no thread can be started) one after
+/// the other on this thread. On two cores one pass a core beats two passes
+/// one after the other on both cores, since the products of a pass scale less
+/// than 2× on two threads. Returns when both have finished; an exception of
+/// either is rethrown then (first's before second's).
+void run_side_by_side(const std::function<void()>& first, const std::function<void()>& second);
 
 /// Converts a double matrix exactly into scalar S.
 template <class S, class Derived> Matrix<S> convert(const Eigen::MatrixBase<Derived>& m) {

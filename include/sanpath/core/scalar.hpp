@@ -132,6 +132,17 @@ int agreeing_digits(const BigReal& a, const BigReal& reference, int max_digits);
 /// Decimal digits carried by a precision of `bits` bits: floor(bits·log10 2).
 int decimal_digits(long bits);
 
+/// Held by a worker thread the library starts: frees that thread's MPFR
+/// caches (constants, exp tables) when it ends, which would otherwise outlive
+/// the thread (LeakSanitizer reports them).
+class MpfrThreadCaches {
+ public:
+  MpfrThreadCaches() = default;
+  ~MpfrThreadCaches();
+  MpfrThreadCaches(const MpfrThreadCaches&) = delete;
+  MpfrThreadCaches& operator=(const MpfrThreadCaches&) = delete;
+};
+
 }  // namespace sanpath
 
 namespace Eigen {
