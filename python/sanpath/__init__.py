@@ -732,9 +732,10 @@ def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out
            rerun: int = 8, repeats: int = 3, progress=None) -> Optional[str]:
     """``sanpath report``: the self-contained HTML report, written to ``out`` (atomically) or returned.
 
-    A batch ``input`` (see :func:`forward`): the collapse section draws the mean
-    over the inputs with ±std bands (``threads`` in parallel); bounds and path
-    lengths analyse the first input. ``conventions`` as in :func:`collapse`.
+    A batch ``input`` (see :func:`forward`): the collapse and effectiveness
+    sections draw the mean over the inputs with ±std bands (``threads`` in
+    parallel; the agreement pooled over every prediction of the batch); bounds
+    and path lengths analyse the first input (the report says so). ``conventions`` as in :func:`collapse`.
     ``rerun``/``repeats``: the effectiveness section's re-run sub-networks (N paths per length, R draws, seed 0;
     ``rerun=0``: the exact sense only), as ``sanpath report --rerun N --repeats R``.
     """

@@ -125,6 +125,26 @@ namespace sanpath {
 
 namespace {
 
+/// Widths of the columns of a two-senses table that differ between one input and a batch.
+struct RerunWidths {
+  std::size_t exact_distance, exact_agree, rerun_agree, rerun_kl;
+};
+
+/// The header row of a two-senses table (after a blank line).
+void rerun_header(std::ostringstream& o, bool exact, bool head, const RerunWidths& w) {
+  o << "\n" << pad("length", 8);
+  if (exact) o << pad("exact distance", w.exact_distance);
+  o << pad("re-run distance", 34);
+  if (exact) o << pad("gap", 34);
+  if (head) {
+    if (exact) o << pad("exact agree", w.exact_agree);
+    o << pad("re-run agree", w.rerun_agree);
+    if (exact) o << pad("exact KL", 26);
+    o << pad("re-run KL", w.rerun_kl);
+  }
+  o << pad("paths run", 11) << "paths of length k\n";
+}
+
 const char* const rerun_estimator_text =
     "a sub-network per path: a layer where the path takes head h runs with head h alone (its attention recomputed "
     "from the path's own states), then the variant's LayerNorm and MLP, without the skip term; a skipped layer is the "
@@ -202,17 +222,7 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
     << (r.exact ? "; gap = ‖X̂_{≤k} − X_{≤k}‖_F / ‖X^L‖_F" : "") << "\n";
   o << head_text(r.head, r.outputs, r.predictions,
                  "agree = argmax equal to argmax on X^L (re-run: mean over repetitions); KL = mean KL(p(X^L) ‖ p(·))");
-  o << "\n" << pad("length", 8);
-  if (r.exact) o << pad("exact distance", 26);
-  o << pad("re-run distance", 34);
-  if (r.exact) o << pad("gap", 34);
-  if (r.head) {
-    if (r.exact) o << pad("exact agree", 13);
-    o << pad("re-run agree", 18);
-    if (r.exact) o << pad("exact KL", 26);
-    o << pad("re-run KL", 34);
-  }
-  o << pad("paths run", 11) << "paths of length k\n";
+  rerun_header(o, r.exact.has_value(), r.head.has_value(), {26, 13, 18, 34});
   for (std::size_t k = 0; k < r.lengths.size(); ++k) {
     const RerunEntry& e = r.lengths[k];
     const EffectivenessEntry* x = exact_at(k);
@@ -428,17 +438,7 @@ std::string format_rerun_batch(const BatchRerun& b, const std::vector<InputSpec>
        "mean over the repetitions\n";
   o << head_text(first.head, first.outputs, predictions,
                  std::string(pooled_text) + " (re-run: over inputs × repetitions)");
-  o << "\n" << pad("length", 8);
-  if (b.exact) o << pad("exact distance", 34);
-  o << pad("re-run distance", 34);
-  if (b.exact) o << pad("gap", 34);
-  if (first.head) {
-    if (b.exact) o << pad("exact agree", 16);
-    o << pad("re-run agree", 16);
-    if (b.exact) o << pad("exact KL", 26);
-    o << pad("re-run KL", 26);
-  }
-  o << pad("paths run", 11) << "paths of length k\n";
+  rerun_header(o, b.exact.has_value(), first.head.has_value(), {34, 16, 16, 26});
   for (std::size_t k = 0; k < b.lengths.size(); ++k) {
     const BatchRerunEntry& e = b.lengths[k];
     const BatchEffectivenessEntry* x = exact_at(k);
