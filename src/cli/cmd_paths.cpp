@@ -153,8 +153,8 @@ void register_paths(CLI::App& app) {
     const InputBatch batch = o->input.specs();
     if (batch.batch && !o->sums && !o->effectiveness)
       throw UsageError((!o->input.file.empty() ? o->input.file + ": X" : !o->input.tokens_file.empty() ? std::string("--tokens-file") : std::string("--batch")) + ": a batch of " + std::to_string(batch.inputs.size()) +
-                       " inputs; paths analyses a batch with --sums only (one input for --enumerate, --sample, "
-                       "--effectiveness)");
+                       " inputs; paths analyses a batch with --sums or --effectiveness only (one input for --enumerate, "
+                       "--sample)");
     if (rerun->count() > 0 && o->rerun < 1) throw UsageError("--rerun: at least 1 path per length");
     if (repeats->count() > 0 && o->repeats < 1) throw UsageError("--repeats: at least 1 repetition");
     if (!o->enumerate) {
