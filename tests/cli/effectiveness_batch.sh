@@ -131,6 +131,20 @@ done
 grep -q '^task head: classifier (6 classes), 16 predictions' "$T/bert.table" && ok "bert: table names 16 predictions" ||
   fail "bert: table header: $(grep 'task head' "$T/bert.table")"
 
+# CSV: one row per length k = 0..L, its pooled columns equal the JSON's
+"$SANPATH" paths -q --model "$REAL/gpt2-capp" --tokens-file "$T/gpt2.txt" "${attn[@]}" --effectiveness --format csv \
+  >"$T/gpt2.csv" || fail "gpt2: csv output"
+if "$PY" - "$T/gpt2.csv" "$T/gpt2-eff1.json" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+j = json.load(open(sys.argv[2]))
+assert [int(r["length"]) for r in rows] == list(range(len(j["effectiveness"]))), rows
+for r, e in zip(rows, j["effectiveness"]):
+    assert int(r["agree"]) == e["head"]["agree"] and int(r["predictions"]) == e["head"]["predictions"], (r, e)
+    assert r["kl"] == e["head"]["kl"] and r["distance_mean"] == e["distance"]["mean"], (r, e)
+PY
+then ok "gpt2: CSV rows equal the JSON's pooled values"; else fail "gpt2: CSV differs from the JSON"; fi
+
 # ---- re-run sense: BERT as configured (classifier), GPT-2 attention-only ----
 "$SANPATH" paths -q --model "$REAL/bert-ticket-classifier" --tokens-file "$T/bert.txt" --effectiveness --rerun 4 \
   --repeats 2 --seed 3 --threads 2 --format json -o "$T/bert-rerun.json" || fail "bert: --rerun on a batch exits non-zero"
