@@ -262,6 +262,41 @@ class EffectivenessResult(Result):
     """
 
 
+class EffectivenessBatchResult(Result):
+    """``paths --effectiveness`` on a batch of b inputs (the CLI's batch output).
+
+    ``lengths[k]`` has ``length`` (k), ``count`` (paths of length ≤ k),
+    ``distance`` (statistics over the inputs of ‖X_{≤k} − X^L‖_F / ‖X^L‖_F:
+    ``count``, ``mean``, ``stddev``, ``min``, ``median``, ``max``, see
+    :class:`ForwardBatchResult`) and ``head`` (None without a task head): the
+    predictions pooled over the batch — ``agree`` (equal to those on X^L),
+    ``agree_check`` (the check runs' count; None when an input had no check run),
+    ``predictions`` (b for a classifier, Σ n_i for an LM head) and ``kl`` (mean
+    KL over those predictions, nats, a Number). ``runs[i]`` is input i's own
+    :class:`EffectivenessResult`; ``inputs[i]`` describes input i.
+    """
+
+    @property
+    def lengths(self):
+        return [_EffectivenessBatchEntry(e) for e in self._r.lengths]
+
+    @property
+    def runs(self):
+        return [EffectivenessResult(r) for r in self._r.runs]
+
+
+class _EffectivenessBatchEntry(_Record):
+    __slots__ = ()
+
+    @property
+    def distance(self):
+        return _Record(self._r.distance)
+
+    @property
+    def head(self):
+        return None if self._r.head is None else _Record(self._r.head)
+
+
 class BoundsSearchResult(Result):
     """``bounds --search``: the best small SAN found, its input and the re-check.
 
@@ -458,7 +493,7 @@ def _input(x: InputLike) -> Input:
     inp = _input_or_batch(x)
     if isinstance(inp, Batch):
         raise InputError(f"input: a batch of {len(inp)} inputs; this function analyses one input "
-                         "(batches: forward, collapse, report)")
+                         "(batches: forward, collapse, effectiveness, report)")
     return inp
 
 
@@ -658,10 +693,11 @@ def bounds_search(*, layers: int = 2, heads: int = 1, d_model: int = 4, d_qk: in
     return r
 
 
-def effectiveness(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,
+def effectiveness(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=None, mask=None,
                   precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
-                  confirm: bool = True, method: Optional[str] = None, head: bool = True,
-                  name: Optional[str] = None, progress=None) -> EffectivenessResult:
+                  confirm: bool = True, method: Optional[str] = None, head: bool = True, threads: int = 1,
+                  name: Optional[str] = None,
+                  progress=None) -> Union[EffectivenessResult, EffectivenessBatchResult]:
     """``sanpath paths --effectiveness``: how much of the output the paths of length ≤ k carry, k = 0..L.
 
     X_{≤k} = Σ_{j≤k} S_j + 1bᵀ (the length sums of Theorem 2.1, exact at any size;
@@ -670,12 +706,23 @@ def effectiveness(model: Model, input: InputLike, *, skip=None, mlp=None, layern
     from a checkpoint with a task head (BERT pooler + classifier, GPT-2 ln_f + LM
     head) and ``head`` is True, the agreement of the head's predictions with
     those on X^L and the mean KL divergence (nats). See :class:`EffectivenessResult`.
+
+    A batch ``input`` (a list of token sequences, int array [b, n], float array
+    [b, n, d_model], :func:`token_file`, :func:`random_batch`; see :func:`forward`)
+    gives an :class:`EffectivenessBatchResult`: each input at its own precision,
+    per k the distance's statistics over the inputs and the head's agreement and
+    KL pooled over every prediction of the batch; ``threads`` inputs in parallel
+    (the result does not depend on it), as ``paths --effectiveness --tokens-file``.
     """
     model, name = _name(model, name)
-    return EffectivenessResult(_sanpath.effectiveness(model, _input(input), name,
-                                                      *_variant_args(skip, mlp, layernorm, mask),
-                                                      _request(precision, digits, max_bits, confirm, method),
-                                                      bool(head), _progress(progress)))
+    inp = _input_or_batch(input)
+    variant = _variant_args(skip, mlp, layernorm, mask)
+    req = _request(precision, digits, max_bits, confirm, method)
+    if isinstance(inp, Batch):
+        return EffectivenessBatchResult(_sanpath.effectiveness_batch(model, inp, name, *variant, req, bool(head),
+                                                                     int(threads), _progress(progress)))
+    return EffectivenessResult(_sanpath.effectiveness(model, inp, name, *variant, req, bool(head),
+                                                      _progress(progress)))
 
 
 def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out: Optional[str] = None, *,
@@ -685,9 +732,10 @@ def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out
            rerun: int = 8, repeats: int = 3, progress=None) -> Optional[str]:
     """``sanpath report``: the self-contained HTML report, written to ``out`` (atomically) or returned.
 
-    A batch ``input`` (see :func:`forward`): the collapse section draws the mean
-    over the inputs with ±std bands (``threads`` in parallel); bounds and path
-    lengths analyse the first input. ``conventions`` as in :func:`collapse`.
+    A batch ``input`` (see :func:`forward`): the collapse and effectiveness
+    sections draw the mean over the inputs with ±std bands (``threads`` in
+    parallel; the agreement pooled over every prediction of the batch); bounds
+    and path lengths analyse the first input (the report says so). ``conventions`` as in :func:`collapse`.
     ``rerun``/``repeats``: the effectiveness section's re-run sub-networks (N paths per length, R draws, seed 0;
     ``rerun=0``: the exact sense only), as ``sanpath report --rerun N --repeats R``.
     """
@@ -710,6 +758,6 @@ __all__ = [
     "ForwardResult", "CollapseResult", "load", "from_arrays", "random_model", "default_model", "tokens", "matrix",
     "random_input", "default_input", "forward", "collapse", "length_sums", "enumerate_paths", "iter_paths",
     "sample_paths", "path_counts", "bounds", "report", "set_memory_budget", "Batch", "ForwardBatchResult",
-    "CollapseBatchResult", "EffectivenessResult", "BoundsSearchResult", "batch", "token_file", "input_file",
+    "CollapseBatchResult", "EffectivenessResult", "EffectivenessBatchResult", "BoundsSearchResult", "batch", "token_file", "input_file",
     "random_batch", "effectiveness", "bounds_search",
 ]

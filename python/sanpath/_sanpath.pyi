@@ -185,6 +185,23 @@ class EffectivenessResult(_Formatted):
     precision: str
     check: Optional[str]
 
+class PooledAgreement:
+    agree: int
+    agree_check: Optional[int]
+    predictions: int
+    kl: Number
+
+class BatchEffectivenessEntry:
+    length: int
+    count: int
+    distance: BatchStatistic
+    head: Optional[PooledAgreement]
+
+class EffectivenessBatchResult(_Formatted):
+    lengths: List[BatchEffectivenessEntry]
+    runs: List[EffectivenessResult]
+    inputs: List[str]
+
 class SearchStep:
     iteration: int
     log10_ratio: float
@@ -259,6 +276,9 @@ def collapse_batch(model: Model, batch: Batch, name: str, request: PrecisionRequ
 def effectiveness(model: Model, input: Input, name: str, skip: Optional[str], mlp: Optional[str],
                   layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest, use_head: bool,
                   progress: Progress) -> EffectivenessResult: ...
+def effectiveness_batch(model: Model, batch: Batch, name: str, skip: Optional[str], mlp: Optional[str],
+                        layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest, use_head: bool,
+                        threads: int, progress: Progress) -> EffectivenessBatchResult: ...
 def search_input_path(model_path: str) -> str: ...
 def bounds_search(layers: int, heads: int, d_model: int, d_qk: int, tokens: int, seed: int, iterations: int,
                   search_bits: int, theorem: str, gamma: str, recheck: PrecisionRequest,

@@ -59,3 +59,44 @@ def test_effectiveness_errors_are_the_clis(cli, models):
     with pytest.raises(sanpath.Error) as e:
         sanpath.effectiveness(sanpath.load(path), [2, 15, 27, 3])  # the model's own variant has an MLP
     assert str(e.value) == msg
+
+
+@pytest.mark.parametrize("checkpoint, vocab, kind", [
+    ("bert-ticket-classifier", 424, "classifier"),
+    ("gpt2-capp", 53, "language model"),
+])
+def test_effectiveness_on_a_batch(cli, models, tmp_path, checkpoint, vocab, kind):
+    path = os.path.join(models, checkpoint)
+    model = sanpath.load(path)
+    sequences = [[(7 * i + 3 * j + 1) % vocab for j in range(3 + i % 5)] for i in range(6)]
+    token_file = tmp_path / "tokens.txt"
+    token_file.write_text("".join(",".join(map(str, s)) + "\n" for s in sequences))
+    r = sanpath.effectiveness(model, sanpath.token_file(str(token_file)), threads=2, **ATTENTION)
+    args = ["paths", "--model", path, "--tokens-file", str(token_file), *ATTENTION_ARGS, "--effectiveness"]
+    assert r.to_json() == cli_ok(cli, *args, "--format", "json")
+    assert r.to_table() == cli_ok(cli, *args)
+    # A list of token lists is the same batch (other input descriptions): the same values.
+    as_lists = sanpath.effectiveness(model, sequences, **ATTENTION)
+    assert [str(e.distance.mean) for e in as_lists.lengths] == \
+        [str(e.distance.mean) for e in r.lengths]
+    # Each input's values are its own single run's; the pooled counts are counted here.
+    singles = [sanpath.effectiveness(model, s, **ATTENTION) for s in sequences]
+    predictions = len(sequences) if kind == "classifier" else sum(len(s) for s in sequences)
+    for k, e in enumerate(r.lengths):
+        assert [str(run.lengths[k].distance) for run in r.runs] == \
+            [str(s.lengths[k].distance) for s in singles]
+        assert e.head.predictions == predictions
+        assert e.head.agree == sum(s.lengths[k].agree for s in singles)
+        assert float(str(e.head.kl).lstrip("< ")) >= 0
+    assert r.lengths[-1].head.agree == predictions
+    # Batches and their errors are the CLI's.
+    msg = cli_message(cli, "paths", "--model", path, "--tokens-file", str(token_file), *ATTENTION_ARGS,
+                      "--effectiveness", "--threads", "-1")
+    with pytest.raises(sanpath.InputError) as err:
+        sanpath.effectiveness(model, sequences, threads=-1, **ATTENTION)
+    assert str(err.value) == msg
+    token_file.write_text("1,2\n3,x\n")
+    msg = cli_message(cli, *args)
+    with pytest.raises(sanpath.InputError) as err:
+        sanpath.effectiveness(model, sanpath.token_file(str(token_file)), **ATTENTION)
+    assert str(err.value) == msg

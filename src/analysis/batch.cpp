@@ -14,19 +14,6 @@ namespace sanpath {
 
 namespace {
 
-/// run(input, progress) on every input (after check_batch_inputs), on
-/// `threads` workers, the results in input order.
-template <class R, class F>
-std::vector<R> run_each(const Model& model, const std::vector<InputSpec>& inputs, int threads,
-                        const ProgressFn& progress, F&& run) {
-  if (inputs.empty()) throw std::invalid_argument("batch: no inputs");
-  check_batch_inputs(model, inputs);
-  std::vector<R> out(inputs.size());
-  for_each_input(inputs.size(), threads,
-                 [&](std::size_t i) { out[i] = run(inputs[i], batch_progress(progress, i, inputs.size())); });
-  return out;
-}
-
 /// A statistic known to `digits` (nullopt: unconfirmed).
 Quantity known(const BigReal& v, const std::optional<int>& digits) {
   Quantity q = Quantity::unconfirmed(v);
@@ -34,29 +21,70 @@ Quantity known(const BigReal& v, const std::optional<int>& digits) {
   return q;
 }
 
+/// The values of a statistic at one working precision (the finest among
+/// them), their least confirmed digits and whether any is only a bound.
+struct Collected {
+  unsigned prec = 30;
+  bool bounded = false;
+  std::optional<int> digits;
+  std::vector<BigReal> x;
+};
+
+Collected collect(const std::vector<Quantity>& values) {
+  Collected c;
+  for (const Quantity& q : values) c.prec = std::max(c.prec, (q.below_resolution ? q.bound : q.value).precision());
+  bool confirmed = true;
+  int dmin = 1 << 30;
+  for (const Quantity& q : values) {
+    c.bounded = c.bounded || q.below_resolution;
+    if (q.below_resolution) {
+      c.x.emplace_back(q.bound, c.prec);
+    } else {
+      c.x.emplace_back(q.value, c.prec);
+      if (q.digits) dmin = std::min(dmin, *q.digits);
+      else confirmed = false;
+    }
+  }
+  if (confirmed && dmin < (1 << 30)) c.digits = dmin;
+  return c;
+}
+
+/// A mean or order statistic v of the collected values: known to their
+/// least digits, or, when some value is only a bound, an upper bound (every
+/// value is at most its printed bound, up to the relative error of the
+/// confirmed ones).
+Quantity statistic_of(const BigReal& v, const Collected& c) {
+  if (!c.bounded) return known(v, c.digits);
+  const BigReal margin =
+      c.digits ? BigReal(1 + pow(BigReal(10, c.prec), BigReal(1 - *c.digits, c.prec))) : BigReal(2, c.prec);
+  return below_resolution(v, BigReal(v * margin));
+}
+
 }  // namespace
+
+Quantity weighted_mean(const std::vector<Quantity>& values, const std::vector<long>& weights) {
+  if (values.empty()) throw std::invalid_argument("weighted mean: no values");
+  if (weights.size() != values.size())
+    throw std::invalid_argument("weighted mean: " + std::to_string(values.size()) + " values but " +
+                                std::to_string(weights.size()) + " weights");
+  const Collected c = collect(values);
+  BigReal sum(0, c.prec), total(0, c.prec);
+  for (std::size_t i = 0; i < c.x.size(); ++i) {
+    if (weights[i] < 1) throw std::invalid_argument("weighted mean: weight " + std::to_string(weights[i]) + " below 1");
+    sum += c.x[i] * BigReal(weights[i], c.prec);
+    total += BigReal(weights[i], c.prec);
+  }
+  return statistic_of(BigReal(sum / total), c);
+}
 
 BatchStatistic summarize(const std::vector<Quantity>& values) {
   if (values.empty()) throw std::invalid_argument("batch statistics: no values");
   BatchStatistic s;
   s.count = static_cast<long>(values.size());
-  // One working precision for every operation: the finest among the values.
-  unsigned prec = 30;
-  for (const Quantity& q : values) prec = std::max(prec, (q.below_resolution ? q.bound : q.value).precision());
-  bool bounded = false, confirmed = true;
-  int dmin = 1 << 30;
-  std::vector<BigReal> x;
-  for (const Quantity& q : values) {
-    bounded = bounded || q.below_resolution;
-    if (q.below_resolution) {
-      x.emplace_back(q.bound, prec);
-    } else {
-      x.emplace_back(q.value, prec);
-      if (q.digits) dmin = std::min(dmin, *q.digits);
-      else confirmed = false;
-    }
-  }
-  const std::optional<int> digits = confirmed && dmin < (1 << 30) ? std::optional<int>(dmin) : std::nullopt;
+  const Collected c = collect(values);
+  const unsigned prec = c.prec;
+  const std::vector<BigReal>& x = c.x;
+  const std::optional<int>& digits = c.digits;
   const BigReal b(static_cast<long>(x.size()), prec);
   BigReal sum(0, prec);
   for (const BigReal& v : x) sum += v;
@@ -65,17 +93,11 @@ BatchStatistic summarize(const std::vector<Quantity>& values) {
   std::sort(sorted.begin(), sorted.end());
   const std::size_t m = sorted.size() / 2;
   const BigReal median = sorted.size() % 2 ? sorted[m] : BigReal((sorted[m - 1] + sorted[m]) / 2);
-  s.mean = known(mean, digits);
-  s.min = known(sorted.front(), digits);
-  s.median = known(median, digits);
-  s.max = known(sorted.back(), digits);
-  if (bounded) {
-    // Every value is at most its printed bound, up to the relative error of
-    // the confirmed ones: these statistics are upper bounds.
-    const BigReal margin = digits ? BigReal(1 + pow(BigReal(10, prec), BigReal(1 - *digits, prec))) : BigReal(2, prec);
-    for (Quantity* q : {&s.mean, &s.min, &s.median, &s.max}) *q = below_resolution(q->value, BigReal(q->value * margin));
-    return s;
-  }
+  s.mean = statistic_of(mean, c);
+  s.min = statistic_of(sorted.front(), c);
+  s.median = statistic_of(median, c);
+  s.max = statistic_of(sorted.back(), c);
+  if (c.bounded) return s;
   if (x.size() < 2) return s;
   BigReal ss(0, prec);
   for (const BigReal& v : x) ss += (v - mean) * (v - mean);
@@ -166,8 +188,8 @@ BatchForwardAnalysis analyze_forward_batch(const Model& model, const Variant& va
                                            const std::vector<InputSpec>& inputs, const PrecisionRequest& request,
                                            Center center, int threads, const ProgressFn& progress) {
   BatchForwardAnalysis out;
-  out.runs = run_each<ForwardAnalysis>(model, inputs, threads, progress, [&](const InputSpec& in, const ProgressFn& p) {
-    return analyze_forward(model, variant, in, request, center, p);
+  out.runs = map_inputs<ForwardAnalysis>(model, inputs, threads, progress, [&](std::size_t i, const ProgressFn& p) {
+    return analyze_forward(model, variant, inputs[i], request, center, p);
   });
   for (std::size_t l = 0; l < out.runs.front().layers.size(); ++l) {
     std::vector<Quantity> values;
@@ -182,8 +204,8 @@ BatchCollapseResult run_collapse_batch(const Model& model, const std::vector<Inp
                                        int threads, const ProgressFn& progress) {
   BatchCollapseResult out;
   out.conventions = conventions;
-  out.runs = run_each<CollapseResult>(model, inputs, threads, progress, [&](const InputSpec& in, const ProgressFn& p) {
-    return run_collapse(model, in, precision, p, conventions);
+  out.runs = map_inputs<CollapseResult>(model, inputs, threads, progress, [&](std::size_t i, const ProgressFn& p) {
+    return run_collapse(model, inputs[i], precision, p, conventions);
   });
   out.variants = out.runs.front().variants;  // the same for every input: they depend on the model only
   for (std::size_t v = 0; v < out.variants.size(); ++v) {
@@ -202,8 +224,8 @@ BatchLengthSums analyze_length_sums_batch(const Model& model, const Variant& var
                                           const std::vector<InputSpec>& inputs, const PrecisionRequest& request,
                                           int threads, const ProgressFn& progress) {
   BatchLengthSums out;
-  out.runs = run_each<LengthSumsReport>(model, inputs, threads, progress, [&](const InputSpec& in, const ProgressFn& p) {
-    return analyze_length_sums(model, variant, in, request, p);
+  out.runs = map_inputs<LengthSumsReport>(model, inputs, threads, progress, [&](std::size_t i, const ProgressFn& p) {
+    return analyze_length_sums(model, variant, inputs[i], request, p);
   });
   for (std::size_t k = 0; k < out.runs.front().lengths.size(); ++k) {
     std::vector<Quantity> values;
@@ -219,8 +241,8 @@ BatchLengthSums analyze_length_sums_batch(const Model& model, const Variant& var
 BatchBounds analyze_bounds_batch(const Model& model, const Variant& variant, const std::vector<InputSpec>& inputs,
                                  const BoundsRequest& request, int threads, const ProgressFn& progress) {
   BatchBounds out;
-  out.runs = run_each<BoundsAnalysis>(model, inputs, threads, progress, [&](const InputSpec& in, const ProgressFn& p) {
-    return analyze_bounds(model, variant, in, request, p);
+  out.runs = map_inputs<BoundsAnalysis>(model, inputs, threads, progress, [&](std::size_t i, const ProgressFn& p) {
+    return analyze_bounds(model, variant, inputs[i], request, p);
   });
   for (std::size_t l = 0; l < out.runs.front().measured.depths.size(); ++l) {
     std::vector<Quantity> values;

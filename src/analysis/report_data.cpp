@@ -6,9 +6,10 @@ namespace sanpath {
 
 namespace {
 
-/// The report of `input` around its collapse result: bounds and path lengths.
+/// The report of `input` around its collapse result: bounds and path lengths,
+/// and (`effectiveness`) the effectiveness section of that input alone.
 HtmlReport report_on(const Model& model, const InputSpec& input, const ReportRequest& request,
-                     CollapseResult collapse, const ProgressFn& progress) {
+                     CollapseResult collapse, bool effectiveness, const ProgressFn& progress) {
   HtmlReport r;
   r.info = request.info;
   r.generator = request.generator;
@@ -22,6 +23,7 @@ HtmlReport report_on(const Model& model, const InputSpec& input, const ReportReq
   r.paths_variant = {true, MlpKind::none, LayerNormKind::none, model.arch().variant.mask};
   r.lengths = analyze_length_sums(model, r.paths_variant, input, request.precision,
                                   prefixed_progress(progress, "path lengths: "));
+  if (!effectiveness) return r;
   const TaskHead* head = request.head ? &*request.head : nullptr;
   if (request.rerun) {
     r.rerun = analyze_rerun(model, r.paths_variant, input, request.precision, *request.rerun, head,
@@ -41,7 +43,7 @@ HtmlReport build_report(const Model& model, const InputSpec& input, const Report
                         const ProgressFn& progress) {
   CollapseResult collapse = run_collapse(model, input, request.precision, prefixed_progress(progress, "collapse: "),
                                          request.conventions);
-  return report_on(model, input, request, std::move(collapse), progress);
+  return report_on(model, input, request, std::move(collapse), true, progress);
 }
 
 HtmlReport build_report(const Model& model, const std::vector<InputSpec>& inputs, const ReportRequest& request,
@@ -49,8 +51,21 @@ HtmlReport build_report(const Model& model, const std::vector<InputSpec>& inputs
   if (inputs.empty()) throw std::invalid_argument("report: no inputs");
   BatchCollapseResult batch = run_collapse_batch(model, inputs, request.precision, request.conventions, threads,
                                                  prefixed_progress(progress, "collapse: "));
-  HtmlReport r = report_on(model, inputs.front(), request, batch.runs.front(), progress);
+  HtmlReport r = report_on(model, inputs.front(), request, batch.runs.front(), false, progress);
   r.batch = std::move(batch);
+  const TaskHead* head = request.head ? &*request.head : nullptr;
+  const ProgressFn p = prefixed_progress(progress, "effectiveness: ");
+  if (request.rerun) {
+    RerunRequest rerun = *request.rerun;
+    rerun.threads = threads;
+    r.rerun_batch = analyze_rerun_batch(model, r.paths_variant, inputs, request.precision, rerun, head, p);
+    r.rerun = r.rerun_batch->runs.front();
+    r.effectiveness = *r.rerun->exact;
+  } else {
+    r.effectiveness_batch =
+        analyze_effectiveness_batch(model, r.paths_variant, inputs, request.precision, head, threads, p);
+    r.effectiveness = r.effectiveness_batch->runs.front();
+  }
   return r;
 }
 

@@ -1,6 +1,7 @@
 #include "common.hpp"
 
 #include "sanpath/core/errors.hpp"
+#include "sanpath/analysis/effectiveness_batch.hpp"
 #include "sanpath/analysis/paths.hpp"
 #include "sanpath/analysis/rerun.hpp"
 #include "sanpath/io/task_head.hpp"
@@ -98,7 +99,7 @@ void register_paths(CLI::App& app) {
   auto* top =
       cmd->add_option("--top", o->top, "--enumerate: only the K paths of largest ‖T‖_{1,∞} (0: all)")->default_val(0);
   auto* threads = cmd->add_option("--threads", o->threads,
-                                  "--enumerate, --rerun, and the inputs of a batch (--sums): worker threads (0: all cores); results do "
+                                  "--enumerate, --rerun, and the inputs of a batch (--sums, --effectiveness): worker threads (0: all cores); results do "
                                   "not depend on it")
                       ->default_val(1);
   auto* limit = cmd->add_option("--limit", o->limit,
@@ -126,7 +127,11 @@ void register_paths(CLI::App& app) {
       "Re-runs use the working precision and are confirmed one tier up with the same draws. --sums takes a batch "
       "(--tokens-file, --random-input N --batch B, or --input with X of shape [b, n, d]; --threads inputs in "
       "parallel): mean ± std, min, median and max over the inputs of each length's share ‖S_k‖_F/‖X^L‖_F, each "
-      "input at its own precision, its own values in --format json.\n\n"
+      "input at its own precision, its own values in --format json. --effectiveness [--rerun N] takes a batch too: "
+      "per length mean ± std over the inputs of the distance, the task head's agreement counted over every "
+      "prediction of the batch (one per input for a classifier, one per position for an LM head) and the mean KL "
+      "over those predictions; with --rerun, input i draws with seed + i·0xD1B54A32D192ED03 and enters with its "
+      "mean over the repetitions.\n\n"
       "Examples:\n"
       "  sanpath paths --model ../shared/data/real-models/gpt2-capp --tokens 1,5,9,13 --skip on --mlp none "
       "--layernorm none --sums\n"
@@ -134,7 +139,9 @@ void register_paths(CLI::App& app) {
       "  sanpath paths --model ../shared/data/real-models/bert-ticket-classifier --tokens 2,15,27,3 --skip on "
       "--mlp none --layernorm none --effectiveness\n"
       "  sanpath paths --model ../shared/data/real-models/gpt2-capp --tokens 1,5,9,13 --effectiveness --rerun 16 "
-      "--repeats 5 --seed 1\n");
+      "--repeats 5 --seed 1\n"
+      "  sanpath paths --model ../shared/data/real-models/bert-ticket-classifier --tokens-file tokens.txt --skip on "
+      "--mlp none --layernorm none --effectiveness --threads 2\n");
   cmd->callback([o, seed, sample, length, lengths, heads, top, threads, limit, rerun, repeats] {
     const Format fmt = o->out.parsed();
     const PrecisionRequest req = o->precision.request();
@@ -144,16 +151,16 @@ void register_paths(CLI::App& app) {
     if (rerun->count() > 0 && !o->effectiveness) throw UsageError("--rerun: only with --effectiveness");
     o->input.threads = o->threads;
     const InputBatch batch = o->input.specs();
-    if (batch.batch && !o->sums)
+    if (batch.batch && !o->sums && !o->effectiveness)
       throw UsageError((!o->input.file.empty() ? o->input.file + ": X" : !o->input.tokens_file.empty() ? std::string("--tokens-file") : std::string("--batch")) + ": a batch of " + std::to_string(batch.inputs.size()) +
-                       " inputs; paths analyses a batch with --sums only (one input for --enumerate, --sample, "
-                       "--effectiveness)");
+                       " inputs; paths analyses a batch with --sums or --effectiveness only (one input for --enumerate, "
+                       "--sample)");
     if (rerun->count() > 0 && o->rerun < 1) throw UsageError("--rerun: at least 1 path per length");
     if (repeats->count() > 0 && o->repeats < 1) throw UsageError("--repeats: at least 1 repetition");
     if (!o->enumerate) {
       for (const CLI::Option* opt : {lengths, heads, top, limit})
         if (opt->count() > 0) throw UsageError(opt->get_name() + ": only with --enumerate");
-      if (threads->count() > 0 && rerun->count() == 0 && !(o->sums && batch.batch))
+      if (threads->count() > 0 && rerun->count() == 0 && !((o->sums || o->effectiveness) && batch.batch))
         throw UsageError("--threads: only with --enumerate, --rerun or a batch");
       if ((o->sums || o->effectiveness) && length->count() > 0)
         throw UsageError("--length: only with --enumerate or --sample");
@@ -214,8 +221,19 @@ void register_paths(CLI::App& app) {
         rr.repeats = o->repeats;
         rr.seed = o->input.seed;
         rr.threads = o->threads;
+        if (batch.batch) {
+          const BatchRerun b = analyze_rerun_batch(model, v, batch.inputs, req, rr, head ? &*head : nullptr,
+                                                   o->out.progress());
+          o->out.emit(format_rerun_batch(b, batch.inputs, model, info, fmt));
+          return;
+        }
         const RerunReport r = analyze_rerun(model, v, in, req, rr, head ? &*head : nullptr, o->out.progress());
         o->out.emit(format_rerun(r, model, info, fmt));
+      } else if (batch.batch) {
+        const BatchEffectiveness b = analyze_effectiveness_batch(model, v, batch.inputs, req, head ? &*head : nullptr,
+                                                                 o->threads, o->out.progress());
+        o->out.emit(format_effectiveness_batch(b, batch.inputs, model, info, fmt));
+        return;
       } else {
         const EffectivenessReport r =
             analyze_effectiveness(model, v, in, req, head ? &*head : nullptr, o->out.progress());

@@ -60,7 +60,9 @@ void register_report(CLI::App& app) {
       "--out bert.html\n"
       "  sanpath report --model BERT_FOLDER --tokens-file tokens.txt --conventions paper --threads 2 --out fig2.html\n\n"
       "A batch (--tokens-file, --random-input N --batch B, or --input with X of shape [b, n, d]): the collapse "
-      "section draws the mean over the inputs with ±std bands; bounds and path lengths analyse the first input.\n");
+      "and effectiveness sections draw the mean over the inputs with ±std bands (the effectiveness section's "
+      "agreement pooled over every prediction of the batch; re-run input i draws with seed i·0xD1B54A32D192ED03); "
+      "bounds and path lengths analyse the first input (said so in those sections).\n");
   cmd->callback([o] {
     ReportRequest req;
     req.precision = o->precision.request();

@@ -4,6 +4,7 @@
 #include "sanpath/compute/path_graph.hpp"
 #include "sanpath/report/format.hpp"
 #include "report/json_parts.hpp"
+#include "report/path_parts.hpp"
 #include "report/provenance_text.hpp"
 #include "report/text_table.hpp"
 #include "sanpath/analysis/paths.hpp"
@@ -22,32 +23,14 @@ namespace {
 
 using json_parts::model_json;
 using json_parts::variant_json;
-
-ordered_json digits_value(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
-
-/// The fields every path report shares, appended after its own.
-void add_common(ordered_json& j, const PathReportBase& r, const Model& model, const RunInfo& info) {
-  j.update(provenance_text::json(r, provenance_text::View::paths));
-  j["variant"] = variant_json(r.variant);
-  j["model"] = model_json(model, info);
-  j["input"] = info.input;
-  j["tokens"] = r.tokens;
-}
-
-std::string header_text(const PathReportBase& r, const Model& model, const RunInfo& info) {
-  std::ostringstream o;
-  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
-    << ", d=" << model.arch().d_model << ")\n";
-  o << "input: " << info.input << "\n";
-  o << "variant: " << to_string(r.variant) << "\n";
-  o << provenance_text::line(r, provenance_text::View::paths) << "\n";
-  return o.str();
-}
+using path_parts::add_common;
+using path_parts::digits_text;
+using path_parts::digits_value;
+using path_parts::header_text;
 
 using text_table::columns;
 using text_table::pad;
 
-std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
 
 /// "0 - 3" (0-based heads, '-' for the skip connection).
 std::string heads_text(const std::vector<int>& heads) {
@@ -278,202 +261,6 @@ std::string format_samples(const PathSampleReport& r, const Model& model, const 
       << pad("[" + e.norm.low.str() + ", " + e.norm.high.str() + "]", 52) << pad(e.residual.mean.str(), 26)
       << pad("[" + e.residual.low.str() + ", " + e.residual.high.str() + "]", 52) << pad(digits_text(e.digits), 13)
       << e.population << "\n";
-  return text_table::trim_line_ends(o.str());
-}
-
-}  // namespace sanpath
-
-// ---------------------------------------------------------- effectiveness
-
-namespace sanpath {
-
-namespace {
-
-/// {"distance", "agree", "agree_check", "kl", "digits"} of one exact truncation.
-ordered_json exact_effectiveness_json(const EffectivenessEntry& e) {
-  const auto optional_long = [](const std::optional<long>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
-  return {{"distance", e.distance.str()},
-          {"agree", optional_long(e.agree)},
-          {"agree_check", optional_long(e.agree_check)},
-          {"kl", e.kl ? ordered_json(e.kl->str()) : ordered_json(nullptr)},
-          {"digits", digits_value(e.digits)}};
-}
-
-/// {"kind", "outputs", "predictions"} of a task head, or null.
-ordered_json head_json(const std::optional<TaskHeadKind>& head, long outputs, long predictions) {
-  return head ? ordered_json({{"kind", to_string(*head)}, {"outputs", outputs}, {"predictions", predictions}})
-              : ordered_json(nullptr);
-}
-
-/// The line naming the task head and what `meaning` its columns have, or that there is none.
-std::string head_text(const std::optional<TaskHeadKind>& head, long outputs, long predictions,
-                      const std::string& meaning) {
-  std::ostringstream o;
-  if (head)
-    o << "task head: " << to_string(*head) << " (" << outputs
-      << (*head == TaskHeadKind::classifier ? " classes" : " tokens") << "), " << predictions
-      << (predictions == 1 ? " prediction" : " predictions") << "; " << meaning << "\n";
-  else
-    o << "task head: none in the checkpoint (bert.pooler + classifier, or transformer.ln_f + LM head)\n";
-  return o.str();
-}
-
-/// "3/4", with the check run's count when it differs ("3/4 (check 2/4)").
-std::string agreement_text(const EffectivenessEntry& e, long predictions) {
-  std::string s = std::to_string(*e.agree) + "/" + std::to_string(predictions);
-  if (e.agree_check && *e.agree_check != *e.agree)
-    s += " (check " + std::to_string(*e.agree_check) + "/" + std::to_string(predictions) + ")";
-  return s;
-}
-
-}  // namespace
-
-std::string format_effectiveness(const EffectivenessReport& r, const Model& model, const RunInfo& info, Format f) {
-  if (f == Format::json) {
-    ordered_json j;
-    ordered_json rows = ordered_json::array();
-    for (const EffectivenessEntry& e : r.lengths) {
-      ordered_json row{{"length", e.length}, {"paths", e.count}};
-      row.update(exact_effectiveness_json(e));
-      rows.push_back(row);
-    }
-    j["effectiveness"] = rows;
-    j["head"] = head_json(r.head, r.outputs, r.predictions);
-    j["output_norm"] = {{"frobenius", r.output_frobenius.str()}};
-    add_common(j, r, model, info);
-    return j.dump(2) + "\n";
-  }
-  std::ostringstream o;
-  if (f == Format::csv) {
-    o << "length,paths,distance,agree,predictions,kl,digits\n";
-    for (const EffectivenessEntry& e : r.lengths)
-      o << e.length << ',' << e.count << ',' << e.distance.str() << ',' << (e.agree ? std::to_string(*e.agree) : "")
-        << ',' << (r.head ? std::to_string(r.predictions) : "") << ',' << (e.kl ? e.kl->str() : "") << ','
-        << (e.digits ? std::to_string(*e.digits) : "") << '\n';
-    return o.str();
-  }
-  o << "Path effectiveness: X_{≤k} = Σ_{j≤k} S_j + 1bᵀ keeps the paths of length ≤ k (attention frozen, exact)\n";
-  o << header_text(r, model, info);
-  o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str() << "\n";
-  o << head_text(r.head, r.outputs, r.predictions,
-                 "agree = argmax on X_{≤k} equal to argmax on X^L; KL = mean KL(p(X^L) ‖ p(X_{≤k}))");
-  o << "\n" << pad("length", 8) << pad("distance", 26);
-  if (r.head) o << pad("agree", 14) << pad("KL", 26);
-  o << pad("digits", 13) << "paths of length ≤ k (exact)\n";
-  for (const EffectivenessEntry& e : r.lengths) {
-    o << pad(std::to_string(e.length), 8) << pad(e.distance.str(), 26);
-    if (r.head) o << pad(agreement_text(e, r.predictions), 14) << pad(e.kl->str(), 26);
-    o << pad(digits_text(e.digits), 13) << e.count << "\n";
-  }
-  return text_table::trim_line_ends(o.str());
-}
-
-}  // namespace sanpath
-
-// ------------------------------------------------------------------ re-run
-
-namespace sanpath {
-
-namespace {
-
-const char* const rerun_estimator_text =
-    "a sub-network per path: a layer where the path takes head h runs with head h alone (its attention recomputed "
-    "from the path's own states), then the variant's LayerNorm and MLP, without the skip term; a skipped layer is the "
-    "identity. Length k: every path once when count_k <= N, else N uniform paths with replacement scaled by "
-    "count_k/N (unbiased). Attention-only variants: no value/output biases inside the sub-networks, the bias term 1b^T "
-    "added once; other variants: every sub-network carries its layers' biases";
-
-}  // namespace
-
-std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo& info, Format f) {
-  const EffectivenessEntry* no_exact = nullptr;
-  const auto exact_at = [&](std::size_t k) { return r.exact ? &r.exact->lengths[k] : no_exact; };
-  if (f == Format::json) {
-    using json_parts::statistic_json;
-    ordered_json rows = ordered_json::array();
-    for (std::size_t k = 0; k < r.lengths.size(); ++k) {
-      const RerunEntry& e = r.lengths[k];
-      const EffectivenessEntry* x = exact_at(k);
-      ordered_json row;
-      row["length"] = e.length;
-      row["paths"] = e.count;
-      row["paths_run"] = e.evaluated;
-      row["all_paths"] = e.all_paths;
-      row["exact"] = x ? exact_effectiveness_json(*x) : ordered_json(nullptr);
-      row["rerun"] = {{"distance", statistic_json(e.distance)},
-                      {"gap", e.gap ? statistic_json(*e.gap) : ordered_json(nullptr)},
-                      {"agree", e.agree.empty() ? ordered_json(nullptr) : ordered_json(e.agree)},
-                      {"agree_check", e.agree_check.empty() ? ordered_json(nullptr) : ordered_json(e.agree_check)},
-                      {"kl", e.kl ? statistic_json(*e.kl) : ordered_json(nullptr)}};
-      rows.push_back(row);
-    }
-    ordered_json j;
-    j["effectiveness"] = rows;
-    j["rerun"] = {{"samples", r.request.samples},
-                  {"repeats", r.request.repeats},
-                  {"seed", r.request.seed},
-                  {"estimator", rerun_estimator_text}};
-    j["exact"] = r.exact.has_value();
-    j["head"] = head_json(r.head, r.outputs, r.predictions);
-    j["output_norm"] = {{"frobenius", r.output_frobenius.str()}};
-    add_common(j, r, model, info);
-    return j.dump(2) + "\n";
-  }
-  std::ostringstream o;
-  if (f == Format::csv) {
-    o << "length,paths,paths_run,exact_distance,rerun_distance_mean,rerun_distance_stddev,gap_mean,exact_agree,"
-         "rerun_agree_mean,predictions,exact_kl,rerun_kl_mean\n";
-    for (std::size_t k = 0; k < r.lengths.size(); ++k) {
-      const RerunEntry& e = r.lengths[k];
-      const EffectivenessEntry* x = exact_at(k);
-      o << e.length << ',' << e.count << ',' << e.evaluated << ',' << (x ? x->distance.str() : "") << ','
-        << e.distance.mean.str() << ',' << (e.distance.stddev ? e.distance.stddev->str() : "") << ','
-        << (e.gap ? e.gap->mean.str() : "") << ',' << (x && x->agree ? std::to_string(*x->agree) : "") << ','
-        << (e.agree.empty() ? "" : text_table::mean_agreement_text(e.agree, {}, r.predictions)) << ','
-        << (r.head ? std::to_string(r.predictions) : "") << ',' << (x && x->kl ? x->kl->str() : "") << ','
-        << (e.kl ? e.kl->mean.str() : "") << '\n';
-    }
-    return o.str();
-  }
-  o << "Path effectiveness in two senses: how much of the model is in its paths of length ≤ k\n";
-  o << header_text(r, model, info);
-  o << "exact: X_{≤k} = Σ_{j≤k} S_j + 1bᵀ, attention frozen (math.md §4)"
-    << (r.exact ? "" : " — not for this variant: attention-only variants only (--mlp none --layernorm none)") << "\n";
-  o << "re-run (the paper's code): X̂_{≤k} = Σ_{j≤k} Ŝ_j" << (r.exact ? " + 1bᵀ" : "")
-    << ", Ŝ_j = count_j/N · Σ of N sampled paths re-run as sub-networks with their own attention; N = "
-    << r.request.samples << ", " << r.request.repeats << (r.request.repeats == 1 ? " repetition" : " repetitions")
-    << ", seed " << r.request.seed << ", at the working precision above\n";
-  o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str()
-    << "; re-run cells: mean ± sample std over the repetitions [confirmed digits of the mean]"
-    << (r.exact ? "; gap = ‖X̂_{≤k} − X_{≤k}‖_F / ‖X^L‖_F" : "") << "\n";
-  o << head_text(r.head, r.outputs, r.predictions,
-                 "agree = argmax equal to argmax on X^L (re-run: mean over repetitions); KL = mean KL(p(X^L) ‖ p(·))");
-  o << "\n" << pad("length", 8);
-  if (r.exact) o << pad("exact distance", 26);
-  o << pad("re-run distance", 34);
-  if (r.exact) o << pad("gap", 34);
-  if (r.head) {
-    if (r.exact) o << pad("exact agree", 13);
-    o << pad("re-run agree", 18);
-    if (r.exact) o << pad("exact KL", 26);
-    o << pad("re-run KL", 34);
-  }
-  o << pad("paths run", 11) << "paths of length k\n";
-  for (std::size_t k = 0; k < r.lengths.size(); ++k) {
-    const RerunEntry& e = r.lengths[k];
-    const EffectivenessEntry* x = exact_at(k);
-    o << pad(std::to_string(e.length), 8);
-    if (x) o << pad(x->distance.str(), 26);
-    o << pad(mean_std_cell(e.distance), 34);
-    if (r.exact) o << pad(e.gap ? mean_std_cell(*e.gap) : "", 34);
-    if (r.head) {
-      if (x) o << pad(agreement_text(*x, r.predictions), 13);
-      o << pad(text_table::mean_agreement_text(e.agree, e.agree_check, r.predictions), 18);
-      if (x) o << pad(x->kl->str(), 26);
-      o << pad(mean_std_cell(*e.kl), 34);
-    }
-    o << pad(std::to_string(e.evaluated) + (e.all_paths ? " (all)" : ""), 11) << e.count << "\n";
-  }
   return text_table::trim_line_ends(o.str());
 }
 

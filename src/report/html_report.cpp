@@ -3,6 +3,7 @@
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/report/format.hpp"
 #include "sanpath/report/svg_plot.hpp"
+#include "report/html_parts.hpp"
 #include "report/provenance_text.hpp"
 #include "report/text_table.hpp"
 
@@ -18,22 +19,17 @@ namespace sanpath {
 
 namespace {
 
+using html_parts::band_of;
+using html_parts::digits_text;
+using html_parts::effectiveness_section;
+using html_parts::point_of;
 using svg::escape;
-
-/// log10 |x| of a reported quantity and how to mark it: a value below
-/// resolution is drawn at its bound as an upper-bound mark.
-svg::Point point_of(double x, const Quantity& q, const std::string& tip) {
-  if (q.below_resolution) return {x, log10_abs(q.bound), svg::Mark::upper_bound, tip};
-  return {x, log10_abs(q.value), svg::Mark::value, tip};
-}
 
 /// log10 of a LogReal as a double (−inf for 0, ±inf beyond double's range).
 double log10_of(const LogReal& v) {
   if (v.is_zero()) return -INFINITY;
   return v.log10().convert_to<double>();
 }
-
-std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "–"; }
 
 std::string variant_id(const std::string& name) {
   std::string id;
@@ -117,15 +113,6 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
   o << "</table>\n</section>\n";
 }
 
-/// log10(mean − std) and log10(mean + std) of a batch statistic: the band
-/// drawn around the mean (lo is −inf when mean − std ≤ 0). nullopt when the
-/// standard deviation is unknown or below resolution.
-std::optional<svg::BandPoint> band_of(double x, const BatchStatistic& s) {
-  if (!s.stddev || s.stddev->below_resolution || s.mean.below_resolution) return std::nullopt;
-  const BigReal lo = s.mean.value - s.stddev->value, hi = s.mean.value + s.stddev->value;
-  return svg::BandPoint{x, lo > 0 ? log10_abs(lo) : -INFINITY, log10_abs(hi)};
-}
-
 void collapse_section(std::ostringstream& o, const HtmlReport& r) {
   const CollapseResult& c = r.collapse;
   const BatchCollapseResult* batch = r.batch ? &*r.batch : nullptr;
@@ -169,7 +156,8 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
          "(where mean − std ≤ 0 the band reaches the bottom of the chart); every input ran at its own precision "
          "with its own confirming run. Conventions: "
       << escape(describe(batch->conventions))
-      << ". The bounds and path-length sections below analyse the first input of the batch.</p>\n";
+      << ". The bounds and path-length sections below analyse the first input of the batch; the effectiveness "
+         "section runs over the whole batch.</p>\n";
   o << "<figure>" << svg::render(ch) << "</figure>\n";
   o << "<table id=\"table-collapse\" class=\"num\">\n<thead><tr><th>layer</th>";
   for (const NamedVariant& v : c.variants) o << "<th>" << escape(v.name) << "</th>";
@@ -195,6 +183,13 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
     o << (i ? "; " : "") << "<b>" << escape(c.variants[i].name) << "</b> "
       << escape(to_string(c.variants[i].variant, VariantStyle::prose));
   o << ".</p>\n</section>\n";
+}
+
+/// With a batch: the paragraph saying that a section analyses its first input only.
+void first_input_note(std::ostringstream& o, const HtmlReport& r) {
+  if (!r.batch) return;
+  o << "<p class=\"scope\"><b>First input only:</b> this section analyses the first input of the batch of "
+    << r.batch->runs.size() << " inputs, not the whole batch.</p>\n";
 }
 
 void bounds_section(std::ostringstream& o, const HtmlReport& r) {
@@ -263,6 +258,7 @@ void bounds_section(std::ostringstream& o, const HtmlReport& r) {
   if (!lw.points.empty()) ch.series.push_back(std::move(lw));
 
   o << "<section id=\"bounds\">\n<h2>2. The bound for the SAN</h2>\n";
+  first_input_note(o, r);
   o << "<p>Theorems 2.2/2.3 (and Corollary 3.2) bound the residual of a pure SAN: r<sub>L</sub> ≤ "
        "a<sup>(3<sup>L</sup>−1)/2</sup> r<sub>0</sub><sup>3<sup>L</sup></sup> with a = 4γβH/√d<sub>qk</sub>. "
        "Here r<sub>l</sub> is the absolute composite residual with the optimal centre (an enclosure), "
@@ -332,6 +328,7 @@ void paths_section(std::ostringstream& o, const HtmlReport& r) {
   counts.height = shares.height = 380;
 
   o << "<section id=\"paths\">\n<h2>3. Path lengths (attention only, with skip connections)</h2>\n";
+  first_input_note(o, r);
   o << "<p>With skip connections the output is a sum over paths through the heads (Theorem 2.1); a path's "
        "length is the number of heads it passes, and the paths of length k sum to S<sub>k</sub>. Short paths "
        "are few; the right chart shows how much of the output each length carries. Variant: "
@@ -350,115 +347,6 @@ void paths_section(std::ostringstream& o, const HtmlReport& r) {
     << " paths in all. Decomposition check (Theorem 2.1): max |Σ<sub>k</sub> S<sub>k</sub> + 1bᵀ − X<sup>L</sup>| / "
        "max |X<sup>L</sup>|: "
     << escape(p.decomposition_error.str()) << ".</p>\n</section>\n";
-}
-
-/// Mean of the per-repetition agreement counts as a fraction of the predictions.
-double mean_agreement(const std::vector<long>& agree, long predictions) {
-  double sum = 0;
-  for (long a : agree) sum += static_cast<double>(a);
-  return sum / static_cast<double>(agree.size()) / static_cast<double>(std::max(1L, predictions));
-}
-
-void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
-  const EffectivenessReport& e = r.effectiveness;
-  const RerunReport* rr = r.rerun ? &*r.rerun : nullptr;
-  svg::Chart chart;
-  chart.id = "chart-effectiveness";
-  chart.title = "The network kept to its paths of length ≤ k";
-  chart.x = {"longest path kept k", false, true, {}, {}};
-  chart.y = {"‖X≤k − X^L‖_F / ‖X^L‖_F (log scale)", true, false, {}, {}};
-  svg::Series dist{rr ? "exact" : "distance to the output", "distance", "#4c72b0",
-                   svg::SeriesStyle::line, false, {}};
-  for (const EffectivenessEntry& x : e.lengths)
-    dist.points.push_back(
-        point_of(x.length, x.distance, "k ≤ " + std::to_string(x.length) + ": distance " + x.distance.str()));
-  chart.series.push_back(std::move(dist));
-  if (rr) {
-    svg::Series re{"re-run (mean ± std)", "rerun", "#dd8452", svg::SeriesStyle::line, true, {}};
-    svg::Series gap{"gap", "gap", "#55a868", svg::SeriesStyle::line, true, {}};
-    for (const RerunEntry& x : rr->lengths) {
-      const std::string k = "k ≤ " + std::to_string(x.length);
-      re.points.push_back(point_of(x.length, x.distance.mean, k + ": re-run distance " + mean_std_cell(x.distance)));
-      if (const auto band = band_of(x.length, x.distance)) re.band.push_back(*band);
-      if (x.gap) gap.points.push_back(point_of(x.length, x.gap->mean, k + ": gap " + mean_std_cell(*x.gap)));
-    }
-    chart.series.push_back(std::move(re));
-    chart.series.push_back(std::move(gap));
-  }
-  chart.width = 560;
-  chart.height = 380;
-  std::string agree_chart;
-  if (e.head) {
-    svg::Chart a;
-    a.id = "chart-effectiveness-head";
-    a.title = "Predictions of the " + to_string(*e.head) + " head that agree with the full network";
-    a.x = chart.x;
-    a.y = {"agreeing predictions (fraction)", false, false, 0.0, 1.0};
-    svg::Series s{rr ? "exact" : "agreement", "agree", "#c44e52", svg::SeriesStyle::line, false, {}};
-    for (const EffectivenessEntry& x : e.lengths)
-      s.points.push_back({static_cast<double>(x.length),
-                          static_cast<double>(*x.agree) / static_cast<double>(std::max(1L, e.predictions)),
-                          svg::Mark::value,
-                          "k ≤ " + std::to_string(x.length) + ": " + std::to_string(*x.agree) + "/" +
-                              std::to_string(e.predictions)});
-    a.series.push_back(std::move(s));
-    if (rr) {
-      svg::Series t{"re-run (mean)", "agree-rerun", "#dd8452", svg::SeriesStyle::line, true, {}};
-      for (const RerunEntry& x : rr->lengths) {
-        const double f = mean_agreement(x.agree, rr->predictions);
-        t.points.push_back({static_cast<double>(x.length), f, svg::Mark::value,
-                            "k ≤ " + std::to_string(x.length) + ": re-run agreement " +
-                                text_table::mean_agreement_text(x.agree, x.agree_check, rr->predictions)});
-      }
-      a.series.push_back(std::move(t));
-    }
-    a.width = 560;
-    a.height = 380;
-    agree_chart = svg::render(a);
-  }
-  o << "<section id=\"effectiveness\">\n<h2>4. How much of the model is in its short paths</h2>\n";
-  o << "<p>Keeping only the paths of length ≤ k gives X<sub>≤k</sub> = Σ<sub>j≤k</sub> S<sub>j</sub> + 1bᵀ "
-       "(attention frozen: exact, from the length sums). The left chart shows its distance to the output of the "
-       "same network; "
-    << (e.head ? "the right one how many predictions of the checkpoint's " + escape(to_string(*e.head)) +
-                     " head on X<sub>≤k</sub> agree with those on X<sup>L</sup>."
-               : std::string("the checkpoint has no task head, so no predictions are compared."))
-    << " Variant: " << escape(to_string(r.paths_variant, VariantStyle::prose))
-    << ". Precision: " << escape(provenance_text::cell(e, provenance_text::View::paths)) << ".</p>\n";
-  if (rr)
-    o << "<p>Dashed: the paper's own procedure (as <code>sanpath paths --effectiveness --rerun</code>): per length k, "
-      << rr->request.samples << " paths (every path when there are no more) re-run as sub-networks, each layer "
-         "with the path's head alone and its attention recomputed from the path's own states, summed as "
-         "count<sub>k</sub>/N · Σ (unbiased) plus the bias term; mean over "
-      << rr->request.repeats << " draws (seed " << rr->request.seed
-      << ") with a ±std band, and the gap ‖X̂<sub>≤k</sub> − X<sub>≤k</sub>‖<sub>F</sub>/‖X<sup>L</sup>‖<sub>F</sub> "
-         "between the two senses. Precision: "
-      << escape(provenance_text::cell(*rr, provenance_text::View::paths)) << ".</p>\n";
-  o << "<figure class=\"pair\">" << svg::render(chart) << agree_chart << "</figure>\n";
-  o << "<table id=\"table-effectiveness\" class=\"num\">\n<thead><tr><th>k</th><th>paths of length ≤ k</th>"
-       "<th>‖X<sub>≤k</sub> − X<sup>L</sup>‖<sub>F</sub>/‖X<sup>L</sup>‖<sub>F</sub></th>";
-  if (e.head) o << "<th>agreeing predictions</th><th>mean KL</th>";
-  o << "<th>digits</th>";
-  if (rr) {
-    o << "<th>re-run distance (mean ± std [digits])</th><th>gap</th>";
-    if (e.head) o << "<th>re-run agreement (mean)</th>";
-  }
-  o << "</tr></thead>\n<tbody>\n";
-  for (std::size_t k = 0; k < e.lengths.size(); ++k) {
-    const EffectivenessEntry& x = e.lengths[k];
-    o << "<tr><th>" << x.length << "</th><td class=\"count\">" << escape(x.count) << "</td><td>"
-      << escape(x.distance.str()) << "</td>";
-    if (e.head) o << "<td>" << *x.agree << "/" << e.predictions << "</td><td>" << escape(x.kl->str()) << "</td>";
-    o << "<td>" << digits_text(x.digits) << "</td>";
-    if (rr) {
-      const RerunEntry& y = rr->lengths[k];
-      o << "<td>" << escape(mean_std_cell(y.distance)) << "</td><td>" << escape(y.gap ? mean_std_cell(*y.gap) : "")
-        << "</td>";
-      if (e.head) o << "<td>" << escape(text_table::mean_agreement_text(y.agree, y.agree_check, rr->predictions)) << "</td>";
-    }
-    o << "</tr>\n";
-  }
-  o << "</tbody>\n</table>\n</section>\n";
 }
 
 const char* kStyle = R"(

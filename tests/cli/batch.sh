@@ -136,7 +136,7 @@ if [ $code = 3 ] && grep -q "line 2" "$T/err"; then ok "token outside the vocabu
 "$SANPATH" paths -q --model "$T/fig" --input "$T/x3.safetensors" --skip on --mlp none --layernorm none --enumerate \
   >/dev/null 2>"$T/err"
 code=$?
-if [ $code = 2 ] && grep -q "x3.safetensors: X: a batch of 3 inputs; paths analyses a batch with --sums only" "$T/err"; then
+if [ $code = 2 ] && grep -q "x3.safetensors: X: a batch of 3 inputs; paths analyses a batch with --sums or --effectiveness only" "$T/err"; then
   ok "paths --enumerate refuses a batch: $(cat "$T/err")"
 else
   fail "paths --enumerate with a batch: exit $code, $(cat "$T/err")"

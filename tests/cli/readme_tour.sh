@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's CLI tour is pasted from real runs: re-runs every `$ ./build/sanpath ...`
-# line of its console blocks, in order, and requires the output printed there
+# line of its console blocks (and every `$ printf ...` line, which writes an input
+# file such as a token file), in order, and requires the output printed there
 # byte for byte (commands without output must print nothing).
 #
 # Usage: bash readme_tour.sh <sanpath binary> <shared dir> <tmp dir>
@@ -39,7 +40,7 @@ for line in lines:
         block[-1][1].append(line)
 failed = checked = skipped = 0
 for cmd, expected in runs:
-    if not cmd.startswith("./build/sanpath"):
+    if not cmd.startswith(("./build/sanpath", "printf ")):
         continue
     if "../shared" in cmd and not have_shared:
         skipped += 1

@@ -163,7 +163,17 @@ TEST_CASE("a batch: mean ± std cells and bands in the collapse chart; other sec
     CHECK(html.find(cell) != std::string::npos);
   }
   CHECK(html.find("analyse the first input of the batch") != std::string::npos);
+  CHECK(count(html, "<b>First input only:</b>") == 2);  // the bounds and path-length sections say so
   CHECK(html.find("collapse conventions") != std::string::npos);
+  // The effectiveness section is over the whole batch: its cells are the batch statistics.
+  REQUIRE(r.effectiveness_batch);
+  CHECK_FALSE(r.rerun_batch);
+  REQUIRE(r.effectiveness_batch->runs.size() == 3);
+  CHECK(html.find("Over the whole batch of 3 inputs") != std::string::npos);
+  for (const BatchEffectivenessEntry& e : r.effectiveness_batch->lengths)
+    CHECK(html.find("<td>" + svg::escape(mean_std_cell(e.distance)) + "</td>") != std::string::npos);
+  // Its first input's exact curve is that input's own run.
+  CHECK(r.effectiveness.lengths[1].distance.str() == r.effectiveness_batch->runs[0].lengths[1].distance.str());
   // The sections beside the collapse analyse input 0.
   CHECK(r.bounds.measured.depths.size() == 4);
   for (std::size_t v = 0; v < variants; ++v)
@@ -217,4 +227,40 @@ TEST_CASE("with re-runs the effectiveness section draws both senses and the gap"
     CHECK(e.all_paths);
     CHECK(html.find("<td>" + mean_std_cell(e.distance) + "</td>") != std::string::npos);
   }
+}
+
+TEST_CASE("a batch with re-runs: both senses over the batch, agreement pooled over every prediction", "[real]") {
+  const std::string dir = sanpath::test::real_models_dir();
+  if (dir.empty()) return;  // skipped outside CI (real_models_dir says so)
+  const std::string path = dir + "/bert-ticket-classifier";
+  const Model m = load_model(path);
+  ReportRequest req;
+  req.info = {path, "tokens"};
+  req.head = read_task_head(path, m);
+  RerunRequest rr;
+  rr.samples = 4;  // 8 paths of length 1 and 16 of length 2: sampled, 2 draws each
+  rr.repeats = 2;
+  req.rerun = rr;
+  const std::vector<InputSpec> inputs = {InputSpec::from_tokens({2, 15, 27, 3}), InputSpec::from_tokens({2, 40, 8, 11, 3}),
+                                         InputSpec::from_tokens({2, 100, 3})};
+  const HtmlReport r = build_report(m, inputs, req, 2);
+  REQUIRE(r.rerun_batch);
+  REQUIRE(r.rerun_batch->exact);
+  CHECK_FALSE(r.effectiveness_batch);
+  const std::string html = render_html(r);
+  for (std::size_t k = 0; k < r.rerun_batch->lengths.size(); ++k) {
+    const BatchRerunEntry& e = r.rerun_batch->lengths[k];
+    const BatchEffectivenessEntry& x = (*r.rerun_batch->exact)[k];
+    // One prediction per input (a classifier), times the draws of a sampled length.
+    CHECK(x.head->predictions == 3);
+    CHECK(e.head->predictions == (e.all_paths ? 3 : 6));
+    long agree = 0;
+    for (const RerunReport& run : r.rerun_batch->runs)
+      for (long a : run.lengths[k].agree) agree += a;
+    CHECK(e.head->agree == agree);
+    CHECK(html.find("<td>" + std::to_string(e.head->agree) + "/" + std::to_string(e.head->predictions) + "</td>") !=
+          std::string::npos);
+    CHECK(html.find("<td>" + svg::escape(mean_std_cell(e.distance)) + "</td>") != std::string::npos);
+  }
+  CHECK(html.find("id=\"chart-effectiveness-rerun\"") != std::string::npos);
 }

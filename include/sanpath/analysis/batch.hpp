@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 namespace sanpath {
@@ -45,11 +46,25 @@ struct BatchStatistic {
 };
 BatchStatistic summarize(const std::vector<Quantity>& values);
 
+/// Σ w_i·x_i / Σ w_i of positive values x_i with weights w_i ≥ 1: the mean
+/// over pooled items when x_i is itself the mean over the w_i items of input
+/// i (e.g. a mean KL over an input's predictions). Digits and upper bounds as
+/// summarize's mean. Throws std::invalid_argument for no values, a weight
+/// below 1 or sizes that differ.
+Quantity weighted_mean(const std::vector<Quantity>& values, const std::vector<long>& weights);
+
 /// Runs `task(i)` for i = 0..count−1 on `threads` worker threads (0: all
 /// cores; 1: the calling thread). Workers run their products serially. When
 /// tasks throw, the exception of the lowest failing index is rethrown after
 /// every started task has finished.
 void for_each_input(std::size_t count, int threads, const std::function<void(std::size_t)>& task);
+
+/// run(i, progress of input i) for every input i (after
+/// check_batch_inputs), on `threads` workers (for_each_input), the results
+/// in input order. Throws std::invalid_argument for an empty batch.
+template <class R, class F>
+std::vector<R> map_inputs(const Model& model, const std::vector<InputSpec>& inputs, int threads,
+                          const ProgressFn& progress, F&& run);
 
 /// Progress of input i of a batch: messages prefixed "input i/b: ",
 /// serialised by a lock (callable from several threads). Empty when
@@ -115,5 +130,16 @@ struct BatchBounds {
 };
 BatchBounds analyze_bounds_batch(const Model& model, const Variant& variant, const std::vector<InputSpec>& inputs,
                                  const BoundsRequest& request, int threads, const ProgressFn& progress = {});
+
+template <class R, class F>
+std::vector<R> map_inputs(const Model& model, const std::vector<InputSpec>& inputs, int threads,
+                          const ProgressFn& progress, F&& run) {
+  if (inputs.empty()) throw std::invalid_argument("batch: no inputs");
+  check_batch_inputs(model, inputs);
+  std::vector<R> out(inputs.size());
+  for_each_input(inputs.size(), threads,
+                 [&](std::size_t i) { out[i] = run(i, batch_progress(progress, i, inputs.size())); });
+  return out;
+}
 
 }  // namespace sanpath

@@ -15,6 +15,7 @@
 #include "sanpath/analysis/batch.hpp"
 #include "sanpath/analysis/bounds.hpp"
 #include "sanpath/analysis/collapse.hpp"
+#include "sanpath/analysis/effectiveness_batch.hpp"
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/analysis/paths.hpp"
 #include "sanpath/analysis/rerun.hpp"
@@ -59,8 +60,12 @@ struct HtmlReport {
   BoundsAnalysis bounds;
   Variant paths_variant;  ///< skip on, mlp none, layernorm none, the model's mask
   LengthSumsReport lengths;
-  EffectivenessReport effectiveness;  ///< on paths_variant
+  EffectivenessReport effectiveness;  ///< on paths_variant (a batch: its first input)
   std::optional<RerunReport> rerun;   ///< on paths_variant, when requested (its exact sense is `effectiveness`)
+  /// A batch: the effectiveness section over every input (rerun_batch when
+  /// re-runs were requested, else effectiveness_batch).
+  std::optional<BatchEffectiveness> effectiveness_batch;
+  std::optional<BatchRerun> rerun_batch;
 };
 
 /// Runs run_collapse, analyze_bounds on the SAN variant, and
@@ -70,9 +75,11 @@ struct HtmlReport {
 /// ("collapse: ", "bounds: ", "path lengths: ", "effectiveness: ").
 HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
                         const ProgressFn& progress = {});
-/// A batch: the collapse section runs run_collapse_batch on every input
-/// (`threads` as for_each_input) and draws mean lines with ±std bands; the
-/// bounds and path-length sections analyse the first input (said so).
+/// A batch: the collapse section runs run_collapse_batch and the
+/// effectiveness section analyze_effectiveness_batch (or, with re-runs,
+/// analyze_rerun_batch) on every input (`threads` as for_each_input), drawn
+/// as mean lines with ±std bands; the bounds and path-length sections
+/// analyse the first input (said so where they are shown).
 HtmlReport build_report(const Model& model, const std::vector<InputSpec>& inputs, const ReportRequest& request,
                         int threads, const ProgressFn& progress = {});
 

@@ -58,6 +58,8 @@ struct PathSampleReport;
 struct EffectivenessReport;
 struct RerunReport;
 struct BatchLengthSums;
+struct BatchEffectiveness;
+struct BatchRerun;
 
 /// `sanpath graph`. JSON: {"total": "…", "by_length": [{"length": k,
 /// "count": "…"}, …] (k = 0..L), "layers", "heads", "skip", "vertices",
@@ -99,6 +101,23 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
 /// one row per length (mean ± std, min, median, max). CSV: one row per length.
 std::string format_length_sums_batch(const BatchLengthSums& b, const std::vector<InputSpec>& inputs,
                                      const Model& model, const RunInfo& info, Format f);
+/// `sanpath paths --effectiveness` on a batch (analysis/effectiveness_batch.hpp).
+/// JSON: {"model", "input", "batch": b, "variant", "statistics", "head":
+/// {"kind", "outputs", "predictions" (of the whole batch)} or null,
+/// "effectiveness": [{"length": k, "paths": "…" (of length ≤ k), "distance":
+/// {statistics}, "head": {"agree", "agree_check", "predictions", "kl",
+/// "kl_digits"} (pooled over the batch) or null}], "inputs": [{"input", …as
+/// format_effectiveness}]}. Table: one row per length. CSV: one row per length.
+std::string format_effectiveness_batch(const BatchEffectiveness& b, const std::vector<InputSpec>& inputs,
+                                       const Model& model, const RunInfo& info, Format f);
+/// `sanpath paths --effectiveness --rerun N` on a batch. JSON: {"model",
+/// "input", "batch", "variant", "statistics", "rerun": {"samples",
+/// "repeats", "seed", "input_seeds", "estimator", "over_the_batch"}, "exact":
+/// bool, "head", "effectiveness": [{"length", "paths", "paths_run",
+/// "all_paths", "exact": {"paths", "distance", "head"} or null, "rerun":
+/// {"distance", "gap", "head"}}], "inputs": [{"input", …as format_rerun}]}.
+std::string format_rerun_batch(const BatchRerun& b, const std::vector<InputSpec>& inputs, const Model& model,
+                               const RunInfo& info, Format f);
 
 // Bounds reports (src/io/format_bounds.cpp).
 struct BoundsAnalysis;

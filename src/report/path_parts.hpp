@@ -1,0 +1,42 @@
+#pragma once
+// Parts shared by the formatters of the path reports (format_paths.cpp,
+// format_effectiveness.cpp): the fields and header lines every path report
+// has. Internal (not installed).
+#include "report/json_parts.hpp"
+#include "report/provenance_text.hpp"
+#include "sanpath/analysis/paths.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <sstream>
+#include <string>
+
+namespace sanpath::path_parts {
+
+using nlohmann::ordered_json;
+
+inline ordered_json digits_value(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
+
+/// The fields every path report shares, appended after its own.
+inline void add_common(ordered_json& j, const PathReportBase& r, const Model& model, const RunInfo& info) {
+  j.update(provenance_text::json(r, provenance_text::View::paths));
+  j["variant"] = json_parts::variant_json(r.variant);
+  j["model"] = json_parts::model_json(model, info);
+  j["input"] = info.input;
+  j["tokens"] = r.tokens;
+}
+
+inline std::string header_text(const PathReportBase& r, const Model& model, const RunInfo& info) {
+  std::ostringstream o;
+  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
+    << ", d=" << model.arch().d_model << ")\n";
+  o << "input: " << info.input << "\n";
+  o << "variant: " << to_string(r.variant) << "\n";
+  o << provenance_text::line(r, provenance_text::View::paths) << "\n";
+  return o.str();
+}
+
+inline std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
+
+}  // namespace sanpath::path_parts
