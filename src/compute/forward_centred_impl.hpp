@@ -9,7 +9,6 @@
 #include "sanpath/core/errors.hpp"
 #include "compute/forward_impl.hpp"  // detail::pack, detail::add_row, row_softmax, layer_norm's conventions
 
-#include <boost/math/constants/constants.hpp>
 
 #include <cmath>
 #include <stdexcept>
@@ -300,7 +299,7 @@ template <class S> struct ActivationDifference {
 
   explicit ActivationDifference(Activation activation) : act(activation) {
     using std::sqrt;
-    const S pi = boost::math::constants::pi<S>();
+    const S pi = pi_constant<S>();
     half = S(1) / S(2);
     a = sqrt(S(S(2) / pi));                  // gelu_tanh: y = a (x + k x³)
     k = decimal_constant<S>(0.044715);

@@ -4,7 +4,6 @@
 #include "sanpath/core/resources.hpp"
 #include "core/linalg_impl.hpp"  // detail::run_blocks
 
-#include <boost/math/constants/constants.hpp>
 
 #include <cfenv>
 #include <charconv>
@@ -23,6 +22,16 @@ template <class S> S decimal_constant(double x) {
     return S(std::string(buf, r.ptr));
   } else {
     return x;
+  }
+}
+
+template <class S> S pi_constant() {
+  if constexpr (is_mpfr_v<S>) {
+    S pi;
+    mpfr_const_pi(pi.backend().data(), MPFR_RNDN);
+    return pi;
+  } else {
+    return 3.141592653589793238462643383279502884;
   }
 }
 
@@ -168,7 +177,7 @@ template <class S> S activate(const S& x, Activation act) {
       return S(x * (S(1) + e)) / S(2);
     }
     case Activation::gelu_tanh: {
-      const S c = sqrt(S(2) / boost::math::constants::pi<S>());
+      const S c = sqrt(S(2) / pi_constant<S>());
       const S k = decimal_constant<S>(0.044715);
       S t = tanh(S(c * (x + k * x * x * x)));
       if constexpr (std::is_same_v<S, double>) t = toward_rounding(t, 3);  // glibc tanh: < 5 ulp
@@ -284,7 +293,7 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
 template <class S> bool activate_simd(Matrix<S>& M, Activation act) {
   if constexpr (std::is_same_v<S, double>) {
     if (act == Activation::gelu_tanh) {
-      const double c = -2.0 * std::sqrt(2.0 / boost::math::constants::pi<double>());
+      const double c = -2.0 * std::sqrt(2.0 / pi_constant<double>());
       auto x = M.array();
       M.array() = x / (1.0 + (c * (x + 0.044715 * x * x * x)).exp());
       if (std::fegetround() != FE_TONEAREST)  // Eigen's exp: < 3 ulp
@@ -393,4 +402,5 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
                                                    const sanpath::VectorXd&, double);                             \
   template sanpath::RotaryTable<S> sanpath::rotary_table<S>(Eigen::Index, int, double);                           \
   template void sanpath::apply_rotary<S>(sanpath::Matrix<S>&, const sanpath::RotaryTable<S>&, Eigen::Index);     \
-  template S sanpath::decimal_constant<S>(double);
+  template S sanpath::decimal_constant<S>(double);                                                                \
+  template S sanpath::pi_constant<S>();

@@ -215,6 +215,17 @@ TEST_CASE("activations: gelu and gelu_tanh at known points") {
   CHECK(test::error_in_eps<R>(activate<R>(R(1), Activation::gelu_tanh), expect) <= 8);
 }
 
+TEST_CASE("pi_constant is pi in every scalar") {
+  // Against Boost's own π and a 60-digit decimal literal.
+  CHECK(pi_constant<double>() == boost::math::constants::pi<double>());
+  CHECK(pi_constant<R>() == boost::math::constants::pi<R>());
+  using Big = mpfr_real<9864>;
+  const Big pi = pi_constant<Big>();
+  CHECK(test::error_in_eps<Big>(pi, boost::math::constants::pi<Big>()) <= 0.5);
+  const mpfr_real<60> literal("3.14159265358979323846264338327950288419716939937510582097494");
+  CHECK(abs(mpfr_real<60>(pi) - literal) < mpfr_real<60>("1e-58"));
+}
+
 TEST_CASE("the forward pass rejects inputs of the wrong width and variants without weights") {
   const Model m = small_model(Variant::san(), 1, 1, 4, 2, 0, 1);
   CHECK_THROWS_WITH(forward<double>(m, Variant::san(), Matrix<double>::Zero(3, 5)), Catch::Contains("d_model = 4"));

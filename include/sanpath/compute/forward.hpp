@@ -84,6 +84,11 @@ template <class S> S activate(const S& x, Activation act);
 /// round-trip decimal), e.g. 1e-12 becomes exactly 10^-12 rounded once to S.
 template <class S> S decimal_constant(double x);
 
+/// π rounded to S. For MPFR it is computed on first use (MPFR caches it per
+/// thread), unlike boost::math::constants::pi, whose MPFR specialisation
+/// computes π at every tier, up to 32,772 bits, while the program starts.
+template <class S> S pi_constant();
+
 // ---- memory estimates (checked against the budget before a pass) --------------
 
 /// Peak number of working scalars held by forward() on n tokens:
@@ -106,7 +111,8 @@ std::string describe_forward_estimate(const Architecture& a, std::uint64_t n, bo
   extern template Matrix<S> rms_norm<S>(const Matrix<S>&, const VectorXd&, const VectorXd&, double);         \
   extern template RotaryTable<S> rotary_table<S>(Eigen::Index, int, double);                                 \
   extern template void apply_rotary<S>(Matrix<S>&, const RotaryTable<S>&, Eigen::Index);                     \
-  extern template S decimal_constant<S>(double);
+  extern template S decimal_constant<S>(double);                                                             \
+  extern template S pi_constant<S>();
 SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_FORWARD)
 #undef SANPATH_DECLARE_FORWARD
 
