@@ -73,6 +73,7 @@ template <class S> LengthSums<S> length_sums(const Model& model, const ForwardTr
       std::mutex mu;
       for (std::size_t t = 0; t < T; ++t)
         pool.emplace_back([&, t] {
+          MpfrThreadCaches caches;
           SerialProductsScope serial;  // the workers are the parallelism: products inside run serially
           try {
             work(t, T);

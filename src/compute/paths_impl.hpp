@@ -439,7 +439,11 @@ EnumerationResult<S> enumerate_paths(const Model& model, const ForwardTrace<S>& 
       for (auto& t : pool) t.join();
     };
     try {
-      for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+      for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&worker] {
+          MpfrThreadCaches caches;
+          worker();
+        });
       for (std::size_t i = 0; i < ntasks; ++i) {
         detail::TaskOutput<S> out;
         {

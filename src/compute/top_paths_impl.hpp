@@ -257,6 +257,7 @@ TopPathsResult<S> top_paths(const Model& model, const ForwardTrace<S>& trace, co
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t)
       pool.emplace_back([&] {
+        MpfrThreadCaches caches;
         SerialProductsScope serial;  // the workers are the parallelism: products inside run serially
         try {
           detail::PathWalker<S> walker(ctx, plan, true, &stop);

@@ -75,7 +75,11 @@ template <class F> void run_blocks(std::size_t blocks, int threads, F&& work) {
   std::vector<std::thread> pool;
   pool.reserve(t - 1);
   try {
-    for (std::size_t i = 1; i < t; ++i) pool.emplace_back(body);
+    for (std::size_t i = 1; i < t; ++i)
+      pool.emplace_back([&body] {
+        MpfrThreadCaches caches;  // the pool's threads end with the call
+        body();
+      });
   } catch (...) {
     // Could not start a thread: the threads already running and this one finish the work.
   }
