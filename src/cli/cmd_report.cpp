@@ -40,7 +40,8 @@ void register_report(CLI::App& app) {
   cmd->add_flag("--quiet,-q", o->quiet, "no progress bar on stderr");
   cmd->add_option("--rerun", o->rerun,
                   "the effectiveness section's re-run sub-networks: N paths per length (as `sanpath paths "
-                  "--effectiveness --rerun N`, seed 0); 0: the exact sense only")
+                  "--effectiveness --rerun N`, seed 0), N·R sub-network passes per length and input, so with a batch "
+                  "the cost grows with the batch; 0: the exact sense only")
       ->default_val(8);
   cmd->add_option("--repeats", o->repeats, "--rerun: R repetitions with different draws")->default_val(3);
   cmd->footer(
