@@ -1,6 +1,7 @@
 // Batches of inputs (analysis/batch.hpp): the statistics of a batch against
 // formulas evaluated here in plain BigReal arithmetic on each input's own
 // run, and determinism across thread counts.
+#include "support/batch_helpers.hpp"
 #include "support/helpers.hpp"
 
 #include "sanpath/analysis/batch.hpp"
@@ -11,15 +12,10 @@
 #include <fstream>
 
 using namespace sanpath;
+using sanpath::test::with_digits;
 using sanpath::test::tmp_path;
 
 namespace {
-
-Quantity with_digits(double v, int digits) {
-  Quantity q = Quantity::unconfirmed(BigReal(v, 40));
-  q.digits = digits;
-  return q;
-}
 
 Model small_bert(std::uint64_t seed) {
   RandomModelSpec s;
@@ -28,17 +24,6 @@ Model small_bert(std::uint64_t seed) {
   s.std = 0.2;
   s.seed = seed;
   return random_model(s);
-}
-
-std::vector<InputSpec> inputs_of_lengths(const std::vector<int>& ns) {
-  std::vector<InputSpec> out;
-  for (std::size_t i = 0; i < ns.size(); ++i) {
-    RandomInputSpec r;
-    r.n = ns[i];
-    r.seed = 10 + i;
-    out.push_back(InputSpec::from_random(r));
-  }
-  return out;
 }
 
 double rel(const BigReal& a, const BigReal& b) { return static_cast<double>(abs(BigReal(a - b)) / abs(b)); }
@@ -93,7 +78,7 @@ TEST_CASE("summarize: a value below resolution makes the statistics upper bounds
 TEST_CASE("a batch equals its inputs' own runs, whatever the thread count") {
   const Model m = small_bert(3);
   const Variant san{false, MlpKind::none, LayerNormKind::none, MaskKind::none};
-  const std::vector<InputSpec> inputs = inputs_of_lengths({5, 9, 3, 6});
+  const std::vector<InputSpec> inputs = test::inputs_of_lengths({5, 9, 3, 6}, 10);
   PrecisionRequest req;
   const BatchForwardAnalysis one = analyze_forward_batch(m, san, inputs, req, Center::mean, 1);
   const BatchForwardAnalysis two = analyze_forward_batch(m, san, inputs, req, Center::mean, 2);
@@ -132,7 +117,7 @@ TEST_CASE("a batch equals its inputs' own runs, whatever the thread count") {
 
 TEST_CASE("collapse batch: paper conventions, one result per input, same with 2 threads") {
   const Model m = small_bert(4);
-  const std::vector<InputSpec> inputs = inputs_of_lengths({4, 7});
+  const std::vector<InputSpec> inputs = test::inputs_of_lengths({4, 7}, 10);
   PrecisionRequest req;
   const BatchCollapseResult a = run_collapse_batch(m, inputs, req, CollapseConventions::paper, 1);
   const BatchCollapseResult b = run_collapse_batch(m, inputs, req, CollapseConventions::paper, 2);
@@ -174,7 +159,7 @@ TEST_CASE("token files: comments, blank lines, lengths; a bad line is named") {
 
 TEST_CASE("length sums and bounds batches equal their inputs' own runs, whatever the thread count") {
   const Model m = small_bert(4);
-  const std::vector<InputSpec> inputs = inputs_of_lengths({4, 7, 3});
+  const std::vector<InputSpec> inputs = test::inputs_of_lengths({4, 7, 3}, 10);
   PrecisionRequest req;
   SECTION("paths --sums") {
     const Variant v{true, MlpKind::none, LayerNormKind::none, MaskKind::none};

@@ -3,6 +3,7 @@
 // the pooled agreement and the pooled KL equal what this test computes from
 // those runs in plain BigReal arithmetic at 300 digits; the result does not
 // depend on the thread count, re-run draws included.
+#include "support/batch_helpers.hpp"
 #include "support/helpers.hpp"
 
 #include "sanpath/analysis/effectiveness_batch.hpp"
@@ -11,14 +12,9 @@
 #include <algorithm>
 
 using namespace sanpath;
+using sanpath::test::with_digits;
 
 namespace {
-
-Quantity with_digits(double v, int digits) {
-  Quantity q = Quantity::unconfirmed(BigReal(v, 40));
-  q.digits = digits;
-  return q;
-}
 
 double rel(const BigReal& a, const BigReal& b) { return static_cast<double>(abs(BigReal(a - b)) / abs(b)); }
 
@@ -31,17 +27,6 @@ Model small_model(std::uint64_t seed) {
   s.std = 0.5;
   s.seed = seed;
   return random_model(s);
-}
-
-std::vector<InputSpec> inputs_of_lengths(const std::vector<int>& ns) {
-  std::vector<InputSpec> out;
-  for (std::size_t i = 0; i < ns.size(); ++i) {
-    RandomInputSpec r;
-    r.n = ns[i];
-    r.seed = 20 + i;
-    out.push_back(InputSpec::from_random(r));
-  }
-  return out;
 }
 
 /// A deterministic pseudo-random matrix (entries in [-1, 1]).
@@ -88,7 +73,7 @@ TEST_CASE("weighted_mean: Σ w_i x_i / Σ w_i, least digits, bounds stay bounds"
 
 TEST_CASE("effectiveness batch equals its inputs' own runs; statistics and pooled agreement recomputed") {
   const Model m = small_model(11);
-  const std::vector<InputSpec> inputs = inputs_of_lengths({5, 3, 7, 4});
+  const std::vector<InputSpec> inputs = test::inputs_of_lengths({5, 3, 7, 4}, 20);
   const PrecisionRequest req;
   const std::vector<int> lengths = {5, 3, 7, 4};
   for (const bool lm : {true, false}) {
@@ -149,7 +134,7 @@ TEST_CASE("effectiveness batch equals its inputs' own runs; statistics and poole
 
 TEST_CASE("re-run batch: seeds by input index, equal to single runs, pooled over inputs × repetitions") {
   const Model m = small_model(12);
-  const std::vector<InputSpec> inputs = inputs_of_lengths({4, 6, 3});
+  const std::vector<InputSpec> inputs = test::inputs_of_lengths({4, 6, 3}, 20);
   const PrecisionRequest req;
   const TaskHead head = lm_head(8, 11);
   RerunRequest rr;
