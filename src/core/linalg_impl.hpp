@@ -25,6 +25,7 @@
 #include <cfenv>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -253,14 +254,11 @@ struct FixedVectors {
           const double x = get(p);
           if (x == 0.0) return fixed_zero_exp;
           if (!std::isfinite(x)) return fixed_bad_exp;
-          int e = 0;
-          std::frexp(x, &e);
-          return e;
+          return double_parts(x).exp;
         },
         [&](Eigen::Index p, long e_top, mp_limb_t* dst) {
           const double x = get(p);
-          int e = 0;
-          const auto M = static_cast<std::uint64_t>(std::ldexp(std::frexp(std::fabs(x), &e), 53));
+          const std::uint64_t M = double_parts(x).significand;
           // mag = ⌊M·2^(e−53)·2^(W−top)⌋ < 2^W, e − top = −e_top.
           const long s = W - e_top - 53;
           if (s >= 0) {
@@ -275,6 +273,24 @@ struct FixedVectors {
   }
 
  private:
+  /// |x| = significand·2^(exp − 53), significand < 2^53 (2^52 ≤ it for
+  /// normal x): frexp's exponent and its fraction scaled to an integer, read
+  /// from the bits (subnormals through frexp). x finite and nonzero.
+  struct DoubleParts {
+    long exp;
+    std::uint64_t significand;
+  };
+  static DoubleParts double_parts(double x) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &x, sizeof bits);
+    const auto biased = static_cast<long>((bits >> 52) & 0x7ff);
+    constexpr std::uint64_t fraction = (std::uint64_t(1) << 52) - 1;
+    if (biased != 0) return {biased - 1022, (bits & fraction) | (std::uint64_t(1) << 52)};
+    int e = 0;
+    const double f = std::frexp(std::fabs(x), &e);
+    return {e, static_cast<std::uint64_t>(std::ldexp(f, 53))};
+  }
+
   /// The shared walk: exponent(p) gives an entry's exponent (fixed_zero_exp
   /// for 0, fixed_bad_exp to refuse); put(p, top − e, dst) writes its
   /// magnitude into the zeroed limbs dst and returns its sign.
@@ -452,41 +468,62 @@ class MpzArray {
   std::vector<__mpz_struct> v_;
 };
 
+constexpr std::uint64_t limb52_mask = (std::uint64_t(1) << 52) - 1;
+/// Exact sums of 52-bit limbs over up to 2^64 terms.
+__extension__ typedef unsigned __int128 limb52_sum;
+
 /// Writes the L 52-bit limbs of 2^W ± mag (W = 52L - 1, mag < 2^W in nl
-/// limbs) to out[0], out[stride], ...; tmp: nl + 1 limbs of scratch.
-inline void offset_limbs52(const mp_limb_t* mag, bool neg, long nl, int L, std::uint64_t* out, std::size_t stride,
-                           mp_limb_t* tmp) {
-  const long W = 52L * L - 1;
-  std::copy(mag, mag + nl, tmp);
-  tmp[nl] = 0;
-  if (neg) mpn_neg(tmp, tmp, nl + 1);  // 2^(64(nl+1)) - mag
-  const long q = W / fixed_limb_bits;
-  mpn_add_1(tmp + q, tmp + q, nl + 1 - q, mp_limb_t(1) << (W % fixed_limb_bits));  // mod 2^(64(nl+1))
-  constexpr std::uint64_t mask = (std::uint64_t(1) << 52) - 1;
+/// limbs, nl = ⌈W/64⌉) to out[0], out[stride], ...: the limbs of mag, negated modulo
+/// 2^(52L) when neg (2^(52L) − mag), plus 2^W in the top limb.
+template <int L> void offset_limbs52(const mp_limb_t* mag, bool neg, std::uint64_t* out, std::size_t stride) {
+  constexpr long nl = (52L * L - 1 + fixed_limb_bits - 1) / fixed_limb_bits;
+  std::uint64_t borrow = 0;
+#pragma GCC unroll 32
   for (int u = 0; u < L; ++u) {
     const long pos = 52L * u, li = pos / 64, sh = pos % 64;
-    std::uint64_t x = tmp[li] >> sh;
-    if (sh > 12) x |= tmp[li + 1] << (64 - sh);
-    out[static_cast<std::size_t>(u) * stride] = x & mask;
+    std::uint64_t x = li < nl ? mag[li] >> sh : 0;
+    if (sh > 12 && li + 1 < nl) x |= mag[li + 1] << (64 - sh);
+    x &= limb52_mask;
+    if (neg) {
+      const std::uint64_t t = x + borrow;  // ≤ 2^52
+      x = (std::uint64_t(0) - t) & limb52_mask;
+      borrow = t != 0 ? 1 : 0;
+    }
+    if (u == L - 1) x = (x + (std::uint64_t(1) << 51)) & limb52_mask;  // < 2^52: 2^W ± mag ∈ (0, 2^(W+1))
+    out[static_cast<std::size_t>(u) * stride] = x;
   }
 }
 
-/// R[r] = -2^W·Σ_p a'_rp (a' = ±mag, the signed fixed-point entries of vector r).
-inline void offset_corrections(const FixedVectors& F, Eigen::Index r, mpz_ptr R) {
-  mpz_set_ui(R, 0);
-  const auto base = static_cast<std::size_t>(r) * static_cast<std::size_t>(F.k);
-  for (Eigen::Index p = 0; p < F.k; ++p) {
-    const std::size_t idx = base + static_cast<std::size_t>(p);
-    if (F.exps[idx] == fixed_zero_exp) continue;
-    mpz_t m;
-    mpz_roinit_n(m, &F.mag[idx * static_cast<std::size_t>(F.nl)], static_cast<mp_size_t>(F.nl));
-    if (F.neg[idx])
-      mpz_add(R, R, m);
-    else
-      mpz_sub(R, R, m);
+/// out[0, n64) = Σ_u s[u]·2^(52u) (u < nd), the s[u] < 2^120; n64 64-bit
+/// limbs must hold the value.
+inline void limb52_sums_to_limbs(const limb52_sum* s, std::size_t s_stride, int nd, mp_limb_t* out, std::size_t n64) {
+  std::fill(out, out + n64, mp_limb_t(0));
+  limb52_sum carry = 0;
+  for (long u = 0; u < nd || carry != 0; ++u) {
+    if (u < nd) carry += s[static_cast<std::size_t>(u) * s_stride];
+    const auto d = static_cast<std::uint64_t>(carry) & limb52_mask;
+    carry >>= 52;
+    const long pos = 52L * u;
+    const auto li = static_cast<std::size_t>(pos / 64);
+    const auto sh = static_cast<unsigned>(pos % 64);
+    out[li] |= static_cast<mp_limb_t>(d << sh);
+    if (sh > 12) out[li + 1] |= static_cast<mp_limb_t>(d >> (64 - sh));
   }
-  mpz_mul_2exp(R, R, static_cast<mp_bitcnt_t>(F.W));
 }
+
+/// R = −2^W·Σ_p x''_p + extra, for the L limbs of the offset entries x''
+/// (their column sums S[u] = Σ_p limb u of x''_p); tmp: scratch limbs.
+inline void offset_correction(const limb52_sum* S, std::size_t s_stride, int L, long W, mpz_srcptr extra, mpz_ptr R,
+                              std::vector<mp_limb_t>& tmp) {
+  limb52_sums_to_limbs(S, s_stride, L, tmp.data(), tmp.size());
+  mpz_t sum;
+  mpz_roinit_n(sum, tmp.data(), static_cast<mp_size_t>(tmp.size()));
+  mpz_mul_2exp(R, sum, static_cast<mp_bitcnt_t>(W));
+  mpz_sub(R, extra, R);
+}
+
+/// 64-bit limbs that hold Σ_u s[u]·2^(52u) for nd sums s[u] < 2^120.
+constexpr std::size_t limb52_sums_limbs(int nd) { return static_cast<std::size_t>((52L * (nd + 1)) / 64 + 2); }
 
 #if SANPATH_IFMA_KERNEL
 /// Every entry of C = A·op(B) through the IFMA kernel: lanes run over the
@@ -500,68 +537,54 @@ void ifma_gemm(const FixedVectors& Bv, const FixedVectors& Lv, long prec, int th
   const long W = Bv.W, nl = Bv.nl;
   const auto ku = static_cast<std::size_t>(k), Lu = static_cast<std::size_t>(L);
   constexpr long flush_terms = 4096 / (2 * L) - 1;  // lanes < 2^64: terms·2L·2^52 < 2^64
-  // Broadcast operand: count × k × L limbs; corrections of both operands.
+  constexpr std::size_t n64_offsets = limb52_sums_limbs(L), n64_products = limb52_sums_limbs(2 * L);
+  // Broadcast operand: count × k × L limbs, and its corrections
+  // Rb = −2^W·Σ_p b''_p + k·2^(2W) (see below).
   std::vector<std::uint64_t> bl(static_cast<std::size_t>(nb) * ku * Lu);
-  MpzArray Rb(static_cast<std::size_t>(nb)), Rl(static_cast<std::size_t>(nlanes)), K(1);
-  const std::size_t lane_blocks = static_cast<std::size_t>((nlanes + 7) / 8);
-  run_blocks(static_cast<std::size_t>(nb) + static_cast<std::size_t>(nlanes), threads, [&](std::size_t v) {
-    std::vector<mp_limb_t> tmp(static_cast<std::size_t>(nl + 1));
-    if (v < static_cast<std::size_t>(nb)) {
-      const auto r = static_cast<Eigen::Index>(v);
-      for (Eigen::Index p = 0; p < k; ++p) {
-        const std::size_t idx = v * ku + static_cast<std::size_t>(p);
-        offset_limbs52(&Bv.mag[idx * static_cast<std::size_t>(nl)], Bv.neg[idx] != 0, nl, L, &bl[idx * Lu], 1,
-                       tmp.data());
-      }
-      offset_corrections(Bv, r, Rb[v]);
-    } else {
-      const std::size_t l = v - static_cast<std::size_t>(nb);
-      offset_corrections(Lv, static_cast<Eigen::Index>(l), Rl[l]);
-    }
-  });
+  MpzArray Rb(static_cast<std::size_t>(nb)), K(1);
   mpz_set_ui(K[0], static_cast<unsigned long>(k));
   mpz_mul_2exp(K[0], K[0], static_cast<mp_bitcnt_t>(2 * W));
-  mpz_neg(K[0], K[0]);
-  // Σ a''b'' < k·2^(2W+2); the flushed partial sums span 52(2L-1)+64 bits.
-  const std::size_t nd = static_cast<std::size_t>((2 * W + 2 + 64 + 63) / 64 + 2);
-  const std::size_t nt = static_cast<std::size_t>((52 * (2 * L - 1) + 64 + 63) / 64 + 2);
-
+  run_blocks(static_cast<std::size_t>(nb), threads, [&](std::size_t v) {
+    std::vector<limb52_sum> S(Lu, 0);
+    std::vector<mp_limb_t> tmp(n64_offsets);
+    for (Eigen::Index p = 0; p < k; ++p) {
+      const std::size_t idx = v * ku + static_cast<std::size_t>(p);
+      std::uint64_t* limbs = &bl[idx * Lu];
+      offset_limbs52<L>(&Bv.mag[idx * static_cast<std::size_t>(nl)], Bv.neg[idx] != 0, limbs, 1);
+      for (std::size_t u = 0; u < Lu; ++u) S[u] += limbs[u];
+    }
+    offset_correction(S.data(), 1, L, W, K[0], Rb[v], tmp);
+  });
+  // Σ a'b' = Σ a''b'' − 2^W(Σa' + Σb') − k·2^(2W) with a'' = a' + 2^W:
+  // = D − 2^W·Σb'' − 2^W·Σl'' + k·2^(2W) = D + Rb + Rl.
+  const std::size_t lane_blocks = static_cast<std::size_t>((nlanes + 7) / 8);
   run_blocks(lane_blocks, threads, [&](std::size_t blk) {
     const Eigen::Index l0 = static_cast<Eigen::Index>(blk) * 8;
     const int lanes = static_cast<int>(std::min<Eigen::Index>(8, nlanes - l0));
-    // Lane operand of this block: k × L × 8 (missing lanes are zero and ignored).
+    // Lane operand of this block: k × L × 8 (missing lanes are zero and
+    // ignored), and its corrections Rl = −2^W·Σ_p l''_p.
     std::vector<std::uint64_t> ll(ku * Lu * 8, 0);
-    std::vector<mp_limb_t> tmp(static_cast<std::size_t>(nl + 1));
+    std::vector<limb52_sum> S(Lu * 8, 0);
     for (int q = 0; q < lanes; ++q)
       for (Eigen::Index p = 0; p < k; ++p) {
         const std::size_t idx = static_cast<std::size_t>(l0 + q) * ku + static_cast<std::size_t>(p);
-        offset_limbs52(&Lv.mag[idx * static_cast<std::size_t>(nl)], Lv.neg[idx] != 0, nl, L,
-                       &ll[static_cast<std::size_t>(p) * Lu * 8 + static_cast<std::size_t>(q)], 8, tmp.data());
+        std::uint64_t* limbs = &ll[static_cast<std::size_t>(p) * Lu * 8 + static_cast<std::size_t>(q)];
+        offset_limbs52<L>(&Lv.mag[idx * static_cast<std::size_t>(nl)], Lv.neg[idx] != 0, limbs, 8);
+        for (std::size_t u = 0; u < Lu; ++u) S[u * 8 + static_cast<std::size_t>(q)] += limbs[u * 8];
       }
+    MpzArray Rl(8), Z(1), zero(1);
+    std::vector<mp_limb_t> tmp(std::max(n64_offsets, n64_products));
+    for (int q = 0; q < lanes; ++q) offset_correction(&S[static_cast<std::size_t>(q)], 8, L, W, zero[0], Rl[static_cast<std::size_t>(q)], tmp);
     std::vector<std::uint64_t> acc(2 * Lu * 8);
-    std::vector<mp_limb_t> D(8 * nd), part(nt);
-    MpzArray Z(1);
+    std::vector<limb52_sum> D(2 * Lu * 8);  // D[t·8 + q]: limb t of lane q's Σ a''b'', summed over the flushes
     for (Eigen::Index b = 0; b < nb; ++b) {
-      std::fill(D.begin(), D.end(), mp_limb_t(0));
+      std::fill(D.begin(), D.end(), limb52_sum(0));
       for (Eigen::Index p0 = 0; p0 < k; p0 += flush_terms) {
         const long terms = static_cast<long>(std::min<Eigen::Index>(flush_terms, k - p0));
         std::fill(acc.begin(), acc.end(), std::uint64_t(0));
         ifma_chunk<L>(&bl[(static_cast<std::size_t>(b) * ku + static_cast<std::size_t>(p0)) * Lu],
                       &ll[static_cast<std::size_t>(p0) * Lu * 8], terms, acc.data());
-        // D[q] += Σ_t acc[t][q]·2^(52t)
-        for (int q = 0; q < lanes; ++q) {
-          std::fill(part.begin(), part.end(), mp_limb_t(0));
-          for (int t = 0; t < 2 * L; ++t) {
-            const std::uint64_t x = acc[static_cast<std::size_t>(t) * 8 + static_cast<std::size_t>(q)];
-            const long pos = 52L * t, li = pos / 64, sh = pos % 64;
-            const mp_limb_t lo = x << sh, hi = sh != 0 ? x >> (64 - sh) : 0;
-            mp_limb_t two[2] = {lo, hi};
-            mpn_add(&part[static_cast<std::size_t>(li)], &part[static_cast<std::size_t>(li)],
-                    static_cast<mp_size_t>(nt - static_cast<std::size_t>(li)), two, 2);
-          }
-          mpn_add(&D[static_cast<std::size_t>(q) * nd], &D[static_cast<std::size_t>(q) * nd],
-                  static_cast<mp_size_t>(nd), part.data(), static_cast<mp_size_t>(nt));
-        }
+        for (std::size_t t = 0; t < 2 * Lu * 8; ++t) D[t] += acc[t];
       }
       for (int q = 0; q < lanes; ++q) {
         const Eigen::Index l = l0 + q;
@@ -575,11 +598,11 @@ void ifma_gemm(const FixedVectors& Bv, const FixedVectors& Lv, long prec, int th
           fallback(b, l, c);
           continue;
         }
+        limb52_sums_to_limbs(&D[static_cast<std::size_t>(q)], 8, 2 * L, tmp.data(), n64_products);
         mpz_t d;
-        mpz_roinit_n(d, &D[static_cast<std::size_t>(q) * nd], static_cast<mp_size_t>(nd));
+        mpz_roinit_n(d, tmp.data(), static_cast<mp_size_t>(n64_products));
         mpz_add(Z[0], d, Rb[static_cast<std::size_t>(b)]);
-        mpz_add(Z[0], Z[0], Rl[static_cast<std::size_t>(l)]);
-        mpz_add(Z[0], Z[0], K[0]);
+        mpz_add(Z[0], Z[0], Rl[static_cast<std::size_t>(q)]);
         mpfr_set_z_2exp(c, Z[0], static_cast<mpfr_exp_t>(Bv.top[static_cast<std::size_t>(b)] +
                                                         Lv.top[static_cast<std::size_t>(l)] - 2 * W),
                         MPFR_RNDN);

@@ -181,6 +181,9 @@ template <class S> void check_tier() {
   check_shape<S>({6, 12, 5}, 103, 4, 400);  // rows 2^400 apart: magnitudes cross, fallback entries
   // Large enough for the blocked, threaded path (the result must not depend on it).
   if constexpr (precision_bits_v<S> <= 1025) check_shape<S>({96, 40, 80}, 107, 2, 0);
+  // Inner size above the IFMA kernel's flush interval (4096/(2L) − 1 terms,
+  // 681 at 65 bits): partial sums carried across flushes.
+  if constexpr (precision_bits_v<S> <= 1025) check_shape<S>({3, 700, 9}, 109, 1, 0);
   // Empty products: k = 0 gives zeros; m = 0 or n = 0 gives empty results.
   for (const Shape& s : std::vector<Shape>{{4, 0, 3}, {0, 5, 3}, {4, 5, 0}}) {
     CAPTURE(s.m, s.k, s.n);
