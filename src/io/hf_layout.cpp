@@ -37,6 +37,8 @@ void Slots::dense(const std::string& key, Storage s, MatrixXd& W, VectorXd& b, s
   add(key + ".bias", {out}).pieces.push_back(whole_vector(b, out));
 }
 
+void Slots::vector(const std::string& key, VectorXd& v, std::int64_t n) { add(key, {n}).pieces.push_back(whole_vector(v, n)); }
+
 void Slots::layernorm(const std::string& key, VectorXd& g, VectorXd& b, std::int64_t n, bool aliases) {
   add(key + ".weight", {n}, aliases ? key + ".gamma" : "").pieces.push_back(whole_vector(g, n));
   add(key + ".bias", {n}, aliases ? key + ".beta" : "").pieces.push_back(whole_vector(b, n));
@@ -182,6 +184,73 @@ bool same_layer(const LayerWeights& a, const LayerWeights& b) {
          same(a.ln2_b, b.ln2_b);
 }
 
+void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefix, const std::string& config_path,
+                  const std::string& layout) {
+  // Every tensor first: all missing names in one message, then shapes.
+  std::vector<const TensorInfo*> found(s.list.size());
+  std::vector<std::string> missing;
+  for (std::size_t i = 0; i < s.list.size(); ++i) {
+    const Slot& slot = s.list[i];
+    found[i] = f.find(prefix + slot.key);
+    if (!found[i] && !slot.alias.empty()) found[i] = f.find(prefix + slot.alias);
+    if (!found[i]) missing.push_back(prefix + slot.key);
+  }
+  if (!missing.empty()) {
+    std::string list;
+    const std::size_t shown = std::min<std::size_t>(missing.size(), 5);
+    for (std::size_t i = 0; i < shown; ++i) list += (i ? ", " : "") + missing[i];
+    if (missing.size() > shown) list += " (and " + std::to_string(missing.size() - shown) + " more)";
+    fail(f.path(), "tensors", std::to_string(missing.size()) + " missing for a " + layout + " checkpoint: " + list);
+  }
+  // Shapes are checked in name order, so that the first one reported does
+  // not depend on the table's order.
+  std::vector<std::size_t> by_name(s.list.size());
+  for (std::size_t i = 0; i < by_name.size(); ++i) by_name[i] = i;
+  std::sort(by_name.begin(), by_name.end(), [&](std::size_t x, std::size_t y) { return s.list[x].key < s.list[y].key; });
+  for (const std::size_t i : by_name) {
+    const Shape &want = s.list[i].shape, &got = found[i]->shape;
+    bool ok = got.size() == want.size();
+    for (std::size_t j = 0; ok && j < got.size(); ++j) ok = want[j] == kAny || want[j] == got[j];
+    if (!ok)
+      fail(f.file_of(*found[i]).path(), found[i]->name,
+           "shape " + shape_str(got) + ", expected " + shape_str(want) + " from " + config_path);
+  }
+
+  // The decoded doubles, refused above the memory budget before any is made.
+  std::uint64_t values = 0;
+  for (std::size_t i = 0; i < s.list.size(); ++i)
+    for (const Piece& p : s.list[i].pieces) {
+      const TensorBlock b = resolve(p, found[i]->shape, f.file_of(*found[i]).path(), found[i]->name);
+      values = add_sat(values, mul_sat(static_cast<std::uint64_t>(b.rows), static_cast<std::uint64_t>(b.cols)));
+    }
+  require_memory(mul_sat(values, sizeof(double)), printable(f.path() + ": weights"),
+                 std::to_string(values) + " values decoded as doubles");
+
+  // Each tensor is decoded straight into the model's own matrices, tested
+  // for finiteness in the same pass, then its pages are let go.
+  for (std::size_t i = 0; i < s.list.size(); ++i) {
+    const TensorInfo& t = *found[i];
+    const SafetensorsMap& file = f.file_of(t);
+    const TensorReader read = [&](std::size_t first, std::size_t count, double* out) {
+      file.decode_finite(t, first, count, out);
+    };
+    for (const Piece& p : s.list[i].pieces) {
+      const TensorBlock b = resolve(p, t.shape, file.path(), t.name);
+      double* data;
+      if (p.matrix) {
+        p.matrix->resize(b.image_rows(), b.image_cols());
+        data = p.matrix->data();
+      } else {
+        p.vector->resize(b.image_rows());
+        data = p.vector->data();
+      }
+      populate_for_writing(data, static_cast<std::size_t>(b.image_rows() * b.image_cols()) * sizeof(double));
+      read_block(b, width_of(t.shape), read, Eigen::Map<MatrixXd>(data, b.image_rows(), b.image_cols()));
+    }
+    file.release(t);
+  }
+}
+
 Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source) {
   if (fam.load) return fam.load(fam, c, f, source);
   Architecture a;
@@ -215,59 +284,7 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
   const bool with_emb = f.find(prefix + emb_slots.list.front().key) != nullptr;
   if (with_emb) s.list.insert(s.list.end(), emb_slots.list.begin(), emb_slots.list.end());
 
-  // Every tensor first: all missing names in one message, then shapes.
-  std::vector<const TensorInfo*> found(s.list.size());
-  std::vector<std::string> missing;
-  for (std::size_t i = 0; i < s.list.size(); ++i) {
-    const Slot& slot = s.list[i];
-    found[i] = f.find(prefix + slot.key);
-    if (!found[i] && !slot.alias.empty()) found[i] = f.find(prefix + slot.alias);
-    if (!found[i]) missing.push_back(prefix + slot.key);
-  }
-  if (!missing.empty()) {
-    std::string list;
-    const std::size_t shown = std::min<std::size_t>(missing.size(), 5);
-    for (std::size_t i = 0; i < shown; ++i) list += (i ? ", " : "") + missing[i];
-    if (missing.size() > shown) list += " (and " + std::to_string(missing.size() - shown) + " more)";
-    fail(f.path(), "tensors", std::to_string(missing.size()) + " missing for a " + layout + " checkpoint: " + list);
-  }
-  // Shapes are checked in name order, so that the first one reported does
-  // not depend on the table's order.
-  std::vector<std::size_t> by_name(s.list.size());
-  for (std::size_t i = 0; i < by_name.size(); ++i) by_name[i] = i;
-  std::sort(by_name.begin(), by_name.end(), [&](std::size_t x, std::size_t y) { return s.list[x].key < s.list[y].key; });
-  for (const std::size_t i : by_name) {
-    const Shape &want = s.list[i].shape, &got = found[i]->shape;
-    bool ok = got.size() == want.size();
-    for (std::size_t j = 0; ok && j < got.size(); ++j) ok = want[j] == kAny || want[j] == got[j];
-    if (!ok)
-      fail(f.file_of(*found[i]).path(), found[i]->name,
-           "shape " + shape_str(got) + ", expected " + shape_str(want) + " from " + c.path);
-  }
-
-  // Each tensor is decoded straight into the model's own matrices, tested
-  // for finiteness in the same pass, then its pages are let go.
-  for (std::size_t i = 0; i < s.list.size(); ++i) {
-    const TensorInfo& t = *found[i];
-    const SafetensorsMap& file = f.file_of(t);
-    const TensorReader read = [&](std::size_t first, std::size_t count, double* out) {
-      file.decode_finite(t, first, count, out);
-    };
-    for (const Piece& p : s.list[i].pieces) {
-      const TensorBlock b = resolve(p, t.shape, file.path(), t.name);
-      double* data;
-      if (p.matrix) {
-        p.matrix->resize(b.image_rows(), b.image_cols());
-        data = p.matrix->data();
-      } else {
-        p.vector->resize(b.image_rows());
-        data = p.vector->data();
-      }
-      populate_for_writing(data, static_cast<std::size_t>(b.image_rows() * b.image_cols()) * sizeof(double));
-      read_block(b, width_of(t.shape), read, Eigen::Map<MatrixXd>(data, b.image_rows(), b.image_cols()));
-    }
-    file.release(t);
-  }
+  decode_slots(s, f, prefix, c.path, layout);
 
   if (fam.shared_layers) {
     check_shared_copies(c.path, kLayerKeys[0], a.layers, layers.front());

@@ -60,6 +60,8 @@ class Slots {
 
   /// A whole weight W (M = W) and bias b: T shaped [out, in] (linear) or [in, out] (conv1d).
   void dense(const std::string& key, Storage s, MatrixXd& W, VectorXd& b, std::int64_t in, std::int64_t out);
+  /// A whole vector of length n.
+  void vector(const std::string& key, VectorXd& v, std::int64_t n);
   /// LayerNorm gain and bias of width n (".weight"/".bias", or ".gamma"/".beta" with `aliases`).
   void layernorm(const std::string& key, VectorXd& g, VectorXd& b, std::int64_t n, bool aliases = true);
   /// A table (rows × cols, stored as is) from stored row `offset` on; rows kAny: any.
@@ -148,6 +150,17 @@ bool same_layer(const LayerWeights& a, const LayerWeights& b);
 /// model whose `layers` copies of `w` would exceed the memory budget
 /// (ResourceError naming `where` and `key`).
 void check_shared_copies(const std::string& where, const std::string& key, int layers, const LayerWeights& w);
+
+/// Reads the tensors of `s` from `f` (names `prefix` + key, or + alias)
+/// into their pieces: every missing name in one message, then the shapes (in
+/// name order), then the memory the decoded values need (ResourceError above
+/// the budget, before any is decoded), then each tensor decoded straight
+/// into its pieces, tested for finiteness in the same pass
+/// (SafetensorsMap::decode_finite), its pages released. A slot without
+/// pieces is checked, not decoded. Errors name the file, the tensor and
+/// `config_path` (the shapes' origin).
+void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefix, const std::string& config_path,
+                  const std::string& layout);
 
 /// Loads a checkpoint of family `fam`.
 Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source);

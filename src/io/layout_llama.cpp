@@ -1,8 +1,10 @@
 // Llama, Mistral, Qwen2 (math.md §8): torch Linear weights ([out, in],
 // y = x Wᵀ), RMSNorm, rotary positions, grouped-query attention, SwiGLU.
-// The family is read and written by its own walk rather than the slot table
-// (a key/value block is shared by a group of query heads; biases present or
-// absent by model_type and config), through the same TensorStore.
+// The family has its own walk of config.json (biases present or absent by
+// model_type and config, and the refusals below); its tensors are read
+// through the slot table like the other families' (decode_slots: decoded
+// straight into the per-head matrices, finiteness tested in the same pass),
+// and written by its own walk.
 //
 // Mapping onto the per-head form: query head h owns rows [h·d_h, (h+1)·d_h)
 // of q_proj and columns of o_proj; key/value head g the rows [g·d_h,
@@ -23,17 +25,6 @@
 namespace sanpath::io {
 
 namespace {
-
-/// A tensor of the store with the expected shape, decoded.
-Tensor need(const TensorStore& f, const std::string& name, const Shape& shape, const std::string& config_path) {
-  const TensorInfo* t = f.find(name);
-  if (!t) fail(f.path(), name, "missing (a Llama-family checkpoint needs it)");
-  if (t->shape != shape)
-    fail(f.path(), name, "shape " + shape_str(t->shape) + ", expected " + shape_str(shape) + " from " + config_path);
-  Tensor out{t->name, t->dtype, t->shape, std::vector<double>(static_cast<std::size_t>(t->numel()))};
-  f.file_of(*t).decode(*t, 0, out.values.size(), out.values.data());
-  return out;
-}
 
 Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source) {
   const std::string& config_path = c.path;
@@ -87,52 +78,66 @@ Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std
              " tensors (a layer has 9)");
   const std::int64_t q_out = std::int64_t(H) * dh, kv_out = std::int64_t(Hkv) * dh;
   std::vector<LayerWeights> layers(static_cast<std::size_t>(L));
+  Slots s;
   for (int l = 0; l < L; ++l) {
     const std::string p = "model.layers." + str(l) + ".";
-    const auto lin = [&](const std::string& k, std::int64_t out, std::int64_t in) {
-      return MatrixXd(to_matrix(need(f, p + k + ".weight", {out, in}, config_path)).transpose());
-    };
-    const auto bias = [&](const std::string& k, std::int64_t n, bool present) -> VectorXd {
-      return present ? to_vector(need(f, p + k + ".bias", {n}, config_path)) : VectorXd::Zero(n);
-    };
-    const MatrixXd Wq = lin("self_attn.q_proj", q_out, d), Wk = lin("self_attn.k_proj", kv_out, d),
-                   Wv = lin("self_attn.v_proj", kv_out, d), Wo = lin("self_attn.o_proj", d, q_out);
-    const VectorXd bq = bias("self_attn.q_proj", q_out, qkv_bias), bk = bias("self_attn.k_proj", kv_out, qkv_bias),
-                   bv = bias("self_attn.v_proj", kv_out, qkv_bias);
     LayerWeights& w = layers[static_cast<std::size_t>(l)];
     w.heads.resize(static_cast<std::size_t>(H));
-    for (int h = 0; h < H; ++h) {
-      const int g = a.kv_head_of(h);
-      HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      hw.W_Q = Wq.middleCols(h * dh, dh);
-      hw.b_Q = bq.segment(h * dh, dh);
-      hw.W_K = Wk.middleCols(g * dh, dh);
-      hw.b_K = bk.segment(g * dh, dh);
-      hw.W_V = Wv.middleCols(g * dh, dh);
-      hw.b_V = bv.segment(g * dh, dh);
-      hw.W_O = Wo.middleRows(h * dh, dh);
-    }
-    w.b_O = bias("self_attn.o_proj", d, o_bias);
-    w.W_gate = lin("mlp.gate_proj", ff, d);
-    w.W_1 = lin("mlp.up_proj", ff, d);
-    w.W_2 = lin("mlp.down_proj", d, ff);
+    // Query head h: rows [h·dh, (h+1)·dh) of q_proj; its key/value group g
+    // the same rows of k_proj and v_proj (read once per head of the group).
+    const auto heads_in = [&](const char* key, std::int64_t out, bool with_bias, bool grouped, MatrixXd HeadWeights::*W,
+                              VectorXd HeadWeights::*b) {
+      Slot& weight = s.add(p + "self_attn." + key + ".weight", {out, d});
+      Slot* bias = with_bias ? &s.add(p + "self_attn." + key + ".bias", {out}) : nullptr;
+      for (int h = 0; h < H; ++h) {
+        HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+        const std::int64_t o = std::int64_t(grouped ? a.kv_head_of(h) : h) * dh;
+        weight.pieces.push_back({&(hw.*W), nullptr, TensorBlock{o, dh, 0, d, true}});
+        if (bias)
+          bias->pieces.push_back({nullptr, &(hw.*b), TensorBlock{0, 1, o, dh, true}});
+        else
+          hw.*b = VectorXd::Zero(dh);
+      }
+    };
+    heads_in("q_proj", q_out, qkv_bias, false, &HeadWeights::W_Q, &HeadWeights::b_Q);
+    heads_in("k_proj", kv_out, qkv_bias, true, &HeadWeights::W_K, &HeadWeights::b_K);
+    heads_in("v_proj", kv_out, qkv_bias, true, &HeadWeights::W_V, &HeadWeights::b_V);
+    // o_proj [d, H·dh]: head h owns its columns [h·dh, (h+1)·dh) (rows of M).
+    Slot& o_proj = s.add(p + "self_attn.o_proj.weight", {d, q_out});
+    for (int h = 0; h < H; ++h)
+      o_proj.pieces.push_back({&w.heads[static_cast<std::size_t>(h)].W_O, nullptr,
+                               TensorBlock{0, d, std::int64_t(h) * dh, dh, true}});
+    if (o_bias)
+      s.vector(p + "self_attn.o_proj.bias", w.b_O, d);
+    else
+      w.b_O = VectorXd::Zero(d);
+    const auto linear = [&](const char* key, MatrixXd& W, std::int64_t out, std::int64_t in) {
+      s.add(p + key + ".weight", {out, in}).pieces.push_back({&W, nullptr, TensorBlock{0, out, 0, in, true}});
+    };
+    linear("mlp.gate_proj", w.W_gate, ff, d);
+    linear("mlp.up_proj", w.W_1, ff, d);
+    linear("mlp.down_proj", w.W_2, d, ff);
     w.b_1 = VectorXd::Zero(ff);
     w.b_2 = VectorXd::Zero(d);
-    w.ln1_g = to_vector(need(f, p + "input_layernorm.weight", {d}, config_path));
-    w.ln2_g = to_vector(need(f, p + "post_attention_layernorm.weight", {d}, config_path));
+    s.vector(p + "input_layernorm.weight", w.ln1_g, d);
+    s.vector(p + "post_attention_layernorm.weight", w.ln2_g, d);
     w.ln1_b = w.ln2_b = VectorXd::Zero(d);
   }
-  need(f, "model.norm.weight", {d}, config_path);
+  s.add("model.norm.weight", {d});  // checked, not used (like GPT-2's ln_f)
   std::optional<Embeddings> emb;
-  if (f.find("model.embed_tokens.weight")) {
-    const std::int64_t vocab = c.has("vocab_size") ? c.positive_int("vocab_size") : f.find("model.embed_tokens.weight")->shape.at(0);
-    Embeddings e;
+  Embeddings e;
+  const TensorInfo* table = f.find("model.embed_tokens.weight");
+  if (table) {
+    const std::int64_t vocab = c.has("vocab_size") ? c.positive_int("vocab_size") : table->shape.at(0);
+    s.table("model.embed_tokens.weight", e.word, vocab, d);
+  }
+  decode_slots(s, f, "", config_path, type);
+  if (table) {
     e.kind = fam.layout;
-    e.word = to_matrix(need(f, "model.embed_tokens.weight", {vocab, d}, config_path));
     e.ln_eps = a.ln_eps;
     emb = std::move(e);
   }
-  return Model(a, std::move(layers), std::move(emb), source);
+  return Model(a, std::move(layers), std::move(emb), source, FiniteWeights::checked_by_loader);
 }
 
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {

@@ -345,6 +345,14 @@ check memory-budget-from-environment 5 "m.safetensors: (centred )?forward pass: 
 py "set_config('$T/shared.safetensors', '$T/shared-2e9.safetensors', 'layers', 2000000000)"
 fwd shared-layers-2e9-copies 5 "shared-2e9.safetensors: __metadata__.sanpath.config.layers: needs an estimated .* of memory \(2000000000 copies of the shared layer weights\), above the memory budget" \
   --model "$T/shared-2e9.safetensors" --random-input 4
+# A HuggingFace checkpoint whose weights as doubles exceed the budget is
+# refused before any is decoded, naming the file (BERT's and Llama's loaders).
+for layout in bert llama; do
+  "$SANPATH" init --out "$T/big-$layout" --layout $layout --layers 2 --heads 4 --d-model 64 --d-ff 256 --vocab 1000 \
+    >/dev/null || exit 1
+  fwd weights-above-budget-$layout 5 "big-$layout/model.safetensors: weights: needs an estimated .* of memory \([0-9]+ values decoded as doubles\), above the memory budget of 1.00 MiB" \
+    --model "$T/big-$layout" --random-input 4 --memory-budget 1M
+done
 fwd memory-budget-bad-value 2 "--memory-budget: .*'lots' is not a size" --model "$M" --random-input 4 --memory-budget lots
 if "$SANPATH" paths --help 2>/dev/null | grep -q -- '--enumerate'; then
   "$SANPATH" init --out "$T/wide.safetensors" --layers 12 --heads 12 --d-model 24 --skip off --mlp none \
