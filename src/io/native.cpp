@@ -3,6 +3,7 @@
 #include "hf_config.hpp"
 #include "hf_layout.hpp"
 
+#include "sanpath/core/resources.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/tensor_eigen.hpp"
 
@@ -95,6 +96,13 @@ Model load_native(const SafetensorsMap& f) {
     fail(path, c.field(stored > 1 ? "stored_layers" : "heads"),
          str(stored) + " stored layers × " + str(a.heads) + " heads, but the file holds only " +
              std::to_string(f.tensors().size()) + " tensors (7 per head)");
+
+  // Every tensor of a native file is used (others are refused below): the
+  // decoded values, refused above the memory budget before any is made.
+  std::uint64_t values = 0;
+  for (const TensorInfo& t : f.tensors()) values = add_sat(values, static_cast<std::uint64_t>(t.numel()));
+  require_memory(mul_sat(values, sizeof(double)), printable(path + ": weights"),
+                 std::to_string(values) + " values decoded as doubles");
 
   std::set<std::string> used;
   std::vector<std::string> missing;

@@ -347,6 +347,8 @@ fwd shared-layers-2e9-copies 5 "shared-2e9.safetensors: __metadata__.sanpath.con
   --model "$T/shared-2e9.safetensors" --random-input 4
 # A HuggingFace checkpoint whose weights as doubles exceed the budget is
 # refused before any is decoded, naming the file (BERT's and Llama's loaders).
+fwd weights-above-budget-native 5 "m.safetensors: weights: needs an estimated .* of memory \([0-9]+ values decoded as doubles\), above the memory budget of 1.00 KiB" \
+  --model "$M" --random-input 4 --memory-budget 1K
 for layout in bert llama; do
   "$SANPATH" init --out "$T/big-$layout" --layout $layout --layers 2 --heads 4 --d-model 64 --d-ff 256 --vocab 1000 \
     >/dev/null || exit 1
