@@ -131,6 +131,18 @@ inline std::optional<TaskHead> task_head_of(const Model& model) {
   return read_task_head(model.source(), model);
 }
 
+/// Refuses a negative --threads with the CLI's message.
+inline void check_threads(int threads) {
+  if (threads < 0) throw std::invalid_argument("--threads: " + std::to_string(threads) + " is negative");
+}
+
+/// Each input's description (InputSpec::describe), in order.
+inline std::vector<std::string> descriptions(const std::vector<InputSpec>& inputs) {
+  std::vector<std::string> out;
+  for (const InputSpec& in : inputs) out.push_back(in.describe());
+  return out;
+}
+
 inline py::dict variant_dict(const Variant& v) {
   py::dict d;
   d["skip"] = v.skip;
@@ -151,6 +163,8 @@ inline std::optional<std::string> precision_name(const std::optional<Precision>&
 struct Formatted {
   ModelPtr model;
   RunInfo info;
+  /// What input `in` of this batch result formats itself with (the CLI's per-input "input").
+  Formatted for_input(const InputSpec& in) const { return {model, {info.model, in.describe()}}; }
 };
 
 struct ForwardResult : Formatted {
