@@ -263,7 +263,15 @@ class EffectivenessResult(Result):
     """
 
 
-class EffectivenessBatchResult(Result):
+class _ByLength(Result):
+    """A result whose ``lengths[k]`` are effectiveness rows (:class:`_Row`)."""
+
+    @property
+    def lengths(self):
+        return [_Row(e) for e in self._r.lengths]
+
+
+class EffectivenessBatchResult(_ByLength):
     """``paths --effectiveness`` on a batch of b inputs (the CLI's batch output).
 
     ``lengths[k]`` has ``length`` (k), ``count`` (paths of length ≤ k),
@@ -278,27 +286,23 @@ class EffectivenessBatchResult(Result):
     """
 
     @property
-    def lengths(self):
-        return [_EffectivenessBatchEntry(e) for e in self._r.lengths]
-
-    @property
     def runs(self):
         return [EffectivenessResult(r) for r in self._r.runs]
 
 
-class _EffectivenessBatchEntry(_Record):
+class _Row(_Record):
+    """One length of an effectiveness table: its statistics and pooled head are records too."""
+
     __slots__ = ()
 
-    @property
-    def distance(self):
-        return _Record(self._r.distance)
-
-    @property
-    def head(self):
-        return _record_or_none(self._r.head)
+    def __getattr__(self, name):
+        value = getattr(self._r, name)
+        if isinstance(value, (_sanpath.BatchStatistic, _sanpath.PooledAgreement)):
+            return _Record(value)
+        return _wrap(value)
 
 
-class RerunResult(Result):
+class RerunResult(_ByLength):
     """``paths --effectiveness --rerun N``: path effectiveness in both senses on one input.
 
     The paper's own procedure: for each length k, N paths of length k (every
@@ -324,16 +328,12 @@ class RerunResult(Result):
     """
 
     @property
-    def lengths(self):
-        return [_RerunEntry(e) for e in self._r.lengths]
-
-    @property
     def exact(self):
         e = self._r.exact
         return None if e is None else EffectivenessResult(e)
 
 
-class RerunBatchResult(Result):
+class RerunBatchResult(_ByLength):
     """``paths --effectiveness --rerun N`` on a batch of b inputs (the CLI's batch output).
 
     Input i draws its paths with the seed ``seeds[i]`` = seed + i·0xD1B54A32D192ED03
@@ -350,53 +350,13 @@ class RerunBatchResult(Result):
     """
 
     @property
-    def lengths(self):
-        return [_RerunBatchEntry(e) for e in self._r.lengths]
-
-    @property
     def exact(self):
         e = self._r.exact
-        return None if e is None else [_EffectivenessBatchEntry(x) for x in e]
+        return None if e is None else [_Row(x) for x in e]
 
     @property
     def runs(self):
         return [RerunResult(r) for r in self._r.runs]
-
-
-def _record_or_none(x):
-    return None if x is None else _Record(x)
-
-
-class _RerunEntry(_Record):
-    __slots__ = ()
-
-    @property
-    def distance(self):
-        return _Record(self._r.distance)
-
-    @property
-    def gap(self):
-        return _record_or_none(self._r.gap)
-
-    @property
-    def kl(self):
-        return _record_or_none(self._r.kl)
-
-
-class _RerunBatchEntry(_Record):
-    __slots__ = ()
-
-    @property
-    def distance(self):
-        return _Record(self._r.distance)
-
-    @property
-    def gap(self):
-        return _record_or_none(self._r.gap)
-
-    @property
-    def head(self):
-        return _record_or_none(self._r.head)
 
 
 class BoundsSearchResult(Result):

@@ -110,10 +110,7 @@ void register_batches(py::module_& m) {
       .def("format", &ForwardBatchResult::format)
       .def_property_readonly("layers", [](const ForwardBatchResult& r) { return r.a.layers; })
       .def_property_readonly("runs", [](const ForwardBatchResult& r) {
-        std::vector<ForwardResult> out;
-        for (std::size_t i = 0; i < r.a.runs.size(); ++i)
-          out.push_back(ForwardResult{r.for_input(r.inputs[i]), r.a.runs[i]});
-        return out;
+        return per_input<ForwardResult>(r, r.inputs, r.a.runs);
       })
       .def_property_readonly("inputs", [](const ForwardBatchResult& r) { return descriptions(r.inputs); });
   m.def("forward_batch", [](ModelPtr model, const Batch& batch, const std::string& name,
@@ -140,10 +137,7 @@ void register_batches(py::module_& m) {
       })
       .def_property_readonly("layers", [](const CollapseBatchResult& r) { return r.r.layers; })
       .def_property_readonly("runs", [](const CollapseBatchResult& r) {
-        std::vector<CollapseResultPy> out;
-        for (std::size_t i = 0; i < r.r.runs.size(); ++i)
-          out.push_back(CollapseResultPy{r.for_input(r.inputs[i]), r.r.runs[i]});
-        return out;
+        return per_input<CollapseResultPy>(r, r.inputs, r.r.runs);
       })
       .def_property_readonly("conventions", [](const CollapseBatchResult& r) { return to_string(r.r.conventions); })
       .def_property_readonly("inputs", [](const CollapseBatchResult& r) { return descriptions(r.inputs); });

@@ -163,9 +163,18 @@ inline std::optional<std::string> precision_name(const std::optional<Precision>&
 struct Formatted {
   ModelPtr model;
   RunInfo info;
-  /// What input `in` of this batch result formats itself with (the CLI's per-input "input").
-  Formatted for_input(const InputSpec& in) const { return {model, {info.model, in.describe()}}; }
 };
+
+/// Each input's own result (holder One of report runs[i]) of a batch result,
+/// formatted with the batch's model and input i's description.
+template <class One, class Report>
+std::vector<One> per_input(const Formatted& batch, const std::vector<InputSpec>& inputs,
+                           const std::vector<Report>& runs) {
+  std::vector<One> out;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    out.push_back(One{{batch.model, {batch.info.model, inputs[i].describe()}}, runs[i]});
+  return out;
+}
 
 struct ForwardResult : Formatted {
   ForwardAnalysis a;

@@ -63,6 +63,22 @@ std::optional<std::vector<long>> counts(const std::vector<long>& v) {
   return v;
 }
 
+/// The properties an effectiveness result (holder H of report `r`) shares
+/// with the re-run one: task head, output norm, variant, precisions.
+template <class H> void def_report_properties(py::class_<H>& c) {
+  c.def_property_readonly("head",
+                          [](const H& h) -> std::optional<std::string> {
+                            if (!h.r.head) return std::nullopt;
+                            return to_string(*h.r.head);
+                          })
+      .def_property_readonly("outputs", [](const H& h) { return h.r.outputs; })
+      .def_property_readonly("predictions", [](const H& h) { return h.r.predictions; })
+      .def_property_readonly("output_frobenius", [](const H& h) { return number(h.r.output_frobenius); })
+      .def_property_readonly("variant", [](const H& h) { return variant_dict(h.r.variant); })
+      .def_property_readonly("precision", [](const H& h) { return h.r.precision.name(); })
+      .def_property_readonly("check", [](const H& h) { return precision_name(h.r.check); });
+}
+
 }  // namespace
 
 void register_effectiveness(py::module_& m) {
@@ -74,19 +90,10 @@ void register_effectiveness(py::module_& m) {
       .def_readonly("agree_check", &EffectivenessEntry::agree_check)
       .def_property_readonly("kl", [](const EffectivenessEntry& e) { return number(e.kl); })
       .def_readonly("digits", &EffectivenessEntry::digits);
-  py::class_<EffectivenessResult>(m, "EffectivenessResult")
-      .def("format", &EffectivenessResult::format)
-      .def_property_readonly("lengths", [](const EffectivenessResult& r) { return r.r.lengths; })
-      .def_property_readonly("head", [](const EffectivenessResult& r) -> std::optional<std::string> {
-        if (!r.r.head) return std::nullopt;
-        return to_string(*r.r.head);
-      })
-      .def_property_readonly("outputs", [](const EffectivenessResult& r) { return r.r.outputs; })
-      .def_property_readonly("predictions", [](const EffectivenessResult& r) { return r.r.predictions; })
-      .def_property_readonly("output_frobenius", [](const EffectivenessResult& r) { return number(r.r.output_frobenius); })
-      .def_property_readonly("variant", [](const EffectivenessResult& r) { return variant_dict(r.r.variant); })
-      .def_property_readonly("precision", [](const EffectivenessResult& r) { return r.r.precision.name(); })
-      .def_property_readonly("check", [](const EffectivenessResult& r) { return precision_name(r.r.check); });
+  py::class_<EffectivenessResult> effectiveness(m, "EffectivenessResult");
+  effectiveness.def("format", &EffectivenessResult::format)
+      .def_property_readonly("lengths", [](const EffectivenessResult& r) { return r.r.lengths; });
+  def_report_properties(effectiveness);
   py::class_<PooledAgreement>(m, "PooledAgreement")
       .def_readonly("agree", &PooledAgreement::agree)
       .def_readonly("agree_check", &PooledAgreement::agree_check)
@@ -101,10 +108,7 @@ void register_effectiveness(py::module_& m) {
       .def("format", &EffectivenessBatchResult::format)
       .def_property_readonly("lengths", [](const EffectivenessBatchResult& r) { return r.b.lengths; })
       .def_property_readonly("runs", [](const EffectivenessBatchResult& r) {
-        std::vector<EffectivenessResult> out;
-        for (std::size_t i = 0; i < r.b.runs.size(); ++i)
-          out.push_back(EffectivenessResult{r.for_input(r.inputs[i]), r.b.runs[i]});
-        return out;
+        return per_input<EffectivenessResult>(r, r.inputs, r.b.runs);
       })
       .def_property_readonly("inputs", [](const EffectivenessBatchResult& r) { return descriptions(r.inputs); });
 
@@ -118,26 +122,17 @@ void register_effectiveness(py::module_& m) {
       .def_property_readonly("agree", [](const RerunEntry& e) { return counts(e.agree); })
       .def_property_readonly("agree_check", [](const RerunEntry& e) { return counts(e.agree_check); })
       .def_readonly("kl", &RerunEntry::kl);
-  py::class_<RerunResult>(m, "RerunResult")
-      .def("format", &RerunResult::format)
+  py::class_<RerunResult> rerun(m, "RerunResult");
+  rerun.def("format", &RerunResult::format)
       .def_property_readonly("lengths", [](const RerunResult& r) { return r.r.lengths; })
       .def_property_readonly("exact", [](const RerunResult& r) -> std::optional<EffectivenessResult> {
         if (!r.r.exact) return std::nullopt;
         return EffectivenessResult{static_cast<const Formatted&>(r), *r.r.exact};
       })
-      .def_property_readonly("head", [](const RerunResult& r) -> std::optional<std::string> {
-        if (!r.r.head) return std::nullopt;
-        return to_string(*r.r.head);
-      })
-      .def_property_readonly("outputs", [](const RerunResult& r) { return r.r.outputs; })
-      .def_property_readonly("predictions", [](const RerunResult& r) { return r.r.predictions; })
-      .def_property_readonly("output_frobenius", [](const RerunResult& r) { return number(r.r.output_frobenius); })
       .def_property_readonly("samples", [](const RerunResult& r) { return r.r.request.samples; })
       .def_property_readonly("repeats", [](const RerunResult& r) { return r.r.request.repeats; })
-      .def_property_readonly("seed", [](const RerunResult& r) { return r.r.request.seed; })
-      .def_property_readonly("variant", [](const RerunResult& r) { return variant_dict(r.r.variant); })
-      .def_property_readonly("precision", [](const RerunResult& r) { return r.r.precision.name(); })
-      .def_property_readonly("check", [](const RerunResult& r) { return precision_name(r.r.check); });
+      .def_property_readonly("seed", [](const RerunResult& r) { return r.r.request.seed; });
+  def_report_properties(rerun);
   py::class_<BatchRerunEntry>(m, "BatchRerunEntry")
       .def_readonly("length", &BatchRerunEntry::length)
       .def_property_readonly("count", [](const BatchRerunEntry& e) { return exact_int(e.count); })
@@ -151,9 +146,7 @@ void register_effectiveness(py::module_& m) {
       .def_property_readonly("lengths", [](const RerunBatchResult& r) { return r.b.lengths; })
       .def_property_readonly("exact", [](const RerunBatchResult& r) { return r.b.exact; })
       .def_property_readonly("runs", [](const RerunBatchResult& r) {
-        std::vector<RerunResult> out;
-        for (std::size_t i = 0; i < r.b.runs.size(); ++i) out.push_back(RerunResult{r.for_input(r.inputs[i]), r.b.runs[i]});
-        return out;
+        return per_input<RerunResult>(r, r.inputs, r.b.runs);
       })
       .def_property_readonly("seeds", [](const RerunBatchResult& r) { return r.b.seeds; })
       .def_property_readonly("samples", [](const RerunBatchResult& r) { return r.b.request.samples; })

@@ -32,7 +32,8 @@ def rerun_args(path, *, rerun, repeats, seed, attention=True):
 
 
 def statistic_strings(s):
-    return {f: None if getattr(s, f) is None else str(getattr(s, f)) for f in ("mean", "stddev", "min", "median", "max")}
+    fields = ("mean", "stddev", "min", "median", "max")
+    return {f: None if getattr(s, f) is None else str(getattr(s, f)) for f in fields}
 
 
 def json_statistic(j):
@@ -175,7 +176,8 @@ def test_errors(cli, bert):
     path, model = bert
     tokens = ["--tokens", ",".join(map(str, IDS))]
     # The CLI's option checks, with the parameter named as in Python.
-    for kwargs, option in ((dict(rerun=0), ["--rerun", "0"]), (dict(rerun=2, repeats=0), ["--rerun", "2", "--repeats", "0"])):
+    for kwargs, option in ((dict(rerun=0), ["--rerun", "0"]),
+                           (dict(rerun=2, repeats=0), ["--rerun", "2", "--repeats", "0"])):
         msg = cli_message(cli, "paths", "--model", path, *tokens, "--effectiveness", *option)
         with pytest.raises(sanpath.InputError) as e:
             sanpath.effectiveness(model, IDS, **kwargs)
