@@ -782,7 +782,9 @@ def effectiveness(model: Model, input: BatchLike, *, skip=None, mlp=None, layern
     their own attention, ``repeats`` draws seeded by ``seed``, beside the exact
     sense where it exists; a :class:`RerunResult`, or for a batch a
     :class:`RerunBatchResult`. ``threads`` then also runs the sub-networks of
-    one input in parallel (the result does not depend on it).
+    one input in parallel (the result does not depend on it). ``rerun`` < 1,
+    ``repeats`` < 1, a ``seed`` outside [0, 2^64), and ``repeats`` or ``seed``
+    without ``rerun`` raise :class:`InputError` naming the parameter.
     """
     model, name = _name(model, name)
     inp = _input_or_batch(input)
