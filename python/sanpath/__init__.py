@@ -21,6 +21,7 @@ import csv
 import html
 import io
 import json
+import operator
 import os
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
@@ -262,7 +263,15 @@ class EffectivenessResult(Result):
     """
 
 
-class EffectivenessBatchResult(Result):
+class _ByLength(Result):
+    """A result whose ``lengths[k]`` are effectiveness rows (:class:`_Row`)."""
+
+    @property
+    def lengths(self):
+        return [_Row(e) for e in self._r.lengths]
+
+
+class EffectivenessBatchResult(_ByLength):
     """``paths --effectiveness`` on a batch of b inputs (the CLI's batch output).
 
     ``lengths[k]`` has ``length`` (k), ``count`` (paths of length ≤ k),
@@ -277,24 +286,77 @@ class EffectivenessBatchResult(Result):
     """
 
     @property
-    def lengths(self):
-        return [_EffectivenessBatchEntry(e) for e in self._r.lengths]
-
-    @property
     def runs(self):
         return [EffectivenessResult(r) for r in self._r.runs]
 
 
-class _EffectivenessBatchEntry(_Record):
+class _Row(_Record):
+    """One length of an effectiveness table: its statistics and pooled head are records too."""
+
     __slots__ = ()
 
-    @property
-    def distance(self):
-        return _Record(self._r.distance)
+    def __getattr__(self, name):
+        value = getattr(self._r, name)
+        if isinstance(value, (_sanpath.BatchStatistic, _sanpath.PooledAgreement)):
+            return _Record(value)
+        return _wrap(value)
+
+
+class RerunResult(_ByLength):
+    """``paths --effectiveness --rerun N``: path effectiveness in both senses on one input.
+
+    The paper's own procedure: for each length k, N paths of length k (every
+    path when there are no more than N) re-run as sub-networks with their own
+    attention and summed as count_k/N · Σ (an unbiased estimate of the paths
+    of length k), repeated ``repeats`` times with different draws (seeded by
+    ``seed``; the same at any ``threads``); for attention-only variants also
+    the exact sense (attention frozen) and the gap between the two.
+
+    ``lengths[k]`` has ``length`` (k), ``count`` (paths of length exactly k, a
+    Python int), ``evaluated`` (sub-networks run per repetition), ``all_paths``
+    (every path of length k was run once: one value, no spread), ``distance``
+    (statistics over the repetitions of ‖X̂_{≤k} − X^L‖_F / ‖X^L‖_F: ``count``,
+    ``mean``, ``stddev``, ``min``, ``median``, ``max``, each a :class:`Number`),
+    ``gap`` (the same of ‖X̂_{≤k} − X_{≤k}‖_F / ‖X^L‖_F; None without the exact
+    sense) and, with a task head, ``agree`` (per repetition: predictions equal
+    to those on X^L, out of ``predictions``), ``agree_check`` (the check run's
+    counts) and ``kl`` (statistics over the repetitions of the mean KL, nats);
+    without a head these are None. ``exact`` is the exact sense's
+    :class:`EffectivenessResult` (None unless ``mlp="none", layernorm="none"``);
+    ``head``, ``outputs``, ``output_frobenius`` as there; ``samples`` (N),
+    ``repeats`` (R), ``seed``.
+    """
 
     @property
-    def head(self):
-        return None if self._r.head is None else _Record(self._r.head)
+    def exact(self):
+        e = self._r.exact
+        return None if e is None else EffectivenessResult(e)
+
+
+class RerunBatchResult(_ByLength):
+    """``paths --effectiveness --rerun N`` on a batch of b inputs (the CLI's batch output).
+
+    Input i draws its paths with the seed ``seeds[i]`` = seed + i·0xD1B54A32D192ED03
+    (mod 2^64) and enters the statistics with its mean over its repetitions.
+    ``lengths[k]`` has ``length``, ``count`` (paths of length k), ``evaluated``,
+    ``all_paths``, ``distance`` and ``gap`` (statistics over the inputs, see
+    :class:`ForwardBatchResult`; ``gap`` None without the exact sense) and
+    ``head`` (None without a task head): ``agree``, ``agree_check``,
+    ``predictions`` and ``kl`` pooled over inputs × repetitions (see
+    :class:`EffectivenessBatchResult`). ``exact[k]`` is the exact sense over the
+    batch (entries as :attr:`EffectivenessBatchResult.lengths`; None unless
+    attention-only); ``runs[i]`` input i's own :class:`RerunResult`;
+    ``inputs[i]`` describes input i; ``samples``, ``repeats``, ``seed``.
+    """
+
+    @property
+    def exact(self):
+        e = self._r.exact
+        return None if e is None else [_Row(x) for x in e]
+
+    @property
+    def runs(self):
+        return [RerunResult(r) for r in self._r.runs]
 
 
 class BoundsSearchResult(Result):
@@ -695,10 +757,11 @@ def bounds_search(*, layers: int = 2, heads: int = 1, d_model: int = 4, d_qk: in
 
 def effectiveness(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=None, mask=None,
                   precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
-                  confirm: bool = True, method: Optional[str] = None, head: bool = True, threads: int = 1,
-                  name: Optional[str] = None,
-                  progress=None) -> Union[EffectivenessResult, EffectivenessBatchResult]:
-    """``sanpath paths --effectiveness``: how much of the output the paths of length ≤ k carry, k = 0..L.
+                  confirm: bool = True, method: Optional[str] = None, head: bool = True,
+                  rerun: Optional[int] = None, repeats: int = 5, seed: int = 0, threads: int = 1,
+                  name: Optional[str] = None, progress=None
+                  ) -> Union[EffectivenessResult, EffectivenessBatchResult, RerunResult, RerunBatchResult]:
+    """``sanpath paths --effectiveness [--rerun N]``: how much of the output the paths of length ≤ k carry, k = 0..L.
 
     X_{≤k} = Σ_{j≤k} S_j + 1bᵀ (the length sums of Theorem 2.1, exact at any size;
     an attention-only variant: ``mlp="none", layernorm="none"``). Per k: the
@@ -713,16 +776,50 @@ def effectiveness(model: Model, input: BatchLike, *, skip=None, mlp=None, layern
     per k the distance's statistics over the inputs and the head's agreement and
     KL pooled over every prediction of the batch; ``threads`` inputs in parallel
     (the result does not depend on it), as ``paths --effectiveness --tokens-file``.
+
+    ``rerun=N`` adds the paper's own procedure, for every variant (``--rerun N
+    --repeats R --seed S``): per length k, N paths re-run as sub-networks with
+    their own attention, ``repeats`` draws seeded by ``seed``, beside the exact
+    sense where it exists; a :class:`RerunResult`, or for a batch a
+    :class:`RerunBatchResult`. ``threads`` then also runs the sub-networks of
+    one input in parallel (the result does not depend on it). ``rerun`` < 1,
+    ``repeats`` < 1, a ``seed`` outside [0, 2^64), and ``repeats`` or ``seed``
+    without ``rerun`` raise :class:`InputError` naming the parameter.
     """
     model, name = _name(model, name)
     inp = _input_or_batch(input)
     variant = _variant_args(skip, mlp, layernorm, mask)
     req = _request(precision, digits, max_bits, confirm, method)
+    if rerun is not None:
+        rr = (*_rerun_args(rerun, repeats, seed), int(threads), _progress(progress))
+        if isinstance(inp, Batch):
+            return RerunBatchResult(_sanpath.effectiveness_rerun_batch(model, inp, name, *variant, req, bool(head),
+                                                                       *rr))
+        return RerunResult(_sanpath.effectiveness_rerun(model, inp, name, *variant, req, bool(head), *rr))
+    for option, value, default in (("repeats", repeats, 5), ("seed", seed, 0)):
+        if value != default:
+            raise InputError(f"{option}: only with rerun=N (the re-run sub-networks)")
     if isinstance(inp, Batch):
         return EffectivenessBatchResult(_sanpath.effectiveness_batch(model, inp, name, *variant, req, bool(head),
                                                                      int(threads), _progress(progress)))
     return EffectivenessResult(_sanpath.effectiveness(model, inp, name, *variant, req, bool(head),
                                                       _progress(progress)))
+
+
+def _rerun_args(rerun, repeats, seed) -> Tuple[int, int, int]:
+    """rerun=N, repeats=R, seed=S checked as the CLI checks --rerun, --repeats and --seed."""
+    rerun, repeats, seed = operator.index(rerun), operator.index(repeats), operator.index(seed)
+    if rerun < 1:
+        raise InputError("rerun: at least 1 path per length")
+    if repeats < 1:
+        raise InputError("repeats: at least 1 repetition")
+    if not 0 <= seed < 2 ** 64:
+        raise InputError(f"seed: {seed} is outside [0, 2^64)")
+    if rerun >= 2 ** 64:
+        raise InputError(f"rerun: {rerun} is too large")
+    if repeats >= 2 ** 31:
+        raise InputError(f"repeats: {repeats} is too large")
+    return rerun, repeats, seed
 
 
 def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out: Optional[str] = None, *,
@@ -759,5 +856,5 @@ __all__ = [
     "random_input", "default_input", "forward", "collapse", "length_sums", "enumerate_paths", "iter_paths",
     "sample_paths", "path_counts", "bounds", "report", "set_memory_budget", "Batch", "ForwardBatchResult",
     "CollapseBatchResult", "EffectivenessResult", "EffectivenessBatchResult", "BoundsSearchResult", "batch", "token_file", "input_file",
-    "random_batch", "effectiveness", "bounds_search",
+    "random_batch", "effectiveness", "bounds_search", "RerunResult", "RerunBatchResult",
 ]

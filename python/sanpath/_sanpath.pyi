@@ -202,6 +202,50 @@ class EffectivenessBatchResult(_Formatted):
     runs: List[EffectivenessResult]
     inputs: List[str]
 
+class RerunEntry:
+    length: int
+    count: int
+    all_paths: bool
+    evaluated: int
+    distance: BatchStatistic
+    gap: Optional[BatchStatistic]
+    agree: Optional[List[int]]
+    agree_check: Optional[List[int]]
+    kl: Optional[BatchStatistic]
+
+class RerunResult(_Formatted):
+    lengths: List[RerunEntry]
+    exact: Optional[EffectivenessResult]
+    head: Optional[str]
+    outputs: int
+    predictions: int
+    output_frobenius: Number
+    samples: int
+    repeats: int
+    seed: int
+    variant: Dict[str, object]
+    precision: str
+    check: Optional[str]
+
+class BatchRerunEntry:
+    length: int
+    count: int
+    all_paths: bool
+    evaluated: int
+    distance: BatchStatistic
+    gap: Optional[BatchStatistic]
+    head: Optional[PooledAgreement]
+
+class RerunBatchResult(_Formatted):
+    lengths: List[BatchRerunEntry]
+    exact: Optional[List[BatchEffectivenessEntry]]
+    runs: List[RerunResult]
+    seeds: List[int]
+    samples: int
+    repeats: int
+    seed: int
+    inputs: List[str]
+
 class SearchStep:
     iteration: int
     log10_ratio: float
@@ -279,6 +323,13 @@ def effectiveness(model: Model, input: Input, name: str, skip: Optional[str], ml
 def effectiveness_batch(model: Model, batch: Batch, name: str, skip: Optional[str], mlp: Optional[str],
                         layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest, use_head: bool,
                         threads: int, progress: Progress) -> EffectivenessBatchResult: ...
+def effectiveness_rerun(model: Model, input: Input, name: str, skip: Optional[str], mlp: Optional[str],
+                        layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest, use_head: bool,
+                        samples: int, repeats: int, seed: int, threads: int, progress: Progress) -> RerunResult: ...
+def effectiveness_rerun_batch(model: Model, batch: Batch, name: str, skip: Optional[str], mlp: Optional[str],
+                              layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest,
+                              use_head: bool, samples: int, repeats: int, seed: int, threads: int,
+                              progress: Progress) -> RerunBatchResult: ...
 def search_input_path(model_path: str) -> str: ...
 def bounds_search(layers: int, heads: int, d_model: int, d_qk: int, tokens: int, seed: int, iterations: int,
                   search_bits: int, theorem: str, gamma: str, recheck: PrecisionRequest,

@@ -39,16 +39,6 @@ Batch tensor_batch(std::vector<InputSpec> inputs, const std::string& source) {
   return b;
 }
 
-void check_threads(int threads) {
-  if (threads < 0) throw std::invalid_argument("--threads: " + std::to_string(threads) + " is negative");
-}
-
-std::vector<std::string> descriptions(const std::vector<InputSpec>& inputs) {
-  std::vector<std::string> out;
-  for (const InputSpec& in : inputs) out.push_back(in.describe());
-  return out;
-}
-
 }  // namespace
 
 void register_batches(py::module_& m) {
@@ -120,10 +110,7 @@ void register_batches(py::module_& m) {
       .def("format", &ForwardBatchResult::format)
       .def_property_readonly("layers", [](const ForwardBatchResult& r) { return r.a.layers; })
       .def_property_readonly("runs", [](const ForwardBatchResult& r) {
-        std::vector<ForwardResult> out;
-        for (std::size_t i = 0; i < r.a.runs.size(); ++i)
-          out.push_back(ForwardResult{{r.model, {r.info.model, r.inputs[i].describe()}}, r.a.runs[i]});
-        return out;
+        return per_input<ForwardResult>(r, r.inputs, r.a.runs);
       })
       .def_property_readonly("inputs", [](const ForwardBatchResult& r) { return descriptions(r.inputs); });
   m.def("forward_batch", [](ModelPtr model, const Batch& batch, const std::string& name,
@@ -150,10 +137,7 @@ void register_batches(py::module_& m) {
       })
       .def_property_readonly("layers", [](const CollapseBatchResult& r) { return r.r.layers; })
       .def_property_readonly("runs", [](const CollapseBatchResult& r) {
-        std::vector<CollapseResultPy> out;
-        for (std::size_t i = 0; i < r.r.runs.size(); ++i)
-          out.push_back(CollapseResultPy{{r.model, {r.info.model, r.inputs[i].describe()}}, r.r.runs[i]});
-        return out;
+        return per_input<CollapseResultPy>(r, r.inputs, r.r.runs);
       })
       .def_property_readonly("conventions", [](const CollapseBatchResult& r) { return to_string(r.r.conventions); })
       .def_property_readonly("inputs", [](const CollapseBatchResult& r) { return descriptions(r.inputs); });

@@ -131,6 +131,18 @@ inline std::optional<TaskHead> task_head_of(const Model& model) {
   return read_task_head(model.source(), model);
 }
 
+/// Refuses a negative --threads with the CLI's message.
+inline void check_threads(int threads) {
+  if (threads < 0) throw std::invalid_argument("--threads: " + std::to_string(threads) + " is negative");
+}
+
+/// Each input's description (InputSpec::describe), in order.
+inline std::vector<std::string> descriptions(const std::vector<InputSpec>& inputs) {
+  std::vector<std::string> out;
+  for (const InputSpec& in : inputs) out.push_back(in.describe());
+  return out;
+}
+
 inline py::dict variant_dict(const Variant& v) {
   py::dict d;
   d["skip"] = v.skip;
@@ -152,6 +164,17 @@ struct Formatted {
   ModelPtr model;
   RunInfo info;
 };
+
+/// Each input's own result (holder One of report runs[i]) of a batch result,
+/// formatted with the batch's model and input i's description.
+template <class One, class Report>
+std::vector<One> per_input(const Formatted& batch, const std::vector<InputSpec>& inputs,
+                           const std::vector<Report>& runs) {
+  std::vector<One> out;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    out.push_back(One{{batch.model, {batch.info.model, inputs[i].describe()}}, runs[i]});
+  return out;
+}
 
 struct ForwardResult : Formatted {
   ForwardAnalysis a;

@@ -1,11 +1,13 @@
 // Path effectiveness (`sanpath paths --effectiveness`, analysis/paths.hpp):
 // the network truncated to its paths of length ≤ k, k = 0..L; over a batch
-// (analysis/effectiveness_batch.hpp).
+// (analysis/effectiveness_batch.hpp); with `--rerun N`, also the paper's
+// re-run sub-networks (analysis/rerun.hpp), on one input or a batch.
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
 #include "sanpath/analysis/effectiveness_batch.hpp"
 #include "sanpath/analysis/paths.hpp"
+#include "sanpath/analysis/rerun.hpp"
 
 #include "common.hpp"
 #include "run.hpp"
@@ -29,6 +31,54 @@ struct EffectivenessBatchResult : Formatted {
   }
 };
 
+struct RerunResult : Formatted {
+  RerunReport r;
+  std::string format(const std::string& f) const { return format_rerun(r, *model, info, parse_format(f)); }
+};
+
+struct RerunBatchResult : Formatted {
+  BatchRerun b;
+  std::vector<InputSpec> inputs;
+  std::string format(const std::string& f) const {
+    return format_rerun_batch(b, inputs, *model, info, parse_format(f));
+  }
+};
+
+/// `--rerun N --repeats R --seed S --threads T` as a request; the values
+/// were checked by the package (python/sanpath/__init__.py), the threads
+/// here as the CLI checks them.
+RerunRequest rerun_request(std::uint64_t samples, int repeats, std::uint64_t seed, int threads) {
+  check_threads(threads);
+  RerunRequest rr;
+  rr.samples = samples;
+  rr.repeats = repeats;
+  rr.seed = seed;
+  rr.threads = threads;
+  return rr;
+}
+
+/// A per-repetition count as the CLI's JSON has it: None when empty.
+std::optional<std::vector<long>> counts(const std::vector<long>& v) {
+  if (v.empty()) return std::nullopt;
+  return v;
+}
+
+/// The properties an effectiveness result (holder H of report `r`) shares
+/// with the re-run one: task head, output norm, variant, precisions.
+template <class H> void def_report_properties(py::class_<H>& c) {
+  c.def_property_readonly("head",
+                          [](const H& h) -> std::optional<std::string> {
+                            if (!h.r.head) return std::nullopt;
+                            return to_string(*h.r.head);
+                          })
+      .def_property_readonly("outputs", [](const H& h) { return h.r.outputs; })
+      .def_property_readonly("predictions", [](const H& h) { return h.r.predictions; })
+      .def_property_readonly("output_frobenius", [](const H& h) { return number(h.r.output_frobenius); })
+      .def_property_readonly("variant", [](const H& h) { return variant_dict(h.r.variant); })
+      .def_property_readonly("precision", [](const H& h) { return h.r.precision.name(); })
+      .def_property_readonly("check", [](const H& h) { return precision_name(h.r.check); });
+}
+
 }  // namespace
 
 void register_effectiveness(py::module_& m) {
@@ -40,19 +90,10 @@ void register_effectiveness(py::module_& m) {
       .def_readonly("agree_check", &EffectivenessEntry::agree_check)
       .def_property_readonly("kl", [](const EffectivenessEntry& e) { return number(e.kl); })
       .def_readonly("digits", &EffectivenessEntry::digits);
-  py::class_<EffectivenessResult>(m, "EffectivenessResult")
-      .def("format", &EffectivenessResult::format)
-      .def_property_readonly("lengths", [](const EffectivenessResult& r) { return r.r.lengths; })
-      .def_property_readonly("head", [](const EffectivenessResult& r) -> std::optional<std::string> {
-        if (!r.r.head) return std::nullopt;
-        return to_string(*r.r.head);
-      })
-      .def_property_readonly("outputs", [](const EffectivenessResult& r) { return r.r.outputs; })
-      .def_property_readonly("predictions", [](const EffectivenessResult& r) { return r.r.predictions; })
-      .def_property_readonly("output_frobenius", [](const EffectivenessResult& r) { return number(r.r.output_frobenius); })
-      .def_property_readonly("variant", [](const EffectivenessResult& r) { return variant_dict(r.r.variant); })
-      .def_property_readonly("precision", [](const EffectivenessResult& r) { return r.r.precision.name(); })
-      .def_property_readonly("check", [](const EffectivenessResult& r) { return precision_name(r.r.check); });
+  py::class_<EffectivenessResult> effectiveness(m, "EffectivenessResult");
+  effectiveness.def("format", &EffectivenessResult::format)
+      .def_property_readonly("lengths", [](const EffectivenessResult& r) { return r.r.lengths; });
+  def_report_properties(effectiveness);
   py::class_<PooledAgreement>(m, "PooledAgreement")
       .def_readonly("agree", &PooledAgreement::agree)
       .def_readonly("agree_check", &PooledAgreement::agree_check)
@@ -67,21 +108,56 @@ void register_effectiveness(py::module_& m) {
       .def("format", &EffectivenessBatchResult::format)
       .def_property_readonly("lengths", [](const EffectivenessBatchResult& r) { return r.b.lengths; })
       .def_property_readonly("runs", [](const EffectivenessBatchResult& r) {
-        std::vector<EffectivenessResult> out;
-        for (std::size_t i = 0; i < r.b.runs.size(); ++i)
-          out.push_back(EffectivenessResult{{r.model, {r.info.model, r.inputs[i].describe()}}, r.b.runs[i]});
-        return out;
+        return per_input<EffectivenessResult>(r, r.inputs, r.b.runs);
       })
-      .def_property_readonly("inputs", [](const EffectivenessBatchResult& r) {
-        std::vector<std::string> out;
-        for (const InputSpec& in : r.inputs) out.push_back(in.describe());
-        return out;
-      });
+      .def_property_readonly("inputs", [](const EffectivenessBatchResult& r) { return descriptions(r.inputs); });
+
+  py::class_<RerunEntry>(m, "RerunEntry")
+      .def_readonly("length", &RerunEntry::length, "k: the re-run paths have length exactly k.")
+      .def_property_readonly("count", [](const RerunEntry& e) { return exact_int(e.count); })
+      .def_readonly("all_paths", &RerunEntry::all_paths)
+      .def_readonly("evaluated", &RerunEntry::evaluated)
+      .def_readonly("distance", &RerunEntry::distance)
+      .def_readonly("gap", &RerunEntry::gap)
+      .def_property_readonly("agree", [](const RerunEntry& e) { return counts(e.agree); })
+      .def_property_readonly("agree_check", [](const RerunEntry& e) { return counts(e.agree_check); })
+      .def_readonly("kl", &RerunEntry::kl);
+  py::class_<RerunResult> rerun(m, "RerunResult");
+  rerun.def("format", &RerunResult::format)
+      .def_property_readonly("lengths", [](const RerunResult& r) { return r.r.lengths; })
+      .def_property_readonly("exact", [](const RerunResult& r) -> std::optional<EffectivenessResult> {
+        if (!r.r.exact) return std::nullopt;
+        return EffectivenessResult{static_cast<const Formatted&>(r), *r.r.exact};
+      })
+      .def_property_readonly("samples", [](const RerunResult& r) { return r.r.request.samples; })
+      .def_property_readonly("repeats", [](const RerunResult& r) { return r.r.request.repeats; })
+      .def_property_readonly("seed", [](const RerunResult& r) { return r.r.request.seed; });
+  def_report_properties(rerun);
+  py::class_<BatchRerunEntry>(m, "BatchRerunEntry")
+      .def_readonly("length", &BatchRerunEntry::length)
+      .def_property_readonly("count", [](const BatchRerunEntry& e) { return exact_int(e.count); })
+      .def_readonly("all_paths", &BatchRerunEntry::all_paths)
+      .def_readonly("evaluated", &BatchRerunEntry::evaluated)
+      .def_readonly("distance", &BatchRerunEntry::distance)
+      .def_readonly("gap", &BatchRerunEntry::gap)
+      .def_readonly("head", &BatchRerunEntry::head);
+  py::class_<RerunBatchResult>(m, "RerunBatchResult")
+      .def("format", &RerunBatchResult::format)
+      .def_property_readonly("lengths", [](const RerunBatchResult& r) { return r.b.lengths; })
+      .def_property_readonly("exact", [](const RerunBatchResult& r) { return r.b.exact; })
+      .def_property_readonly("runs", [](const RerunBatchResult& r) {
+        return per_input<RerunResult>(r, r.inputs, r.b.runs);
+      })
+      .def_property_readonly("seeds", [](const RerunBatchResult& r) { return r.b.seeds; })
+      .def_property_readonly("samples", [](const RerunBatchResult& r) { return r.b.request.samples; })
+      .def_property_readonly("repeats", [](const RerunBatchResult& r) { return r.b.request.repeats; })
+      .def_property_readonly("seed", [](const RerunBatchResult& r) { return r.b.request.seed; })
+      .def_property_readonly("inputs", [](const RerunBatchResult& r) { return descriptions(r.inputs); });
   m.def("effectiveness_batch", [](ModelPtr model, const Batch& batch, const std::string& name,
                                   std::optional<std::string> skip, std::optional<std::string> mlp,
                                   std::optional<std::string> layernorm, std::optional<std::string> mask,
                                   const PrecisionRequest& req, bool use_head, int threads, py::object progress) {
-    if (threads < 0) throw std::invalid_argument("--threads: " + std::to_string(threads) + " is negative");
+    check_threads(threads);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
     ProgressBridge bridge(progress);
@@ -104,6 +180,35 @@ void register_effectiveness(py::module_& m) {
     EffectivenessResult r{{model, {name, input.describe()}}, {}};
     r.r = run_released(
         [&] { return analyze_effectiveness(*model, v, input, req, head ? &*head : nullptr, bridge.fn()); }, &bridge);
+    return r;
+  });
+  m.def("effectiveness_rerun", [](ModelPtr model, const InputSpec& input, const std::string& name,
+                                  std::optional<std::string> skip, std::optional<std::string> mlp,
+                                  std::optional<std::string> layernorm, std::optional<std::string> mask,
+                                  const PrecisionRequest& req, bool use_head, std::uint64_t samples, int repeats,
+                                  std::uint64_t seed, int threads, py::object progress) {
+    const RerunRequest rr = rerun_request(samples, repeats, seed, threads);
+    const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
+    const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
+    ProgressBridge bridge(progress);
+    RerunResult r{{model, {name, input.describe()}}, {}};
+    r.r = run_released(
+        [&] { return analyze_rerun(*model, v, input, req, rr, head ? &*head : nullptr, bridge.fn()); }, &bridge);
+    return r;
+  });
+  m.def("effectiveness_rerun_batch", [](ModelPtr model, const Batch& batch, const std::string& name,
+                                        std::optional<std::string> skip, std::optional<std::string> mlp,
+                                        std::optional<std::string> layernorm, std::optional<std::string> mask,
+                                        const PrecisionRequest& req, bool use_head, std::uint64_t samples,
+                                        int repeats, std::uint64_t seed, int threads, py::object progress) {
+    const RerunRequest rr = rerun_request(samples, repeats, seed, threads);
+    const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
+    const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
+    ProgressBridge bridge(progress);
+    RerunBatchResult r{{model, {name, batch.description}}, {}, batch.inputs};
+    r.b = run_released(
+        [&] { return analyze_rerun_batch(*model, v, batch.inputs, req, rr, head ? &*head : nullptr, bridge.fn()); },
+        &bridge);
     return r;
   });
 }
