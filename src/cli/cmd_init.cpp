@@ -37,7 +37,7 @@ void register_init(CLI::App& app) {
       ->default_val("gaussian");
   cmd->add_option("--std", o->std, "std of the gaussian initialisation (BERT: 0.02)")->default_val(0.02);
   cmd->add_option("--bias-std", o->bias_std, "std of the biases (0: zero biases)")->default_val(0.0);
-  cmd->add_option("--seed", o->seed, "seed")->default_val(0);
+  cmd->add_option("--seed", o->seed, "seed")->default_val(0)->check(unsigned_integer);
   cmd->add_flag("--shared-layers", o->shared, "one layer's weights shared by all L layers (ALBERT-style)");
   cmd->add_option("--activation", o->activation, "relu|gelu|gelu_tanh")->default_val("gelu");
   auto* ln_eps =

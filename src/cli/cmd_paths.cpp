@@ -63,7 +63,8 @@ void register_paths(CLI::App& app) {
   cmd->remove_option(cmd->get_option("--seed"));
   auto* seed = cmd->add_option("--seed", o->input.seed,
                                "seed of the random input (--random-input) and of the path sampling (--sample, --rerun)")
-                   ->default_val(0);
+                   ->default_val(0)
+                   ->check(unsigned_integer);
   o->variant.add(*cmd);
   o->precision.add(*cmd);
 
@@ -77,13 +78,15 @@ void register_paths(CLI::App& app) {
                  "the network truncated to paths of length ≤ k, k = 0..L: distance to X^L and, with the "
                  "checkpoint's task head (BERT classifier, GPT-2 LM head), prediction agreement and KL");
   auto* sample = mode->add_option(
-      "--sample", o->sample, "N: N uniform random paths per length, mean and 95% CI of ‖T‖_{1,∞} and ‖res(T)‖_{1,∞}");
+      "--sample", o->sample, "N: N uniform random paths per length, mean and 95% CI of ‖T‖_{1,∞} and ‖res(T)‖_{1,∞}")
+                     ->check(unsigned_integer);
   mode->require_option(1);
   auto* rerun = cmd->add_option(
       "--rerun", o->rerun,
       "--effectiveness, N: also the paper's own procedure, for every variant: per length k, N paths (every path "
       "when count_k <= N) re-run as sub-networks with their own attention, summed as count_k/N · Σ (unbiased); "
-      "mean and spread over --repeats draws, and the gap to the exact sense (default: none, the exact sense only)");
+      "mean and spread over --repeats draws, and the gap to the exact sense (default: none, the exact sense only)")
+                    ->check(unsigned_integer);
   auto* repeats = cmd->add_option("--repeats", o->repeats, "--rerun: R repetitions with different draws (seeded by --seed)")
                       ->default_val(5)
                       ->needs(rerun);
@@ -97,7 +100,9 @@ void register_paths(CLI::App& app) {
                                 "--enumerate: allowed choices per layer, L entries separated by '/', each a comma "
                                 "list of 0-based heads, 'skip' or '*' (e.g. '0,1/*/skip,3'; default: all)");
   auto* top =
-      cmd->add_option("--top", o->top, "--enumerate: only the K paths of largest ‖T‖_{1,∞} (0: all)")->default_val(0);
+      cmd->add_option("--top", o->top, "--enumerate: only the K paths of largest ‖T‖_{1,∞} (0: all)")
+                        ->default_val(0)
+                        ->check(unsigned_integer);
   auto* threads = cmd->add_option("--threads", o->threads,
                                   "--enumerate, --rerun, and the inputs of a batch (--sums, --effectiveness): worker threads (0: all cores); results do "
                                   "not depend on it")
@@ -105,7 +110,8 @@ void register_paths(CLI::App& app) {
   auto* limit = cmd->add_option("--limit", o->limit,
                                 "--enumerate without --top: refuse (exit code 5) when more paths than this pass the filters "
                                 "(--top searches by branch and bound without visiting every path)")
-                    ->default_val(1000000);
+                    ->default_val(1000000)
+                    ->check(unsigned_integer);
   cmd->add_flag("--check", o->check,
                 "verify Theorem 2.1: exit code 4 unless the reconstruction error is at most 2^-(bits/2) (--sums, or "
                 "--enumerate of every path)");

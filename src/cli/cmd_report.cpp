@@ -42,7 +42,8 @@ void register_report(CLI::App& app) {
                   "the effectiveness section's re-run sub-networks: N paths per length (as `sanpath paths "
                   "--effectiveness --rerun N`, seed 0), N·R sub-network passes per length and input, so with a batch "
                   "the cost grows with the batch; 0: the exact sense only")
-      ->default_val(8);
+      ->default_val(8)
+      ->check(unsigned_integer);
   cmd->add_option("--repeats", o->repeats, "--rerun: R repetitions with different draws")->default_val(3);
   cmd->footer(
       "\nThe report holds: the relative residual per layer of SAN, SAN+MLP, SAN+skip and the full model "

@@ -25,6 +25,17 @@ void ModelOptions::add(CLI::App& app, bool required) {
   if (required) o->required();
 }
 
+const CLI::Validator unsigned_integer(
+    [](std::string& text) -> std::string {
+      const bool digits = !text.empty() && text.size() <= 20 &&
+                          std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+      errno = 0;
+      if (digits) (void)std::strtoull(text.c_str(), nullptr, 10);
+      if (!digits || errno == ERANGE) return "'" + text + "' is not an integer in [0, 2^64)";
+      return "";
+    },
+    "");  // no text in the help: the option's type already says UINT
+
 Model ModelOptions::load() const { return load_model(path); }
 
 void InputOptions::add(CLI::App& app, bool required, bool batches) {
@@ -46,7 +57,7 @@ void InputOptions::add(CLI::App& app, bool required, bool batches) {
   } else {
     g->require_option(0, 1);
   }
-  app.add_option("--seed", seed, "seed of the random input")->default_val(0)->needs(r);
+  app.add_option("--seed", seed, "seed of the random input")->default_val(0)->check(unsigned_integer)->needs(r);
   app.add_option("--spread", spread, "std of the random input's residual part R (offset c has std 1)")
       ->default_val(1.0)
       ->needs(r);

@@ -22,6 +22,10 @@ struct UsageError : std::invalid_argument {
 /// Exit codes, documented in `sanpath --help`.
 enum ExitCode { ok = 0, internal = 1, usage = 2, input = 3, numerical = 4, resource = 5, interrupted = 130 };
 
+/// Checks that an option's text is a decimal integer in [0, 2^64) before
+/// CLI11 converts it to an unsigned type (which would wrap "-1" around).
+extern const CLI::Validator unsigned_integer;
+
 struct ModelOptions {
   std::string path;
   void add(CLI::App& app, bool required = true);

@@ -334,6 +334,16 @@ fwd precision-not-a-number 2 "--precision: precision: 'quad' is not 'double', 'a
   --model "$M" --random-input 4 --precision quad
 fwd max-bits-below-53 2 "--max-bits: 40 is outside \[53, [0-9]+\]" --model "$M" --random-input 4 --max-bits 40
 
+echo "== unsigned options (CLI11 would wrap -1 around to 2^64 - 1)"
+fwd seed-negative 2 "--seed: '-1' is not an integer in \[0, 2\^64\)" --model "$M" --random-input 4 --seed -1
+check rerun-negative 2 "--rerun: '-1' is not an integer in \[0, 2\^64\)" "$OUT" -- \
+  "$SANPATH" paths --quiet --output "$OUT" --model "$M" --random-input 4 --skip on --mlp none --layernorm none \
+  --effectiveness --rerun -1
+check top-too-large 2 "--top: '18446744073709551616' is not an integer in \[0, 2\^64\)" "$OUT" -- \
+  "$SANPATH" paths --quiet --output "$OUT" --model "$M" --random-input 4 --enumerate --top 18446744073709551616
+check init-seed-not-integer 2 "--seed: '1.5' is not an integer in \[0, 2\^64\)" "$T/never.safetensors" -- \
+  "$SANPATH" init --out "$T/never.safetensors" --seed 1.5
+
 echo "== resources"
 fwd memory-budget-exceeded 5 "m.safetensors: (centred )?forward pass: needs an estimated .* of memory .*, above the memory budget of 1.00 MiB \(1048576 bytes\)" \
   --model "$M" --random-input 600 --memory-budget 1M
