@@ -23,8 +23,9 @@ template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<
       throw std::invalid_argument(model.source() + ": tokens: token " + std::to_string(i) + " has id " +
                                   std::to_string(id) + ", outside the vocabulary [0, " +
                                   std::to_string(e.vocab_size()) + ")");
+    const Eigen::Index row = e.word_row(id);
     for (Eigen::Index j = 0; j < w; ++j) {
-      S v = S(e.word(id, j));
+      S v = S(e.word(row, j));
       if (e.has_position_table()) v += S(e.position(i, j));
       if (e.kind != Layout::gpt2 && e.token_type.rows() > 0) v += S(e.token_type(0, j));
       E(i, j) = v;

@@ -153,6 +153,29 @@ void populate_for_writing(double* data, std::size_t bytes) {
 #endif
 }
 
+/// The rows `ids` of the word table (piece `b` of tensor `t`: whole rows,
+/// token i in stored row b.row + i) into e.word, row k holding token
+/// e.word_ids[k]; every row of the piece is tested for NaN/Inf on its stored
+/// bits first, so that a value anywhere in the table is refused exactly as
+/// decoding the whole piece would refuse it.
+void read_word_rows(const SafetensorsMap& file, const TensorInfo& t, const TensorBlock& b, std::int64_t width,
+                    std::vector<long> ids, Embeddings& e) {
+  if (b.transpose || b.col != 0 || b.cols != width) throw std::logic_error("read_word_rows: not a table of whole rows");
+  file.check_finite(t, static_cast<std::size_t>(b.row * width), static_cast<std::size_t>(b.rows * width));
+  ids.erase(std::remove_if(ids.begin(), ids.end(), [&](long id) { return id < 0 || id >= b.rows; }), ids.end());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  // Row-major rows, one short run of the file each, then one transpose into the column-major table.
+  std::vector<double> rows(ids.size() * static_cast<std::size_t>(width));
+  for (std::size_t k = 0; k < ids.size(); ++k)
+    file.decode(t, static_cast<std::size_t>((b.row + ids[k]) * width), static_cast<std::size_t>(width),
+                rows.data() + k * static_cast<std::size_t>(width));
+  using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  e.word = Eigen::Map<const RowMajor>(rows.data(), static_cast<Eigen::Index>(ids.size()), width);
+  e.vocab = static_cast<int>(b.rows);
+  e.word_ids = std::move(ids);
+}
+
 /// The config.json key of the layer count (the first key naming layers).
 const char* const kLayerKeys[] = {"num_hidden_layers", "n_layer", "n_layers"};
 
@@ -169,6 +192,14 @@ void check_shared_copies(const std::string& where, const std::string& key, int l
                  str(layers) + " copies of the shared layer weights");
 }
 
+void require_whole_word_table(const Model& model, const std::string& where) {
+  const auto& e = model.embeddings();
+  if (e && !e->holds_all_words())
+    fail(where, "embeddings.word",
+         "holds " + std::to_string(e->word_ids->size()) + " of the " + str(e->vocab) +
+             " rows (loaded for some token ids only); a saved model needs the whole table: load it with every row");
+}
+
 bool same_layer(const LayerWeights& a, const LayerWeights& b) {
   if (a.heads.size() != b.heads.size()) return false;
   for (std::size_t h = 0; h < a.heads.size(); ++h) {
@@ -182,7 +213,8 @@ bool same_layer(const LayerWeights& a, const LayerWeights& b) {
          same(a.ln2_b, b.ln2_b);
 }
 
-Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source) {
+Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source,
+                  const LoadOptions& options) {
   if (fam.load) return fam.load(fam, c, f, source);
   Architecture a;
   EmbeddingSizes es;
@@ -213,6 +245,7 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
   Slots emb_slots;
   fam.embeddings(k, es, e, emb_slots);
   const bool with_emb = f.find(prefix + emb_slots.list.front().key) != nullptr;
+  const std::size_t word_slot = s.list.size();  // the first embedding slot is the word table
   if (with_emb) s.list.insert(s.list.end(), emb_slots.list.begin(), emb_slots.list.end());
 
   // Every tensor first: all missing names in one message, then shapes.
@@ -253,6 +286,12 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
     const TensorReader read = [&](std::size_t first, std::size_t count, double* out) {
       file.decode_finite(t, first, count, out);
     };
+    if (i == word_slot && options.word_rows) {
+      const Piece& p = s.list[i].pieces.front();
+      read_word_rows(file, t, resolve(p, t.shape, file.path(), t.name), width_of(t.shape), *options.word_rows, e);
+      file.release(t);
+      continue;
+    }
     for (const Piece& p : s.list[i].pieces) {
       const TensorBlock b = resolve(p, t.shape, file.path(), t.name);
       double* data;
@@ -286,6 +325,7 @@ void save_family(const Family& fam, const Model& model, const std::string& folde
   const Architecture& a = model.arch();
   const std::string lname = to_string(fam.layout);
   if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
+  require_whole_word_table(model, folder);
   if (fam.save) return fam.save(fam, model, folder, dtype);
   const int d = a.d_model, H = a.heads, L = a.layers;
   if (d % H != 0 || a.d_qk != d / H || a.d_v != d / H)

@@ -7,6 +7,7 @@
 
 #include "hf_config.hpp"
 
+#include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/tensor_eigen.hpp"
 #include "sanpath/io/tensor_store.hpp"
 #include "sanpath/model/model.hpp"
@@ -144,13 +145,19 @@ const Family& detect_family(const HfConfig& c, const TensorStore& f);
 /// Exact equality of two layers' weights.
 bool same_layer(const LayerWeights& a, const LayerWeights& b);
 
+/// Writers store whole tables only: refuses (naming `where` and
+/// embeddings.word) a model whose word table was loaded in part.
+void require_whole_word_table(const Model& model, const std::string& where);
+
 /// Models keep one copy of the weights per layer: refuses a shared-layer
 /// model whose `layers` copies of `w` would exceed the memory budget
 /// (ResourceError naming `where` and `key`).
 void check_shared_copies(const std::string& where, const std::string& key, int layers, const LayerWeights& w);
 
-/// Loads a checkpoint of family `fam`.
-Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source);
+/// Loads a checkpoint of family `fam`; the word table as `options` asks
+/// (families with their own load: the whole table).
+Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source,
+                  const LoadOptions& options);
 /// Writes `model` as a checkpoint of family `fam` in `folder` (see save_hf).
 void save_family(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype);
 /// Writes `folder`/model.safetensors (`tensors`) and `folder`/config.json
