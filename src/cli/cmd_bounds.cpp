@@ -128,7 +128,7 @@ void register_bounds(CLI::App& app) {
     if (o->model.path.empty()) throw UsageError("--model is required (or --search)");
     if (!o->input.given()) throw UsageError("an input is required: one of --input, --tokens, --random-input");
     if (o->seed->count() > 0 && o->input.random_n == 0) throw UsageError("--seed: needs --random-input (or --search)");
-    const Model model = o->model.load();
+    const Model model = o->model.load(o->input.load_options());
     const Variant v = model.resolve(ov);
     // An explicit theorem that does not fit is the command line's mistake: checked before any work.
     as_usage("--theorem", [&] { return select_theorem(v, model.arch().heads, theorem, Coverage::of(model, v)); });

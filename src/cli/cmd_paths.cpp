@@ -181,7 +181,7 @@ void register_paths(CLI::App& app) {
       throw UsageError("--sample: " + std::to_string(o->sample) +
                        " samples: at least 2 are needed for a confidence interval");
 
-    const Model model = o->model.load();
+    const Model model = o->model.load(o->input.load_options());
     const Variant v = model.resolve(ov);
     const InputSpec& in = batch.inputs.front();
     const RunInfo info{o->model.path, batch.description};

@@ -72,7 +72,7 @@ void register_report(CLI::App& app) {
     req.generator = std::string("sanpath ") + SANPATH_VERSION;
     req.conventions = as_usage("--conventions", [&] { return parse_conventions(o->conventions, "conventions"); });
     const bool embedded = o->model.path.empty();
-    const Model model = embedded ? random_model(default_collapse_model()) : o->model.load();
+    const Model model = embedded ? random_model(default_collapse_model()) : o->model.load(o->input.load_options());
     const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()));
     req.info = {embedded ? "embedded default (random BERT-shaped, seed 0)" : o->model.path, in.description};
     if (!embedded) req.head = read_task_head(o->model.path, model);

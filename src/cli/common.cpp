@@ -36,7 +36,7 @@ const CLI::Validator unsigned_integer(
     },
     "");  // no text in the help: the option's type already says UINT
 
-Model ModelOptions::load() const { return load_model(path); }
+Model ModelOptions::load(const LoadOptions& options) const { return load_model(path, options); }
 
 void InputOptions::add(CLI::App& app, bool required, bool batches) {
   auto* g = app.add_option_group("input", required ? "X^0, n tokens × d_model features: exactly one of these"
@@ -125,6 +125,22 @@ InputBatch InputOptions::specs_or(InputSpec fallback) const {
   b.description = fallback.describe();
   b.inputs.push_back(std::move(fallback));
   return b;
+}
+
+LoadOptions InputOptions::load_options() const {
+  LoadOptions o;
+  try {
+    std::vector<long> ids;
+    if (!tokens_file.empty()) {
+      for (const InputSpec& in : read_token_file(tokens_file)) ids.insert(ids.end(), in.tokens.begin(), in.tokens.end());
+    } else if (!tokens.empty()) {
+      ids = parse_token_list(tokens, "--tokens");
+    }
+    o.word_rows = std::move(ids);
+  } catch (const std::invalid_argument&) {
+    o.word_rows.reset();
+  }
+  return o;
 }
 
 InputSpec InputOptions::spec() const {

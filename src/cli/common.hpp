@@ -5,6 +5,7 @@
 
 #include "sanpath/analysis/double_check.hpp"
 #include "sanpath/analysis/forward.hpp"
+#include "sanpath/io/checkpoint.hpp"
 #include "sanpath/model/input.hpp"
 #include "sanpath/report/format.hpp"
 #include "sanpath/model/model.hpp"
@@ -29,7 +30,8 @@ extern const CLI::Validator unsigned_integer;
 struct ModelOptions {
   std::string path;
   void add(CLI::App& app, bool required = true);
-  Model load() const;
+  /// The model; `options` say which word-embedding rows to decode (InputOptions::load_options).
+  Model load(const LoadOptions& options = {}) const;
 };
 
 /// The inputs of a command that accepts batches.
@@ -61,6 +63,12 @@ struct InputOptions {
   InputBatch specs() const;
   /// specs(), or `fallback` alone when no input option is given.
   InputBatch specs_or(InputSpec fallback) const;
+  /// What a model load needs for these inputs: the word-embedding rows of
+  /// the token ids of --tokens / --tokens-file, none for --input,
+  /// --random-input or no input option (the commands' own default input is
+  /// random). Inputs that cannot be read ask for every row; their error is
+  /// reported where they are read (specs()), as without this request.
+  LoadOptions load_options() const;
 };
 
 struct VariantOptions {

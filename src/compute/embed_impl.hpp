@@ -16,15 +16,18 @@ template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<
     throw std::invalid_argument(model.source() + ": tokens: sequence of " + std::to_string(ids.size()) +
                                 " tokens is longer than the position table (" + std::to_string(e.max_positions()) + ")");
   const Eigen::Index n = static_cast<Eigen::Index>(ids.size()), w = e.word.cols();
-  Matrix<S> E(n, w);
   for (Eigen::Index i = 0; i < n; ++i) {
     const long id = ids[static_cast<std::size_t>(i)];
     if (id < 0 || id >= e.vocab_size())
       throw std::invalid_argument(model.source() + ": tokens: token " + std::to_string(i) + " has id " +
                                   std::to_string(id) + ", outside the vocabulary [0, " +
                                   std::to_string(e.vocab_size()) + ")");
+  }
+  Matrix<S> E(n, w);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const Eigen::Index row = e.word_row(ids[static_cast<std::size_t>(i)]);
     for (Eigen::Index j = 0; j < w; ++j) {
-      S v = S(e.word(id, j));
+      S v = S(e.word(row, j));
       if (e.has_position_table()) v += S(e.position(i, j));
       if (e.kind != Layout::gpt2 && e.token_type.rows() > 0) v += S(e.token_type(0, j));
       E(i, j) = v;

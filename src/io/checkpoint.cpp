@@ -16,9 +16,10 @@ namespace {
 namespace fs = std::filesystem;
 using io::fail;
 
-Model load_hf(const std::string& config_path, const TensorStore& f, const std::string& source) {
+Model load_hf(const std::string& config_path, const TensorStore& f, const std::string& source,
+              const LoadOptions& options) {
   const io::HfConfig c{config_path, io::read_json_file(config_path)};
-  return io::load_family(io::detect_family(c, f), c, f, source);
+  return io::load_family(io::detect_family(c, f), c, f, source, options);
 }
 
 bool is_index(const std::string& path) {
@@ -28,7 +29,9 @@ bool is_index(const std::string& path) {
 
 }  // namespace
 
-Model load_model(const std::string& path) {
+Model load_model(const std::string& path) { return load_model(path, LoadOptions{}); }
+
+Model load_model(const std::string& path, const LoadOptions& options) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) fail(path, "file", "does not exist");
@@ -43,16 +46,16 @@ Model load_model(const std::string& path) {
       fail(path, "model.safetensors", "missing");
     }
     if (!fs::exists(config)) fail(path, "config.json", "missing");
-    return load_hf(config, single ? TensorStore::single(weights) : TensorStore::sharded(index), path);
+    return load_hf(config, single ? TensorStore::single(weights) : TensorStore::sharded(index), path, options);
   }
   const fs::path beside = fs::path(path).parent_path() / "config.json";
   if (is_index(path)) {
     if (!fs::exists(beside)) fail(path, "config.json", "missing beside the index");
-    return load_hf(beside.string(), TensorStore::sharded(path), path);
+    return load_hf(beside.string(), TensorStore::sharded(path), path, options);
   }
   SafetensorsMap file = SafetensorsMap::open(path);
   if (file.metadata().count(io::kNativeConfigKey)) return io::load_native(file);
-  if (fs::exists(beside)) return load_hf(beside.string(), TensorStore::single(std::move(file)), path);
+  if (fs::exists(beside)) return load_hf(beside.string(), TensorStore::single(std::move(file)), path, options);
   fail(path, std::string("__metadata__.") + io::kNativeConfigKey,
        "missing: not a sanpath native file, and no config.json beside it for a HuggingFace checkpoint");
 }
@@ -71,7 +74,7 @@ Model model_from_tensors(std::vector<Tensor> tensors, const std::string& config_
   if (native) return io::load_native(f);
   const io::HfConfig c{source + " config", std::move(j)};
   const TensorStore store = TensorStore::single(std::move(f));
-  return io::load_family(io::detect_family(c, store), c, store, source);
+  return io::load_family(io::detect_family(c, store), c, store, source, LoadOptions{});
 }
 
 void save_hf(const Model& model, const std::string& folder, Layout layout, const std::string& dtype) {

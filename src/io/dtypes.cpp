@@ -3,6 +3,7 @@
 
 #include "sanpath/io/safetensors.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -161,6 +162,47 @@ bool decode_all(const std::string& dtype, const unsigned char* p, std::size_t n,
   else
     throw std::logic_error("decode_all: unknown dtype " + dtype);
   return all_finite(out, n);
+}
+
+namespace {
+
+/// Elements tested per chunk: without an early exit inside a chunk the loop
+/// vectorises; a chunk with a hit is searched again for its first one.
+constexpr std::size_t kScanChunk = 4096;
+
+/// first_nonfinite for elements of Size bytes whose value is not finite
+/// when (bits & mask) == mask (all-ones exponent, IEEE formats).
+template <std::size_t Size, class U> std::size_t first_with_all_ones(const unsigned char* p, std::size_t n, U mask) {
+  const auto bits = [p](std::size_t i) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    U u;
+    std::memcpy(&u, p + Size * i, Size);
+    return u;
+#else
+    return static_cast<U>(load_le(p + Size * i, Size));
+#endif
+  };
+  for (std::size_t start = 0; start < n; start += kScanChunk) {
+    const std::size_t end = std::min(n, start + kScanChunk);
+    bool bad = false;
+    for (std::size_t i = start; i < end; ++i) bad |= (bits(i) & mask) == mask;
+    if (!bad) continue;
+    for (std::size_t i = start; i < end; ++i)
+      if ((bits(i) & mask) == mask) return i;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::size_t first_nonfinite(const std::string& dtype, const unsigned char* p, std::size_t n) {
+  if (dtype == "F64") return first_with_all_ones<8, std::uint64_t>(p, n, 0x7ff0000000000000ULL);
+  if (dtype == "F32") return first_with_all_ones<4, std::uint32_t>(p, n, 0x7f800000U);
+  if (dtype == "F16") return first_with_all_ones<2, std::uint16_t>(p, n, 0x7c00U);
+  if (dtype == "BF16") return first_with_all_ones<2, std::uint16_t>(p, n, 0x7f80U);
+  if (dtype == "F8_E5M2") return first_with_all_ones<1, std::uint8_t>(p, n, 0x7cU);
+  if (dtype == "F8_E4M3") return first_with_all_ones<1, std::uint8_t>(p, n, 0x7fU);  // NaN only: S.1111.111
+  return n;
 }
 
 }  // namespace io

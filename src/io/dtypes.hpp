@@ -25,4 +25,9 @@ std::uint64_t load_le(const unsigned char* p, std::size_t n);
 /// `out`, one dispatch per tensor. Returns whether every value is finite.
 bool decode_all(const std::string& dtype, const unsigned char* p, std::size_t n, double* out);
 
+/// The index of the first of `n` elements of `dtype` at `p` that is NaN or
+/// infinite, tested on the exponent bits without decoding; `n` if none
+/// (integer dtypes: always `n`).
+std::size_t first_nonfinite(const std::string& dtype, const unsigned char* p, std::size_t n);
+
 }  // namespace sanpath::io

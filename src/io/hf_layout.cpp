@@ -155,6 +155,29 @@ void populate_for_writing(double* data, std::size_t bytes) {
 #endif
 }
 
+/// The rows `ids` of the word table (piece `b` of tensor `t`: whole rows,
+/// token i in stored row b.row + i) into e.word, row k holding token
+/// e.word_ids[k]; every row of the piece is tested for NaN/Inf on its stored
+/// bits first, so that a value anywhere in the table is refused exactly as
+/// decoding the whole piece would refuse it.
+void read_word_rows(const SafetensorsMap& file, const TensorInfo& t, const TensorBlock& b, std::int64_t width,
+                    std::vector<long> ids, Embeddings& e) {
+  if (b.transpose || b.col != 0 || b.cols != width) throw std::logic_error("read_word_rows: not a table of whole rows");
+  file.check_finite(t, static_cast<std::size_t>(b.row * width), static_cast<std::size_t>(b.rows * width));
+  ids.erase(std::remove_if(ids.begin(), ids.end(), [&](long id) { return id < 0 || id >= b.rows; }), ids.end());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  // Row-major rows, one short run of the file each, then one transpose into the column-major table.
+  std::vector<double> rows(ids.size() * static_cast<std::size_t>(width));
+  for (std::size_t k = 0; k < ids.size(); ++k)
+    file.decode(t, static_cast<std::size_t>((b.row + ids[k]) * width), static_cast<std::size_t>(width),
+                rows.data() + k * static_cast<std::size_t>(width));
+  using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  e.word = Eigen::Map<const RowMajor>(rows.data(), static_cast<Eigen::Index>(ids.size()), width);
+  e.vocab = static_cast<int>(b.rows);
+  e.word_ids = std::move(ids);
+}
+
 /// The config.json key of the layer count (the first key naming layers).
 const char* const kLayerKeys[] = {"num_hidden_layers", "n_layer", "n_layers"};
 
@@ -171,6 +194,14 @@ void check_shared_copies(const std::string& where, const std::string& key, int l
                  str(layers) + " copies of the shared layer weights");
 }
 
+void require_whole_word_table(const Model& model, const std::string& where) {
+  const auto& e = model.embeddings();
+  if (e && !e->holds_all_words())
+    fail(where, "embeddings.word",
+         "holds " + std::to_string(e->word_ids->size()) + " of the " + str(e->vocab) +
+             " rows (loaded for some token ids only); a saved model needs the whole table: load it with every row");
+}
+
 bool same_layer(const LayerWeights& a, const LayerWeights& b) {
   if (a.heads.size() != b.heads.size()) return false;
   for (std::size_t h = 0; h < a.heads.size(); ++h) {
@@ -185,7 +216,7 @@ bool same_layer(const LayerWeights& a, const LayerWeights& b) {
 }
 
 void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefix, const std::string& config_path,
-                  const std::string& layout) {
+                  const std::string& layout, const WordRows* word_rows) {
   // Every tensor first: all missing names in one message, then shapes.
   std::vector<const TensorInfo*> found(s.list.size());
   std::vector<std::string> missing;
@@ -221,7 +252,10 @@ void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefi
   for (std::size_t i = 0; i < s.list.size(); ++i)
     for (const Piece& p : s.list[i].pieces) {
       const TensorBlock b = resolve(p, found[i]->shape, f.file_of(*found[i]).path(), found[i]->name);
-      values = add_sat(values, mul_sat(static_cast<std::uint64_t>(b.rows), static_cast<std::uint64_t>(b.cols)));
+      const bool some_rows = word_rows && i == word_rows->slot;  // at most one row per id
+      const auto rows = some_rows ? std::min<std::uint64_t>(word_rows->ids->size(), static_cast<std::uint64_t>(b.rows))
+                                  : static_cast<std::uint64_t>(b.rows);
+      values = add_sat(values, mul_sat(rows, static_cast<std::uint64_t>(b.cols)));
     }
   require_memory(mul_sat(values, sizeof(double)), printable(f.path() + ": weights"),
                  std::to_string(values) + " values decoded as doubles");
@@ -234,6 +268,13 @@ void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefi
     const TensorReader read = [&](std::size_t first, std::size_t count, double* out) {
       file.decode_finite(t, first, count, out);
     };
+    if (word_rows && i == word_rows->slot) {
+      const Piece& p = s.list[i].pieces.front();
+      read_word_rows(file, t, resolve(p, t.shape, file.path(), t.name), width_of(t.shape), *word_rows->ids,
+                     *word_rows->emb);
+      file.release(t);
+      continue;
+    }
     for (const Piece& p : s.list[i].pieces) {
       const TensorBlock b = resolve(p, t.shape, file.path(), t.name);
       double* data;
@@ -251,8 +292,9 @@ void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefi
   }
 }
 
-Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source) {
-  if (fam.load) return fam.load(fam, c, f, source);
+Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source,
+                  const LoadOptions& options) {
+  if (fam.load) return fam.load(fam, c, f, source, options);
   Architecture a;
   EmbeddingSizes es;
   fam.read_config(c, a, es);
@@ -282,9 +324,11 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
   Slots emb_slots;
   fam.embeddings(k, es, e, emb_slots);
   const bool with_emb = f.find(prefix + emb_slots.list.front().key) != nullptr;
+  const std::size_t word_slot = s.list.size();  // the first embedding slot is the word table
   if (with_emb) s.list.insert(s.list.end(), emb_slots.list.begin(), emb_slots.list.end());
 
-  decode_slots(s, f, prefix, c.path, layout);
+  const WordRows rows{word_slot, options.word_rows ? &*options.word_rows : nullptr, &e};
+  decode_slots(s, f, prefix, c.path, layout, with_emb && options.word_rows ? &rows : nullptr);
 
   if (fam.shared_layers) {
     check_shared_copies(c.path, kLayerKeys[0], a.layers, layers.front());
@@ -303,6 +347,7 @@ void save_family(const Family& fam, const Model& model, const std::string& folde
   const Architecture& a = model.arch();
   const std::string lname = to_string(fam.layout);
   if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
+  require_whole_word_table(model, folder);
   if (fam.save) return fam.save(fam, model, folder, dtype);
   const int d = a.d_model, H = a.heads, L = a.layers;
   if (d % H != 0 || a.d_qk != d / H || a.d_v != d / H)

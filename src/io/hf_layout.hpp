@@ -7,6 +7,7 @@
 
 #include "hf_config.hpp"
 
+#include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/tensor_eigen.hpp"
 #include "sanpath/io/tensor_store.hpp"
 #include "sanpath/model/model.hpp"
@@ -132,7 +133,8 @@ struct Family {
   }
   /// A family read and written by its own walk instead of the slots above
   /// (the Llama family: key/value blocks shared by groups of query heads).
-  Model (*load)(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source) = nullptr;
+  Model (*load)(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source,
+                const LoadOptions& options) = nullptr;
   void (*save)(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) = nullptr;
 };
 
@@ -146,6 +148,10 @@ const Family& detect_family(const HfConfig& c, const TensorStore& f);
 /// Exact equality of two layers' weights.
 bool same_layer(const LayerWeights& a, const LayerWeights& b);
 
+/// Writers store whole tables only: refuses (naming `where` and
+/// embeddings.word) a model whose word table was loaded in part.
+void require_whole_word_table(const Model& model, const std::string& where);
+
 /// Models keep one copy of the weights per layer: refuses a shared-layer
 /// model whose `layers` copies of `w` would exceed the memory budget
 /// (ResourceError naming `where` and `key`).
@@ -158,12 +164,21 @@ void check_shared_copies(const std::string& where, const std::string& key, int l
 /// into its pieces, tested for finiteness in the same pass
 /// (SafetensorsMap::decode_finite), its pages released. A slot without
 /// pieces is checked, not decoded. Errors name the file, the tensor and
-/// `config_path` (the shapes' origin).
+/// `config_path` (the shapes' origin). With `word_rows`, its slot (the
+/// word table) is tested whole for NaN/Inf on its stored bits and only the
+/// rows of its ids are decoded (Embeddings::word_ids).
+struct WordRows {
+  std::size_t slot = 0;               ///< index of the word table in s.list
+  const std::vector<long>* ids = nullptr;  ///< LoadOptions::word_rows
+  Embeddings* emb = nullptr;          ///< receives word, word_ids and vocab
+};
 void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefix, const std::string& config_path,
-                  const std::string& layout);
+                  const std::string& layout, const WordRows* word_rows = nullptr);
 
-/// Loads a checkpoint of family `fam`.
-Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source);
+/// Loads a checkpoint of family `fam`; the word table as `options` asks
+/// (LoadOptions::word_rows).
+Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source,
+                  const LoadOptions& options);
 /// Writes `model` as a checkpoint of family `fam` in `folder` (see save_hf).
 void save_family(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype);
 /// Writes `folder`/model.safetensors (`tensors`) and `folder`/config.json

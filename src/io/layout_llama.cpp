@@ -26,7 +26,8 @@ namespace sanpath::io {
 
 namespace {
 
-Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source) {
+Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source,
+           const LoadOptions& options) {
   const std::string& config_path = c.path;
   const json& config = c.j;
   const std::string type = to_string(fam.layout);
@@ -127,11 +128,13 @@ Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std
   std::optional<Embeddings> emb;
   Embeddings e;
   const TensorInfo* table = f.find("model.embed_tokens.weight");
+  const std::size_t word_slot = s.list.size();
   if (table) {
     const std::int64_t vocab = c.has("vocab_size") ? c.positive_int("vocab_size") : table->shape.at(0);
     s.table("model.embed_tokens.weight", e.word, vocab, d);
   }
-  decode_slots(s, f, "", config_path, type);
+  const WordRows rows{word_slot, options.word_rows ? &*options.word_rows : nullptr, &e};
+  decode_slots(s, f, "", config_path, type, table && options.word_rows ? &rows : nullptr);
   if (table) {
     e.kind = fam.layout;
     e.ln_eps = a.ln_eps;

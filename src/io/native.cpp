@@ -217,7 +217,8 @@ struct NativeForm {
   std::vector<Tensor> tensors;
 };
 
-NativeForm native_form(const Model& model) {
+NativeForm native_form(const Model& model, const std::string& where) {
+  io::require_whole_word_table(model, where);
   const Architecture& a = model.arch();
   const std::string dt = "F64";
   bool store_once = a.shared_layers && a.layers > 1;
@@ -294,12 +295,12 @@ NativeForm native_form(const Model& model) {
 
 }  // namespace
 
-std::vector<Tensor> native_tensors(const Model& model) { return native_form(model).tensors; }
+std::vector<Tensor> native_tensors(const Model& model) { return native_form(model, model.source()).tensors; }
 
-std::string native_config(const Model& model) { return native_form(model).config.dump(); }
+std::string native_config(const Model& model) { return native_form(model, model.source()).config.dump(); }
 
 void save_native(const Model& model, const std::string& path) {
-  const NativeForm f = native_form(model);
+  const NativeForm f = native_form(model, path);
   write_safetensors(path, f.tensors, {{"format", "sanpath"}, {kNativeConfigKey, f.config.dump()}});
 }
 

@@ -24,6 +24,7 @@
 namespace sanpath {
 
 using io::decode_all;
+using io::first_nonfinite;
 using io::dtype_bits;
 using io::kDecodedDtypes;
 using io::kKnownDtypes;
@@ -353,27 +354,50 @@ void SafetensorsMap::decode_finite(const TensorInfo& t, std::size_t first, std::
   const std::size_t elsize = decodable_size(t);
   if (count == 0) return;
   if ((first + count) * elsize > t.end - t.begin) throw std::logic_error("SafetensorsMap::decode: out of range");
-#ifdef MADV_POPULATE_READ
-  // A loader starts a tensor at its first element: its file pages are mapped
-  // in one call (Linux 5.14) rather than by a fault every few pages.
-  if (first == 0 && !owned_) {
-    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const auto lo = reinterpret_cast<std::uintptr_t>(base_ + data_start_ + t.begin) / page * page;
-    const auto hi = reinterpret_cast<std::uintptr_t>(base_ + data_start_ + t.end);
-    ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_READ);
-  }
-#endif
+  // A loader starts a tensor at its first element.
+  if (first == 0) populate(t);
   if (decode_all(t.dtype, base_ + data_start_ + t.begin + first * elsize, count, out)) return;
   std::size_t i = 0;
   while (std::isfinite(out[i])) ++i;
-  // The index of element first + i in the stored shape, row-major.
+  fail_nonfinite(t, first + i, out[i]);
+}
+
+void SafetensorsMap::populate(const TensorInfo& t) const {
+#ifdef MADV_POPULATE_READ
+  // The tensor's file pages mapped in one call (Linux 5.14) rather than by a
+  // fault every few pages.
+  if (owned_) return;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto lo = reinterpret_cast<std::uintptr_t>(base_ + data_start_ + t.begin) / page * page;
+  const auto hi = reinterpret_cast<std::uintptr_t>(base_ + data_start_ + t.end);
+  ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_READ);
+#else
+  (void)t;
+#endif
+}
+
+void SafetensorsMap::check_finite(const TensorInfo& t, std::size_t first, std::size_t count) const {
+  const std::size_t elsize = decodable_size(t);
+  if (count == 0) return;
+  if ((first + count) * elsize > t.end - t.begin) throw std::logic_error("SafetensorsMap::check_finite: out of range");
+  populate(t);
+  const unsigned char* p = base_ + data_start_ + t.begin + first * elsize;
+  const std::size_t i = first_nonfinite(t.dtype, p, count);
+  if (i == count) return;
+  double value;
+  decode_all(t.dtype, p + i * elsize, 1, &value);
+  fail_nonfinite(t, first + i, value);
+}
+
+void SafetensorsMap::fail_nonfinite(const TensorInfo& t, std::size_t element, double value) const {
+  // The index of the element in the stored shape, row-major.
   std::vector<std::int64_t> at(t.shape.size());
-  auto rest = static_cast<std::int64_t>(first + i);
+  auto rest = static_cast<std::int64_t>(element);
   for (std::size_t k = at.size(); k-- > 0;) {
     at[k] = t.shape[k] > 0 ? rest % t.shape[k] : 0;
     rest = t.shape[k] > 0 ? rest / t.shape[k] : 0;
   }
-  throw std::invalid_argument(path_ + ": " + t.name + ": " + (std::isnan(out[i]) ? "NaN" : "Inf") + " at " +
+  throw std::invalid_argument(path_ + ": " + t.name + ": " + (std::isnan(value) ? "NaN" : "Inf") + " at " +
                               shape_str(at));
 }
 

@@ -1,10 +1,24 @@
 #include "sanpath/core/errors.hpp"
 #include "sanpath/model/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 namespace sanpath {
+
+Eigen::Index Embeddings::word_row(long id) const {
+  if (id < 0 || id >= vocab_size())
+    throw std::logic_error("Embeddings::word_row: token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                           std::to_string(vocab_size()) + ")");
+  if (!word_ids) return static_cast<Eigen::Index>(id);
+  const auto it = std::lower_bound(word_ids->begin(), word_ids->end(), id);
+  if (it == word_ids->end() || *it != id)
+    throw std::logic_error("embeddings.word: the row of token " + std::to_string(id) +
+                           " was not loaded (the model was loaded with " + std::to_string(word_ids->size()) + " of its " +
+                           std::to_string(vocab) + " word rows; load it with the token ids it will embed)");
+  return static_cast<Eigen::Index>(it - word_ids->begin());
+}
 
 Variant VariantOverride::apply(Variant v) const {
   if (skip) v.skip = *skip;
@@ -206,8 +220,16 @@ void Model::validate(FiniteWeights finite) const {
   if (embeddings_) {
     const Embeddings& e = *embeddings_;
     const Eigen::Index width = e.kind == Layout::albert ? e.word.cols() : d;
-    if (e.word.rows() < 1) c.fail("embeddings.word", "empty vocabulary");
-    c.shape(e.word, e.word.rows(), width, "embeddings.word");
+    if (e.vocab_size() < 1) c.fail("embeddings.word", "empty vocabulary");
+    if (e.word_ids) {
+      const std::vector<long>& ids = *e.word_ids;
+      for (std::size_t k = 0; k < ids.size(); ++k)
+        if (ids[k] < 0 || ids[k] >= e.vocab || (k > 0 && ids[k] <= ids[k - 1]))
+          c.fail("embeddings.word_ids", "must be sorted, distinct ids in [0, " + std::to_string(e.vocab) + ")");
+      c.shape(e.word, static_cast<Eigen::Index>(ids.size()), width, "embeddings.word");
+    } else {
+      c.shape(e.word, e.word.rows(), width, "embeddings.word");
+    }
     if (e.has_position_table())
       c.shape(e.position, e.position.rows(), width, "embeddings.position");
     else if (e.position.size() > 0)

@@ -291,6 +291,15 @@ py "set_f64('$M', '$T/nan.safetensors', 'layers.1.heads.0.W_K', 5, float('nan'))
 fwd nan-in-weights 3 "nan.safetensors: layer 1 head 0 W_K: NaN at \[1, 1\]" --model "$T/nan.safetensors" --random-input 4
 py "set_f64('$M', '$T/inf.safetensors', 'embeddings.word', 0, float('-inf'))"
 fwd inf-in-weights 3 "inf.safetensors: embeddings.word: Inf at \[0, 0\]" --model "$T/inf.safetensors" --random-input 4
+# A NaN in a word row no input embeds: refused alike whatever rows the run decodes.
+mkdir -p "$T/bert-nan" && cp "$T/bert/config.json" "$T/bert-nan/"
+py "set_f64('$T/bert/model.safetensors', '$T/bert-nan/model.safetensors', 'bert.embeddings.word_embeddings.weight', 13 * 8 + 5, float('nan'))"
+printf '1,2\n3\n' >"$T/nan-tokens.txt"
+for input in "--tokens 1,2,3" "--tokens-file $T/nan-tokens.txt" "--random-input 4"; do
+  # shellcheck disable=SC2086
+  fwd "nan-in-unused-word-row ${input%% *}" 3 "bert-nan/model.safetensors: bert.embeddings.word_embeddings.weight: NaN at \[13, 5\]" \
+    --model "$T/bert-nan" $input
+done
 py "import struct; write('$T/xnan.safetensors', {'X': {'dtype': 'F64', 'shape': [2, 8], 'data_offsets': [0, 128]}}, struct.pack('<16d', *([0.5]*9 + [float('nan')] + [0.5]*6)))"
 fwd nan-in-input 3 "xnan.safetensors: X: NaN at \[1, 1\]" --model "$M" --input "$T/xnan.safetensors"
 py "import struct; write('$T/xinf.safetensors', {'X': {'dtype': 'F32', 'shape': [2, 8], 'data_offsets': [0, 64]}}, struct.pack('<16f', *([0.5]*15 + [float('inf')])))"

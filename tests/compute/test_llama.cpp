@@ -4,6 +4,7 @@
 // weights, and the two real TinyStories Llamas against the logits and greedy
 // tokens of an independent float64 numpy forward (SOURCES.md).
 #include "support/helpers.hpp"
+#include "support/llama_helpers.hpp"
 
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/forward.hpp"
@@ -20,6 +21,8 @@
 #include <string>
 
 using namespace sanpath;
+using sanpath::test::llama_arch;
+using sanpath::test::random_llama;
 using sanpath::test::real_models_dir;
 using sanpath::test::tmp_path;
 using json = nlohmann::json;
@@ -27,32 +30,6 @@ using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using R = mpfr_real<77>;  // 257 bits
 
 namespace {
-
-Architecture llama_arch(int layers, int heads, int kv_heads, int d, int dh, int ff) {
-  Architecture a;
-  a.layers = layers;
-  a.heads = heads;
-  a.kv_heads = kv_heads;
-  a.d_model = d;
-  a.d_qk = a.d_v = dh;
-  a.d_ff = ff;
-  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
-  a.activation = Activation::silu;
-  a.ln_eps = 1e-5;
-  a.norm = NormKind::rms;
-  a.rope_theta = 10000.0;
-  a.gated_mlp = true;
-  return a;
-}
-
-Model random_llama(int layers, int heads, int kv_heads, int d, int dh, int ff, std::uint64_t seed, int vocab = 0) {
-  RandomModelSpec s;
-  s.arch = llama_arch(layers, heads, kv_heads, d, dh, ff);
-  s.std = 0.3;
-  s.seed = seed;
-  s.vocab = vocab;
-  return random_model(s);
-}
 
 json read_json(const std::string& path) {
   std::ifstream in(path);

@@ -32,6 +32,7 @@
 #include "sanpath/io/safetensors.hpp"
 #include "sanpath/model/model.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,30 @@ namespace sanpath {
 /// .safetensors file, or a safetensors file or index without sanpath
 /// metadata whose folder holds a config.json.
 Model load_model(const std::string& path);
+
+/// What a load decodes of the word-embedding table (vocab × e; a fifth of a
+/// BERT-base model), for a caller that knows the token ids it will embed.
+///
+/// `word_rows` nullopt (the default): the whole table. Otherwise the rows of
+/// those ids (any order, repeats allowed; an empty list: none). Ids outside
+/// the vocabulary are left out, so that embedding them gives the usual
+/// out-of-vocabulary error. The rows left out are validated as strictly as
+/// a whole load (shape, dtype, byte range, and NaN/Inf tested on the stored
+/// bits with the same message), then not decoded; Embeddings::word_ids
+/// records which rows the model holds, embedding any other token throws,
+/// and writers refuse such a model. HuggingFace checkpoints of every layout
+/// decode only the rows asked for; native files load the whole table
+/// whatever is asked.
+///
+/// \code
+///   LoadOptions o;
+///   o.word_rows = std::vector<long>{101, 2023, 102};  // or {} for none
+///   const Model m = load_model("bert-folder", o);
+/// \endcode
+struct LoadOptions {
+  std::optional<std::vector<long>> word_rows;
+};
+Model load_model(const std::string& path, const LoadOptions& options);
 
 /// A model from named tensors held in memory (e.g. a framework's state
 /// dict), mapped exactly as load_model maps a file. `config_json` is either a

@@ -64,6 +64,10 @@ class SafetensorsMap {
   /// a loader's finiteness check in the decoding pass itself. Decoding from
   /// element 0 first maps all of the tensor's pages (see release()).
   void decode_finite(const TensorInfo& t, std::size_t first, std::size_t count, double* out) const;
+  /// The finiteness test of decode_finite (same error, same first element)
+  /// on elements [first, first + count) of `t`, read from the stored bytes
+  /// without decoding them: for the parts of a tensor a loader skips.
+  void check_finite(const TensorInfo& t, std::size_t first, std::size_t count) const;
   /// Drops the pages of `t` from this process's resident memory (they stay
   /// in the page cache); a later decode maps them in again.
   void release(const TensorInfo& t) const;
@@ -73,6 +77,10 @@ class SafetensorsMap {
   void parse_header();  ///< validates the header of the bytes at base_
   /// dtype_size(t.dtype); throws std::invalid_argument when sanpath cannot decode it.
   std::size_t decodable_size(const TensorInfo& t) const;
+  /// Maps the file pages of `t` in one call where the system allows it.
+  void populate(const TensorInfo& t) const;
+  /// Throws decode_finite's error for element `element` (row-major) of `t`, whose value is `value`.
+  [[noreturn]] void fail_nonfinite(const TensorInfo& t, std::size_t element, double value) const;
   std::string path_;
   std::shared_ptr<const std::string> owned_;  // from_bytes: the bytes (else the file is mapped)
   const unsigned char* base_ = nullptr;  // the whole file, mapped

@@ -156,6 +156,11 @@ bool rotary_family(Layout l);
 /// Llama, Mistral, Qwen2: word only (positions enter through the rotary
 /// embedding; the position table is empty and sequences have no length
 /// limit).
+///
+/// The word table is held whole (`word_ids` nullopt: word is vocab × e) or,
+/// when a loader was asked for some rows only, as the rows of the sorted,
+/// distinct ids `*word_ids` (word is |ids| × e, row k is token (*word_ids)[k])
+/// of a table of `vocab` rows. word_row(id) is the one way to a token's row.
 struct Embeddings {
   Layout kind = Layout::bert;
   MatrixXd word, position, token_type;
@@ -163,7 +168,13 @@ struct Embeddings {
   double ln_eps = 1e-12;
   MatrixXd mapping;
   VectorXd mapping_b;
-  int vocab_size() const { return static_cast<int>(word.rows()); }
+  std::optional<std::vector<long>> word_ids;
+  int vocab = 0;  ///< rows of the whole table when word_ids is set
+  int vocab_size() const { return word_ids ? vocab : static_cast<int>(word.rows()); }
+  bool holds_all_words() const { return !word_ids; }
+  /// The row of `word` holding token `id`, 0 ≤ id < vocab_size(). Throws
+  /// std::logic_error when that row was not loaded (never a zero row).
+  Eigen::Index word_row(long id) const;
   int max_positions() const { return static_cast<int>(position.rows()); }
   bool has_position_table() const { return !rotary_family(kind); }
 };
