@@ -382,9 +382,19 @@ class BoundsSearchResult(Result):
 # ----------------------------------------------------------------------- models
 
 
-def load(path: str) -> Model:
-    """Loads a HuggingFace folder (BERT, GPT-2, ALBERT) or a native ``.safetensors`` file."""
-    return _sanpath.load_model(str(path))
+def load(path: str, first_layers: Optional[int] = None) -> Model:
+    """Loads a HuggingFace folder (BERT, RoBERTa, DistilBERT, GPT-2, ALBERT, Llama, Mistral, Qwen2; single or
+    sharded safetensors) or a native ``.safetensors`` file.
+
+    ``first_layers=N``: the checkpoint's first N layers only, as a model of N layers (``sanpath ... --first-layers
+    N``), for checkpoints whose weights as doubles exceed the memory; the other layers are neither read nor checked
+    and the model's name says so. Weights above the memory budget (:func:`set_memory_budget`) raise
+    :class:`ResourceError` before any is decoded.
+    """
+    if first_layers is not None and (isinstance(first_layers, bool) or not isinstance(first_layers, int)
+                                     or first_layers < 1):
+        raise InputError(f"first_layers: {first_layers!r} is not a number of layers (1, 2, ...)")
+    return _sanpath.load_model(str(path), first_layers)
 
 
 def from_arrays(tensors: Mapping[str, Any], config: Union[Mapping[str, Any], str], name: str = "arrays") -> Model:

@@ -254,9 +254,14 @@ PYBIND11_MODULE(_sanpath, m) {
       .def("save_hf", [](const Model& x, const std::string& folder, const std::string& layout,
                          const std::string& dtype) { save_hf(x, folder, parse_layout(layout), dtype); });
 
-  m.def("load_model", [](const std::string& path) {
-    return run_released([&] { return std::make_shared<Model>(load_model(path)); });
-  });
+  m.def(
+      "load_model",
+      [](const std::string& path, std::optional<int> first_layers) {
+        LoadOptions o;
+        o.first_layers = first_layers;
+        return run_released([&] { return std::make_shared<Model>(load_model(path, o)); });
+      },
+      py::arg("path"), py::arg("first_layers") = py::none());
   m.def("model_from_tensors", [](const std::vector<std::pair<std::string, py::array_t<double, py::array::c_style |
                                                                                           py::array::forcecast>>>& arrays,
                                  const std::string& config, const std::string& source) {

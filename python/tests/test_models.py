@@ -103,3 +103,32 @@ def test_torch_bert_agrees_with_torch_float64():
         expected = composite(M - M.mean(axis=0)) / composite(M)
         got = float(r.layers[l].relative_residual)
         assert abs(got - expected) <= 1e-12 * expected, (l, got, expected)
+
+
+def test_first_layers_loads_a_prefix(models, tmp_path):
+    folder = os.path.join(models, "llama-stories260k")
+    full = sanpath.load(folder)
+    part = sanpath.load(folder, first_layers=2)
+    assert part.layers == 2 and full.layers == 5
+    assert part.source == folder + " (first 2 of 5 layers)"
+    w_full, w_part = full.native_tensors(), part.native_tensors()
+    for k in w_part:
+        if k.startswith("layers."):
+            assert np.array_equal(w_part[k], w_full[k]), k
+    assert not any(k.startswith("layers.2.") for k in w_part)
+    r = sanpath.forward(part, [1, 5, 9], precision="double")
+    assert "(first 2 of 5 layers)" in r.to_table().splitlines()[0]
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(sanpath.InputError, match="first_layers: .* is not a number of layers"):
+            sanpath.load(folder, first_layers=bad)
+    with pytest.raises(sanpath.InputError, match="5 layers, fewer than the first 6 asked for"):
+        sanpath.load(folder, first_layers=6)
+    budget_error = None
+    sanpath.set_memory_budget("1K")
+    try:
+        sanpath.load(folder)
+    except sanpath.ResourceError as e:
+        budget_error = str(e)
+    finally:
+        sanpath.set_memory_budget(None)
+    assert budget_error and "model.safetensors: weights: needs an estimated" in budget_error

@@ -139,12 +139,12 @@ void register_bounds(CLI::App& app) {
     br.precision = req;
     if (batch.batch) {
       const BatchBounds b = analyze_bounds_batch(model, v, batch.inputs, br, o->input.threads, o->out.progress());
-      o->out.emit(format_bounds_batch(b, batch.inputs, model, {o->model.path, batch.description}, fmt));
+      o->out.emit(format_bounds_batch(b, batch.inputs, model, {model.source(), batch.description}, fmt));
       return;
     }
     const InputSpec& in = batch.inputs.front();
     const BoundsAnalysis a = analyze_bounds(model, v, in, br, o->out.progress());
-    o->out.emit(format_bounds(a, model, {o->model.path, in.describe()}, fmt));
+    o->out.emit(format_bounds(a, model, {model.source(), in.describe()}, fmt));
   });
 }
 

@@ -48,7 +48,7 @@ void register_collapse(CLI::App& app) {
     const bool embedded = o->model.path.empty();
     const Model model = embedded ? random_model(default_collapse_model()) : o->model.load(o->input.load_options());
     const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()));
-    const std::string name = embedded ? "embedded default (random BERT-shaped, seed 0)" : o->model.path;
+    const std::string name = embedded ? "embedded default (random BERT-shaped, seed 0)" : model.source();
     if (in.batch) {
       const BatchCollapseResult r =
           run_collapse_batch(model, in.inputs, req, conventions, o->input.threads, o->out.progress());

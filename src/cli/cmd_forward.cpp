@@ -50,11 +50,11 @@ void register_forward(CLI::App& app) {
     if (in.batch) {
       const BatchForwardAnalysis a =
           analyze_forward_batch(model, v, in.inputs, req, center, o->input.threads, o->out.progress());
-      o->out.emit(format_forward_batch(a, in.inputs, model, {o->model.path, in.description}, fmt));
+      o->out.emit(format_forward_batch(a, in.inputs, model, {model.source(), in.description}, fmt));
       return;
     }
     const ForwardAnalysis a = analyze_forward(model, v, in.inputs.front(), req, center, o->out.progress());
-    o->out.emit(format_forward(a, model, {o->model.path, in.description}, fmt));
+    o->out.emit(format_forward(a, model, {model.source(), in.description}, fmt));
   });
 }
 

@@ -184,7 +184,7 @@ void register_paths(CLI::App& app) {
     const Model model = o->model.load(o->input.load_options());
     const Variant v = model.resolve(ov);
     const InputSpec& in = batch.inputs.front();
-    const RunInfo info{o->model.path, batch.description};
+    const RunInfo info{model.source(), batch.description};
     const int L = model.arch().layers;
     // Lengths that have no paths are a mistake in the command line.
     const auto check_lengths = [&](int a, int b, const std::string& option) {
@@ -220,7 +220,7 @@ void register_paths(CLI::App& app) {
       precision = r.precision;
       o->out.emit(format_length_sums(r, model, info, fmt));
     } else if (o->effectiveness) {
-      const std::optional<TaskHead> head = read_task_head(o->model.path, model);
+      const std::optional<TaskHead> head = o->model.first_layers ? std::nullopt : read_task_head(o->model.path, model);
       if (rerun->count() > 0) {
         RerunRequest rr;
         rr.samples = o->rerun;

@@ -23,6 +23,18 @@ void ModelOptions::add(CLI::App& app, bool required) {
                  "Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT, Llama, Mistral, Qwen2) or a native "
                  "sanpath .safetensors file (see `sanpath init`)");
   if (required) o->required();
+  app.add_option("--first-layers", first_layers,
+                 "N: the checkpoint's first N layers only, as a model of N layers: the others are neither read nor "
+                 "checked (for checkpoints whose weights as doubles exceed the memory; the model line says so). "
+                 "Task heads (--effectiveness, report) are not used: they read the last layer's output (default: every layer)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            const bool digits = !text.empty() && text.size() <= 9 &&
+                                std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+            return digits && std::stoi(text) >= 1 ? "" : "'" + text + "' is not a number of layers (1, 2, ...)";
+          },
+          ""))
+      ->needs(o);
 }
 
 const CLI::Validator unsigned_integer(
@@ -36,7 +48,10 @@ const CLI::Validator unsigned_integer(
     },
     "");  // no text in the help: the option's type already says UINT
 
-Model ModelOptions::load(const LoadOptions& options) const { return load_model(path, options); }
+Model ModelOptions::load(LoadOptions options) const {
+  options.first_layers = first_layers;
+  return load_model(path, options);
+}
 
 void InputOptions::add(CLI::App& app, bool required, bool batches) {
   auto* g = app.add_option_group("input", required ? "X^0, n tokens × d_model features: exactly one of these"

@@ -29,9 +29,11 @@ extern const CLI::Validator unsigned_integer;
 
 struct ModelOptions {
   std::string path;
+  std::optional<int> first_layers;  ///< --first-layers N
   void add(CLI::App& app, bool required = true);
-  /// The model; `options` say which word-embedding rows to decode (InputOptions::load_options).
-  Model load(const LoadOptions& options = {}) const;
+  /// The model; `options` say which word-embedding rows to decode
+  /// (InputOptions::load_options); --first-layers is added to them.
+  Model load(LoadOptions options = {}) const;
 };
 
 /// The inputs of a command that accepts batches.

@@ -54,7 +54,7 @@ Model load_model(const std::string& path, const LoadOptions& options) {
     return load_hf(beside.string(), TensorStore::sharded(path), path, options);
   }
   SafetensorsMap file = SafetensorsMap::open(path);
-  if (file.metadata().count(io::kNativeConfigKey)) return io::load_native(file);
+  if (file.metadata().count(io::kNativeConfigKey)) return io::load_native(file, options);
   if (fs::exists(beside)) return load_hf(beside.string(), TensorStore::single(std::move(file)), path, options);
   fail(path, std::string("__metadata__.") + io::kNativeConfigKey,
        "missing: not a sanpath native file, and no config.json beside it for a HuggingFace checkpoint");

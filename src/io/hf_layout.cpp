@@ -180,6 +180,12 @@ void read_word_rows(const SafetensorsMap& file, const TensorInfo& t, const Tenso
 
 /// The config.json key of the layer count (the first key naming layers).
 const char* const kLayerKeys[] = {"num_hidden_layers", "n_layer", "n_layers"};
+std::string layer_key(const HfConfig& c) {
+  std::string key = kLayerKeys[0];
+  for (const char* candidate : kLayerKeys)
+    if (c.has(candidate)) key = candidate;
+  return key;
+}
 
 }  // namespace
 
@@ -200,6 +206,17 @@ void require_whole_word_table(const Model& model, const std::string& where) {
     fail(where, "embeddings.word",
          "holds " + std::to_string(e->word_ids->size()) + " of the " + str(e->vocab) +
              " rows (loaded for some token ids only); a saved model needs the whole table: load it with every row");
+}
+
+LayerPrefix layer_prefix(const LoadOptions& options, int layers, const std::string& config_path,
+                         const std::string& key, const std::string& source) {
+  if (!options.first_layers) return {layers, source};
+  const int n = *options.first_layers;
+  if (n < 1) fail(config_path, key, "the first " + str(n) + " layers were asked for; at least 1 is needed");
+  if (n > layers)
+    fail(config_path, key, str(layers) + " layers, fewer than the first " + str(n) + " asked for");
+  if (n == layers) return {layers, source};
+  return {n, source + " (first " + str(n) + " of " + str(layers) + " layers)"};
 }
 
 bool same_layer(const LayerWeights& a, const LayerWeights& b) {
@@ -301,7 +318,6 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
   const Dims k = dims_of(a);
   const std::string layout = to_string(fam.layout);
   const std::string prefix = detect_prefix(f, fam.prefix);
-  const int stored = fam.shared_layers ? 1 : a.layers;
 
   // A layer count that no file could hold is refused before millions of
   // missing names are listed.
@@ -309,17 +325,17 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
     LayerWeights scratch;
     Slots one;
     fam.layer(k, 0, scratch, one);
-    std::string key = kLayerKeys[0];
-    for (const char* candidate : kLayerKeys)
-      if (c.has(candidate)) key = candidate;
-    fail(c.path, key,
+    fail(c.path, layer_key(c),
          str(a.layers) + " layers, but " + f.path() + " holds only " + std::to_string(f.size()) + " tensors (a " +
              layout + " layer has " + std::to_string(one.list.size()) + ")");
   }
 
-  std::vector<LayerWeights> layers(static_cast<std::size_t>(stored));
+  const LayerPrefix cut = layer_prefix(options, a.layers, c.path, layer_key(c), source);
+  a.layers = cut.layers;
+  const int loaded = fam.shared_layers ? 1 : a.layers;
+  std::vector<LayerWeights> layers(static_cast<std::size_t>(loaded));
   Slots s;
-  for (int l = 0; l < stored; ++l) fam.layer(k, l, layers[static_cast<std::size_t>(l)], s);
+  for (int l = 0; l < loaded; ++l) fam.layer(k, l, layers[static_cast<std::size_t>(l)], s);
   Embeddings e;
   Slots emb_slots;
   fam.embeddings(k, es, e, emb_slots);
@@ -340,7 +356,7 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
     e.ln_eps = a.ln_eps;
     emb = std::move(e);
   }
-  return Model(a, std::move(layers), std::move(emb), source, FiniteWeights::checked_by_loader);
+  return Model(a, std::move(layers), std::move(emb), cut.source, FiniteWeights::checked_by_loader);
 }
 
 void save_family(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {

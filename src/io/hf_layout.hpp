@@ -157,6 +157,17 @@ void require_whole_word_table(const Model& model, const std::string& where);
 /// (ResourceError naming `where` and `key`).
 void check_shared_copies(const std::string& where, const std::string& key, int layers, const LayerWeights& w);
 
+/// The layers a load keeps of a checkpoint of `layers` layers
+/// (LoadOptions::first_layers, or all) and the model's source, which names
+/// the cut ("<source> (first N of L layers)"). N < 1 or N > layers fails
+/// naming `config_path` and `key` (the config's layer count).
+struct LayerPrefix {
+  int layers = 0;
+  std::string source;
+};
+LayerPrefix layer_prefix(const LoadOptions& options, int layers, const std::string& config_path,
+                         const std::string& key, const std::string& source);
+
 /// Reads the tensors of `s` from `f` (names `prefix` + key, or + alias)
 /// into their pieces: every missing name in one message, then the shapes (in
 /// name order), then the memory the decoded values need (ResourceError above

@@ -77,10 +77,12 @@ Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std
     fail(config_path, "num_hidden_layers",
          str(L) + " layers, but " + f.path() + " holds only " + std::to_string(f.size()) +
              " tensors (a layer has 9)");
+  const LayerPrefix cut = layer_prefix(options, L, config_path, "num_hidden_layers", source);
+  a.layers = cut.layers;
   const std::int64_t q_out = std::int64_t(H) * dh, kv_out = std::int64_t(Hkv) * dh;
-  std::vector<LayerWeights> layers(static_cast<std::size_t>(L));
+  std::vector<LayerWeights> layers(static_cast<std::size_t>(a.layers));
   Slots s;
-  for (int l = 0; l < L; ++l) {
+  for (int l = 0; l < a.layers; ++l) {
     const std::string p = "model.layers." + str(l) + ".";
     LayerWeights& w = layers[static_cast<std::size_t>(l)];
     w.heads.resize(static_cast<std::size_t>(H));
@@ -140,7 +142,7 @@ Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std
     e.ln_eps = a.ln_eps;
     emb = std::move(e);
   }
-  return Model(a, std::move(layers), std::move(emb), source, FiniteWeights::checked_by_loader);
+  return Model(a, std::move(layers), std::move(emb), cut.source, FiniteWeights::checked_by_loader);
 }
 
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {

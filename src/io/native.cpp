@@ -54,7 +54,7 @@ struct NativeConfig {
 
 }  // namespace
 
-Model load_native(const SafetensorsMap& f) {
+Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
   const std::string& path = f.path();
   NativeConfig c{path, parse_json(f.metadata().at(kNativeConfigKey), path, std::string("__metadata__.") + kNativeConfigKey)};
   if (!c.j.is_object()) fail(path, std::string("__metadata__.") + kNativeConfigKey, "must be a JSON object");
@@ -197,7 +197,11 @@ Model load_native(const SafetensorsMap& f) {
   }
   for (const TensorInfo& t : f.tensors())
     if (!used.count(t.name)) fail(path, t.name, "unexpected tensor in a sanpath native file");
-  return Model(a, std::move(layers), std::move(emb), path);
+  // A native file is read whole, then cut to the layers asked for.
+  const LayerPrefix cut = layer_prefix(options, a.layers, path, c.field("layers"), path);
+  a.layers = cut.layers;
+  layers.resize(static_cast<std::size_t>(a.layers));
+  return Model(a, std::move(layers), std::move(emb), cut.source);
 }
 
 

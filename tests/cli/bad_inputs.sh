@@ -374,6 +374,16 @@ for layout in bert llama; do
   fwd weights-above-budget-$layout 5 "big-$layout/model.safetensors: weights: needs an estimated .* of memory \([0-9]+ values decoded as doubles\), above the memory budget of 1.00 MiB" \
     --model "$T/big-$layout" --random-input 4 --memory-budget 1M
 done
+# --first-layers: a prefix that fits where the whole does not; bad counts refused.
+expect_first_layers_ok() {
+  "$SANPATH" forward --quiet --model "$T/big-bert" --first-layers 1 --random-input 4 --memory-budget 1M \
+    --precision double --no-confirm >"$T/first.out" 2>"$T/first.err" || fail "--first-layers 1 under 1M: $(cat "$T/first.err")"
+  grep -q "^model: $T/big-bert (first 1 of 2 layers) (L=1," "$T/first.out" || fail "--first-layers: model line: $(head -1 "$T/first.out")"
+}
+expect_first_layers_ok
+fwd first-layers-zero 2 "--first-layers: '0' is not a number of layers \(1, 2, ...\)" --model "$M" --first-layers 0 --random-input 4
+fwd first-layers-above-L 3 "big-bert/config.json: num_hidden_layers: 2 layers, fewer than the first 3 asked for" \
+  --model "$T/big-bert" --first-layers 3 --random-input 4
 fwd memory-budget-bad-value 2 "--memory-budget: .*'lots' is not a size" --model "$M" --random-input 4 --memory-budget lots
 if "$SANPATH" paths --help 2>/dev/null | grep -q -- '--enumerate'; then
   "$SANPATH" init --out "$T/wide.safetensors" --layers 12 --heads 12 --d-model 24 --skip off --mlp none \

@@ -226,3 +226,52 @@ TEST_CASE("Model refuses word_ids that are unsorted, repeated or outside the voc
     require_error([&] { Model(m.arch(), m.layers(), e, "m"); }, "m", "embeddings.word_ids");
   }
 }
+
+TEST_CASE("first_layers: a prefix of the layers, the same weights as the full load's", "[embeddings][layers]") {
+  LoadOptions cut;
+  cut.first_layers = 2;
+  const auto check_prefix = [&](const std::string& path, int total) {
+    CAPTURE(path);
+    const Model full = load_model(path), part = load_model(path, cut);
+    REQUIRE(full.arch().layers == total);
+    REQUIRE(part.arch().layers == 2);
+    CHECK(part.source() == path + " (first 2 of " + std::to_string(total) + " layers)");
+    // The prefix model's output is the full model's layer-2 output, bit for bit.
+    const std::vector<long> tokens{3, 1, 4, 1};
+    const ForwardTrace<double> a = forward<double>(full, full.arch().variant, embed_tokens<double>(full, tokens));
+    const ForwardTrace<double> b = forward<double>(part, part.arch().variant, embed_tokens<double>(part, tokens));
+    require_identical(b.X.back(), a.X[2]);
+    LoadOptions all;
+    all.first_layers = total;
+    CHECK(load_model(path, all).source() == path);
+    LoadOptions too_many;
+    too_many.first_layers = total + 1;
+    CHECK_THROWS_WITH(load_model(path, too_many),
+                      Catch::Contains(std::to_string(total) + " layers, fewer than the first " +
+                                      std::to_string(total + 1) + " asked for"));
+  };
+  Spec s;
+  s.layers = 3;
+  s.emb = Layout::bert;
+  const std::string bert = fresh("cut_bert");
+  save_hf(make_model(s), bert, Layout::bert);
+  check_prefix(bert, 3);
+  const std::string native = fresh("cut_native.safetensors");
+  save_native(make_model(s), native);
+  check_prefix(native, 3);
+  const std::string llama = fresh("cut_llama");
+  save_hf(random_llama(3, 4, 2, 16, 4, 24, 5, 50), llama, Layout::llama);
+  check_prefix(llama, 3);
+  // A cut model's missing layers are not even read: a checkpoint whose last
+  // layer's tensors are absent loads its first layers.
+  s.layers = 2;
+  const std::string short_file = fresh("cut_short");
+  save_hf(make_model(s), short_file, Layout::bert);
+  std::ifstream in(short_file + "/config.json");
+  json c = json::parse(in);
+  in.close();
+  c["num_hidden_layers"] = 3;  // claims a third layer the file does not hold
+  std::ofstream(short_file + "/config.json") << c.dump();
+  CHECK_THROWS(load_model(short_file));
+  CHECK(load_model(short_file, cut).arch().layers == 2);
+}

@@ -44,9 +44,17 @@ namespace sanpath {
 /// metadata whose folder holds a config.json.
 Model load_model(const std::string& path);
 
-/// What a load decodes of the word-embedding table (vocab × e; a fifth of a
-/// BERT-base model), for a caller that knows the token ids it will embed.
+/// What a load decodes: the word-embedding table's rows, and the layers.
 ///
+/// `first_layers` N: the model is the checkpoint's first N layers (1 ≤ N ≤
+/// L), for checkpoints whose weights as doubles exceed the memory (a
+/// Llama-7B is 49 GiB): HuggingFace checkpoints neither decode nor check the
+/// tensors of the other layers; native files are read whole, then cut. The
+/// model's source() then ends in " (first N of L layers)". N > L is refused
+/// naming config.json's layer key.
+///
+/// The word table (vocab × e; a fifth of a BERT-base model), for a caller
+/// that knows the token ids it will embed:
 /// `word_rows` nullopt (the default): the whole table. Otherwise the rows of
 /// those ids (any order, repeats allowed; an empty list: none). Ids outside
 /// the vocabulary are left out, so that embedding them gives the usual
@@ -65,6 +73,7 @@ Model load_model(const std::string& path);
 /// \endcode
 struct LoadOptions {
   std::optional<std::vector<long>> word_rows;
+  std::optional<int> first_layers;
 };
 Model load_model(const std::string& path, const LoadOptions& options);
 
