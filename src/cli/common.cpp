@@ -18,6 +18,16 @@
 
 namespace sanpath::cli {
 
+namespace {
+
+/// `text` is 1 to `max_digits` decimal digits (no sign, no spaces).
+bool decimal(const std::string& text, std::size_t max_digits) {
+  return !text.empty() && text.size() <= max_digits &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
 void ModelOptions::add(CLI::App& app, bool required) {
   auto* o = app.add_option("--model", path,
                  "Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT, Llama, Mistral, Qwen2) or a native "
@@ -29,9 +39,7 @@ void ModelOptions::add(CLI::App& app, bool required) {
                  "Task heads (--effectiveness, report) are not used: they read the last layer's output (default: every layer)")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
-            const bool digits = !text.empty() && text.size() <= 9 &&
-                                std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-            return digits && std::stoi(text) >= 1 ? "" : "'" + text + "' is not a number of layers (1, 2, ...)";
+            return decimal(text, 9) && std::stoi(text) >= 1 ? "" : "'" + text + "' is not a number of layers (1, 2, ...)";
           },
           ""))
       ->needs(o);
@@ -39,8 +47,7 @@ void ModelOptions::add(CLI::App& app, bool required) {
 
 const CLI::Validator unsigned_integer(
     [](std::string& text) -> std::string {
-      const bool digits = !text.empty() && text.size() <= 20 &&
-                          std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const bool digits = decimal(text, 20);
       errno = 0;
       if (digits) (void)std::strtoull(text.c_str(), nullptr, 10);
       if (!digits || errno == ERANGE) return "'" + text + "' is not an integer in [0, 2^64)";
