@@ -97,10 +97,23 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
          str(stored) + " stored layers × " + str(a.heads) + " heads, but the file holds only " +
              std::to_string(f.tensors().size()) + " tensors (7 per head)");
 
-  // Every tensor of a native file is used (others are refused below): the
-  // decoded values, refused above the memory budget before any is made.
+  // With first_layers, the stored layers past the cut are neither decoded nor
+  // required (as in the HuggingFace layouts); a layer stored once for all is kept.
+  const LayerPrefix cut = layer_prefix(options, a.layers, path, c.field("layers"), path);
+  const int read = stored == a.layers ? cut.layers : stored;
+  const auto past_cut = [&](const std::string& name) {
+    if (name.rfind("layers.", 0) != 0) return false;
+    const std::size_t dot = name.find('.', 7);
+    const std::string index = name.substr(7, dot == std::string::npos ? std::string::npos : dot - 7);
+    if (index.empty() || index.size() > 9 || index.find_first_not_of("0123456789") != std::string::npos) return false;
+    return std::stol(index) >= read;
+  };
+
+  // Every other tensor of a native file is used (others are refused below):
+  // the decoded values, refused above the memory budget before any is made.
   std::uint64_t values = 0;
-  for (const TensorInfo& t : f.tensors()) values = add_sat(values, static_cast<std::uint64_t>(t.numel()));
+  for (const TensorInfo& t : f.tensors())
+    if (!past_cut(t.name)) values = add_sat(values, static_cast<std::uint64_t>(t.numel()));
   require_memory(mul_sat(values, sizeof(double)), printable(path + ": weights"),
                  std::to_string(values) + " values decoded as doubles");
 
@@ -131,8 +144,8 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
     }
   };
 
-  std::vector<LayerWeights> layers(static_cast<std::size_t>(stored));
-  for (int l = 0; l < stored; ++l) {
+  std::vector<LayerWeights> layers(static_cast<std::size_t>(read));
+  for (int l = 0; l < read; ++l) {
     LayerWeights& w = layers[static_cast<std::size_t>(l)];
     const std::string p = "layers." + str(l) + ".";
     w.heads.resize(static_cast<std::size_t>(a.heads));
@@ -196,9 +209,7 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
     fail(path, "tensors", std::to_string(missing.size()) + " missing: " + list);
   }
   for (const TensorInfo& t : f.tensors())
-    if (!used.count(t.name)) fail(path, t.name, "unexpected tensor in a sanpath native file");
-  // A native file is read whole, then cut to the layers asked for.
-  const LayerPrefix cut = layer_prefix(options, a.layers, path, c.field("layers"), path);
+    if (!used.count(t.name) && !past_cut(t.name)) fail(path, t.name, "unexpected tensor in a sanpath native file");
   a.layers = cut.layers;
   layers.resize(static_cast<std::size_t>(a.layers));
   return Model(a, std::move(layers), std::move(emb), cut.source);

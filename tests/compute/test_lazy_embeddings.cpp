@@ -8,8 +8,10 @@
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/core/scalar.hpp"
+#include "sanpath/core/resources.hpp"
 #include "sanpath/io/checkpoint.hpp"
 
+#include <limits>
 #include <stdexcept>
 
 namespace {
@@ -274,4 +276,20 @@ TEST_CASE("first_layers: a prefix of the layers, the same weights as the full lo
   std::ofstream(short_file + "/config.json") << c.dump();
   CHECK_THROWS(load_model(short_file));
   CHECK(load_model(short_file, cut).arch().layers == 2);
+  // Nor are a native file's layers past the cut decoded: under a memory
+  // budget between the cut's decoded size and the whole file's, the cut
+  // loads (the same weights as before) and the whole load is refused.
+  std::uint64_t whole = 0, kept = 0;
+  const SafetensorsFile stored = SafetensorsFile::read(native);
+  for (const Tensor& t : stored.tensors()) {
+    whole += t.values.size() * sizeof(double);
+    if (t.name.rfind("layers.2.", 0) != 0) kept += t.values.size() * sizeof(double);
+  }
+  REQUIRE(kept < whole);
+  set_memory_budget((kept + whole) / 2);
+  CHECK_THROWS_WITH(load_model(native), Catch::Contains(native + ": weights: needs an estimated"));
+  const Model native_cut = load_model(native, cut);
+  set_memory_budget(std::nullopt);
+  CHECK(native_cut.arch().layers == 2);
+  require_same_layers(native_cut, load_model(native, cut));
 }

@@ -48,8 +48,8 @@ Model load_model(const std::string& path);
 ///
 /// `first_layers` N: the model is the checkpoint's first N layers (1 ≤ N ≤
 /// L), for checkpoints whose weights as doubles exceed the memory (a
-/// Llama-7B is 49 GiB): HuggingFace checkpoints neither decode nor check the
-/// tensors of the other layers; native files are read whole, then cut. The
+/// Llama-7B is 49 GiB): the tensors of the other layers are neither decoded
+/// nor checked (a native file's single shared layer is read as usual). The
 /// model's source() then ends in " (first N of L layers)". N > L is refused
 /// naming config.json's layer key.
 ///
