@@ -14,7 +14,10 @@ then times whole processes, alternating within each round:
             relative residuals; its erf time (math.erf per element) is subtracted
 The CPU seconds (user + system) of every child are recorded beside the wall
 times: on a machine shared with other work they are the steadier figure.
-and once (unless --no-mpfr) the old confirmation, --check mpfr (a run at 128 bits).
+The floor row: the CPU seconds of one pass (one-pass run minus load run),
+times the three passes of the rounding check, over the cores: what any check
+by two more double passes needs beside loading, set against 0.5 x numpy.
+And once (unless --no-mpfr) the old confirmation, --check mpfr (a run at 128 bits).
 A figure is the median of its rounds. bench/run calls this and prints the ratios.
 """
 import argparse
@@ -110,6 +113,12 @@ def table(r):
         rows.append(("  CPU s (user + system): rounding check, one pass, load; numpy (erf included)",
                      f"{c['rounding']:.2f}, {c['one_pass']:.2f}, {c['load']:.2f}; {c['numpy']:.2f}"))
         rows.append(("  sanpath / numpy in CPU s, whole CLI run", f"{c['rounding'] / c['numpy']:.2f}"))
+        # What three double passes cost at least, loading aside: the CPU of one
+        # pass (one-pass run minus load run) three times, spread over every core.
+        cores = os.cpu_count() or 1
+        one = c["one_pass"] - c["load"]
+        rows.append((f"  floor of 3 double passes on {cores} cores (3 x pass CPU / cores; no loading)",
+                     f"3 x {one:.2f} / {cores} = {3 * one / cores:.2f} s vs 0.5 x numpy = {0.5 * m['numpy']:.2f} s"))
     rows.append(("  digits (rounding check) per layer", " ".join(map(str, r["digits_rounding"]))))
     if "digits_mpfr" in r:
         rows.append(("  digits (--check mpfr) per layer", " ".join(map(str, r["digits_mpfr"]))))
