@@ -3,6 +3,7 @@
 #include "report/json_parts.hpp"
 #include "report/provenance_text.hpp"
 #include "report/text_table.hpp"
+#include "report/model_line.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -91,8 +92,7 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
         << r.relative_residual.str() << ',' << (r.digits ? std::to_string(*r.digits) : "") << '\n';
     return o.str();
   }
-  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
-    << ", d=" << model.arch().d_model << ")\n";
+  o << report_text::model_line(info.model, model.arch());
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(a.variant) << ", centre: " << to_string(a.center) << "\n";
   o << precision_line(a) << "\n\n";
@@ -118,8 +118,7 @@ namespace {
 /// The first lines of every collapse table: experiment, model, input, conventions.
 void collapse_header(std::ostringstream& o, const Model& model, const RunInfo& info, CollapseConventions c) {
   o << "Rank collapse, the paper's Section 4 experiment (Dong, Cordonnier & Loukas, ICML 2021)\n";
-  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
-    << ", d=" << model.arch().d_model << ", d_qk=" << model.arch().d_qk << ", d_ff=" << model.arch().d_ff << ")\n";
+  o << report_text::model_line(info.model, model.arch(), {true, true});
   o << "input: " << info.input << "\n";
   o << "conventions: " << describe(c) << "\n";
 }
@@ -266,8 +265,7 @@ std::string format_forward_batch(const BatchForwardAnalysis& a, const std::vecto
   }
   std::vector<const ForwardAnalysis*> runs;
   for (const ForwardAnalysis& r : a.runs) runs.push_back(&r);
-  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
-    << ", d=" << model.arch().d_model << ")\n";
+  o << report_text::model_line(info.model, model.arch());
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(variant) << ", centre: " << to_string(center) << "\n";
   o << batch_precision_text(runs) << "\n";

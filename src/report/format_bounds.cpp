@@ -7,6 +7,7 @@
 #include "report/json_parts.hpp"
 #include "report/provenance_text.hpp"
 #include "report/text_table.hpp"
+#include "report/model_line.hpp"
 
 #include <mpfr.h>
 #include <nlohmann/json.hpp>
@@ -303,8 +304,7 @@ std::string table(const BoundsAnalysis& a, const Model& model, const RunInfo& in
   const Architecture& arch = model.arch();
   std::ostringstream o;
   o << "Bounds of Dong, Cordonnier & Loukas (ICML 2021) against measured residuals\n";
-  o << "model: " << info.model << " (L=" << arch.layers << ", H=" << arch.heads << ", d=" << arch.d_model
-    << ", d_qk=" << arch.d_qk << (arch.shared_layers ? ", shared layers" : "") << ")\n";
+  o << report_text::model_line(info.model, arch, {true, false, true});
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(a.measured.variant) << "\n";
   o << "r_l = ‖X^l − 1cᵀ‖_{1,∞} at the optimal centre, an enclosure [lower, upper]\n";
@@ -552,8 +552,7 @@ std::string format_bounds_batch(const BatchBounds& b, const std::vector<InputSpe
   const Architecture& arch = model.arch();
   o << "Bounds of Dong, Cordonnier & Loukas (ICML 2021) against measured residuals, over a batch of "
     << b.runs.size() << " inputs\n";
-  o << "model: " << info.model << " (L=" << arch.layers << ", H=" << arch.heads << ", d=" << arch.d_model
-    << ", d_qk=" << arch.d_qk << (arch.shared_layers ? ", shared layers" : "") << ")\n";
+  o << report_text::model_line(info.model, arch, {true, false, true});
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(first.measured.variant) << "\n";
   o << "gamma = " << gamma_string(r.gamma) << "\n";

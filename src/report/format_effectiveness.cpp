@@ -9,6 +9,7 @@
 #include "sanpath/analysis/effectiveness_batch.hpp"
 #include "sanpath/analysis/paths.hpp"
 #include "sanpath/analysis/rerun.hpp"
+#include "report/model_line.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -281,8 +282,7 @@ std::string batch_header(const std::string& title, const std::vector<Run>& runs,
   }
   std::ostringstream o;
   o << title << " over a batch of " << runs.size() << " inputs\n";
-  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
-    << ", d=" << model.arch().d_model << ")\n";
+  o << report_text::model_line(info.model, model.arch());
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(first.variant) << "\n";
   o << json_parts::batch_precision_range(bits, confirmed) << "\n";

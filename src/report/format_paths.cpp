@@ -9,6 +9,7 @@
 #include "report/text_table.hpp"
 #include "sanpath/analysis/paths.hpp"
 #include "sanpath/analysis/rerun.hpp"
+#include "report/model_line.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -310,8 +311,7 @@ std::string format_length_sums_batch(const BatchLengthSums& b, const std::vector
   }
   o << "Length sums S_k = Σ_{|path| = k} P_path X W_path (Theorem 2.1) over a batch of " << b.runs.size()
     << " inputs\n";
-  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
-    << ", d=" << model.arch().d_model << ")\n";
+  o << report_text::model_line(info.model, model.arch());
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(first.variant) << "\n";
   o << json_parts::batch_precision_range(bits, confirmed) << "\n";

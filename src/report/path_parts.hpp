@@ -5,6 +5,7 @@
 #include "report/json_parts.hpp"
 #include "report/provenance_text.hpp"
 #include "sanpath/analysis/paths.hpp"
+#include "report/model_line.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -29,8 +30,7 @@ inline void add_common(ordered_json& j, const PathReportBase& r, const Model& mo
 
 inline std::string header_text(const PathReportBase& r, const Model& model, const RunInfo& info) {
   std::ostringstream o;
-  o << "model: " << info.model << " (L=" << model.arch().layers << ", H=" << model.arch().heads
-    << ", d=" << model.arch().d_model << ")\n";
+  o << report_text::model_line(info.model, model.arch());
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(r.variant) << "\n";
   o << provenance_text::line(r, provenance_text::View::paths) << "\n";

@@ -78,6 +78,21 @@ TEST_CASE("format_forward: table rows, JSON fields and CSV lines", "[format]") {
   const std::string table = format_forward(a, m, info, Format::table);
   CHECK_THAT(table, Catch::StartsWith("model: tiny.safetensors (L=1, H=2, d=4)\ninput: 3 token ids\n"
                                       "variant: skip=off mlp=none layernorm=none mask=none, centre: mean\n"));
+  {
+    // Grouped-query attention: the key/value heads are stated beside H.
+    Architecture gqa = m.arch();
+    gqa.kv_heads = 1;
+    std::vector<LayerWeights> layers = m.layers();
+    for (HeadWeights& h : layers[0].heads) {  // one key/value head, read by both query heads
+      h.W_K = layers[0].heads[0].W_K;
+      h.W_V = layers[0].heads[0].W_V;
+      h.b_K = layers[0].heads[0].b_K;
+      h.b_V = layers[0].heads[0].b_V;
+    }
+    const Model g(gqa, layers, std::nullopt, "g");
+    CHECK_THAT(format_forward(a, g, info, Format::table),
+               Catch::StartsWith("model: tiny.safetensors (L=1, H=2, H_kv=1, d=4)\n"));
+  }
   CHECK_THAT(table, Catch::Contains("\n0      5.0000000000000000e-1     5.0000000000000000e-1     "
                                     "5.0000000000000000e-1     77\n"));
   CHECK_THAT(table, Catch::Contains("\n1      1.235e-70000              6.1728e-70001             "
