@@ -133,7 +133,9 @@ TEST_CASE("rounding-check digits never exceed agreement with 257 bits, near-canc
   if (dir.empty()) {
     WARN("shared real-models folder absent: real checkpoints skipped");
   } else {
-    for (const std::string name : {"bert-ticket-classifier", "gpt2-capp"}) {
+    // The Llama family (rotary embeddings, RMSNorm, SwiGLU, grouped-query
+    // attention, causal mask) as well.
+    for (const std::string name : {"bert-ticket-classifier", "gpt2-capp", "llama-stories260k", "llama-tinystories-xs"}) {
       CAPTURE(name);
       const Model m = load_model(dir + "/" + name);
       const InputSpec in = InputSpec::from_tokens({2, 15, 27, 3, 40, 7, 11, 9});
