@@ -89,35 +89,39 @@ bool all_finite(const double* out, std::size_t n) {
 
 }  // namespace
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+namespace {
+
+/// Decodes n IEEE values of type F (bits U) in the host's byte order into
+/// out; false when any has an all-ones exponent (NaN or Inf). The flag is an
+/// integer and the pointers do not alias, so the loop vectorises (a bool
+/// flag kept GCC 12 to one element at a time).
+template <class U, class F>
+bool host_order_finite(const unsigned char* __restrict p, std::size_t n, double* __restrict out, U exponent) {
+  U bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    U u;
+    std::memcpy(&u, p + sizeof(U) * i, sizeof(U));
+    bad |= static_cast<U>((u & exponent) == exponent);
+    F f;
+    std::memcpy(&f, &u, sizeof(U));
+    out[i] = static_cast<double>(f);
+  }
+  return bad == 0;
+}
+
+}  // namespace
+#endif
+
 bool decode_all(const std::string& dtype, const unsigned char* p, std::size_t n, double* out) {
   const auto each = [&](std::size_t size, auto&& one) {
     for (std::size_t i = 0; i < n; ++i) out[i] = one(p + i * size);
   };
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  // The host's own order: plain copies the compiler vectorises, the test of
-  // the exponent bits in the same pass.
-  if (dtype == "F64") {
-    bool bad = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint64_t u;
-      std::memcpy(&u, p + 8 * i, 8);
-      bad |= (u & 0x7ff0000000000000ULL) == 0x7ff0000000000000ULL;
-      std::memcpy(out + i, &u, 8);
-    }
-    return !bad;
-  }
-  if (dtype == "F32") {
-    bool bad = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint32_t u;
-      std::memcpy(&u, p + 4 * i, 4);
-      bad |= (u & 0x7f800000U) == 0x7f800000U;
-      float f;
-      std::memcpy(&f, &u, 4);
-      out[i] = static_cast<double>(f);
-    }
-    return !bad;
-  }
+  // The host's own order: plain copies, the test of the exponent bits in
+  // the same pass.
+  if (dtype == "F64") return host_order_finite<std::uint64_t, double>(p, n, out, 0x7ff0000000000000ULL);
+  if (dtype == "F32") return host_order_finite<std::uint32_t, float>(p, n, out, 0x7f800000U);
 #endif
   if (dtype == "F64")
     each(8, [](const unsigned char* q) {
