@@ -188,9 +188,9 @@ template <std::size_t Size, class U> std::size_t first_with_all_ones(const unsig
   };
   for (std::size_t start = 0; start < n; start += kScanChunk) {
     const std::size_t end = std::min(n, start + kScanChunk);
-    bool bad = false;
-    for (std::size_t i = start; i < end; ++i) bad |= (bits(i) & mask) == mask;
-    if (!bad) continue;
+    U bad = 0;  // an integer flag: the loop vectorises (a bool one did not)
+    for (std::size_t i = start; i < end; ++i) bad |= static_cast<U>((bits(i) & mask) == mask);
+    if (bad == 0) continue;
     for (std::size_t i = start; i < end; ++i)
       if ((bits(i) & mask) == mask) return i;
   }
