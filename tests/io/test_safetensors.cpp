@@ -3,6 +3,7 @@
 // and one hostile file per validation rule, built byte by byte.
 #include "support/helpers.hpp"
 
+#include "io/dtypes.hpp"
 #include "sanpath/io/safetensors.hpp"
 
 #include <cmath>
@@ -118,6 +119,34 @@ TEST_CASE("BF16 decodes exactly, including subnormals, infinities and NaN", "[sa
   CHECK(decode_bf16(0xFF80) == -std::numeric_limits<double>::infinity());
   CHECK(std::isnan(decode_bf16(0x7FC0)));
   CHECK(std::isnan(decode_bf16(0x7F81)));
+}
+
+TEST_CASE("decode_all: every F32-family bit pattern as the bit-level decoders give it", "[safetensors]") {
+  // All 65,536 BF16 patterns (the host-order fast path shifts them into an
+  // F32) against decode_bf16, which assembles sign, exponent and fraction.
+  std::vector<unsigned char> bytes;
+  std::vector<std::uint16_t> finite;
+  for (std::uint32_t b = 0; b < 0x10000; ++b)
+    if ((b & 0x7f80U) != 0x7f80U) finite.push_back(static_cast<std::uint16_t>(b));
+  for (const std::uint16_t b : finite) {
+    bytes.push_back(static_cast<unsigned char>(b & 0xff));
+    bytes.push_back(static_cast<unsigned char>(b >> 8));
+  }
+  std::vector<double> out(finite.size());
+  REQUIRE(io::decode_all("BF16", bytes.data(), finite.size(), out.data()));
+  for (std::size_t i = 0; i < finite.size(); ++i) {
+    CAPTURE(finite[i]);
+    const double want = decode_bf16(finite[i]);
+    REQUIRE(std::memcmp(&out[i], &want, sizeof want) == 0);  // bit for bit, signed zeros included
+  }
+  // One NaN or Inf anywhere (here the last element) makes the whole call false.
+  for (const std::uint16_t bad : {std::uint16_t{0x7f80}, std::uint16_t{0xff80}, std::uint16_t{0x7fc1}}) {
+    std::vector<unsigned char> b2(bytes.begin(), bytes.begin() + 2 * 1000);
+    b2[2 * 999] = static_cast<unsigned char>(bad & 0xff);
+    b2[2 * 999 + 1] = static_cast<unsigned char>(bad >> 8);
+    std::vector<double> o2(1000);
+    CHECK_FALSE(io::decode_all("BF16", b2.data(), 1000, o2.data()));
+  }
 }
 
 TEST_CASE("every dtype decodes from a hand-built file", "[safetensors]") {
