@@ -126,6 +126,28 @@ bool host_order_bf16_finite(const unsigned char* __restrict p, std::size_t n, do
   return bad == 0;
 }
 
+/// F16 in the host's byte order, straight to the bits of the double:
+/// normal values re-biased (exponent e − 15 + 1023, fraction shifted up by
+/// 42), Inf and NaN kept so, subnormals and zeros as m · 2^−24 (exact) with
+/// the sign set.
+bool host_order_f16_finite(const unsigned char* __restrict p, std::size_t n, double* __restrict out) {
+  std::uint64_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    const std::uint64_t sign = static_cast<std::uint64_t>(h & 0x8000U) << 48;
+    const std::uint64_t e = (h >> 10) & 31U, m = h & 0x3ffU;
+    bad |= static_cast<std::uint64_t>(e == 31);
+    const std::uint64_t normal = sign | ((e == 31 ? 2047 : e + 1008) << 52) | (m << 42);  // 31: Inf or NaN
+    const double small = static_cast<double>(m) * 0x1p-24;
+    std::uint64_t subnormal;
+    std::memcpy(&subnormal, &small, 8);
+    const std::uint64_t bits = e == 0 ? (subnormal | sign) : normal;
+    std::memcpy(out + i, &bits, 8);
+  }
+  return bad == 0;
+}
+
 }  // namespace
 #endif
 
@@ -139,6 +161,7 @@ bool decode_all(const std::string& dtype, const unsigned char* p, std::size_t n,
   if (dtype == "F64") return host_order_finite<std::uint64_t, double>(p, n, out, 0x7ff0000000000000ULL);
   if (dtype == "F32") return host_order_finite<std::uint32_t, float>(p, n, out, 0x7f800000U);
   if (dtype == "BF16") return host_order_bf16_finite(p, n, out);
+  if (dtype == "F16") return host_order_f16_finite(p, n, out);
 #endif
   if (dtype == "F64")
     each(8, [](const unsigned char* q) {

@@ -121,31 +121,56 @@ TEST_CASE("BF16 decodes exactly, including subnormals, infinities and NaN", "[sa
   CHECK(std::isnan(decode_bf16(0x7F81)));
 }
 
-TEST_CASE("decode_all: every F32-family bit pattern as the bit-level decoders give it", "[safetensors]") {
-  // All 65,536 BF16 patterns (the host-order fast path shifts them into an
-  // F32) against decode_bf16, which assembles sign, exponent and fraction.
-  std::vector<unsigned char> bytes;
-  std::vector<std::uint16_t> finite;
-  for (std::uint32_t b = 0; b < 0x10000; ++b)
-    if ((b & 0x7f80U) != 0x7f80U) finite.push_back(static_cast<std::uint16_t>(b));
-  for (const std::uint16_t b : finite) {
-    bytes.push_back(static_cast<unsigned char>(b & 0xff));
-    bytes.push_back(static_cast<unsigned char>(b >> 8));
-  }
-  std::vector<double> out(finite.size());
-  REQUIRE(io::decode_all("BF16", bytes.data(), finite.size(), out.data()));
-  for (std::size_t i = 0; i < finite.size(); ++i) {
-    CAPTURE(finite[i]);
-    const double want = decode_bf16(finite[i]);
-    REQUIRE(std::memcmp(&out[i], &want, sizeof want) == 0);  // bit for bit, signed zeros included
-  }
-  // One NaN or Inf anywhere (here the last element) makes the whole call false.
-  for (const std::uint16_t bad : {std::uint16_t{0x7f80}, std::uint16_t{0xff80}, std::uint16_t{0x7fc1}}) {
-    std::vector<unsigned char> b2(bytes.begin(), bytes.begin() + 2 * 1000);
-    b2[2 * 999] = static_cast<unsigned char>(bad & 0xff);
-    b2[2 * 999 + 1] = static_cast<unsigned char>(bad >> 8);
-    std::vector<double> o2(1000);
-    CHECK_FALSE(io::decode_all("BF16", b2.data(), 1000, o2.data()));
+TEST_CASE("decode_all: every F16 and BF16 bit pattern as the bit-level decoders give it", "[safetensors]") {
+  // All 65,536 patterns of each (the host-order fast paths: BF16 shifted into
+  // an F32, F16 re-biased into a double's bits) against decode_bf16 and
+  // decode_f16, which assemble sign, exponent and fraction arithmetically.
+  struct Case {
+    const char* dtype;
+    std::uint16_t exponent;  // the all-ones exponent: NaN or Inf
+    std::function<double(std::uint16_t)> reference;
+  };
+  for (const Case& c : {Case{"BF16", 0x7f80, [](std::uint16_t b) { return decode_bf16(b); }},
+                        Case{"F16", 0x7c00, [](std::uint16_t b) { return decode_f16(b); }}}) {
+    CAPTURE(c.dtype);
+    std::vector<unsigned char> bytes;
+    std::vector<std::uint16_t> finite;
+    for (std::uint32_t b = 0; b < 0x10000; ++b)
+      if ((b & c.exponent) != c.exponent) finite.push_back(static_cast<std::uint16_t>(b));
+    for (const std::uint16_t b : finite) {
+      bytes.push_back(static_cast<unsigned char>(b & 0xff));
+      bytes.push_back(static_cast<unsigned char>(b >> 8));
+    }
+    std::vector<double> out(finite.size());
+    REQUIRE(io::decode_all(c.dtype, bytes.data(), finite.size(), out.data()));
+    for (std::size_t i = 0; i < finite.size(); ++i) {
+      CAPTURE(finite[i]);
+      const double want = c.reference(finite[i]);
+      REQUIRE(std::memcmp(&out[i], &want, sizeof want) == 0);  // bit for bit, signed zeros included
+    }
+    // The non-finite patterns decode as Inf (with its sign) or NaN, and say so.
+    for (std::uint32_t b = 0; b < 0x10000; ++b) {
+      if ((b & c.exponent) != c.exponent) continue;
+      CAPTURE(b);
+      const unsigned char one[2] = {static_cast<unsigned char>(b & 0xff), static_cast<unsigned char>(b >> 8)};
+      double got = 0;
+      CHECK_FALSE(io::decode_all(c.dtype, one, 1, &got));
+      const double want = c.reference(static_cast<std::uint16_t>(b));
+      if (std::isnan(want))
+        CHECK(std::isnan(got));
+      else
+        CHECK(got == want);
+    }
+    // One NaN or Inf anywhere (here the last element) makes the whole call false.
+    for (const std::uint16_t bad : {c.exponent, static_cast<std::uint16_t>(c.exponent | 0x8000),
+                                    static_cast<std::uint16_t>(c.exponent | 1)}) {
+      CAPTURE(bad);
+      std::vector<unsigned char> b2(bytes.begin(), bytes.begin() + 2 * 1000);
+      b2[2 * 999] = static_cast<unsigned char>(bad & 0xff);
+      b2[2 * 999 + 1] = static_cast<unsigned char>(bad >> 8);
+      std::vector<double> o2(1000);
+      CHECK_FALSE(io::decode_all(c.dtype, b2.data(), 1000, o2.data()));
+    }
   }
 }
 
