@@ -92,60 +92,43 @@ bool all_finite(const double* out, std::size_t n) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 namespace {
 
-/// Decodes n IEEE values of type F (bits U) in the host's byte order into
-/// out; false when any has an all-ones exponent (NaN or Inf). The flag is an
-/// integer and the pointers do not alias, so the loop vectorises (a bool
-/// flag kept GCC 12 to one element at a time).
-template <class U, class F>
-bool host_order_finite(const unsigned char* __restrict p, std::size_t n, double* __restrict out, U exponent) {
+/// Decodes n IEEE values with bits U in the host's byte order into out,
+/// each by `to_double`; false when any has an all-ones exponent (NaN or
+/// Inf). The flag is an integer and the pointers do not alias, so the loop
+/// vectorises (a bool flag kept GCC 12 to one element at a time).
+template <class U, class ToDouble>
+bool host_order_finite(const unsigned char* __restrict p, std::size_t n, double* __restrict out, U exponent,
+                       ToDouble to_double) {
   U bad = 0;
   for (std::size_t i = 0; i < n; ++i) {
     U u;
     std::memcpy(&u, p + sizeof(U) * i, sizeof(U));
     bad |= static_cast<U>((u & exponent) == exponent);
-    F f;
-    std::memcpy(&f, &u, sizeof(U));
-    out[i] = static_cast<double>(f);
+    out[i] = to_double(u);
   }
   return bad == 0;
 }
 
-/// BF16 in the host's byte order: the upper half of an F32, so the bits
-/// shifted up by 16 are that float exactly.
-bool host_order_bf16_finite(const unsigned char* __restrict p, std::size_t n, double* __restrict out) {
-  std::uint32_t bad = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint16_t h;
-    std::memcpy(&h, p + 2 * i, 2);
-    bad |= static_cast<std::uint32_t>((h & 0x7f80U) == 0x7f80U);
-    const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    out[i] = static_cast<double>(f);
-  }
-  return bad == 0;
+template <class To, class From> To bits_as(From from) {
+  static_assert(sizeof(To) == sizeof(From), "bits_as: sizes differ");
+  To to;
+  std::memcpy(&to, &from, sizeof to);
+  return to;
 }
 
-/// F16 in the host's byte order, straight to the bits of the double:
-/// normal values re-biased (exponent e − 15 + 1023, fraction shifted up by
-/// 42), Inf and NaN kept so, subnormals and zeros as m · 2^−24 (exact) with
-/// the sign set.
-bool host_order_f16_finite(const unsigned char* __restrict p, std::size_t n, double* __restrict out) {
-  std::uint64_t bad = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint16_t h;
-    std::memcpy(&h, p + 2 * i, 2);
-    const std::uint64_t sign = static_cast<std::uint64_t>(h & 0x8000U) << 48;
-    const std::uint64_t e = (h >> 10) & 31U, m = h & 0x3ffU;
-    bad |= static_cast<std::uint64_t>(e == 31);
-    const std::uint64_t normal = sign | ((e == 31 ? 2047 : e + 1008) << 52) | (m << 42);  // 31: Inf or NaN
-    const double small = static_cast<double>(m) * 0x1p-24;
-    std::uint64_t subnormal;
-    std::memcpy(&subnormal, &small, 8);
-    const std::uint64_t bits = e == 0 ? (subnormal | sign) : normal;
-    std::memcpy(out + i, &bits, 8);
-  }
-  return bad == 0;
+double f64_bits(std::uint64_t u) { return bits_as<double>(u); }
+double f32_bits(std::uint32_t u) { return static_cast<double>(bits_as<float>(u)); }
+/// BF16 is the upper half of an F32: its bits shifted up by 16 are that float.
+double bf16_bits(std::uint16_t h) { return static_cast<double>(bits_as<float>(static_cast<std::uint32_t>(h) << 16)); }
+/// F16 straight to the bits of the double: normal values re-biased (exponent
+/// e − 15 + 1023, fraction shifted up by 42), Inf and NaN kept so,
+/// subnormals and zeros as m · 2^−24 (exact) with the sign set.
+double f16_bits(std::uint16_t h) {
+  const std::uint64_t sign = static_cast<std::uint64_t>(h & 0x8000U) << 48;
+  const std::uint64_t e = (h >> 10) & 31U, m = h & 0x3ffU;
+  const std::uint64_t normal = sign | ((e == 31 ? 2047 : e + 1008) << 52) | (m << 42);  // 31: Inf or NaN
+  const std::uint64_t subnormal = bits_as<std::uint64_t>(static_cast<double>(m) * 0x1p-24) | sign;
+  return bits_as<double>(e == 0 ? subnormal : normal);
 }
 
 }  // namespace
@@ -158,10 +141,10 @@ bool decode_all(const std::string& dtype, const unsigned char* p, std::size_t n,
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   // The host's own order: plain copies, the test of the exponent bits in
   // the same pass.
-  if (dtype == "F64") return host_order_finite<std::uint64_t, double>(p, n, out, 0x7ff0000000000000ULL);
-  if (dtype == "F32") return host_order_finite<std::uint32_t, float>(p, n, out, 0x7f800000U);
-  if (dtype == "BF16") return host_order_bf16_finite(p, n, out);
-  if (dtype == "F16") return host_order_f16_finite(p, n, out);
+  if (dtype == "F64") return host_order_finite<std::uint64_t>(p, n, out, 0x7ff0000000000000ULL, f64_bits);
+  if (dtype == "F32") return host_order_finite<std::uint32_t>(p, n, out, 0x7f800000U, f32_bits);
+  if (dtype == "BF16") return host_order_finite<std::uint16_t>(p, n, out, 0x7f80U, bf16_bits);
+  if (dtype == "F16") return host_order_finite<std::uint16_t>(p, n, out, 0x7c00U, f16_bits);
 #endif
   if (dtype == "F64")
     each(8, [](const unsigned char* q) {
