@@ -93,18 +93,18 @@ bool all_finite(const double* out, std::size_t n) {
 namespace {
 
 /// Decodes n IEEE values with bits U in the host's byte order into out,
-/// each by `to_double`; false when any has an all-ones exponent (NaN or
+/// each by `decode_bits`; false when any has an all-ones exponent (NaN or
 /// Inf). The flag is an integer and the pointers do not alias, so the loop
 /// vectorises (a bool flag kept GCC 12 to one element at a time).
-template <class U, class ToDouble>
+template <class U, class DecodeBits>
 bool host_order_finite(const unsigned char* __restrict p, std::size_t n, double* __restrict out, U exponent,
-                       ToDouble to_double) {
+                       DecodeBits decode_bits) {
   U bad = 0;
   for (std::size_t i = 0; i < n; ++i) {
     U u;
     std::memcpy(&u, p + sizeof(U) * i, sizeof(U));
     bad |= static_cast<U>((u & exponent) == exponent);
-    out[i] = to_double(u);
+    out[i] = decode_bits(u);
   }
   return bad == 0;
 }

@@ -52,6 +52,9 @@ struct NativeConfig {
   }
 };
 
+/// The prefix of the names of layer l's tensors in a native file.
+std::string layer_tensors(int l) { return "layers." + str(l) + "."; }
+
 }  // namespace
 
 Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
@@ -102,11 +105,9 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
   const LayerPrefix cut = layer_prefix(options, a.layers, path, c.field("layers"), path);
   const int read = stored == a.layers ? cut.layers : stored;
   const auto past_cut = [&](const std::string& name) {
-    if (name.rfind("layers.", 0) != 0) return false;
-    const std::size_t dot = name.find('.', 7);
-    const std::string index = name.substr(7, dot == std::string::npos ? std::string::npos : dot - 7);
-    if (index.empty() || index.size() > 9 || index.find_first_not_of("0123456789") != std::string::npos) return false;
-    return std::stol(index) >= read;
+    for (int l = read; l < stored; ++l)
+      if (name.rfind(layer_tensors(l), 0) == 0) return true;
+    return false;
   };
 
   // Every other tensor of a native file is used (others are refused below):
@@ -147,7 +148,7 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
   std::vector<LayerWeights> layers(static_cast<std::size_t>(read));
   for (int l = 0; l < read; ++l) {
     LayerWeights& w = layers[static_cast<std::size_t>(l)];
-    const std::string p = "layers." + str(l) + ".";
+    const std::string p = layer_tensors(l);
     w.heads.resize(static_cast<std::size_t>(a.heads));
     for (int h = 0; h < a.heads; ++h) {
       HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
@@ -272,7 +273,7 @@ NativeForm native_form(const Model& model, const std::string& where) {
   };
   for (int l = 0; l < stored; ++l) {
     const LayerWeights& w = model.layer(l);
-    const std::string p = "layers." + str(l) + ".";
+    const std::string p = io::layer_tensors(l);
     for (int h = 0; h < a.heads; ++h) {
       const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
       const std::string q = p + "heads." + str(h) + ".";
