@@ -1,11 +1,13 @@
 #include "hf_layout.hpp"
 
+#include "sanpath/core/linalg.hpp"  // run_side_by_side
 #include "sanpath/core/resources.hpp"
 #include "sanpath/io/atomic_file.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <numeric>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -265,48 +267,65 @@ void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefi
   }
 
   // The decoded doubles, refused above the memory budget before any is made.
+  // A slot's work: its bytes in the file and the doubles it becomes.
+  std::vector<std::uint64_t> work(s.list.size());
   std::uint64_t values = 0;
-  for (std::size_t i = 0; i < s.list.size(); ++i)
+  for (std::size_t i = 0; i < s.list.size(); ++i) {
+    std::uint64_t slot_values = 0;
     for (const Piece& p : s.list[i].pieces) {
       const TensorBlock b = resolve(p, found[i]->shape, f.file_of(*found[i]).path(), found[i]->name);
       const bool some_rows = word_rows && i == word_rows->slot;  // at most one row per id
       const auto rows = some_rows ? std::min<std::uint64_t>(word_rows->ids->size(), static_cast<std::uint64_t>(b.rows))
                                   : static_cast<std::uint64_t>(b.rows);
-      values = add_sat(values, mul_sat(rows, static_cast<std::uint64_t>(b.cols)));
+      slot_values = add_sat(slot_values, mul_sat(rows, static_cast<std::uint64_t>(b.cols)));
     }
+    values = add_sat(values, slot_values);
+    work[i] = add_sat(found[i]->end - found[i]->begin, mul_sat(slot_values, sizeof(double)));
+  }
   require_memory(mul_sat(values, sizeof(double)), printable(f.path() + ": weights"),
                  std::to_string(values) + " values decoded as doubles");
 
   // Each tensor is decoded straight into the model's own matrices, tested
   // for finiteness in the same pass, then its pages are let go.
-  for (std::size_t i = 0; i < s.list.size(); ++i) {
-    const TensorInfo& t = *found[i];
-    const SafetensorsMap& file = f.file_of(t);
-    const TensorReader read = [&](std::size_t first, std::size_t count, double* out) {
-      file.decode_finite(t, first, count, out);
-    };
-    if (word_rows && i == word_rows->slot) {
-      const Piece& p = s.list[i].pieces.front();
-      read_word_rows(file, t, resolve(p, t.shape, file.path(), t.name), width_of(t.shape), *word_rows->ids,
-                     *word_rows->emb);
-      file.release(t);
-      continue;
-    }
-    for (const Piece& p : s.list[i].pieces) {
-      const TensorBlock b = resolve(p, t.shape, file.path(), t.name);
-      double* data;
-      if (p.matrix) {
-        p.matrix->resize(b.image_rows(), b.image_cols());
-        data = p.matrix->data();
-      } else {
-        p.vector->resize(b.image_rows());
-        data = p.vector->data();
+  const auto decode_range = [&](std::size_t first, std::size_t last) {
+    for (std::size_t i = first; i < last; ++i) {
+      const TensorInfo& t = *found[i];
+      const SafetensorsMap& file = f.file_of(t);
+      const TensorReader read = [&](std::size_t from, std::size_t count, double* out) {
+        file.decode_finite(t, from, count, out);
+      };
+      if (word_rows && i == word_rows->slot) {
+        const Piece& p = s.list[i].pieces.front();
+        read_word_rows(file, t, resolve(p, t.shape, file.path(), t.name), width_of(t.shape), *word_rows->ids,
+                       *word_rows->emb);
+        file.release(t);
+        continue;
       }
-      populate_for_writing(data, static_cast<std::size_t>(b.image_rows() * b.image_cols()) * sizeof(double));
-      read_block(b, width_of(t.shape), read, Eigen::Map<MatrixXd>(data, b.image_rows(), b.image_cols()));
+      for (const Piece& p : s.list[i].pieces) {
+        const TensorBlock b = resolve(p, t.shape, file.path(), t.name);
+        double* data;
+        if (p.matrix) {
+          p.matrix->resize(b.image_rows(), b.image_cols());
+          data = p.matrix->data();
+        } else {
+          p.vector->resize(b.image_rows());
+          data = p.vector->data();
+        }
+        populate_for_writing(data, static_cast<std::size_t>(b.image_rows() * b.image_cols()) * sizeof(double));
+        read_block(b, width_of(t.shape), read, Eigen::Map<MatrixXd>(data, b.image_rows(), b.image_cols()));
+      }
+      file.release(t);
     }
-    file.release(t);
-  }
+  };
+  // Two halves of about equal work side by side (most of it is the kernel
+  // handing out fresh pages, which two cores do twice as fast). Each slot
+  // writes only its own matrices, and the first half's error is rethrown
+  // before the second's: the error reported is the one a single pass would
+  // meet first.
+  const std::uint64_t total = std::accumulate(work.begin(), work.end(), std::uint64_t{0});
+  std::size_t half = 0;
+  for (std::uint64_t done = 0; half < work.size() && 2 * (done + work[half]) <= total; ++half) done += work[half];
+  run_side_by_side([&] { decode_range(0, half); }, [&] { decode_range(half, s.list.size()); });
 }
 
 Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source,

@@ -556,6 +556,21 @@ TEST_CASE("loader errors name the file and the field", "[checkpoint][errors]") {
         if (t.name == "bert.encoder.layer.1.attention.output.dense.weight") t.values[d + 1] = INFINITY;
     });
     require_error([&] { load_model(dir); }, st_path, "bert.encoder.layer.1.attention.output.dense.weight", {"Inf at [1, 1]"});
+    // Two bad tensors, one in each half the loader decodes side by side: the
+    // error is the one the table's order meets first, as in a single pass.
+    save_hf(m, dir, Layout::bert, "F32");
+    const auto poison = [&](const std::string& name, std::size_t at) {
+      edit_tensors(st_path, [&](std::vector<Tensor>& ts) {
+        for (Tensor& t : ts)
+          if (t.name == name) t.values[at] = std::nan("");
+      });
+    };
+    poison("bert.embeddings.LayerNorm.bias", 2);  // the last slots (embeddings follow the layers)
+    require_error([&] { load_model(dir); }, st_path, "bert.embeddings.LayerNorm.bias", {"NaN at [2]"});
+    poison("bert.encoder.layer.0.attention.self.query.weight", d + 4);  // the first slot
+    for (int i = 0; i < 5; ++i)
+      require_error([&] { load_model(dir); }, st_path, "bert.encoder.layer.0.attention.self.query.weight",
+                    {"NaN at [1, 4]"});
   }
   SECTION("a hostile safetensors file is reported by the reader") {
     std::ofstream(st_path, std::ios::binary | std::ios::trunc) << "abc";
