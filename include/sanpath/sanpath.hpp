@@ -13,6 +13,7 @@
 #include "sanpath/core/resources.hpp"
 #include "sanpath/core/scalar.hpp"
 #include "sanpath/model/input.hpp"
+#include "sanpath/model/layer_source.hpp"
 #include "sanpath/model/model.hpp"
 #include "sanpath/model/random.hpp"
 #include "sanpath/io/atomic_file.hpp"

@@ -382,7 +382,7 @@ class BoundsSearchResult(Result):
 # ----------------------------------------------------------------------- models
 
 
-def load(path: str, first_layers: Optional[int] = None) -> Model:
+def load(path: str, first_layers: Optional[int] = None, stream_layers: str = "off") -> Model:
     """Loads a HuggingFace folder (BERT, RoBERTa, DistilBERT, GPT-2, ALBERT, Llama, Mistral, Qwen2; single or
     sharded safetensors) or a native ``.safetensors`` file.
 
@@ -390,11 +390,20 @@ def load(path: str, first_layers: Optional[int] = None) -> Model:
     N``), for checkpoints whose weights as doubles exceed the memory; the other layers are neither read nor checked
     and the model's name says so. Weights above the memory budget (:func:`set_memory_budget`) raise
     :class:`ResourceError` before any is decoded.
+
+    ``stream_layers``: ``"off"`` (the default) holds every layer in memory as doubles. ``"on"`` leaves the layers
+    in the checkpoint: each forward pass reads a layer when it reaches it (``sanpath forward --stream-layers``), so
+    memory holds the embeddings and about 3 layers (a Llama-7B: 4.4 GB instead of 49 GiB). Only :func:`forward`
+    and :func:`collapse` run on such a model; the analyses that need every layer at once (paths, bounds,
+    effectiveness, report, saving) raise :class:`InputError` saying so. ``"auto"``: streamed only when the layers
+    held whole would exceed the memory budget. HuggingFace folders only (native files and ALBERT are held whole).
     """
     if first_layers is not None and (isinstance(first_layers, bool) or not isinstance(first_layers, int)
                                      or first_layers < 1):
         raise InputError(f"first_layers: {first_layers!r} is not a number of layers (1, 2, ...)")
-    return _sanpath.load_model(str(path), first_layers)
+    if stream_layers not in ("off", "on", "auto"):
+        raise InputError(f"stream_layers: {stream_layers!r} is not one of 'off', 'on', 'auto'")
+    return _sanpath.load_model(str(path), first_layers, stream_layers)
 
 
 def from_arrays(tensors: Mapping[str, Any], config: Union[Mapping[str, Any], str], name: str = "arrays") -> Model:

@@ -256,12 +256,15 @@ PYBIND11_MODULE(_sanpath, m) {
 
   m.def(
       "load_model",
-      [](const std::string& path, std::optional<int> first_layers) {
+      [](const std::string& path, std::optional<int> first_layers, const std::string& stream_layers) {
         LoadOptions o;
         o.first_layers = first_layers;
+        o.layers = stream_layers == "on"     ? LoadOptions::Layers::streamed
+                   : stream_layers == "auto" ? LoadOptions::Layers::automatic
+                                             : LoadOptions::Layers::resident;
         return run_released([&] { return std::make_shared<Model>(load_model(path, o)); });
       },
-      py::arg("path"), py::arg("first_layers") = py::none());
+      py::arg("path"), py::arg("first_layers") = py::none(), py::arg("stream_layers") = "off");
   m.def("model_from_tensors", [](const std::vector<std::pair<std::string, py::array_t<double, py::array::c_style |
                                                                                           py::array::forcecast>>>& arrays,
                                  const std::string& config, const std::string& source) {

@@ -132,3 +132,23 @@ def test_first_layers_loads_a_prefix(models, tmp_path):
     finally:
         sanpath.set_memory_budget(None)
     assert budget_error and "model.safetensors: weights: needs an estimated" in budget_error
+
+
+def test_stream_layers_gives_the_whole_models_passes(models):
+    folder = os.path.join(models, "llama-stories260k")
+    whole, streamed = sanpath.load(folder), sanpath.load(folder, stream_layers="on")
+    for precision in ("double", "auto"):
+        a = sanpath.forward(whole, [1, 5, 9, 2], precision=precision)
+        b = sanpath.forward(streamed, [1, 5, 9, 2], precision=precision)
+        assert a.to_json() == b.to_json()
+    # Analyses that need every layer at once say so, naming the model.
+    with pytest.raises(sanpath.InputError, match=r"llama-stories260k: layers: streamed from the checkpoint one at a "
+                                                 r"time \(forward passes only\)"):
+        sanpath.bounds(streamed, [1, 5, 9])
+    with pytest.raises(sanpath.InputError, match="layers: streamed"):
+        streamed.native_tensors()
+    # auto holds a model that fits the budget whole.
+    assert sanpath.load(folder, stream_layers="auto").native_tensors().keys() == whole.native_tensors().keys()
+    for bad in ("yes", True, None):
+        with pytest.raises(sanpath.InputError, match="stream_layers: .* is not one of 'off', 'on', 'auto'"):
+            sanpath.load(folder, stream_layers=bad)

@@ -17,7 +17,7 @@ void register_collapse(CLI::App& app) {
     std::string conventions = "theory";
   };
   auto o = std::make_shared<Opts>();
-  o->model.add(*cmd, false);
+  o->model.add(*cmd, false, true);
   cmd->get_option("--model")->description(cmd->get_option("--model")->get_description() +
                                           " (default: the embedded random BERT-shaped model, see below)");
   o->input.add(*cmd, false, true);

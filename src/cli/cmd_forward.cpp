@@ -13,7 +13,7 @@ void register_forward(CLI::App& app) {
     std::string center = "mean";
   };
   auto o = std::make_shared<Opts>();
-  o->model.add(*cmd);
+  o->model.add(*cmd, true, true);
   o->input.add(*cmd, true, true);
   o->variant.add(*cmd);
   o->precision.add(*cmd);

@@ -28,7 +28,7 @@ bool decimal(const std::string& text, std::size_t max_digits) {
 
 }  // namespace
 
-void ModelOptions::add(CLI::App& app, bool required) {
+void ModelOptions::add(CLI::App& app, bool required, bool streaming) {
   auto* o = app.add_option("--model", path,
                  "Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT, Llama, Mistral, Qwen2) or a native "
                  "sanpath .safetensors file (see `sanpath init`)");
@@ -43,6 +43,15 @@ void ModelOptions::add(CLI::App& app, bool required) {
           },
           ""))
       ->needs(o);
+  if (streaming)
+    app.add_option("--stream-layers", stream_layers,
+                   "auto|on|off: read each layer from the checkpoint when a pass reaches it, instead of holding "
+                   "every layer in memory as doubles (memory: the embeddings and about 3 layers; each pass reads "
+                   "every layer again). auto: only when the layers exceed the memory budget (HuggingFace folders; "
+                   "native files and ALBERT are always held whole; default: auto)")
+        ->check(CLI::IsMember({"auto", "on", "off"}))
+        ->needs(o);
+  streamable = streaming;
 }
 
 const CLI::Validator unsigned_integer(
@@ -57,6 +66,10 @@ const CLI::Validator unsigned_integer(
 
 Model ModelOptions::load(LoadOptions options) const {
   options.first_layers = first_layers;
+  if (streamable)
+    options.layers = stream_layers == "on"    ? LoadOptions::Layers::streamed
+                     : stream_layers == "off" ? LoadOptions::Layers::resident
+                                              : LoadOptions::Layers::automatic;
   return load_model(path, options);
 }
 

@@ -30,7 +30,11 @@ extern const CLI::Validator unsigned_integer;
 struct ModelOptions {
   std::string path;
   std::optional<int> first_layers;  ///< --first-layers N
-  void add(CLI::App& app, bool required = true);
+  std::string stream_layers = "auto";  ///< --stream-layers (commands that only run forward passes)
+  bool streamable = false;             ///< add() offered --stream-layers
+  /// `streaming`: the command offers --stream-layers (its analyses only run
+  /// forward passes, which read a streamed model's layers one at a time).
+  void add(CLI::App& app, bool required = true, bool streaming = false);
   /// The model; `options` say which word-embedding rows to decode
   /// (InputOptions::load_options); --first-layers is added to them.
   Model load(LoadOptions options = {}) const;

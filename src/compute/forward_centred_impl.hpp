@@ -467,10 +467,12 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
     t.Pi.resize(static_cast<std::size_t>(a.layers));
     t.E.resize(static_cast<std::size_t>(a.layers));
   }
+  detail::PackedLayer<S> w;
   for (int l = 0; l < a.layers; ++l) {
     check_interrupt();
-    const LayerWeights& lw = model.layer(l);
-    const detail::PackedLayer<S> w = detail::pack<S>(a, lw, with_mlp);
+    const std::shared_ptr<const LayerWeights> held = model.layer_for_pass(l);  // read now if streamed
+    const LayerWeights& lw = *held;
+    detail::pack_into(w, a, lw, with_mlp);
     std::vector<Matrix<S>>* Pi = options.record_attention ? &t.Pi[static_cast<std::size_t>(l)] : nullptr;
     std::vector<Matrix<S>>* E = options.record_attention ? &t.E[static_cast<std::size_t>(l)] : nullptr;
     const centred::Split<S> x{t.c.back(), t.R.back()};

@@ -4,10 +4,12 @@
 #include "hf_layout.hpp"
 #include "native.hpp"
 
+#include "sanpath/core/errors.hpp"
 #include "sanpath/io/tensor_store.hpp"
 
 #include <filesystem>
 #include <map>
+#include <memory>
 
 namespace sanpath {
 
@@ -16,10 +18,22 @@ namespace {
 namespace fs = std::filesystem;
 using io::fail;
 
-Model load_hf(const std::string& config_path, const TensorStore& f, const std::string& source,
-              const LoadOptions& options) {
+Model load_hf(const std::string& config_path, TensorStore f, const std::string& source, const LoadOptions& options) {
   const io::HfConfig c{config_path, io::read_json_file(config_path)};
-  return io::load_family(io::detect_family(c, f), c, f, source, options);
+  // Shared: a streamed model keeps the files open for its passes.
+  const auto store = std::make_shared<const TensorStore>(std::move(f));
+  const io::Family& fam = io::detect_family(c, *store);
+  if (options.layers != LoadOptions::Layers::automatic) return io::load_family(fam, c, store, source, options);
+  // Whole if the weights fit the budget (the loader refuses before decoding
+  // any), streamed otherwise.
+  LoadOptions whole = options, streamed = options;
+  whole.layers = LoadOptions::Layers::resident;
+  streamed.layers = LoadOptions::Layers::streamed;
+  try {
+    return io::load_family(fam, c, store, source, whole);
+  } catch (const ResourceError&) {
+    return io::load_family(fam, c, store, source, streamed);
+  }
 }
 
 bool is_index(const std::string& path) {
@@ -73,8 +87,8 @@ Model model_from_tensors(std::vector<Tensor> tensors, const std::string& config_
   tensors.clear();
   if (native) return io::load_native(f);
   const io::HfConfig c{source + " config", std::move(j)};
-  const TensorStore store = TensorStore::single(std::move(f));
-  return io::load_family(io::detect_family(c, store), c, store, source, LoadOptions{});
+  const auto store = std::make_shared<const TensorStore>(TensorStore::single(std::move(f)));
+  return io::load_family(io::detect_family(c, *store), c, store, source, LoadOptions{});
 }
 
 void save_hf(const Model& model, const std::string& folder, Layout layout, const std::string& dtype) {

@@ -3,6 +3,7 @@
 #include "sanpath/core/linalg.hpp"  // run_side_by_side
 #include "sanpath/core/resources.hpp"
 #include "sanpath/io/atomic_file.hpp"
+#include "sanpath/model/layer_source.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -234,9 +235,12 @@ bool same_layer(const LayerWeights& a, const LayerWeights& b) {
          same(a.ln2_b, b.ln2_b);
 }
 
-void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefix, const std::string& config_path,
-                  const std::string& layout, const WordRows* word_rows) {
-  // Every tensor first: all missing names in one message, then shapes.
+namespace {
+
+/// The tensor of every slot of `s` in `f`: all missing names in one
+/// message, then the shapes (decode_slots).
+std::vector<const TensorInfo*> locate_slots(const Slots& s, const TensorStore& f, const std::string& prefix,
+                                            const std::string& config_path, const std::string& layout) {
   std::vector<const TensorInfo*> found(s.list.size());
   std::vector<std::string> missing;
   for (std::size_t i = 0; i < s.list.size(); ++i) {
@@ -265,6 +269,71 @@ void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefi
       fail(f.file_of(*found[i]).path(), found[i]->name,
            "shape " + shape_str(got) + ", expected " + shape_str(want) + " from " + config_path);
   }
+  return found;
+}
+
+/// Doubles the pieces of `s` hold (rows kAny counted as none).
+std::uint64_t piece_values(const Slots& s) {
+  std::uint64_t n = 0;
+  for (const Slot& slot : s.list)
+    for (const Piece& p : slot.pieces)
+      if (p.block.rows != kAny) n = add_sat(n, mul_sat(static_cast<std::uint64_t>(p.block.rows),
+                                                       static_cast<std::uint64_t>(p.block.cols)));
+  return n;
+}
+
+/// Layers read from a checkpoint kept open, one decode_slots per read.
+class SlotLayers final : public LayerSource {
+ public:
+  SlotLayers(LayerSlots slots_of, std::shared_ptr<const TensorStore> f, std::string prefix, std::string config_path,
+             std::string layout)
+      : slots_of_(std::move(slots_of)), f_(std::move(f)), prefix_(std::move(prefix)),
+        config_path_(std::move(config_path)), layout_(std::move(layout)) {}
+  void read(int l, LayerWeights& w) const override {
+    Slots s;
+    slots_of_(l, w, s);
+    decode_slots(s, *f_, prefix_, config_path_, layout_);
+  }
+
+ private:
+  LayerSlots slots_of_;
+  std::shared_ptr<const TensorStore> f_;
+  std::string prefix_, config_path_, layout_;
+};
+
+/// Layers a run holds at once, about: one per pass running (the upward and
+/// downward passes of the rounding check run side by side) and the stacked
+/// copy of each one's attention weights (forward_impl.hpp).
+constexpr int kLayersHeld = 3;
+
+}  // namespace
+
+StreamedLayers stream_layers(int layers, LayerSlots slots_of, std::shared_ptr<const TensorStore> f,
+                             const std::string& prefix, const std::string& config_path, const std::string& layout) {
+  StreamedLayers out;
+  // Every layer's tensors in one table (nothing is decoded into the scratch
+  // layers): all missing names in one message, as a resident load gives.
+  std::vector<LayerWeights> scratch(static_cast<std::size_t>(layers));
+  Slots all, first;
+  for (int l = 0; l < layers; ++l) slots_of(l, scratch[static_cast<std::size_t>(l)], all);
+  locate_slots(all, *f, prefix, config_path, layout);
+  slots_of(0, scratch.front(), first);
+  const std::uint64_t per_layer = mul_sat(piece_values(first), sizeof(double));
+  for (const Slot& slot : first.list)
+    for (const Piece& p : slot.pieces) {
+      out.parts.mlp = out.parts.mlp || p.matrix == &scratch.front().W_1;
+      out.parts.layernorm = out.parts.layernorm || p.vector == &scratch.front().ln1_g;
+    }
+  const int held = std::min(layers, kLayersHeld);
+  require_memory(mul_sat(per_layer, static_cast<std::uint64_t>(held)), printable(f->path() + ": layers"),
+                 std::to_string(held) + (held == 1 ? " layer" : " layers") + " at a time, streamed from the file");
+  out.source = std::make_shared<SlotLayers>(std::move(slots_of), std::move(f), prefix, config_path, layout);
+  return out;
+}
+
+void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefix, const std::string& config_path,
+                  const std::string& layout, const WordRows* word_rows) {
+  const std::vector<const TensorInfo*> found = locate_slots(s, f, prefix, config_path, layout);
 
   // The decoded doubles, refused above the memory budget before any is made.
   // A slot's work: its bytes in the file and the doubles it becomes.
@@ -328,9 +397,10 @@ void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefi
   run_side_by_side([&] { decode_range(0, half); }, [&] { decode_range(half, s.list.size()); });
 }
 
-Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source,
-                  const LoadOptions& options) {
-  if (fam.load) return fam.load(fam, c, f, source, options);
+Model load_family(const Family& fam, const HfConfig& c, const std::shared_ptr<const TensorStore>& store,
+                  const std::string& source, const LoadOptions& options) {
+  if (fam.load) return fam.load(fam, c, store, source, options);
+  const TensorStore& f = *store;
   Architecture a;
   EmbeddingSizes es;
   fam.read_config(c, a, es);
@@ -351,10 +421,12 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
 
   const LayerPrefix cut = layer_prefix(options, a.layers, c.path, layer_key(c), source);
   a.layers = cut.layers;
-  const int loaded = fam.shared_layers ? 1 : a.layers;
+  const LayerSlots slots_of = [&fam, k](int l, LayerWeights& w, Slots& s) { fam.layer(k, l, w, s); };
+  const bool streamed = !fam.shared_layers && options.layers == LoadOptions::Layers::streamed;
+  const int loaded = streamed ? 0 : fam.shared_layers ? 1 : a.layers;
   std::vector<LayerWeights> layers(static_cast<std::size_t>(loaded));
   Slots s;
-  for (int l = 0; l < loaded; ++l) fam.layer(k, l, layers[static_cast<std::size_t>(l)], s);
+  for (int l = 0; l < loaded; ++l) slots_of(l, layers[static_cast<std::size_t>(l)], s);
   Embeddings e;
   Slots emb_slots;
   fam.embeddings(k, es, e, emb_slots);
@@ -362,6 +434,8 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
   const std::size_t word_slot = s.list.size();  // the first embedding slot is the word table
   if (with_emb) s.list.insert(s.list.end(), emb_slots.list.begin(), emb_slots.list.end());
 
+  std::optional<StreamedLayers> stream;
+  if (streamed) stream = stream_layers(a.layers, slots_of, store, prefix, c.path, layout);
   const WordRows rows{word_slot, options.word_rows ? &*options.word_rows : nullptr, &e};
   decode_slots(s, f, prefix, c.path, layout, with_emb && options.word_rows ? &rows : nullptr);
 
@@ -375,6 +449,7 @@ Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, co
     e.ln_eps = a.ln_eps;
     emb = std::move(e);
   }
+  if (stream) return Model(a, stream->source, stream->parts, std::move(emb), cut.source);
   return Model(a, std::move(layers), std::move(emb), cut.source, FiniteWeights::checked_by_loader);
 }
 

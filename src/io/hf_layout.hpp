@@ -13,6 +13,8 @@
 #include "sanpath/model/model.hpp"
 
 #include <deque>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -133,8 +135,8 @@ struct Family {
   }
   /// A family read and written by its own walk instead of the slots above
   /// (the Llama family: key/value blocks shared by groups of query heads).
-  Model (*load)(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source,
-                const LoadOptions& options) = nullptr;
+  Model (*load)(const Family& fam, const HfConfig& c, const std::shared_ptr<const TensorStore>& f,
+                const std::string& source, const LoadOptions& options) = nullptr;
   void (*save)(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) = nullptr;
 };
 
@@ -186,10 +188,27 @@ struct WordRows {
 void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefix, const std::string& config_path,
                   const std::string& layout, const WordRows* word_rows = nullptr);
 
+/// The slots of layer l, reading into `w` (a family's Family::layer, or the
+/// Llama family's own walk).
+using LayerSlots = std::function<void(int l, LayerWeights& w, Slots& s)>;
+
+/// A streamed load's layers: checks the names and shapes of every layer's
+/// tensors in `f` (nothing decoded), refuses (ResourceError) when the few
+/// layers a run holds at once exceed the memory budget, and returns the
+/// source a Model reads them from (decode_slots, one layer per read) with
+/// what every layer holds.
+struct StreamedLayers {
+  std::shared_ptr<const LayerSource> source;
+  LayerParts parts;
+};
+StreamedLayers stream_layers(int layers, LayerSlots slots_of, std::shared_ptr<const TensorStore> f,
+                             const std::string& prefix, const std::string& config_path, const std::string& layout);
+
 /// Loads a checkpoint of family `fam`; the word table as `options` asks
-/// (LoadOptions::word_rows).
-Model load_family(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source,
-                  const LoadOptions& options);
+/// (LoadOptions::word_rows), the layers resident or streamed
+/// (LoadOptions::layers; automatic is resolved by the caller).
+Model load_family(const Family& fam, const HfConfig& c, const std::shared_ptr<const TensorStore>& f,
+                  const std::string& source, const LoadOptions& options);
 /// Writes `model` as a checkpoint of family `fam` in `folder` (see save_hf).
 void save_family(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype);
 /// Writes `folder`/model.safetensors (`tensors`) and `folder`/config.json

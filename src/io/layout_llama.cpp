@@ -26,8 +26,9 @@ namespace sanpath::io {
 
 namespace {
 
-Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std::string& source,
-           const LoadOptions& options) {
+Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const TensorStore>& store,
+           const std::string& source, const LoadOptions& options) {
+  const TensorStore& f = *store;
   const std::string& config_path = c.path;
   const json& config = c.j;
   const std::string type = to_string(fam.layout);
@@ -80,11 +81,9 @@ Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std
   const LayerPrefix cut = layer_prefix(options, L, config_path, "num_hidden_layers", source);
   a.layers = cut.layers;
   const std::int64_t q_out = std::int64_t(H) * dh, kv_out = std::int64_t(Hkv) * dh;
-  std::vector<LayerWeights> layers(static_cast<std::size_t>(a.layers));
-  Slots s;
-  for (int l = 0; l < a.layers; ++l) {
+  // Layer l's slots (kept by a streamed model: everything by value).
+  const LayerSlots slots_of = [a, H, dh, d, ff, q_out, kv_out, qkv_bias, o_bias](int l, LayerWeights& w, Slots& s) {
     const std::string p = "model.layers." + str(l) + ".";
-    LayerWeights& w = layers[static_cast<std::size_t>(l)];
     w.heads.resize(static_cast<std::size_t>(H));
     // Query head h: rows [h·dh, (h+1)·dh) of q_proj; its key/value group g
     // the same rows of k_proj and v_proj (read once per head of the group).
@@ -125,7 +124,11 @@ Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std
     s.vector(p + "input_layernorm.weight", w.ln1_g, d);
     s.vector(p + "post_attention_layernorm.weight", w.ln2_g, d);
     w.ln1_b = w.ln2_b = VectorXd::Zero(d);
-  }
+  };
+  const bool streamed = options.layers == LoadOptions::Layers::streamed;
+  std::vector<LayerWeights> layers(static_cast<std::size_t>(streamed ? 0 : a.layers));
+  Slots s;
+  for (std::size_t l = 0; l < layers.size(); ++l) slots_of(static_cast<int>(l), layers[l], s);
   s.add("model.norm.weight", {d});  // checked, not used (like GPT-2's ln_f)
   std::optional<Embeddings> emb;
   Embeddings e;
@@ -135,6 +138,8 @@ Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std
     const std::int64_t vocab = c.has("vocab_size") ? c.positive_int("vocab_size") : table->shape.at(0);
     s.table("model.embed_tokens.weight", e.word, vocab, d);
   }
+  std::optional<StreamedLayers> stream;
+  if (streamed) stream = stream_layers(a.layers, slots_of, store, "", config_path, type);
   const WordRows rows{word_slot, options.word_rows ? &*options.word_rows : nullptr, &e};
   decode_slots(s, f, "", config_path, type, table && options.word_rows ? &rows : nullptr);
   if (table) {
@@ -142,6 +147,7 @@ Model load(const Family& fam, const HfConfig& c, const TensorStore& f, const std
     e.ln_eps = a.ln_eps;
     emb = std::move(e);
   }
+  if (stream) return Model(a, stream->source, stream->parts, std::move(emb), cut.source);
   return Model(a, std::move(layers), std::move(emb), cut.source, FiniteWeights::checked_by_loader);
 }
 

@@ -1,8 +1,10 @@
 #include "sanpath/core/errors.hpp"
 #include "sanpath/model/model.hpp"
+#include "sanpath/model/layer_source.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <stdexcept>
 
 namespace sanpath {
@@ -149,10 +151,63 @@ struct Checker {
 
 }  // namespace
 
+/// A streamed model's source, what its layers hold, and the buffers its
+/// passes read layers into (kept for the next read, so that a pass does not
+/// ask the kernel for a layer's worth of fresh pages at every step).
+struct Model::Stream {
+  std::shared_ptr<const LayerSource> source;
+  LayerParts parts;
+  std::mutex mu;
+  std::vector<std::unique_ptr<LayerWeights>> free;
+};
+
 Model::Model(Architecture arch, std::vector<LayerWeights> layers, std::optional<Embeddings> embeddings,
              std::string source, FiniteWeights finite)
     : arch_(arch), layers_(std::move(layers)), embeddings_(std::move(embeddings)), source_(std::move(source)) {
   validate(finite);
+}
+
+Model::Model(Architecture arch, std::shared_ptr<const LayerSource> layers, LayerParts parts,
+             std::optional<Embeddings> embeddings, std::string source)
+    : arch_(arch), embeddings_(std::move(embeddings)), source_(std::move(source)) {
+  if (!layers) throw std::logic_error("Model: a streamed model needs a layer source");
+  stream_ = std::make_shared<Stream>();
+  stream_->source = std::move(layers);
+  stream_->parts = parts;
+  validate(FiniteWeights::checked_by_loader);
+}
+
+const LayerWeights& Model::layer(int l) const {
+  if (stream_)
+    throw std::invalid_argument(source_ + ": layers: streamed from the checkpoint one at a time (forward passes "
+                                          "only); this analysis needs every layer in memory: load the model whole, or "
+                                          "its first layers only");
+  return layers_.at(static_cast<std::size_t>(l));
+}
+
+std::shared_ptr<const LayerWeights> Model::layer_for_pass(int l) const {
+  if (!stream_) return {std::shared_ptr<const LayerWeights>(), &layers_.at(static_cast<std::size_t>(l))};
+  if (l < 0 || l >= arch_.layers) throw std::out_of_range("Model::layer_for_pass: no layer " + std::to_string(l));
+  std::unique_ptr<LayerWeights> buffer;
+  {
+    std::lock_guard<std::mutex> lock(stream_->mu);
+    if (!stream_->free.empty()) {
+      buffer = std::move(stream_->free.back());
+      stream_->free.pop_back();
+    }
+  }
+  if (!buffer) buffer = std::make_unique<LayerWeights>();
+  stream_->source->read(l, *buffer);
+  validate_layer(l, *buffer, false);
+  // The buffer goes back to the pool (which outlives the model's copies
+  // while any pointer is held) when the pass lets go of it.
+  std::shared_ptr<Stream> pool = stream_;
+  LayerWeights* raw = buffer.release();
+  return std::shared_ptr<const LayerWeights>(raw, [pool](const LayerWeights* w) {
+    std::unique_ptr<LayerWeights> back(const_cast<LayerWeights*>(w));
+    std::lock_guard<std::mutex> lock(pool->mu);
+    pool->free.push_back(std::move(back));
+  });
 }
 
 void Model::validate(FiniteWeights finite) const {
@@ -172,51 +227,13 @@ void Model::validate(FiniteWeights finite) const {
     if (!std::isfinite(*a.rope_theta) || !(*a.rope_theta > 0)) c.fail("rope_theta", "must be finite and > 0");
     if (a.d_qk % 2 != 0) c.fail("d_qk", "rotary embeddings need an even d_qk, got " + std::to_string(a.d_qk));
   }
-  if (static_cast<int>(layers_.size()) != a.layers)
+  if (!stream_ && static_cast<int>(layers_.size()) != a.layers)
     c.fail("layers", "config says " + std::to_string(a.layers) + " layers, weights have " +
                          std::to_string(layers_.size()));
-  const Eigen::Index d = a.d_model;
-  for (int l = 0; l < a.layers; ++l) {
-    const LayerWeights& w = layers_[static_cast<std::size_t>(l)];
-    const std::string p = "layer " + std::to_string(l) + " ";
-    if (static_cast<int>(w.heads.size()) != a.heads)
-      c.fail(p + "heads", "config says " + std::to_string(a.heads) + ", weights have " + std::to_string(w.heads.size()));
-    for (int h = 0; h < a.heads; ++h) {
-      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      const std::string q = p + "head " + std::to_string(h) + " ";
-      c.shape(hw.W_Q, d, a.d_qk, q + "W_Q");
-      c.shape(hw.W_K, d, a.d_qk, q + "W_K");
-      c.shape(hw.W_V, d, a.d_v, q + "W_V");
-      c.shape(hw.W_O, a.d_v, d, q + "W_O");
-      c.vec(hw.b_Q, a.d_qk, q + "b_Q");
-      c.vec(hw.b_K, a.d_qk, q + "b_K");
-      c.vec(hw.b_V, a.d_v, q + "b_V");
-      const int first = static_cast<int>(static_cast<long long>(a.kv_head_of(h)) * a.heads / a.key_value_heads());
-      const HeadWeights& g = w.heads[static_cast<std::size_t>(first)];
-      if (first != h && (hw.W_K != g.W_K || hw.b_K != g.b_K || hw.W_V != g.W_V || hw.b_V != g.b_V))
-        c.fail(q + "W_K", "differs from head " + std::to_string(first) + ", which shares its key/value head " +
-                              std::to_string(a.kv_head_of(h)) + " (kv_heads = " + std::to_string(a.kv_heads) + ")");
-    }
-    c.vec(w.b_O, d, p + "b_O");
-    if (w.has_mlp() || a.d_ff > 0) {
-      if (a.d_ff < 1) c.fail(p + "W_1", "MLP weights present but d_ff is 0");
-      c.shape(w.W_1, d, a.d_ff, p + "W_1");
-      c.vec(w.b_1, a.d_ff, p + "b_1");
-      c.shape(w.W_2, a.d_ff, d, p + "W_2");
-      c.vec(w.b_2, d, p + "b_2");
-      if (a.gated_mlp) c.shape(w.W_gate, d, a.d_ff, p + "W_gate");
-      else if (w.gated()) c.fail(p + "W_gate", "gate weights present but the architecture is not gated");
-    } else if (w.gated()) {
-      c.fail(p + "W_gate", "gate weights present without W_1, W_2");
-    }
-    if (w.has_layernorm() || w.ln1_b.size() || w.ln2_g.size() || w.ln2_b.size()) {
-      c.vec(w.ln1_g, d, p + "ln1_g");
-      c.vec(w.ln1_b, d, p + "ln1_b");
-      c.vec(w.ln2_g, d, p + "ln2_g");
-      c.vec(w.ln2_b, d, p + "ln2_b");
-    }
-  }
+  for (int l = 0; l < static_cast<int>(layers_.size()); ++l)
+    validate_layer(l, layers_[static_cast<std::size_t>(l)], finite == FiniteWeights::check);
   check_supports(a.variant);
+  const Eigen::Index d = a.d_model;
   if (embeddings_) {
     const Embeddings& e = *embeddings_;
     const Eigen::Index width = e.kind == Layout::albert ? e.word.cols() : d;
@@ -253,15 +270,64 @@ void Model::validate(FiniteWeights finite) const {
   }
 }
 
+void Model::validate_layer(int l, const LayerWeights& w, bool finite) const {
+  const Checker c{source_, finite};
+  const Architecture& a = arch_;
+  const Eigen::Index d = a.d_model;
+  const std::string p = "layer " + std::to_string(l) + " ";
+  if (static_cast<int>(w.heads.size()) != a.heads)
+    c.fail(p + "heads", "config says " + std::to_string(a.heads) + ", weights have " + std::to_string(w.heads.size()));
+  for (int h = 0; h < a.heads; ++h) {
+    const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+    const std::string q = p + "head " + std::to_string(h) + " ";
+    c.shape(hw.W_Q, d, a.d_qk, q + "W_Q");
+    c.shape(hw.W_K, d, a.d_qk, q + "W_K");
+    c.shape(hw.W_V, d, a.d_v, q + "W_V");
+    c.shape(hw.W_O, a.d_v, d, q + "W_O");
+    c.vec(hw.b_Q, a.d_qk, q + "b_Q");
+    c.vec(hw.b_K, a.d_qk, q + "b_K");
+    c.vec(hw.b_V, a.d_v, q + "b_V");
+    const int first = static_cast<int>(static_cast<long long>(a.kv_head_of(h)) * a.heads / a.key_value_heads());
+    const HeadWeights& g = w.heads[static_cast<std::size_t>(first)];
+    if (first != h && (hw.W_K != g.W_K || hw.b_K != g.b_K || hw.W_V != g.W_V || hw.b_V != g.b_V))
+      c.fail(q + "W_K", "differs from head " + std::to_string(first) + ", which shares its key/value head " +
+                            std::to_string(a.kv_head_of(h)) + " (kv_heads = " + std::to_string(a.kv_heads) + ")");
+  }
+  c.vec(w.b_O, d, p + "b_O");
+  if (w.has_mlp() || a.d_ff > 0) {
+    if (a.d_ff < 1) c.fail(p + "W_1", "MLP weights present but d_ff is 0");
+    c.shape(w.W_1, d, a.d_ff, p + "W_1");
+    c.vec(w.b_1, a.d_ff, p + "b_1");
+    c.shape(w.W_2, a.d_ff, d, p + "W_2");
+    c.vec(w.b_2, d, p + "b_2");
+    if (a.gated_mlp) c.shape(w.W_gate, d, a.d_ff, p + "W_gate");
+    else if (w.gated()) c.fail(p + "W_gate", "gate weights present but the architecture is not gated");
+  } else if (w.gated()) {
+    c.fail(p + "W_gate", "gate weights present without W_1, W_2");
+  }
+  if (w.has_layernorm() || w.ln1_b.size() || w.ln2_g.size() || w.ln2_b.size()) {
+    c.vec(w.ln1_g, d, p + "ln1_g");
+    c.vec(w.ln1_b, d, p + "ln1_b");
+    c.vec(w.ln2_g, d, p + "ln2_g");
+    c.vec(w.ln2_b, d, p + "ln2_b");
+  }
+}
+
 void Model::check_supports(const Variant& v) const {
+  const auto has_mlp = [&](int l) {
+    return stream_ ? stream_->parts.mlp : layers_[static_cast<std::size_t>(l)].has_mlp();
+  };
+  const auto has_layernorm = [&](int l) {
+    return stream_ ? stream_->parts.layernorm : layers_[static_cast<std::size_t>(l)].has_layernorm();
+  };
   if (v.mlp != MlpKind::none)
     for (int l = 0; l < arch_.layers; ++l)
-      if (!layers_[static_cast<std::size_t>(l)].has_mlp())
+      if (!has_mlp(l))
         throw std::invalid_argument(source_ + ": mlp: variant mlp=" + to_string(v.mlp) + " but layer " +
                                     std::to_string(l) + " has no MLP weights");
   if (v.layernorm != LayerNormKind::none)
     for (int l = 0; l < arch_.layers; ++l)
-      if (!layers_[static_cast<std::size_t>(l)].has_layernorm())
+      if (!has_layernorm(l))
         throw std::invalid_argument(source_ + ": layernorm: variant layernorm=" + to_string(v.layernorm) +
                                     " but layer " + std::to_string(l) + " has no LayerNorm weights");
 }

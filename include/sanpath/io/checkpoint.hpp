@@ -71,9 +71,21 @@ Model load_model(const std::string& path);
 ///   o.word_rows = std::vector<long>{101, 2023, 102};  // or {} for none
 ///   const Model m = load_model("bert-folder", o);
 /// \endcode
+///
+/// `layers`: resident (the default) decodes every layer now. streamed
+/// leaves them in the checkpoint: each forward pass reads a layer when it
+/// reaches it (Model::layer_for_pass), into buffers it reuses, so memory
+/// holds the embeddings and a few layers (a Llama-7B's 32 layers are 49 GiB
+/// as doubles, one is 1.5 GiB); the names and shapes of every layer are
+/// checked at load, NaN/Inf as each layer is read. automatic streams only
+/// when the layers as doubles exceed the memory budget. HuggingFace
+/// checkpoints of every layout stream, except ALBERT (one shared layer);
+/// native files are always resident.
 struct LoadOptions {
+  enum class Layers { resident, streamed, automatic };
   std::optional<std::vector<long>> word_rows;
   std::optional<int> first_layers;
+  Layers layers = Layers::resident;
 };
 Model load_model(const std::string& path, const LoadOptions& options);
 

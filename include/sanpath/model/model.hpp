@@ -6,6 +6,7 @@
 /// A Model is validated on construction: shapes, finiteness, consistency.
 
 #include <Eigen/Core>
+#include <memory>
 
 #include <optional>
 #include <string>
@@ -184,15 +185,42 @@ struct Embeddings {
 /// naming the file's tensor) and a second pass over the weights is skipped.
 enum class FiniteWeights { check, checked_by_loader };
 
+class LayerSource;  // layer_source.hpp
+
+/// What every layer of a streamed model holds besides attention (a loader
+/// knows it from the checkpoint's layout before reading any layer).
+struct LayerParts {
+  bool mlp = false, layernorm = false;
+};
+
 /// A validated model. Construction throws std::invalid_argument with a
 /// one-line message naming `source` and the offending field.
+///
+/// A model is resident (every layer in memory) or streamed: its layers stay
+/// in the checkpoint and are read one at a time by the forward passes
+/// (layer_for_pass), for weights larger than memory. A streamed layer is
+/// validated as it is read (shapes, grouped key/value copies; the source
+/// tests finiteness). Analyses that need every layer at once (paths,
+/// bounds, reruns, reports) call layer(), which refuses a streamed model
+/// with an error naming its source.
 class Model {
  public:
   Model(Architecture arch, std::vector<LayerWeights> layers, std::optional<Embeddings> embeddings = std::nullopt,
         std::string source = "model", FiniteWeights finite = FiniteWeights::check);
+  /// A streamed model: `arch.layers` layers read from `layers` when needed.
+  Model(Architecture arch, std::shared_ptr<const LayerSource> layers, LayerParts parts,
+        std::optional<Embeddings> embeddings, std::string source);
 
   const Architecture& arch() const { return arch_; }
-  const LayerWeights& layer(int l) const { return layers_.at(static_cast<std::size_t>(l)); }
+  /// Layer l of a resident model; throws std::invalid_argument for a streamed one.
+  const LayerWeights& layer(int l) const;
+  /// Layer l for one step of a forward pass: the stored layer, or for a
+  /// streamed model the layer read now into a buffer that goes back to the
+  /// model's pool when the pointer is dropped (a pass holds one layer at a
+  /// time and reuses its memory). Thread-safe.
+  std::shared_ptr<const LayerWeights> layer_for_pass(int l) const;
+  bool streamed() const { return static_cast<bool>(stream_); }
+  /// Every layer of a resident model (empty for a streamed one).
   const std::vector<LayerWeights>& layers() const { return layers_; }
   const std::optional<Embeddings>& embeddings() const { return embeddings_; }
   const std::string& source() const { return source_; }
@@ -203,9 +231,12 @@ class Model {
   void check_supports(const Variant& v) const;
 
  private:
+  struct Stream;
   void validate(FiniteWeights finite) const;
+  void validate_layer(int l, const LayerWeights& w, bool finite) const;
   Architecture arch_;
   std::vector<LayerWeights> layers_;
+  std::shared_ptr<Stream> stream_;  ///< set for a streamed model
   std::optional<Embeddings> embeddings_;
   std::string source_;
 };
