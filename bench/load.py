@@ -10,7 +10,9 @@ contenders within each round:
            one-token forward: loading plus ~0.1 GFLOP);
   forward: `forward --precision double --no-confirm --tokens <128 ids>`, whose
            peak RSS (getrusage of the child) is compared with the analysed
-           weights in double (every tensor of the folder, 8 bytes a value).
+           weights in double (every tensor of the folder, 8 bytes a value);
+  streamed: the same forward with --stream-layers on (this sanpath only): each
+           layer read from the file when the pass reaches it.
 Prints one JSON line: medians of wall and CPU seconds, peak RSS in MiB, the
 weights' MiB. On a loaded machine the CPU seconds are the steadier figure.
 """
@@ -68,11 +70,14 @@ def main():
         contenders = {"sanpath": a.sanpath}
         if a.baseline:
             contenders["baseline"] = a.baseline
-        res = {k: {"load": [], "load_cpu": [], "load_rss": [], "forward": [], "forward_cpu": [], "forward_rss": []}
+        res = {k: {f"{w}{m}": [] for w in ("load", "forward", "streamed") for m in ("", "_cpu", "_rss")}
                for k in contenders}
         for _ in range(a.rounds):
             for name, exe in contenders.items():
-                for what, inp in (("load", ["--random-input", "1"]), ("forward", ["--tokens", tokens])):
+                runs = [("load", ["--random-input", "1"]), ("forward", ["--tokens", tokens])]
+                if name == "sanpath":
+                    runs.append(("streamed", ["--tokens", tokens, "--stream-layers", "on"]))
+                for what, inp in runs:
                     t, cpu, m = run([exe, "forward", "--model", folder, "--precision", "double", "--no-confirm"] + inp)
                     res[name][what].append(t)
                     res[name][what + "_cpu"].append(cpu)
@@ -80,7 +85,7 @@ def main():
         out = {"file_MiB": os.path.getsize(os.path.join(folder, "model.safetensors")) / 2**20,
                "weights_double_MiB": weight_values(folder) * 8 / 2**20}
         for name, r in res.items():
-            out[name] = {k: statistics.median(v) for k, v in r.items()}
+            out[name] = {k: statistics.median(v) for k, v in r.items() if v}
         print(json.dumps(out))
 
 
