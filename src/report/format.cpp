@@ -92,7 +92,7 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
         << r.relative_residual.str() << ',' << (r.digits ? std::to_string(*r.digits) : "") << '\n';
     return o.str();
   }
-  o << report_text::model_line(info.model, model.arch());
+  o << report_text::model_line(info.model, model.arch(), {false, false, false, model.streamed()});
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(a.variant) << ", centre: " << to_string(a.center) << "\n";
   o << precision_line(a) << "\n\n";
@@ -118,7 +118,7 @@ namespace {
 /// The first lines of every collapse table: experiment, model, input, conventions.
 void collapse_header(std::ostringstream& o, const Model& model, const RunInfo& info, CollapseConventions c) {
   o << "Rank collapse, the paper's Section 4 experiment (Dong, Cordonnier & Loukas, ICML 2021)\n";
-  o << report_text::model_line(info.model, model.arch(), {true, true});
+  o << report_text::model_line(info.model, model.arch(), {true, true, false, model.streamed()});
   o << "input: " << info.input << "\n";
   o << "conventions: " << describe(c) << "\n";
 }
@@ -265,7 +265,7 @@ std::string format_forward_batch(const BatchForwardAnalysis& a, const std::vecto
   }
   std::vector<const ForwardAnalysis*> runs;
   for (const ForwardAnalysis& r : a.runs) runs.push_back(&r);
-  o << report_text::model_line(info.model, model.arch());
+  o << report_text::model_line(info.model, model.arch(), {false, false, false, model.streamed()});
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(variant) << ", centre: " << to_string(center) << "\n";
   o << batch_precision_text(runs) << "\n";

@@ -26,7 +26,8 @@ inline ordered_json model_json(const Model& m, const RunInfo& info) {
   const Architecture& a = m.arch();
   return {{"source", info.model}, {"layers", a.layers}, {"heads", a.heads},   {"d_model", a.d_model},
           {"d_qk", a.d_qk},       {"d_v", a.d_v},       {"d_ff", a.d_ff},     {"activation", to_string(a.activation)},
-          {"shared_layers", a.shared_layers},           {"own_variant", variant_json(a.variant)}};
+          {"shared_layers", a.shared_layers},           {"own_variant", variant_json(a.variant)},
+          {"layers_streamed", m.streamed()}};
 }
 
 /// What the statistics of a batch are (printed with every batch result).

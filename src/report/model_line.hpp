@@ -12,9 +12,11 @@ struct ModelSizes {
   bool d_qk = false;
   bool d_ff = false;
   bool shared_layers = false;  ///< ", shared layers" for a model whose layers share one set of weights
+  bool streamed = false;       ///< "; layers streamed from the checkpoint" (Model::streamed)
 };
 
-/// "model: <name> (L=…, H=…[, H_kv=…], d=…[, d_qk=…][, d_ff=…][, shared layers])\n".
+/// "model: <name> (L=…, H=…[, H_kv=…], d=…[, d_qk=…][, d_ff=…][, shared layers][; layers streamed from the
+/// checkpoint])\n".
 /// H_kv is stated for grouped-query attention (fewer key/value heads than
 /// heads), whatever `sizes` asks.
 inline std::string model_line(const std::string& name, const Architecture& a, ModelSizes sizes = {}) {
@@ -24,6 +26,7 @@ inline std::string model_line(const std::string& name, const Architecture& a, Mo
   if (sizes.d_qk) s += ", d_qk=" + std::to_string(a.d_qk);
   if (sizes.d_ff) s += ", d_ff=" + std::to_string(a.d_ff);
   if (sizes.shared_layers && a.shared_layers) s += ", shared layers";
+  if (sizes.streamed) s += "; layers streamed from the checkpoint";
   return s + ")\n";
 }
 

@@ -390,8 +390,14 @@ for spec in bert:1300K llama:1700K; do
       --stream-layers $mode --precision double --format json >"$T/streamed.json" 2>"$T/streamed.err" ||
       fail "--stream-layers $mode under $budget ($layout): $(cat "$T/streamed.err")"
     "$SANPATH" forward --quiet --model "$T/four-$layout" --random-input 4 --precision double --format json >"$T/whole.json" || exit 1
-    cmp -s "$T/streamed.json" "$T/whole.json" || fail "--stream-layers $mode ($layout): output differs from the whole model's"
+    grep -q '"layers_streamed": true' "$T/streamed.json" || fail "--stream-layers $mode ($layout): JSON does not say so"
+    grep -q '"layers_streamed": false' "$T/whole.json" || fail "whole model ($layout): JSON says streamed"
+    cmp -s <(grep -v layers_streamed "$T/streamed.json") <(grep -v layers_streamed "$T/whole.json") ||
+      fail "--stream-layers $mode ($layout): output differs from the whole model's"
   done
+  "$SANPATH" forward --quiet --model "$T/four-$layout" --random-input 4 --memory-budget "$budget" --precision double |
+    grep -q "^model: $T/four-$layout (L=4, H=4, d=64; layers streamed from the checkpoint)$" ||
+    fail "--stream-layers auto ($layout): the model line does not say the layers were streamed"
   fwd stream-above-budget-$layout 5 "four-$layout/model.safetensors: layers: needs an estimated .* \(3 layers at a time, streamed from the file\), above the memory budget of 1.00 MiB" \
     --model "$T/four-$layout" --random-input 4 --memory-budget 1M
 done
