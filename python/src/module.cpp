@@ -259,9 +259,7 @@ PYBIND11_MODULE(_sanpath, m) {
       [](const std::string& path, std::optional<int> first_layers, const std::string& stream_layers) {
         LoadOptions o;
         o.first_layers = first_layers;
-        o.layers = stream_layers == "on"     ? LoadOptions::Layers::streamed
-                   : stream_layers == "auto" ? LoadOptions::Layers::automatic
-                                             : LoadOptions::Layers::resident;
+        o.layers = parse_stream_layers(stream_layers);
         return run_released([&] { return std::make_shared<Model>(load_model(path, o)); });
       },
       py::arg("path"), py::arg("first_layers") = py::none(), py::arg("stream_layers") = "off");

@@ -66,10 +66,7 @@ const CLI::Validator unsigned_integer(
 
 Model ModelOptions::load(LoadOptions options) const {
   options.first_layers = first_layers;
-  if (streamable)
-    options.layers = stream_layers == "on"    ? LoadOptions::Layers::streamed
-                     : stream_layers == "off" ? LoadOptions::Layers::resident
-                                              : LoadOptions::Layers::automatic;
+  if (streamable) options.layers = parse_stream_layers(stream_layers, "--stream-layers");
   return load_model(path, options);
 }
 

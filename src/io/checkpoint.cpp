@@ -45,6 +45,13 @@ bool is_index(const std::string& path) {
 
 Model load_model(const std::string& path) { return load_model(path, LoadOptions{}); }
 
+LoadOptions::Layers parse_stream_layers(const std::string& text, const std::string& what) {
+  if (text == "off") return LoadOptions::Layers::resident;
+  if (text == "on") return LoadOptions::Layers::streamed;
+  if (text == "auto") return LoadOptions::Layers::automatic;
+  throw std::invalid_argument(what + ": '" + text + "' is not one of 'off', 'on', 'auto'");
+}
+
 Model load_model(const std::string& path, const LoadOptions& options) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);

@@ -314,16 +314,22 @@ StreamedLayers stream_layers(int layers, LayerSlots slots_of, std::shared_ptr<co
   // Every layer's tensors in one table (nothing is decoded into the scratch
   // layers): all missing names in one message, as a resident load gives.
   std::vector<LayerWeights> scratch(static_cast<std::size_t>(layers));
-  Slots all, first;
-  for (int l = 0; l < layers; ++l) slots_of(l, scratch[static_cast<std::size_t>(l)], all);
-  locate_slots(all, *f, prefix, config_path, layout);
-  slots_of(0, scratch.front(), first);
-  const std::uint64_t per_layer = mul_sat(piece_values(first), sizeof(double));
-  for (const Slot& slot : first.list)
-    for (const Piece& p : slot.pieces) {
-      out.parts.mlp = out.parts.mlp || p.matrix == &scratch.front().W_1;
-      out.parts.layernorm = out.parts.layernorm || p.vector == &scratch.front().ln1_g;
+  Slots all;
+  std::uint64_t per_layer = 0;
+  for (int l = 0; l < layers; ++l) {
+    Slots one;
+    slots_of(l, scratch[static_cast<std::size_t>(l)], one);
+    if (l == 0) {  // every layer of a layout has the same size and parts
+      per_layer = mul_sat(piece_values(one), sizeof(double));
+      for (const Slot& slot : one.list)
+        for (const Piece& p : slot.pieces) {
+          out.parts.mlp = out.parts.mlp || p.matrix == &scratch.front().W_1;
+          out.parts.layernorm = out.parts.layernorm || p.vector == &scratch.front().ln1_g;
+        }
     }
+    all.list.insert(all.list.end(), one.list.begin(), one.list.end());
+  }
+  locate_slots(all, *f, prefix, config_path, layout);
   const int held = std::min(layers, kLayersHeld);
   require_memory(mul_sat(per_layer, static_cast<std::uint64_t>(held)), printable(f->path() + ": layers"),
                  std::to_string(held) + (held == 1 ? " layer" : " layers") + " at a time, streamed from the file");

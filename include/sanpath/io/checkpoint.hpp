@@ -89,6 +89,11 @@ struct LoadOptions {
 };
 Model load_model(const std::string& path, const LoadOptions& options);
 
+/// The spelling of LoadOptions::layers users type (`--stream-layers`, Python
+/// `stream_layers=`): "off" resident, "on" streamed, "auto" automatic.
+/// Throws std::invalid_argument naming `what` for anything else.
+LoadOptions::Layers parse_stream_layers(const std::string& text, const std::string& what = "stream_layers");
+
 /// A model from named tensors held in memory (e.g. a framework's state
 /// dict), mapped exactly as load_model maps a file. `config_json` is either a
 /// HuggingFace config.json (BERT, GPT-2, ALBERT; the layout is detected as
