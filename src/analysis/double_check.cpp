@@ -1,9 +1,11 @@
 #include "sanpath/analysis/double_check.hpp"
 
 #include "sanpath/core/linalg.hpp"
+#include "sanpath/model/shared_layers.hpp"
 
 #include <algorithm>
 #include <cfenv>
+#include <optional>
 #include <stdexcept>
 
 namespace sanpath {
@@ -43,6 +45,30 @@ DirectedPasses directed_passes(const InputSpec& x0, const MeasureFn& measure) {
   run_side_by_side(
       [&] { out.up = measure_rounded(FE_UPWARD, x0, "rounding check: double rounded upward", measure); },
       [&] { out.down = measure_rounded(FE_DOWNWARD, x0, "rounding check: double rounded downward", measure); });
+  return out;
+}
+
+/// The round-to-nearest pass and the directed passes of `x0` at once
+/// (run_at_once), sharing a streamed model's layers when they run together.
+struct ThreePasses {
+  std::vector<LayerStats> nearest, up, down;
+};
+ThreePasses three_passes(const Model& model, const InputSpec& x0, const std::string& nearest_stage,
+                         const MeasureFn& measure) {
+  ThreePasses out;
+  std::optional<SharedLayers> shared;  // a streamed model's layers, read once for the three
+  if (model.streamed()) shared.emplace(model, 3);
+  SharedLayers* layers = shared ? &*shared : nullptr;
+  const auto pass = [&](int index, int mode, const std::string& stage, std::vector<LayerStats>& into) {
+    return [&, index, mode, stage](bool together) {
+      std::optional<SharedLayers::Member> member;
+      if (together && layers) member.emplace(*layers, index);
+      into = measure_rounded(mode, x0, stage, measure);
+    };
+  };
+  run_at_once({pass(0, FE_TONEAREST, nearest_stage, out.nearest),
+               pass(1, FE_UPWARD, "rounding check: double rounded upward", out.up),
+               pass(2, FE_DOWNWARD, "rounding check: double rounded downward", out.down)});
   return out;
 }
 
@@ -114,12 +140,11 @@ BigReal rounding_check_value(const BigReal& v, const BigReal& up, const BigReal&
   return BigReal(x + BigReal(rounding_check_margin, 40) * e);
 }
 
-std::vector<LayerStats> rounding_check(const std::vector<LayerStats>& nearest, const Model& model,
-                                       const InputSpec& input, const MeasureFn& measure) {
-  const InputSpec x0 = drawn_in_nearest(model, input);
-  DirectedPasses passes = directed_passes(x0, measure);
-  std::vector<LayerStats>& up = passes.up;
-  std::vector<LayerStats>& down = passes.down;
+namespace {
+
+/// The check values of `nearest` from its directed passes.
+std::vector<LayerStats> checked_values(const std::vector<LayerStats>& nearest, std::vector<LayerStats> up,
+                                       std::vector<LayerStats> down, const InputSpec& input) {
   if (up.size() != nearest.size() || down.size() != nearest.size())
     throw std::logic_error("rounding check: the passes measured different layer counts");
   std::vector<LayerStats> out = nearest;
@@ -147,6 +172,23 @@ std::vector<LayerStats> rounding_check(const std::vector<LayerStats>& nearest, c
       *v[i] = rounding_check_value(*v[i], *u[i], *d[i], floor);
     }
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<LayerStats> rounding_check(const std::vector<LayerStats>& nearest, const Model& model,
+                                       const InputSpec& input, const MeasureFn& measure) {
+  DirectedPasses passes = directed_passes(drawn_in_nearest(model, input), measure);
+  return checked_values(nearest, std::move(passes.up), std::move(passes.down), input);
+}
+
+RoundingCheckedRuns measure_with_rounding_check(const Model& model, const InputSpec& input,
+                                                const std::string& nearest_stage, const MeasureFn& measure) {
+  ThreePasses passes = three_passes(model, drawn_in_nearest(model, input), nearest_stage, measure);
+  RoundingCheckedRuns out;
+  out.checked = checked_values(passes.nearest, std::move(passes.up), std::move(passes.down), input);
+  out.nearest = std::move(passes.nearest);
   return out;
 }
 

@@ -263,6 +263,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   // Every run made, by precision (a confirming run becomes the working run
   // when the centred pass escalates).
   std::map<long, std::vector<LayerStats>> runs;
+  std::optional<std::vector<LayerStats>> rounding_runs;  // the rounding check's values, once made
   Precision p;
   if (escalate) {
     out.chosen_by = ForwardMethod::centred;
@@ -288,7 +289,21 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     out.tried_bits.push_back(p.bits);
   } else {
     std::vector<LayerStats> stats;
-    const PrecisionChoice choice = direct_ladder(model, variant, input, request, center, progress, &stats);
+    // A fixed double confirmed by the rounding check: the pass and its
+    // check, the three passes at once (double_check.hpp).
+    const bool rounding_now = !request.automatic && request.confirm && uses_rounding_check(request.check, request.fixed, center);
+    if (rounding_now) {
+      const ProgressFn shared = serialized_progress(progress);  // the three passes may run at once
+      RoundingCheckedRuns r = measure_with_rounding_check(
+          model, input, pass_name(out.method) + " at " + request.fixed.name(),
+          [&](const InputSpec& in, const std::string& stage) {
+            return measure_at(request.fixed, model, variant, in, center, out.method, shared, stage);
+          });
+      stats = std::move(r.nearest);
+      rounding_runs = std::move(r.checked);
+    }
+    const PrecisionChoice choice =
+        direct_ladder(model, variant, input, request, center, progress, rounding_now ? nullptr : &stats);
     p = choice.precision;
     out.chosen_by = choice.method;
     out.tried_bits = choice.tried_bits;
@@ -298,7 +313,6 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   const long max_bits = request.automatic ? auto_ceiling(request) : Precision::max_bits();
   if (request.automatic) out.ceiling_bits = max_bits;
   const std::vector<long>& tiers = Precision::tiers();
-  std::optional<std::vector<LayerStats>> rounding_runs;  // the rounding check's values, once made
   for (;;) {
     std::optional<Precision> check;
     const std::vector<LayerStats>* ck = nullptr;

@@ -3,9 +3,12 @@
 #include "core/linalg_impl.hpp"  // SANPATH_IFMA_KERNEL
 
 #include <atomic>
+#include <cfenv>
+#include <exception>
 #include <future>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 namespace sanpath {
 
@@ -39,32 +42,51 @@ bool ifma_products_active() {
 SerialProductsScope::SerialProductsScope() { ++serial_products_depth; }
 SerialProductsScope::~SerialProductsScope() { --serial_products_depth; }
 
-void run_side_by_side(const std::function<void()>& first, const std::function<void()>& second) {
-  if (product_threads() >= 2) {
-    std::future<void> other;
+void run_at_once(const std::vector<std::function<void(bool)>>& tasks) {
+  if (tasks.size() >= 2 && product_threads() >= 2) {
+    std::promise<bool> go;
+    const std::shared_future<bool> started = go.get_future().share();
+    const int mode = std::fegetround();
+    std::vector<std::future<void>> others;
+    bool all = true;
     try {
-      other = std::async(std::launch::async, [&second] {
-        MpfrThreadCaches caches;
-        SerialProductsScope serial;
-        second();
-      });
+      for (std::size_t i = 1; i < tasks.size(); ++i)
+        others.push_back(std::async(std::launch::async, [&tasks, started, mode, i] {
+          if (!started.get()) return;  // not every thread could be started
+          std::fesetround(mode);
+          MpfrThreadCaches caches;
+          SerialProductsScope serial;
+          tasks[i](true);
+        }));
     } catch (const std::system_error&) {
-      // No thread to be had: one after the other below.
+      all = false;  // no thread to be had: one after the other below
     }
-    if (other.valid()) {
+    go.set_value(all);
+    if (all) {
+      std::exception_ptr error;
       try {
         SerialProductsScope serial;
-        first();
+        tasks[0](true);
       } catch (...) {
-        other.wait();
-        throw;
+        error = std::current_exception();
       }
-      other.get();
+      for (std::future<void>& f : others) {
+        try {
+          f.get();
+        } catch (...) {
+          if (!error) error = std::current_exception();
+        }
+      }
+      if (error) std::rethrow_exception(error);
       return;
     }
+    for (std::future<void>& f : others) f.wait();
   }
-  first();
-  second();
+  for (const std::function<void(bool)>& task : tasks) task(false);
+}
+
+void run_side_by_side(const std::function<void()>& first, const std::function<void()>& second) {
+  run_at_once({[&first](bool) { first(); }, [&second](bool) { second(); }});
 }
 
 }  // namespace sanpath

@@ -1,6 +1,7 @@
 #include "sanpath/core/errors.hpp"
 #include "sanpath/model/model.hpp"
 #include "sanpath/model/layer_source.hpp"
+#include "sanpath/model/shared_layers.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -188,6 +189,11 @@ const LayerWeights& Model::layer(int l) const {
 std::shared_ptr<const LayerWeights> Model::layer_for_pass(int l) const {
   if (!stream_) return {std::shared_ptr<const LayerWeights>(), &layers_.at(static_cast<std::size_t>(l))};
   if (l < 0 || l >= arch_.layers) throw std::out_of_range("Model::layer_for_pass: no layer " + std::to_string(l));
+  if (SharedLayers::Member* m = SharedLayers::current(*this)) return m->shared_.take(m->index_, l);
+  return read_for_pass(l);
+}
+
+std::shared_ptr<const LayerWeights> Model::read_for_pass(int l) const {
   std::unique_ptr<LayerWeights> buffer;
   {
     std::lock_guard<std::mutex> lock(stream_->mu);

@@ -6,6 +6,7 @@
 // (in the 75 random cases this last is counted, not required, for the
 // skip-only blocks: there a 1-norm flat in the rounding is given its matrix's
 // spread and prints fewer digits than it has).
+#include "support/counting_source.hpp"
 #include "support/helpers.hpp"
 
 #include "sanpath/analysis/double_check.hpp"
@@ -238,6 +239,74 @@ TEST_CASE("the directed passes run on every thread and the caller's rounding mod
     throw std::runtime_error("interrupted");
   }));
   CHECK(std::fegetround() == FE_TONEAREST);
+}
+
+TEST_CASE("the pass and its rounding check at once: the same values, each layer of a streamed model read once") {
+  const Model whole = random_bert(4, 2, Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
+  const auto source = std::make_shared<sanpath::test::CountingSource>(whole);
+  const Model streamed = sanpath::test::streamed_copy(whole, source);
+  const InputSpec in = random_in(8, 3);
+  // Expected: the pass, then rounding_check, one after the other.
+  set_product_threads(1);
+  const auto measure_whole = [&](const InputSpec& x0, const std::string&) {
+    return measure_layers<double>(whole, whole.arch().variant, x0, Center::mean);
+  };
+  const std::vector<LayerStats> nearest = measure_whole(in, "");
+  const std::vector<LayerStats> checked = rounding_check(nearest, whole, in, measure_whole);
+  struct Call {
+    int mode;
+    std::thread::id thread;
+    std::string stage;
+  };
+  std::mutex mu;
+  std::vector<Call> calls;
+  const auto measure = [&](const InputSpec& x0, const std::string& stage) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      calls.push_back({std::fegetround(), std::this_thread::get_id(), stage});
+    }
+    return measure_layers<double>(streamed, streamed.arch().variant, x0, Center::mean);
+  };
+  const auto same = [](const std::vector<LayerStats>& a, const std::vector<LayerStats>& b) {
+    REQUIRE(a.size() == b.size());
+    for (std::size_t l = 0; l < a.size(); ++l) {
+      CAPTURE(l);
+      CHECK(a[l].res_composite == b[l].res_composite);
+      CHECK(a[l].res_frobenius == b[l].res_frobenius);
+      CHECK(a[l].norm_composite == b[l].norm_composite);
+      CHECK(a[l].relative_residual == b[l].relative_residual);
+    }
+  };
+  for (const int threads : {1, 2}) {
+    CAPTURE(threads);
+    calls.clear();
+    source->reads = 0;
+    set_product_threads(threads);
+    const RoundingCheckedRuns r = measure_with_rounding_check(streamed, in, "the pass", measure);
+    set_product_threads(0);
+    same(r.nearest, nearest);
+    same(r.checked, checked);
+    REQUIRE(calls.size() == 3);
+    std::vector<int> modes;
+    for (const Call& c : calls) modes.push_back(c.mode);
+    std::sort(modes.begin(), modes.end());
+    std::vector<int> want = {FE_TONEAREST, FE_UPWARD, FE_DOWNWARD};
+    std::sort(want.begin(), want.end());
+    CHECK(modes == want);
+    CHECK(std::count_if(calls.begin(), calls.end(), [](const Call& c) { return c.stage == "the pass"; }) == 1);
+    if (threads == 1) {
+      // One after the other on this thread, each pass reading every layer.
+      for (const Call& c : calls) CHECK(c.thread == std::this_thread::get_id());
+      CHECK(source->reads == 3 * whole.arch().layers);
+    } else {
+      // Three threads, reading each layer once between them.
+      CHECK(calls[0].thread != calls[1].thread);
+      CHECK(calls[1].thread != calls[2].thread);
+      CHECK(calls[0].thread != calls[2].thread);
+      CHECK(source->reads == whole.arch().layers);
+    }
+    CHECK(std::fegetround() == FE_TONEAREST);
+  }
 }
 
 TEST_CASE("--check choices: rounding only for double with a mean or median centre") {

@@ -52,6 +52,21 @@ using MeasureFn = std::function<std::vector<LayerStats>(const InputSpec&, const 
 std::vector<LayerStats> rounding_check(const std::vector<LayerStats>& nearest, const Model& model,
                                        const InputSpec& input, const MeasureFn& measure);
 
+/// A round-to-nearest pass and its check values (rounding_check).
+struct RoundingCheckedRuns {
+  std::vector<LayerStats> nearest, checked;
+};
+
+/// The round-to-nearest pass of `input` (`measure` in the caller's rounding
+/// mode, reported as `nearest_stage`) and its rounding check, the three
+/// passes at once, each on a thread of its own (run_at_once), when products
+/// may use two or more threads; then a streamed model's layers are read
+/// once for the three (model/shared_layers.hpp) instead of once a pass.
+/// The same values as `measure` followed by rounding_check; the same
+/// conditions on `measure`.
+RoundingCheckedRuns measure_with_rounding_check(const Model& model, const InputSpec& input,
+                                                const std::string& nearest_stage, const MeasureFn& measure);
+
 /// c = v + K·e for one quantity (K = rounding_check_margin). When the three
 /// values agree, e = relative_floor·|v|: rounding_check passes the largest
 /// relative spread among the other values of the same matrix in that layer

@@ -24,6 +24,7 @@
 
 #include <functional>
 #include <type_traits>
+#include <vector>
 
 namespace sanpath {
 
@@ -78,6 +79,16 @@ class SerialProductsScope {
 /// than 2× on two threads. Returns when both have finished; an exception of
 /// either is rethrown then (first's before second's).
 void run_side_by_side(const std::function<void()>& first, const std::function<void()>& second);
+
+/// Runs independent tasks at once, each on a thread of its own with serial
+/// products (the first on this thread; every thread starts in this
+/// thread's rounding mode), when products may use two or more threads and
+/// every thread can be started; otherwise one after the other on this
+/// thread. Each task is told which: true when they all run together (no
+/// task starts before every thread is there). Returns when all have
+/// finished, rethrowing the exception of the first task (in order) that
+/// threw. More tasks than cores share the cores.
+void run_at_once(const std::vector<std::function<void(bool together)>>& tasks);
 
 /// Converts a double matrix exactly into scalar S.
 template <class S, class Derived> Matrix<S> convert(const Eigen::MatrixBase<Derived>& m) {

@@ -217,7 +217,9 @@ class Model {
   /// Layer l for one step of a forward pass: the stored layer, or for a
   /// streamed model the layer read now into a buffer that goes back to the
   /// model's pool when the pointer is dropped (a pass holds one layer at a
-  /// time and reuses its memory). Thread-safe.
+  /// time and reuses its memory). Thread-safe. On the thread of a pass that
+  /// shares the model's layers with others (shared_layers.hpp), the copy
+  /// those passes share.
   std::shared_ptr<const LayerWeights> layer_for_pass(int l) const;
   bool streamed() const { return static_cast<bool>(stream_); }
   /// Every layer of a resident model (empty for a streamed one).
@@ -232,6 +234,9 @@ class Model {
 
  private:
   struct Stream;
+  friend class SharedLayers;
+  /// A streamed model's layer l, read now into a buffer of the pool.
+  std::shared_ptr<const LayerWeights> read_for_pass(int l) const;
   void validate(FiniteWeights finite) const;
   void validate_layer(int l, const LayerWeights& w, bool finite) const;
   Architecture arch_;
