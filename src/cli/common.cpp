@@ -47,8 +47,10 @@ void ModelOptions::add(CLI::App& app, bool required, bool streaming) {
     app.add_option("--stream-layers", stream_layers,
                    "auto|on|off: read each layer from the checkpoint when a pass reaches it, instead of holding "
                    "every layer in memory as doubles (memory: the embeddings and about 3 layers; each pass reads "
-                   "every layer again). auto: only when the layers exceed the memory budget (HuggingFace folders; "
-                   "native files and ALBERT are always held whole; default: auto)")
+                   "every layer again, except the three passes of the rounding check, which read it once between "
+                   "them). auto: for `forward` of one input (--tokens, --random-input), and whenever the layers "
+                   "exceed the memory budget (HuggingFace folders; native files and ALBERT are always held whole; "
+                   "default: auto)")
         ->check(CLI::IsMember({"auto", "on", "off"}))
         ->needs(o);
   streamable = streaming;
@@ -64,9 +66,10 @@ const CLI::Validator unsigned_integer(
     },
     "");  // no text in the help: the option's type already says UINT
 
-Model ModelOptions::load(LoadOptions options) const {
+Model ModelOptions::load(LoadOptions options, bool one_input) const {
   options.first_layers = first_layers;
   if (streamable) options.layers = parse_stream_layers(stream_layers, "--stream-layers");
+  if (options.layers == LoadOptions::Layers::automatic && one_input) options.layers = LoadOptions::Layers::streamed;
   return load_model(path, options);
 }
 

@@ -37,7 +37,10 @@ struct ModelOptions {
   void add(CLI::App& app, bool required = true, bool streaming = false);
   /// The model; `options` say which word-embedding rows to decode
   /// (InputOptions::load_options); --first-layers is added to them.
-  Model load(LoadOptions options = {}) const;
+  /// `one_input`: the command analyses one input, and --stream-layers auto
+  /// streams a HuggingFace checkpoint's layers (its passes over that input
+  /// read each layer once between them: less memory, no slower).
+  Model load(LoadOptions options = {}, bool one_input = false) const;
 };
 
 /// The inputs of a command that accepts batches.
@@ -69,6 +72,9 @@ struct InputOptions {
   InputBatch specs() const;
   /// specs(), or `fallback` alone when no input option is given.
   InputBatch specs_or(InputSpec fallback) const;
+  /// The options name one input for sure (--tokens, or --random-input
+  /// without --batch); --input may hold a batch, unknown before it is read.
+  bool one_input() const { return (!tokens.empty() || random_n != 0) && !batch_size; }
   /// What a model load needs for these inputs: the word-embedding rows of
   /// the token ids of --tokens / --tokens-file, none for --input,
   /// --random-input or no input option (the commands' own default input is

@@ -389,7 +389,8 @@ for spec in bert:1300K llama:1700K; do
     "$SANPATH" forward --quiet --model "$T/four-$layout" --random-input 4 --memory-budget "$budget" \
       --stream-layers $mode --precision double --format json >"$T/streamed.json" 2>"$T/streamed.err" ||
       fail "--stream-layers $mode under $budget ($layout): $(cat "$T/streamed.err")"
-    "$SANPATH" forward --quiet --model "$T/four-$layout" --random-input 4 --precision double --format json >"$T/whole.json" || exit 1
+    "$SANPATH" forward --quiet --model "$T/four-$layout" --random-input 4 --precision double --format json \
+      --stream-layers off >"$T/whole.json" || exit 1
     grep -q '"layers_streamed": true' "$T/streamed.json" || fail "--stream-layers $mode ($layout): JSON does not say so"
     grep -q '"layers_streamed": false' "$T/whole.json" || fail "whole model ($layout): JSON says streamed"
     cmp -s <(grep -v layers_streamed "$T/streamed.json") <(grep -v layers_streamed "$T/whole.json") ||
@@ -401,6 +402,15 @@ for spec in bert:1300K llama:1700K; do
   fwd stream-above-budget-$layout 5 "four-$layout/model.safetensors: layers: needs an estimated .* \(3 layers at a time, streamed from the file\), above the memory budget of 1.00 MiB" \
     --model "$T/four-$layout" --random-input 4 --memory-budget 1M
 done
+# auto with room for the whole model: streamed for one input (its passes read
+# each layer once between them), held whole for a batch (whose inputs would
+# each read every layer again).
+"$SANPATH" forward --quiet --model "$T/four-bert" --random-input 4 --precision double --format json \
+  >"$T/one.json" || exit 1
+grep -q '"layers_streamed": true' "$T/one.json" || fail "--stream-layers auto, one input: not streamed"
+"$SANPATH" forward --quiet --model "$T/four-bert" --random-input 4 --batch 2 --precision double --format json \
+  >"$T/batch.json" || exit 1
+grep -q '"layers_streamed": false' "$T/batch.json" || fail "--stream-layers auto, a batch: streamed"
 fwd stream-layers-bad-value 2 "--stream-layers: yes not in \{auto,on,off\}" --model "$M" --stream-layers yes --random-input 4
 # --first-layers: a prefix that fits where the whole does not; bad counts refused.
 expect_first_layers_ok() {
