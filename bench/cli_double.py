@@ -6,7 +6,9 @@
 Makes a BERT-base-shaped HuggingFace folder with `sanpath init --layout bert`
 (L 12, H 12, d 768, d_ff 3072, vocab 30522, std 0.02) and 128 seeded token ids,
 then times whole processes, alternating within each round:
-  rounding  sanpath forward --precision double --format json (digits by the rounding check)
+  rounding  sanpath forward --precision double --format json (digits by the rounding check;
+            one input: the layers are streamed, read once for the three passes)
+  whole     the same with --stream-layers off (every layer decoded into memory first)
   one pass  the same with --no-confirm (no digits)
   load      sanpath forward --random-input 1 as a pure SAN with --no-confirm: loading the
             checkpoint and a 1-token pass, i.e. the loading cost of the runs above
@@ -56,7 +58,7 @@ def timed(cmd, what=None):
 
 
 def run(sanpath, rounds, with_mpfr):
-    out = {"seconds": {"rounding": [], "one_pass": [], "load": [], "numpy": [], "numpy_erf": []}}
+    out = {"seconds": {"rounding": [], "whole": [], "one_pass": [], "load": [], "numpy": [], "numpy_erf": []}}
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "bert-base")
         subprocess.run([sanpath, "init", "--layout", "bert", "--out", model, "--layers", "12", "--heads", "12",
@@ -74,6 +76,7 @@ def run(sanpath, rounds, with_mpfr):
             dt, text = timed(fwd, "rounding")
             S["rounding"].append(dt)
             sanpath_json = json.loads(text)
+            S["whole"].append(timed(fwd + ["--stream-layers", "off"], "whole")[0])
             S["one_pass"].append(timed(fwd + ["--no-confirm"], "one_pass")[0])
             S["load"].append(timed(load, "load")[0])
             dt, text = timed(peer, "numpy")
@@ -100,6 +103,8 @@ def table(r):
     m = r["median"]
     rows = [("BERT-base n128 CLI end to end: forward --precision double (rounding check)",
              f"{m['rounding']:.2f} s (load {m['load']:.2f} s, one pass {m['one_pass']:.2f} s)")]
+    rows.append(("  the same held whole (--stream-layers off)",
+                 f"{m['whole']:.2f} s" + (f" ({r['median_cpu']['whole']:.2f} CPU s)" if r.get("median_cpu") else "")))
     if "mpfr" in m:
         rows.append(("  the same with --check mpfr (128-bit run; before: the default)",
                      f"{m['mpfr']:.2f} s = {m['mpfr'] / m['rounding']:.1f}x the rounding check"))
