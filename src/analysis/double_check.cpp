@@ -66,7 +66,7 @@ ThreePasses three_passes(const Model& model, const InputSpec& x0, const std::str
       into = measure_rounded(mode, x0, stage, measure);
     };
   };
-  run_at_once({pass(0, FE_TONEAREST, nearest_stage, out.nearest),
+  run_at_once({pass(0, std::fegetround(), nearest_stage, out.nearest),  // the caller's mode
                pass(1, FE_UPWARD, "rounding check: double rounded upward", out.up),
                pass(2, FE_DOWNWARD, "rounding check: double rounded downward", out.down)});
   return out;
