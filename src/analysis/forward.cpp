@@ -263,13 +263,27 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   // Every run made, by precision (a confirming run becomes the working run
   // when the centred pass escalates).
   std::map<long, std::vector<LayerStats>> runs;
-  std::optional<std::vector<LayerStats>> rounding_runs;  // the rounding check's values, once made
+  std::optional<std::vector<LayerStats>> rounding_runs;  // the rounding check's values
+  // Double confirmed by the rounding check: the pass at q and its check,
+  // the three passes at once (double_check.hpp); returns the pass's values.
+  const auto rounding_checked = [&](const Precision& q) {
+    const ProgressFn shared = serialized_progress(progress);  // the three passes may run at once
+    RoundingCheckedRuns r = measure_with_rounding_check(
+        model, input, pass_name(out.method) + " at " + q.name(), [&](const InputSpec& in, const std::string& stage) {
+          return measure_at(q, model, variant, in, center, out.method, shared, stage);
+        });
+    rounding_runs = std::move(r.checked);
+    return std::move(r.nearest);
+  };
   Precision p;
   if (escalate) {
     out.chosen_by = ForwardMethod::centred;
     p = centred_start(model, input, request);
     const std::string stage = pass_name(out.method) + " at " + p.name();
-    if (request.confirm && !p.is_top() && !uses_rounding_check(request.check, p, center)) {
+    const bool rounding = request.confirm && uses_rounding_check(request.check, p, center);
+    if (rounding) {
+      runs[p.bits] = rounding_checked(p);
+    } else if (request.confirm && !p.is_top()) {
       // The working run and its confirmation one tier up (the loop below
       // finds it made), side by side when they can be.
       const Precision check = p.next();
@@ -289,21 +303,13 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     out.tried_bits.push_back(p.bits);
   } else {
     std::vector<LayerStats> stats;
-    // A fixed double confirmed by the rounding check: the pass and its
-    // check, the three passes at once (double_check.hpp).
-    const bool rounding_now = !request.automatic && request.confirm && uses_rounding_check(request.check, request.fixed, center);
-    if (rounding_now) {
-      const ProgressFn shared = serialized_progress(progress);  // the three passes may run at once
-      RoundingCheckedRuns r = measure_with_rounding_check(
-          model, input, pass_name(out.method) + " at " + request.fixed.name(),
-          [&](const InputSpec& in, const std::string& stage) {
-            return measure_at(request.fixed, model, variant, in, center, out.method, shared, stage);
-          });
-      stats = std::move(r.nearest);
-      rounding_runs = std::move(r.checked);
-    }
+    // A fixed double is measured with its rounding check (the ladder
+    // measures every other request).
+    const bool rounding =
+        !request.automatic && request.confirm && uses_rounding_check(request.check, request.fixed, center);
+    if (rounding) stats = rounding_checked(request.fixed);
     const PrecisionChoice choice =
-        direct_ladder(model, variant, input, request, center, progress, rounding_now ? nullptr : &stats);
+        direct_ladder(model, variant, input, request, center, progress, rounding ? nullptr : &stats);
     p = choice.precision;
     out.chosen_by = choice.method;
     out.tried_bits = choice.tried_bits;
@@ -321,12 +327,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
       // Double: the same pass rounded upward and downward (double_check.hpp).
       check = p;
       out.check_method = CheckMethod::rounding;
-      if (!rounding_runs) {
-        const ProgressFn shared = serialized_progress(progress);  // the two passes may run at once
-        rounding_runs = rounding_check(runs.at(p.bits), model, input, [&](const InputSpec& in, const std::string& stage) {
-          return measure_at(p, model, variant, in, center, out.method, shared, stage);
-        });
-      }
+      if (!rounding_runs) throw std::logic_error("analyze_forward: a rounding check that was not run");
       ck = &*rounding_runs;
     } else if (request.confirm) {
       if (!p.is_top()) {
