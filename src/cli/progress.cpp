@@ -95,6 +95,7 @@ ProgressBar::ProgressBar(std::ostream& out, int width) : out_(out), width_(width
 ProgressBar::~ProgressBar() { clear(); }
 
 void ProgressBar::clear() {
+  const std::lock_guard<std::mutex> guard(mutex_);
   if (!drawn_) return;
   out_ << "\r\033[K" << std::flush;
   drawn_ = false;
@@ -103,16 +104,18 @@ void ProgressBar::clear() {
 void ProgressBar::update(const ProgressStep& step) { update(step, Clock::now()); }
 
 void ProgressBar::update(const ProgressStep& step, Clock::time_point now) {
-  const bool new_stage = step.stage != stage_;
-  if (new_stage) {
-    stage_ = step.stage;
-    stage_start_ = now;
-  }
+  const std::lock_guard<std::mutex> guard(mutex_);
+  // A stage starts at its first step, or again at a step 0 (a name reused).
+  auto [it, first] = stage_starts_.emplace(step.stage, now);
+  if (!first && step.done == 0) it->second = now;
+  const Clock::time_point start = it->second;
+  const bool other_stage = !drawn_ || step.stage != drawn_stage_;
   const bool last = step.total > 0 && step.done == step.total;
-  if (!new_stage && !last && drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
-  const double seconds = std::chrono::duration<double>(now - stage_start_).count();
+  if (!other_stage && !last && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  const double seconds = std::chrono::duration<double>(now - start).count();
   out_ << "\r\033[K" << progress_line(step, seconds, width_) << std::flush;
   drawn_ = true;
+  drawn_stage_ = step.stage;
   last_draw_ = now;
 }
 

@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <iosfwd>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace sanpath::cli {
@@ -18,14 +20,17 @@ namespace sanpath::cli {
 class ProgressBar {
  public:
   using Clock = std::chrono::steady_clock;
-  /// `width`: terminal columns (0: ask the terminal of `fd`, else 80).
+  /// `width`: terminal columns (80 when not positive).
   ProgressBar(std::ostream& out, int width);
   ~ProgressBar();
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
 
-  /// Shows `message`; redraws at most every 100 ms except for a new stage
-  /// and for the last unit of a stage.
+  /// Shows `step`; redraws at most every 100 ms, except when the stage
+  /// differs from the one drawn last and for the last unit of a stage. Each
+  /// stage's rate and ETA count from its first step (or its step 0), so stages
+  /// reported alternately (passes that run side by side) keep their own.
+  /// Safe to call from several threads.
   void update(const ProgressStep& step);
   void update(const ProgressStep& step, Clock::time_point now);
   /// Erases the line (idempotent).
@@ -34,8 +39,10 @@ class ProgressBar {
  private:
   std::ostream& out_;
   int width_;
-  std::string stage_;
-  Clock::time_point stage_start_{}, last_draw_{};
+  std::mutex mutex_;
+  std::map<std::string, Clock::time_point> stage_starts_;
+  std::string drawn_stage_;
+  Clock::time_point last_draw_{};
   bool drawn_ = false;
 };
 
