@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 namespace sanpath {
 
@@ -247,6 +249,104 @@ BigReal activation_lipschitz(Activation act) {
   return BigReal(x);
 }
 
+namespace {
+
+/// max − min of the binary exponents (ilogb) of the nonzero entries of M;
+/// 0 when it has none.
+int exponent_span(const MatrixXd& M) {
+  int lo = std::numeric_limits<int>::max(), hi = std::numeric_limits<int>::min();
+  for (Eigen::Index j = 0; j < M.cols(); ++j)
+    for (Eigen::Index i = 0; i < M.rows(); ++i)
+      if (M(i, j) != 0) {
+        const int e = std::ilogb(M(i, j));
+        lo = std::min(lo, e);
+        hi = std::max(hi, e);
+      }
+  return hi >= lo ? hi - lo : 0;
+}
+
+/// f(C) for C = A·op(B) at the lowest tier that holds every exact entry
+/// (exact_weight_product).
+template <class F> decltype(auto) with_exact_product(const MatrixXd& A, const MatrixXd& B, bool transpose_b, F&& f) {
+  // An entry Σ_p a_p b_p of doubles (a = m·2^(e−52), |a| < 2^(e+1)) is an
+  // integer multiple of 2^(E_min − 104) below k·2^(E_max + 2), E = e_a + e_b
+  // over the nonzero products: it has at most span_A + span_B + 106 +
+  // ⌈log2 k⌉ significant bits. The products of linalg.hpp align the rows and
+  // columns exactly at W ≥ p + 48 bits (every span here is below that),
+  // form the exact integer dot product and round it once to p bits: no
+  // rounding at all when p holds those bits. One bit is kept to spare.
+  const long k = A.cols();
+  const long bits =
+      exponent_span(A) + exponent_span(B) + 106 + static_cast<long>(std::ceil(std::log2(std::max(k, 1L)))) + 1;
+  const auto at = [&](auto tag) -> decltype(auto) {
+    using S = typename decltype(tag)::type;
+    Matrix<S> C;
+    if (transpose_b) {
+      gemm_nt(convert<S>(A), convert<S>(B), C);
+    } else {
+      gemm(convert<S>(A), convert<S>(B), C);
+    }
+    return f(C);
+  };
+  if (bits <= precision_bits_v<mpfr_real<38>>) return at(scalar_tag<mpfr_real<38>>{});
+  if (bits <= precision_bits_v<mpfr_real<77>>) return at(scalar_tag<mpfr_real<77>>{});
+  if (bits <= precision_bits_v<mpfr_real<154>>) return at(scalar_tag<mpfr_real<154>>{});
+  return at(scalar_tag<W>{});  // exact unless the weights span ~900 binades (bounds.hpp)
+}
+
+/// ‖C‖_1 and ‖C‖_∞ of a double or MPFR matrix of at most 1025 bits, every
+/// |entry| added exactly into 1025-bit sums in the order of norms.hpp
+/// (columns in turn, each row's sum across them): norm_1 and norm_inf of C
+/// converted to 1025 bits, bit for bit, without the converted copy.
+struct OneInf {
+  W one, inf;
+};
+template <class S> OneInf one_and_inf(const Matrix<S>& C) {
+  std::vector<W> row(static_cast<std::size_t>(C.rows()), W(0));
+  W one(0), col(0);
+  for (Eigen::Index j = 0; j < C.cols(); ++j) {
+    col = W(0);
+    for (Eigen::Index i = 0; i < C.rows(); ++i) {
+      mpfr_ptr r = row[static_cast<std::size_t>(i)].backend().data();
+      if constexpr (std::is_same_v<S, double>) {
+        const double x = std::fabs(C(i, j));
+        mpfr_add_d(col.backend().data(), col.backend().data(), x, MPFR_RNDN);
+        mpfr_add_d(r, r, x, MPFR_RNDN);
+      } else if (mpfr_srcptr x = C(i, j).backend().data(); mpfr_sgn(x) >= 0) {
+        mpfr_add(col.backend().data(), col.backend().data(), x, MPFR_RNDN);
+        mpfr_add(r, r, x, MPFR_RNDN);
+      } else {
+        mpfr_sub(col.backend().data(), col.backend().data(), x, MPFR_RNDN);
+        mpfr_sub(r, r, x, MPFR_RNDN);
+      }
+    }
+    if (col > one) one = col;
+  }
+  W inf(0);
+  for (const W& r : row)
+    if (r > inf) inf = r;
+  return {one, inf};
+}
+
+/// ‖C‖_{1,∞} as norms.hpp's norm_composite of C at 1025 bits: the geometric
+/// mean sqrt(‖C‖_1)·sqrt(‖C‖_∞).
+template <class S> W composite_norm(const Matrix<S>& C) {
+  const OneInf n = one_and_inf(C);
+  return W(sqrt(n.one) * sqrt(n.inf));
+}
+
+}  // namespace
+
+Matrix<W> exact_weight_product(const MatrixXd& A, const MatrixXd& B, bool transpose_b) {
+  return with_exact_product(A, B, transpose_b, [](const auto& C) -> Matrix<W> {
+    if constexpr (std::is_same_v<std::decay_t<decltype(C)>, Matrix<W>>) {
+      return C;
+    } else {
+      return convert<W>(C);  // exact: W holds more bits than the tier
+    }
+  });
+}
+
 WeightQuantities weight_quantities(const Model& model) {
   const Architecture& arch = model.arch();
   WeightQuantities q;
@@ -259,16 +359,15 @@ WeightQuantities weight_quantities(const Model& model) {
   const W lip(activation_lipschitz(arch.activation));
   W beta_max(0), lambda_max(0);
   bool every_lambda = true;
-  Matrix<W> QK, VO;
   for (int l = 0; l < arch.layers; ++l) {
     const LayerWeights& lw = model.layer(l);
     LayerQuantities lq;
     W beta_l(0);
     for (const HeadWeights& hw : lw.heads) {
-      gemm_nt(convert<W>(hw.W_Q), convert<W>(hw.W_K), QK);  // d×d_qk · (d×d_qk)ᵀ = d×d
-      gemm(convert<W>(hw.W_V), convert<W>(hw.W_O), VO);     // d×d_v · d_v×d = d×d
-      const W n1 = norm_1(QK);
-      const W comp = norm_composite(VO);
+      // ‖W_Q W_Kᵀ‖_1 (d×d_qk · (d×d_qk)ᵀ) and ‖W_V W_O‖_{1,∞} (d×d_v · d_v×d)
+      // of the exact products, as norm_1 and norm_composite at 1025 bits.
+      const W n1 = with_exact_product(hw.W_Q, hw.W_K, true, [](const auto& C) { return one_and_inf(C).one; });
+      const W comp = with_exact_product(hw.W_V, hw.W_O, false, [](const auto& C) { return composite_norm(C); });
       const W beta = n1 * comp;
       if (beta > beta_l) beta_l = beta;
       lq.heads.push_back({BigReal(n1), BigReal(comp), BigReal(beta)});
@@ -276,7 +375,7 @@ WeightQuantities weight_quantities(const Model& model) {
     lq.beta = BigReal(beta_l);
     if (beta_l > beta_max) beta_max = beta_l;
     if (lw.has_mlp() && !lw.gated()) {
-      const W lambda = lip * norm_composite(convert<W>(lw.W_1)) * norm_composite(convert<W>(lw.W_2));
+      const W lambda = lip * composite_norm(lw.W_1) * composite_norm(lw.W_2);
       lq.lambda = BigReal(lambda);
       if (lambda > lambda_max) lambda_max = lambda;
     } else {

@@ -2,12 +2,17 @@
 
 #include "sanpath/compute/bounds.hpp"
 #include "sanpath/compute/forward.hpp"
+#include "sanpath/compute/norms.hpp"
+#include "sanpath/core/linalg.hpp"
+#include "sanpath/io/checkpoint.hpp"
 #include "sanpath/model/random.hpp"
 
 #include <boost/multiprecision/cpp_int.hpp>
 #include <boost/multiprecision/gmp.hpp>
 
 #include <cmath>
+#include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -580,4 +585,100 @@ TEST_CASE("compare_bounds without an applicable theorem still reports the measur
   BoundInputs explicit_in = in;
   explicit_in.theorem = Theorem::thm_2_2;
   CHECK_THROWS_AS(compare_bounds(explicit_in, meas), std::invalid_argument);
+}
+
+// ---- the weight products at the lowest exact tier ---------------------------
+
+namespace {
+
+/// A rows×cols matrix of doubles with full 53-bit mantissas, random signs,
+/// and exponents drawn in [−span, 0] (plus a few zeros).
+MatrixXd spread_matrix(Eigen::Index rows, Eigen::Index cols, int span, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> m(1.0, 2.0);
+  std::uniform_int_distribution<int> e(-span, 0);
+  MatrixXd out(rows, cols);
+  for (Eigen::Index j = 0; j < cols; ++j)
+    for (Eigen::Index i = 0; i < rows; ++i)
+      out(i, j) = (g() % 17 == 0) ? 0.0 : std::ldexp(g() % 2 ? m(g) : -m(g), e(g));
+  return out;
+}
+
+/// The number of entries where exact_weight_product differs from the
+/// product computed at 1025 bits (exact, bounds.hpp).
+long differences(const MatrixXd& A, const MatrixXd& B, bool transpose_b) {
+  const Matrix<W> fast = exact_weight_product(A, B, transpose_b);
+  Matrix<W> full;
+  if (transpose_b) {
+    gemm_nt(convert<W>(A), convert<W>(B), full);
+  } else {
+    gemm(convert<W>(A), convert<W>(B), full);
+  }
+  REQUIRE(fast.rows() == full.rows());
+  REQUIRE(fast.cols() == full.cols());
+  long n = 0;
+  for (Eigen::Index j = 0; j < full.cols(); ++j)
+    for (Eigen::Index i = 0; i < full.rows(); ++i) n += fast(i, j) != full(i, j);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("exact_weight_product: the 1025-bit product bit for bit, at every tier it picks") {
+  // Spans (binades of A and of B) that call for the 128-, 257-, 513- and
+  // 1025-bit tiers: 2·span + 106 + ⌈log2 48⌉ + 1 bits.
+  for (int span : {4, 40, 150, 300}) {
+    CAPTURE(span);
+    const MatrixXd A = spread_matrix(24, 48, span, 1 + span), B = spread_matrix(30, 48, span, 2 + span);
+    CHECK(differences(A, B, true) == 0);
+    CHECK(differences(A, B.transpose(), false) == 0);
+  }
+  // A product that needs more than 257 bits is not computed at 257: with
+  // terms 2^150 apart, rounding at 257 bits would change entries.
+  const MatrixXd A = spread_matrix(16, 32, 150, 7), B = spread_matrix(16, 32, 150, 8);
+  Matrix<mpfr_real<77>> at257;
+  gemm_nt(convert<mpfr_real<77>>(A), convert<mpfr_real<77>>(B), at257);
+  Matrix<W> full;
+  gemm_nt(convert<W>(A), convert<W>(B), full);
+  long rounded = 0;
+  for (Eigen::Index j = 0; j < full.cols(); ++j)
+    for (Eigen::Index i = 0; i < full.rows(); ++i) rounded += W(at257(i, j)) != full(i, j);
+  CHECK(rounded > 0);  // the case is one a too-low tier would get wrong
+  CHECK(differences(A, B, true) == 0);
+}
+
+TEST_CASE("exact_weight_product and the head norms on trained weights: every head of the shared checkpoints") {
+  const std::string dir = test::real_models_dir();
+  if (dir.empty()) {
+    if (std::getenv("CI")) FAIL("CI: the shared real-models folder is missing");
+    WARN("shared real-models folder absent: skipped");
+    return;
+  }
+  for (const std::string name : {"bert-ticket-classifier", "gpt2-capp", "llama-stories260k"}) {
+    CAPTURE(name);
+    const Model m = load_model(dir + "/" + name);
+    const WeightQuantities q = weight_quantities(m);
+    for (int l = 0; l < m.arch().layers; ++l)
+      for (std::size_t h = 0; h < m.layer(l).heads.size(); ++h) {
+        const HeadWeights& w = m.layer(l).heads[h];
+        CHECK(differences(w.W_Q, w.W_K, true) == 0);
+        CHECK(differences(w.W_V, w.W_O, false) == 0);
+        // The norms as norms.hpp computes them on the 1025-bit products.
+        Matrix<W> QK, VO;
+        gemm_nt(convert<W>(w.W_Q), convert<W>(w.W_K), QK);
+        gemm(convert<W>(w.W_V), convert<W>(w.W_O), VO);
+        const HeadQuantities& got = q.layers[static_cast<std::size_t>(l)].heads[h];
+        CHECK(got.qk_norm_1 == BigReal(norm_1(QK)));
+        CHECK(got.vo_composite == BigReal(norm_composite(VO)));
+        CHECK(got.beta == BigReal(norm_1(QK) * norm_composite(VO)));
+      }
+    for (int l = 0; l < m.arch().layers; ++l) {
+      const LayerWeights& lw = m.layer(l);
+      const std::optional<BigReal>& lambda = q.layers[static_cast<std::size_t>(l)].lambda;
+      REQUIRE(lambda.has_value() == (lw.has_mlp() && !lw.gated()));
+      if (lambda)
+        CHECK(*lambda == BigReal(W(activation_lipschitz(m.arch().activation)) * norm_composite(convert<W>(lw.W_1)) *
+                                 norm_composite(convert<W>(lw.W_2))));
+    }
+  }
 }

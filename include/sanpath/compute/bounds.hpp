@@ -11,6 +11,9 @@
 /// (`WeightReal`): weights are doubles, so the products W_Q W_Kᵀ and W_V W_O
 /// are exact there (106-bit products, sums exact unless the weights span
 /// ~900 binades) and every norm carries only its few summation roundings.
+/// The products themselves run at the lowest tier that holds every exact
+/// entry (exact_weight_product: 257 bits for trained weights), with the same
+/// values, bit for bit, at about a tenth of the cost.
 /// Logarithms are held at 4098 bits (`LogReal::Log`), so 3^L and the integer
 /// part of log10 of the bound are exact up to L ≈ 2500.
 
@@ -130,6 +133,14 @@ struct LayerQuantities {
   /// and for a gated MLP (no global Lipschitz constant, math.md §8).
   std::optional<BigReal> lambda;
 };
+
+/// A·B (or A·Bᵀ with `transpose_b`) of double matrices with every entry
+/// exact, as 1025-bit numbers: computed at the lowest tier that holds each
+/// exact entry (128, 257 or 513 bits, from the exponent spans of A and B and
+/// the inner dimension; 257 bits for trained weights), else at 1025 bits, so
+/// the values are those of the 1025-bit product, bit for bit, at a fraction
+/// of its cost.
+Matrix<WeightReal> exact_weight_product(const MatrixXd& A, const MatrixXd& B, bool transpose_b);
 
 /// Every weight quantity of a model (all BigReal at 1025 bits).
 struct WeightQuantities {
