@@ -1,7 +1,7 @@
 #include "sanpath/compute/bounds.hpp"
 
 #include "sanpath/core/linalg.hpp"
-#include "sanpath/compute/norms.hpp"
+#include "compute/norms_impl.hpp"
 
 #include <mpfr.h>
 
@@ -328,11 +328,10 @@ template <class S> OneInf one_and_inf(const Matrix<S>& C) {
   return {one, inf};
 }
 
-/// ‖C‖_{1,∞} as norms.hpp's norm_composite of C at 1025 bits: the geometric
-/// mean sqrt(‖C‖_1)·sqrt(‖C‖_∞).
+/// ‖C‖_{1,∞} as norms.hpp's norm_composite of C at 1025 bits.
 template <class S> W composite_norm(const Matrix<S>& C) {
   const OneInf n = one_and_inf(C);
-  return W(sqrt(n.one) * sqrt(n.inf));
+  return norms_detail::geometric_mean(n.one, n.inf);
 }
 
 }  // namespace
