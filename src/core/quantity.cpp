@@ -37,11 +37,32 @@ void limit_digits(Quantity& q, std::optional<int> max_digits) {
   q.digits = std::min(q.digits.value_or(*max_digits), *max_digits);
 }
 
+namespace {
+
+/// Whether `value` printed to `digits` significant digits (rounded to
+/// nearest, as Quantity::str prints it) is within one unit of its last digit
+/// of `check`.
+bool printed_within_last_unit(const BigReal& value, const BigReal& check, int digits) {
+  const unsigned prec = std::max(value.precision(), check.precision()) + 10;
+  const BigReal printed(to_sci(value, digits), prec);
+  const BigReal big = max(abs(printed), abs(check));
+  if (big == 0) return true;
+  const long e = static_cast<long>(std::floor(log10_abs(big)));
+  const BigReal unit = pow(BigReal(10, prec), BigReal(e - digits + 1, prec));
+  return abs(BigReal(printed - check, prec)) <= unit;
+}
+
+}  // namespace
+
 Quantity confirm(const BigReal& value, const BigReal& check, long bits) {
   Quantity q;
   q.value = value;
   const int max_digits = decimal_digits(bits);
-  const int d = agreeing_digits(value, check, max_digits);
+  int d = agreeing_digits(value, check, max_digits);
+  // Agreement of the unrounded value to d digits leaves it up to one unit of
+  // the d-th digit from `check`; rounded for printing it can be 1.5 units
+  // away. Keep only the digits whose printed value is within one unit.
+  while (d > 0 && !printed_within_last_unit(value, check, d)) --d;
   q.digits = d;
   if (d == 0 && value != check) {
     q.below_resolution = true;

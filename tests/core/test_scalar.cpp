@@ -72,6 +72,28 @@ TEST_CASE("agreeing digits and confirmed quantities") {
   CHECK(r.str() == "1.235e0");
 }
 
+TEST_CASE("confirmed digits keep the printed value within one unit of its last digit") {
+  BigReal::default_precision(40);
+  // A case met on the gpt2-sized test SAN (tests/cli/reference_paths.sh): the
+  // value agrees with the reference to 15 significant digits (relative
+  // difference 5.6e-16), but rounded to 15 digits it prints 9.19822364779909,
+  // 1.002 units of its last digit from the reference 9.19822364779907998.
+  const BigReal ref("9.19822364779907998"), v("9.198223647799085118");
+  CHECK(agreeing_digits(v, ref, 40) == 15);
+  const Quantity q = confirm(v, ref, 200);
+  CHECK(q.digits == 14);
+  CHECK(q.str() == "9.1982236477991e0");  // 2.0e-14 from the reference: 0.2 units
+  // No digit is taken where the rounded value stays within one unit:
+  // 1.2345 vs 1.2346 agree to 4 digits and 1.235 is 0.4 units from 1.2346.
+  CHECK(confirm(BigReal("1.2345"), BigReal("1.2346"), 200).digits == 4);
+  // 9.9551 vs 9.9460: relative difference 9.1e-4, 3 digits agree; printed
+  // to 3 digits 9.96 is 1.4 units from 9.946, to 2 digits 1.0e1 is 0.05.
+  CHECK(agreeing_digits(BigReal("9.9551"), BigReal("9.9460"), 40) == 3);
+  const Quantity t = confirm(BigReal("9.9551"), BigReal("9.9460"), 200);
+  CHECK(t.digits == 2);
+  CHECK(t.str() == "1.0e1");
+}
+
 TEST_CASE("enclosure ends print rounded outward") {
   BigReal::default_precision(40);
   const BigReal third = BigReal(1) / 3, neg = -third;
