@@ -42,9 +42,10 @@ template <class S> S pi_constant() {
 /// same function error and miss it; in round-to-nearest y is unchanged.
 /// A finite nonzero y is stepped on its bit pattern (what std::nextafter
 /// returns, without a library call per element); 0, infinities and NaN go
-/// through std::nextafter.
-inline double toward_rounding(double y, int ulps) {
-  const int mode = std::fegetround();
+/// through std::nextafter. `mode` is std::fegetround()'s, read once per
+/// matrix by the callers (glibc's fegetround reads the x87 control word: read
+/// per element it was 5 % of a double pass).
+inline double toward_rounding(double y, int ulps, int mode) {
   if (mode != FE_UPWARD && mode != FE_DOWNWARD) return y;
   const bool up = mode == FE_UPWARD;
   for (int i = 0; i < ulps; ++i) {
@@ -67,6 +68,7 @@ template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask) {
   using std::exp;
   const Eigen::Index n = A.rows(), m = A.cols();
   Matrix<S> P(n, m);
+  const int mode = std::fegetround();
   for (Eigen::Index i = 0; i < n; ++i) {
     check_interrupt();  // a row costs n exp() calls: seconds at the top tiers
     const Eigen::Index last = mask == MaskKind::causal ? std::min(i + 1, m) : m;
@@ -80,7 +82,7 @@ template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask) {
         mpfr_sub(p, A(i, j).backend().data(), mx.backend().data(), MPFR_RNDN);
         mpfr_exp(p, p, MPFR_RNDN);
       } else {
-        P(i, j) = toward_rounding(exp(S(A(i, j) - mx)), 1);  // glibc exp: < 1 ulp
+        P(i, j) = toward_rounding(exp(S(A(i, j) - mx)), 1, mode);  // glibc exp: < 1 ulp
       }
       sum += P(i, j);
     }
@@ -162,7 +164,10 @@ template <class S> void apply_rotary(Matrix<S>& M, const RotaryTable<S>& t, Eige
     }
 }
 
-template <class S> S activate(const S& x, Activation act) {
+namespace detail {
+
+/// activate() in a rounding mode the caller has read (toward_rounding).
+template <class S> S activate(const S& x, Activation act, [[maybe_unused]] int mode) {
   using std::erf;
   using std::exp;
   using std::sqrt;
@@ -173,14 +178,14 @@ template <class S> S activate(const S& x, Activation act) {
     case Activation::gelu: {
       const S inv_sqrt2 = S(1) / sqrt(S(2));
       S e = erf(S(x * inv_sqrt2));
-      if constexpr (std::is_same_v<S, double>) e = toward_rounding(e, 2);  // glibc erf: < 3 ulp
+      if constexpr (std::is_same_v<S, double>) e = toward_rounding(e, 2, mode);  // glibc erf: < 3 ulp
       return S(x * (S(1) + e)) / S(2);
     }
     case Activation::gelu_tanh: {
       const S c = sqrt(S(2) / pi_constant<S>());
       const S k = decimal_constant<S>(0.044715);
       S t = tanh(S(c * (x + k * x * x * x)));
-      if constexpr (std::is_same_v<S, double>) t = toward_rounding(t, 3);  // glibc tanh: < 5 ulp
+      if constexpr (std::is_same_v<S, double>) t = toward_rounding(t, 3, mode);  // glibc tanh: < 5 ulp
       return S(x * (S(1) + t)) / S(2);
     }
     case Activation::silu:
@@ -188,6 +193,10 @@ template <class S> S activate(const S& x, Activation act) {
   }
   throw std::logic_error("activate: unknown activation");
 }
+
+}  // namespace detail
+
+template <class S> S activate(const S& x, Activation act) { return detail::activate(x, act, std::fegetround()); }
 
 namespace detail {
 
@@ -304,8 +313,8 @@ template <class S> bool activate_simd(Matrix<S>& M, Activation act) {
       const double c = -2.0 * std::sqrt(2.0 / pi_constant<double>());
       auto x = M.array();
       M.array() = x / (1.0 + (c * (x + 0.044715 * x * x * x)).exp());
-      if (std::fegetround() != FE_TONEAREST)  // Eigen's exp: < 3 ulp
-        M = M.unaryExpr([](double y) { return toward_rounding(y, 3); });
+      if (const int mode = std::fegetround(); mode != FE_TONEAREST)  // Eigen's exp: < 3 ulp
+        M = M.unaryExpr([mode](double y) { return toward_rounding(y, 3, mode); });
       return true;
     }
   }
@@ -320,11 +329,13 @@ Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const LayerWeights
   if (lw.gated()) {  // act(Z W_gate) ∘ (Z W_1 + b_1)
     Matrix<S> G;
     gemm_weights(Z, lw.W_gate, G);
+    const int mode = std::fegetround();
     for (Eigen::Index j = 0; j < Hid.cols(); ++j)
-      for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) *= activate(G(i, j), a.activation);
+      for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) *= activate(G(i, j), a.activation, mode);
   } else if (!activate_simd(Hid, a.activation)) {
+    const int mode = std::fegetround();
     for (Eigen::Index j = 0; j < Hid.cols(); ++j)
-      for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) = activate(Hid(i, j), a.activation);
+      for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) = activate(Hid(i, j), a.activation, mode);
   }
   Matrix<S> out;
   gemm_weights(Hid, lw.W_2, out);
