@@ -3,6 +3,7 @@
 #include "common.hpp"
 
 #include "sanpath/core/errors.hpp"
+#include "sanpath/core/linalg.hpp"
 
 #include <iostream>
 
@@ -56,7 +57,10 @@ int main(int argc, char** argv) {
   app.footer(std::string("\n") + kExitCodes +
              "\n\nExamples:\n  sanpath collapse\n  sanpath forward --model ../shared/data/real-models/gpt2-capp "
              "--tokens 1,2,3,4 --skip off --mlp none --layernorm none\n");
-  app.set_version_flag("--version", std::string("sanpath ") + SANPATH_VERSION);
+  app.set_version_flag("--version", std::string("sanpath ") + SANPATH_VERSION + "\ndouble products: Eigen, " +
+                                        sanpath::double_products_simd() +
+                                        "\nmultiprecision products up to 1025 bits: " +
+                                        (sanpath::ifma_products_active() ? "AVX-512 IFMA kernel" : "GMP kernel"));
   app.require_subcommand(1);
   register_collapse(app);
   register_forward(app);

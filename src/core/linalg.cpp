@@ -6,6 +6,7 @@
 #include <cfenv>
 #include <exception>
 #include <future>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -38,6 +39,8 @@ bool ifma_products_active() {
   return false;
 #endif
 }
+
+std::string double_products_simd() { return Eigen::SimdInstructionSetsInUse(); }
 
 SerialProductsScope::SerialProductsScope() { ++serial_products_depth; }
 SerialProductsScope::~SerialProductsScope() { --serial_products_depth; }

@@ -16,8 +16,19 @@ fail() {
 }
 
 # --version
+# --version: the version, then the kernels the products use. A build for the
+# machine it runs on (SANPATH_NATIVE, the default) uses Eigen's AVX2 kernels
+# or better on a CPU that has AVX2: SSE2 only there means the default
+# build lost -march=native (twice the time of every double product).
 version=$("$sanpath" --version) || fail "--version exited with $?"
-[[ $version =~ ^sanpath\ [0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "--version printed '$version'"
+[[ $(head -n 1 <<<"$version") =~ ^sanpath\ [0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "--version printed '$version'"
+simd=$(sed -n 's/^double products: Eigen, //p' <<<"$version")
+[ -n "$simd" ] || fail "--version does not name the double products' SIMD: '$version'"
+grep -q "^multiprecision products up to 1025 bits: \(AVX-512 IFMA\|GMP\) kernel$" <<<"$version" ||
+  fail "--version does not name the multiprecision kernel: '$version'"
+if [ "${SANPATH_EXPECT_NATIVE:-}" = ON ] && grep -qw avx2 /proc/cpuinfo; then
+  grep -q "AVX2" <<<"$simd" || fail "a native build on an AVX2 CPU has double products '$simd'"
+fi
 
 # Top-level help: purpose, commands, exit codes, examples.
 "$sanpath" --help >"$tmp/top.txt" || fail "--help exited with $?"

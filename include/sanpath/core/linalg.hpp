@@ -23,6 +23,7 @@
 #include "sanpath/core/scalar.hpp"
 
 #include <functional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -59,6 +60,11 @@ void allow_ifma_products(bool allowed);
 
 /// Whether MPFR products of tiers up to 1025 bits run on the IFMA kernel.
 bool ifma_products_active();
+
+/// The SIMD instruction sets the double products were compiled for, as Eigen
+/// names them ("AVX512, FMA, AVX2, AVX, SSE, SSE2, …" in a build for a recent
+/// x86-64 CPU, "SSE, SSE2" in a generic one): what SANPATH_NATIVE chose.
+std::string double_products_simd();
 
 /// While alive, products started from the constructing thread run serially.
 /// The library's own worker threads (path enumeration, length sums, product
