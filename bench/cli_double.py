@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """`sanpath forward --precision double` end to end on BERT-base, beside numpy.
 
-    bench/cli_double.py --sanpath BUILD/sanpath [--rounds N] [--no-mpfr] [--json]
+    bench/cli_double.py --sanpath BUILD/sanpath [--rounds N] [--no-mpfr] [--dtype F32|F64] [--json]
 
 Makes a BERT-base-shaped HuggingFace folder with `sanpath init --layout bert`
-(L 12, H 12, d 768, d_ff 3072, vocab 30522, std 0.02) and 128 seeded token ids,
+(L 12, H 12, d 768, d_ff 3072, vocab 30522, std 0.02; F32 as in issue 13 and
+as HuggingFace ships BERT, or F64 with --dtype F64) and 128 seeded token ids,
 then times whole processes, alternating within each round:
   rounding  sanpath forward --precision double --format json (digits by the rounding check;
             one input: the layers are streamed, read once for the three passes)
@@ -57,12 +58,14 @@ def timed(cmd, what=None):
     return dt, stdout
 
 
-def run(sanpath, rounds, with_mpfr):
-    out = {"seconds": {"rounding": [], "whole": [], "one_pass": [], "load": [], "numpy": [], "numpy_erf": []}}
+def run(sanpath, rounds, with_mpfr, dtype="F32"):
+    out = {"seconds": {"rounding": [], "whole": [], "one_pass": [], "load": [], "numpy": [], "numpy_erf": []},
+           "dtype": dtype}
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "bert-base")
         subprocess.run([sanpath, "init", "--layout", "bert", "--out", model, "--layers", "12", "--heads", "12",
-                        "--d-model", "768", "--d-ff", "3072", "--vocab", "30522", "--std", "0.02"], check=True,
+                        "--d-model", "768", "--d-ff", "3072", "--vocab", "30522", "--std", "0.02", "--dtype", dtype],
+                       check=True,
                        stdout=subprocess.DEVNULL)
         rng = random.Random(1)
         tokens = ",".join(str(rng.randrange(1, 30522)) for _ in range(128))
@@ -101,7 +104,7 @@ def run(sanpath, rounds, with_mpfr):
 
 def table(r):
     m = r["median"]
-    rows = [("BERT-base n128 CLI end to end: forward --precision double (rounding check)",
+    rows = [(f"BERT-base {r.get('dtype', 'F64')} n128 CLI end to end: forward --precision double (rounding check)",
              f"{m['rounding']:.2f} s (load {m['load']:.2f} s, one pass {m['one_pass']:.2f} s)")]
     rows.append(("  the same held whole (--stream-layers off)",
                  f"{m['whole']:.2f} s" + (f" ({r['median_cpu']['whole']:.2f} CPU s)" if r.get("median_cpu") else "")))
@@ -137,9 +140,11 @@ def main():
     ap.add_argument("--sanpath", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-mpfr", action="store_true", help="skip the one --check mpfr run (about a minute)")
+    ap.add_argument("--dtype", choices=["F32", "F64"], default="F32",
+                    help="the checkpoint's tensor dtype (default F32, the issue's folder)")
     ap.add_argument("--json", action="store_true", help="print the raw results as one JSON line")
     a = ap.parse_args()
-    r = run(os.path.abspath(a.sanpath), a.rounds, not a.no_mpfr)
+    r = run(os.path.abspath(a.sanpath), a.rounds, not a.no_mpfr, a.dtype)
     if a.json:
         print(json.dumps(r))
     else:
