@@ -211,7 +211,8 @@ TEMPLATE_TEST_CASE("W_QK = 0 gives uniform attention and an exactly rank-1 SAN o
       Smag += t.P[0][h].cwiseAbs() * V * hw.W_O.cwiseAbs();
     }
     Smag.rowwise() += lw.b_O.cwiseAbs().transpose();
-    const double m_roundings = double(in.d + in.n + 3 * 2 + 3), u = std::numeric_limits<double>::epsilon() / 2;
+    const double heads_width = double(lw.heads.size() * lw.heads[0].W_V.cols());  // H·d_v
+    const double m_roundings = double(in.d + in.n) + heads_width + 3, u = std::numeric_limits<double>::epsilon() / 2;
     const double gamma = m_roundings * u / (1 - m_roundings * u);
     for (Eigen::Index i = 1; i < Y.rows(); ++i)
       for (Eigen::Index j = 0; j < Y.cols(); ++j)
