@@ -95,7 +95,7 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
   static_cast<Provenance&>(s) = fa;
   s.variant = variant;
 
-  const long n = input.rows(), d = model.arch().d_model;
+  const long n = input.rows(&model), d = model.arch().d_model;
   const int L = model.arch().layers;
   for (const LayerReport& r : fa.layers) {
     MeasuredDepth m;

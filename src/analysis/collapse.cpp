@@ -10,10 +10,16 @@ CollapseConventions parse_conventions(const std::string& text, const std::string
   throw std::invalid_argument(what + ": '" + text + "' is not one of paper, theory");
 }
 
-std::vector<NamedVariant> collapse_variants(const Variant& own, CollapseConventions conventions) {
+LayerNormKind paper_layernorm(const Architecture& a) {
+  return a.own_norm_placement_only && a.variant.layernorm != LayerNormKind::none ? a.variant.layernorm
+                                                                                : LayerNormKind::post;
+}
+
+std::vector<NamedVariant> collapse_variants(const Variant& own, CollapseConventions conventions,
+                                            LayerNormKind paper_norm) {
   std::vector<NamedVariant> v;
   if (conventions == CollapseConventions::paper) {
-    const LayerNormKind post = LayerNormKind::post;
+    const LayerNormKind post = paper_norm;
     v.push_back({"SAN", {false, MlpKind::none, post, own.mask}});
     v.push_back({"SAN+MLP", {false, MlpKind::residual, post, own.mask}});
     v.push_back({"SAN+skip", {true, MlpKind::none, post, own.mask}});
@@ -55,7 +61,8 @@ CollapseResult run_collapse(const Model& model, const InputSpec& input, const Pr
                             const ProgressFn& progress, CollapseConventions conventions) {
   CollapseResult r;
   r.conventions = conventions;
-  const std::vector<NamedVariant> all = collapse_variants(model.arch().variant, conventions);
+  const std::vector<NamedVariant> all =
+      collapse_variants(model.arch().variant, conventions, paper_layernorm(model.arch()));
   for (std::size_t i = 0; i < all.size(); ++i) {
     const NamedVariant& nv = all[i];
     try {

@@ -156,7 +156,7 @@ std::vector<LayerStats> checked_values(const std::vector<LayerStats>& nearest, s
     // 1-norm of a residual can be flat in the rounding of its centre and of
     // X's rows alike): it gets the spread of the other values of its matrix.
     // Only layer 0 of a given matrix is data, exact in every pass.
-    const bool computed = l > 0 || input.kind == InputSpec::Kind::tokens;
+    const bool computed = l > 0 || input.kind == InputSpec::Kind::tokens || input.kind == InputSpec::Kind::pixels;
     double residual_spread = 0.0, norm_spread = 0.0;
     for (std::size_t i = 0; i < v.size(); ++i) {
       const double s = relative_spread(*v[i], *u[i], *d[i]);

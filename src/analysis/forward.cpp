@@ -113,7 +113,7 @@ BigReal smallest_relative_residual(const std::vector<LayerStats>& stats, const P
 /// of `stats` with the digits asked.
 long direct_bits_needed(const std::vector<LayerStats>& stats, const Precision& p, const Model& model,
                         const InputSpec& input, const PrecisionRequest& request) {
-  return bits_to_resolve(smallest_relative_residual(stats, p), request.target_digits, input.rows(),
+  return bits_to_resolve(smallest_relative_residual(stats, p), request.target_digits, input.rows(&model),
                          model.arch().d_model, model.arch().layers);
 }
 
@@ -164,7 +164,7 @@ PrecisionChoice direct_ladder(const Model& model, const Variant& variant, const 
 /// 12's 10-layer model, 18 on a 12-layer BERT-base-shaped SAN at n = 128;
 /// this guess allows 20 and 26.)
 Precision centred_start(const Model& model, const InputSpec& input, const PrecisionRequest& request) {
-  const double nd = static_cast<double>(std::max(2L, input.rows() * model.arch().d_model));
+  const double nd = static_cast<double>(std::max(2L, input.rows(&model) * model.arch().d_model));
   const double need = request.target_digits * std::log2(10.0) + 0.5 * std::log2(nd) +
                       0.5 * std::log2(3.0) * model.arch().layers + 8.0;
   return tier_for(static_cast<long>(std::ceil(need)), auto_ceiling(request));
@@ -257,7 +257,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   out.variant = variant;
   out.center = center;
   out.method = request.resolved_method(model);
-  const long n = input.rows(), d = model.arch().d_model;
+  const long n = input.rows(&model), d = model.arch().d_model;
   const int depth = model.arch().layers;
   const bool escalate = request.automatic && out.method == ForwardMethod::centred;
   // Every run made, by precision (a confirming run becomes the working run

@@ -14,19 +14,44 @@ void register_init(CLI::App& app) {
     std::uint64_t seed = 0;
     bool shared = false;
     VariantOptions variant;
+    // Family options (families.md), passed to family_structure.
+    std::optional<double> rotary_fraction, softcap, query_pre_attn_scalar;
+    std::optional<int> sliding_window, rel_buckets, rel_max_distance, clamp_len, image_size, patch_size, channels,
+        embed_dim;
+    std::string parallel_residual, gated, attn_type, pre_norm;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--out", o->out, "output: a .safetensors file (native) or a folder (HuggingFace layouts)")
       ->required();
-  cmd->add_option("--layout", o->layout, "native|bert|roberta|distilbert|gpt2|albert|llama|mistral|qwen2")
-      ->default_val("native");
+  cmd->add_option("--layout", o->layout, "native|" + layout_names())->default_val("native");
   cmd->add_option("--dtype", o->dtype, "F64|F32: tensor dtype of a HuggingFace layout (native is F64)")
       ->default_val("F64");
   cmd->add_option("--family", o->family,
                   "llama: with --layout native, a native file of the Llama family's structure (default: the "
                   "layout's own family)");
-  cmd->add_option("--kv-heads", o->kv_heads, "Llama family: key/value heads H_kv (divides H; default H)");
-  cmd->add_option("--rope-theta", o->rope_theta, "Llama family: rotary base")->default_val(10000.0);
+  cmd->add_option("--kv-heads", o->kv_heads,
+                  "Llama family, phi, gemma, gemma2: key/value heads H_kv (divides H; default H)");
+  cmd->add_option("--rope-theta", o->rope_theta, "rotary base (Llama family, gpt_neox, phi, gemma, gemma2)")
+      ->default_val(10000.0);
+  auto* family = cmd->add_option_group("family options", "the options of the families of families.md");
+  family->add_option("--rotary-fraction", o->rotary_fraction,
+                     "gpt_neox (rotary_pct, default 0.25), phi (partial_rotary_factor, default 0.5): rotated share "
+                     "of each head");
+  family->add_option("--parallel-residual", o->parallel_residual, "gpt_neox: on|off (default on)");
+  family->add_option("--sliding-window", o->sliding_window, "gemma2: window W of the even layers (default 4096; 0: none)");
+  family->add_option("--softcap", o->softcap, "gemma2: attention logit soft-cap (default 50; 0: none)");
+  family->add_option("--query-pre-attn-scalar", o->query_pre_attn_scalar,
+                     "gemma2: the score scale is its inverse square root (default head_dim)");
+  family->add_option("--rel-buckets", o->rel_buckets, "t5: relative_attention_num_buckets (default 32)");
+  family->add_option("--rel-max-distance", o->rel_max_distance, "t5: relative_attention_max_distance (default 128)");
+  family->add_option("--gated", o->gated, "t5: on for gated-gelu (v1.1, Flan), off for relu (default off)");
+  family->add_option("--clamp-len", o->clamp_len, "xlnet: clamp relative positions to [-N, N] (default: none)");
+  family->add_option("--attn-type", o->attn_type, "xlnet: bi|uni (uni: causal; default bi)");
+  family->add_option("--image-size", o->image_size, "vit: image side S in pixels (default 224)");
+  family->add_option("--patch-size", o->patch_size, "vit: patch side p (default 16)");
+  family->add_option("--channels", o->channels, "vit: image channels (default 3)");
+  family->add_option("--embed-dim", o->embed_dim, "opt: word_embed_proj_dim e (default d; e != d adds project_in)");
+  family->add_option("--pre-norm", o->pre_norm, "opt: do_layer_norm_before on|off (default on)");
   cmd->add_option("--layers", o->layers, "number of layers L")->default_val(6);
   cmd->add_option("--heads", o->heads, "heads per layer H")->default_val(4);
   cmd->add_option("--d-model", o->d_model, "model width d")->default_val(64);
@@ -39,7 +64,10 @@ void register_init(CLI::App& app) {
   cmd->add_option("--bias-std", o->bias_std, "std of the biases (0: zero biases)")->default_val(0.0);
   cmd->add_option("--seed", o->seed, "seed")->default_val(0)->check(unsigned_integer);
   cmd->add_flag("--shared-layers", o->shared, "one layer's weights shared by all L layers (ALBERT-style)");
-  cmd->add_option("--activation", o->activation, "relu|gelu|gelu_tanh")->default_val("gelu");
+  auto* activation = cmd->add_option("--activation", o->activation,
+                                     "relu|gelu|gelu_tanh|silu (default gelu; the families of families.md: their "
+                                     "config's default)")
+                         ->default_val("gelu");
   auto* ln_eps =
       cmd->add_option("--ln-eps", o->ln_eps, "LayerNorm epsilon (RMSNorm's for the Llama family: default 1e-5 there)")
           ->default_val(1e-12);
@@ -56,8 +84,12 @@ void register_init(CLI::App& app) {
       "  sanpath init --out albert10.safetensors --layers 10 --shared-layers --std 0.02 --seed 7\n"
       "  sanpath init --layout bert --out bert-base --layers 12 --heads 12 --d-model 768 --d-ff 3072 "
       "--vocab 30522 --dtype F32\n"
-      "  sanpath init --out tiny-llama --layout llama --layers 2 --heads 4 --kv-heads 2 --d-model 32 --vocab 64\n");
-  cmd->callback([o, ln_eps] {
+      "  sanpath init --out tiny-llama --layout llama --layers 2 --heads 4 --kv-heads 2 --d-model 32 --vocab 64\n"
+      "  sanpath init --out tiny-pythia --layout gpt_neox --layers 2 --heads 4 --d-model 32 --vocab 64\n"
+      "  sanpath init --out tiny-vit --layout vit --layers 2 --heads 4 --d-model 32 --image-size 32 --patch-size 8\n"
+      "\nThe layouts xlnet, t5, gpt_neox, phi, opt, gemma, gemma2 and vit take their structure from the family "
+      "(families.md) and the family options above; their activation and --ln-eps default to the family's.\n");
+  cmd->callback([o, ln_eps, activation] {
     RandomModelSpec s;
     Architecture& a = s.arch;
     a.layers = o->layers;
@@ -75,7 +107,13 @@ void register_init(CLI::App& app) {
     a.shared_layers = o->shared;
     const bool llama = o->layout == "llama" || o->layout == "mistral" || o->layout == "qwen2" || o->family == "llama";
     if (!o->family.empty() && o->family != "llama") throw UsageError("--family: '" + o->family + "' is not llama");
-    if (!llama && o->kv_heads != 0) throw UsageError("--kv-heads: only for the Llama family layouts");
+    // The families of families.md: structure from family_structure.
+    std::optional<Layout> new_family;
+    for (const char* name : {"xlnet", "t5", "gpt_neox", "phi", "opt", "gemma", "gemma2", "vit"})
+      if (o->layout == name) new_family = parse_layout(name);
+    const bool grouped = llama || o->layout == "phi" || o->layout == "gemma" || o->layout == "gemma2";
+    if (!grouped && o->kv_heads != 0)
+      throw UsageError("--kv-heads: only for the Llama family, phi, gemma and gemma2 layouts");
     a.variant = o->variant.overrides().apply(llama ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
                                                    : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
     if (llama) {
@@ -85,6 +123,52 @@ void register_init(CLI::App& app) {
       a.rope_theta = o->rope_theta;
       a.gated_mlp = true;
       a.activation = Activation::silu;
+    }
+    if (new_family) {
+      const VariantOverride ov = o->variant.overrides();
+      if (ov.skip || ov.mlp || ov.layernorm || ov.mask)
+        throw UsageError("--layout " + o->layout + ": the family's structure is fixed by its config.json; choose "
+                         "variants when running it (forward, collapse, … --skip/--mlp/--layernorm/--mask)");
+      const FamilyDefaults def = family_defaults(*new_family);
+      if (activation->count() == 0) a.activation = def.activation;
+      if (ln_eps->count() == 0) a.ln_eps = def.ln_eps;
+      a.kv_heads = o->kv_heads;
+      a.rope_theta = o->rope_theta;
+      const auto on_off = [](const std::string& v, const char* opt) -> std::optional<bool> {
+        if (v.empty()) return std::nullopt;
+        return as_usage(opt, [&] { return parse_on_off(v, opt); });
+      };
+      FamilyOptions f;
+      f.rotary_fraction = o->rotary_fraction;
+      f.parallel_residual = on_off(o->parallel_residual, "--parallel-residual");
+      f.sliding_window = o->sliding_window;
+      f.softcap = o->softcap;
+      f.query_pre_attn_scalar = o->query_pre_attn_scalar;
+      f.rel_buckets = o->rel_buckets;
+      f.rel_max_distance = o->rel_max_distance;
+      f.gated = on_off(o->gated, "--gated");
+      f.clamp_len = o->clamp_len;
+      if (!o->attn_type.empty()) {
+        if (o->attn_type != "bi" && o->attn_type != "uni")
+          throw UsageError("--attn-type: '" + o->attn_type + "' is not one of bi, uni");
+        f.causal = o->attn_type == "uni";
+      }
+      f.image_size = o->image_size;
+      f.patch_size = o->patch_size;
+      f.channels = o->channels;
+      f.embed_dim = o->embed_dim;
+      f.pre_norm = on_off(o->pre_norm, "--pre-norm");
+      s.embeddings = *new_family;
+      as_usage("--layout " + o->layout, [&] {
+        family_structure(*new_family, s, f);
+        return 0;
+      });
+    } else if (o->rotary_fraction || !o->parallel_residual.empty() || o->sliding_window || o->softcap ||
+               o->query_pre_attn_scalar || o->rel_buckets || o->rel_max_distance || !o->gated.empty() ||
+               o->clamp_len || !o->attn_type.empty() || o->image_size || o->patch_size || o->channels ||
+               o->embed_dim || !o->pre_norm.empty()) {
+      throw UsageError("--layout " + o->layout + ": the family options (--rotary-fraction, …) belong to the layouts "
+                       "xlnet, t5, gpt_neox, phi, opt, gemma, gemma2 and vit");
     }
     if (a.d_ff == 0 && a.variant.mlp != MlpKind::none)
       throw UsageError("--d-ff: 0 (no MLP weights) needs --mlp none");
@@ -104,6 +188,7 @@ void register_init(CLI::App& app) {
     const Layout layout = as_usage("--layout", [&] { return parse_layout(o->layout); });
     // The random embeddings take the layout's kind; ALBERT's have none to draw.
     if (layout != Layout::albert) s.embeddings = layout;
+    if (layout == Layout::vit && o->vocab > 0) throw UsageError("--vocab: a vit model takes images, not tokens");
     if (layout == Layout::albert && o->vocab > 0)
       throw UsageError("--vocab: the albert layout is written without embeddings");
     if (layout == Layout::albert && !o->shared) throw UsageError("--layout albert: needs --shared-layers");

@@ -82,6 +82,11 @@ void InputOptions::add(CLI::App& app, bool required, bool batches) {
                           "for a batch of b inputs"
                         : "safetensors file holding one tensor named X of shape [n, d_model]");
   g->add_option("--tokens", tokens, "comma-separated token ids, embedded with the model's own embeddings");
+  g->add_option("--pixels", pixels,
+                batches ? "ViT: safetensors file holding a tensor pixel_values of shape [C, S, S] (one image) or "
+                          "[b, C, S, S] (a batch), already normalised by the model's image processor"
+                        : "ViT: safetensors file holding a tensor pixel_values of shape [C, S, S], already normalised "
+                          "by the model's image processor");
   if (batches)
     g->add_option("--tokens-file", tokens_file,
                   "a batch: one sequence of comma-separated token ids per line (lengths may differ; blank lines and "
@@ -115,6 +120,13 @@ InputBatch InputOptions::specs() const {
     b.inputs = read_input_tensor(file);
     b.batch = b.inputs.front().source != file;  // [b, n, d]: the inputs are named "<file>[i]"
     b.description = b.batch ? describe_batch(b.inputs, file + " (X of shape [b, n, d])") : b.inputs[0].describe();
+    return b;
+  }
+  if (!pixels.empty()) {
+    b.inputs = read_pixels(pixels);
+    b.batch = b.inputs.front().source != pixels;  // [b, C, S, S]: the images are named "<file>[i]"
+    b.description = b.batch ? describe_batch(b.inputs, pixels + " (pixel_values of shape [b, C, S, S])")
+                            : b.inputs[0].describe();
     return b;
   }
   if (!tokens_file.empty()) {
@@ -181,7 +193,10 @@ LoadOptions InputOptions::load_options() const {
 InputSpec InputOptions::spec() const {
   InputBatch b = specs();
   if (b.batch)
-    throw UsageError((file.empty() ? std::string("--tokens-file") : file + ": X") + ": a batch of " +
+    throw UsageError((!pixels.empty() ? pixels + ": pixel_values"
+                      : file.empty() ? std::string("--tokens-file")
+                                     : file + ": X") +
+                     ": a batch of " +
                      std::to_string(b.inputs.size()) +
                      " inputs; this command analyses one input (batches: forward, collapse, paths --sums, bounds, report)");
   return std::move(b.inputs.front());

@@ -54,6 +54,7 @@ struct InputBatch {
 
 struct InputOptions {
   std::string file;
+  std::string pixels;
   std::string tokens;
   std::string tokens_file;
   int random_n = 0;
@@ -65,7 +66,9 @@ struct InputOptions {
   /// `required`: exactly one input option must be given; otherwise at most
   /// one. `batches`: also --tokens-file, --batch and --threads.
   void add(CLI::App& app, bool required = true, bool batches = false);
-  bool given() const { return !file.empty() || !tokens.empty() || !tokens_file.empty() || random_n != 0; }
+  bool given() const {
+    return !file.empty() || !pixels.empty() || !tokens.empty() || !tokens_file.empty() || random_n != 0;
+  }
   /// One input; a batch is refused naming the option.
   InputSpec spec() const;
   /// The input or the batch (commands with `batches`).

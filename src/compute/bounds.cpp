@@ -240,7 +240,8 @@ BigReal activation_lipschitz(Activation act) {
   switch (act) {
     case Activation::relu: text = "1"; break;
     case Activation::gelu: text = "1.1290"; break;
-    case Activation::gelu_tanh: text = "1.1300"; break;
+    case Activation::gelu_tanh:
+    case Activation::gelu_fast: text = "1.1300"; break;
     case Activation::silu: text = "1.0999"; break;  // max of σ(x)(1 + x(1 − σ(x))) ≈ 1.09984
   }
   W x;
@@ -439,6 +440,11 @@ std::string not_covered(const Variant& v, const Coverage& cov) {
   if (cov.rotary)
     return "the cubic bounds do not cover rotary position embeddings (the attention logits depend on positions, "
            "math.md §8)";
+  if (cov.position_terms)
+    return "the cubic bounds do not cover position terms in the attention logits (T5's bucket bias, XLNet's "
+           "relative attention: rows of P differ even for a rank-1 input, families.md)";
+  if (cov.softcap)
+    return "the cubic bounds do not cover soft-capped logits c·tanh(s·q·k/c) (Gemma 2, families.md)";
   if (cov.gated_mlp)
     return "Corollary 3.2 does not cover the gated (SwiGLU) MLP, which has no global Lipschitz constant (math.md §8)";
   return {};

@@ -3,14 +3,20 @@
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/core/linalg.hpp"
 
+#include "sanpath/core/resources.hpp"
+
 #include <stdexcept>
+#include <vector>
 
 namespace sanpath {
 
 template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<long>& ids) {
+  using std::sqrt;
   if (!model.embeddings())
     throw std::invalid_argument(model.source() + ": embeddings: the model has no embedding tables; use --input or --random-input");
   const Embeddings& e = *model.embeddings();
+  if (e.pixels())
+    throw std::invalid_argument(model.source() + ": tokens: a vit model takes images (--pixels), not token ids");
   if (ids.empty()) throw std::invalid_argument(model.source() + ": tokens: the sequence is empty");
   if (e.has_position_table() && static_cast<long>(ids.size()) > e.max_positions())
     throw std::invalid_argument(model.source() + ": tokens: sequence of " + std::to_string(ids.size()) +
@@ -23,6 +29,22 @@ template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<
                                   std::to_string(id) + ", outside the vocabulary [0, " +
                                   std::to_string(e.vocab_size()) + ")");
   }
+  if (e.kind == Layout::opt) {
+    // E_i (· project_inᵀ when e ≠ d) + positions[i] (the stored row i + 2).
+    Matrix<S> T(n, w);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const Eigen::Index row = e.word_row(ids[static_cast<std::size_t>(i)]);
+      for (Eigen::Index j = 0; j < w; ++j) T(i, j) = S(e.word(row, j));
+    }
+    Matrix<S> out;
+    if (e.mapping.size() > 0)
+      gemm(T, convert<S>(e.mapping), out);
+    else
+      out = std::move(T);
+    for (Eigen::Index j = 0; j < out.cols(); ++j)
+      for (Eigen::Index i = 0; i < n; ++i) out(i, j) += S(e.position(i, j));
+    return out;
+  }
   Matrix<S> E(n, w);
   for (Eigen::Index i = 0; i < n; ++i) {
     const Eigen::Index row = e.word_row(ids[static_cast<std::size_t>(i)]);
@@ -33,7 +55,13 @@ template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<
       E(i, j) = v;
     }
   }
-  if (e.kind == Layout::gpt2 || rotary_family(e.kind)) return E;
+  if (e.kind == Layout::gemma || e.kind == Layout::gemma2) {
+    const S scale = sqrt(S(static_cast<double>(w)));  // √d in the working precision
+    for (Eigen::Index j = 0; j < w; ++j)
+      for (Eigen::Index i = 0; i < n; ++i) E(i, j) *= scale;
+    return E;
+  }
+  if (e.kind == Layout::gpt2 || token_rows_only(e.kind)) return E;
   Matrix<S> N = layer_norm(E, e.ln_g, e.ln_b, e.ln_eps);
   if (e.kind != Layout::albert) return N;
   Matrix<S> out;
@@ -43,8 +71,48 @@ template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<
   return out;
 }
 
+/// ViT (families.md): X^0 = [cls; e_0; …; e_{N−1}] + pos, patch k = r·g + s
+/// row-major, e_k[o] = b[o] + Σ_{c,i,j} W[o, c·p² + i·p + j] x[c, r·p + i, s·p + j],
+/// summed in S in that order.
+template <class S> Matrix<S> embed_pixels(const Model& model, const InputSpec& spec) {
+  if (!model.embeddings() || !model.embeddings()->pixels())
+    throw std::invalid_argument(spec.source + ": pixel_values: " + model.source() +
+                                " takes no pixels (a ViT checkpoint does); use --tokens, --input or --random-input");
+  const Embeddings& e = *model.embeddings();
+  const long C = spec.pixel_shape[0], Hh = spec.pixel_shape[1], Ww = spec.pixel_shape[2];
+  if (C != e.channels)
+    throw std::invalid_argument(spec.source + ": pixel_values: " + std::to_string(C) +
+                                " channels, the model's num_channels is " + std::to_string(e.channels));
+  if (Hh != e.image_size || Ww != e.image_size)
+    throw std::invalid_argument(spec.source + ": pixel_values: image " + std::to_string(Hh) + "×" + std::to_string(Ww) +
+                                ", the model's image_size is " + std::to_string(e.image_size) +
+                                " (no interpolation of position embeddings)");
+  const long p = e.patch_size, g = e.patch_grid(), d = model.arch().d_model;
+  Matrix<S> X(g * g + 1, d);
+  std::vector<S> patch(static_cast<std::size_t>(C * p * p));
+  for (Eigen::Index o = 0; o < d; ++o) X(0, o) = S(e.cls(o)) + S(e.position(0, o));
+  for (long r = 0; r < g; ++r)
+    for (long sc = 0; sc < g; ++sc) {
+      check_interrupt();
+      std::size_t k = 0;
+      for (long c = 0; c < C; ++c)
+        for (long i = 0; i < p; ++i)
+          for (long j = 0; j < p; ++j)
+            patch[k++] = S(spec.pixels[static_cast<std::size_t>((c * Hh + r * p + i) * Ww + sc * p + j)]);
+      const Eigen::Index row = r * g + sc + 1;
+      for (Eigen::Index o = 0; o < d; ++o) {
+        S acc = S(e.patch_b(o));
+        for (std::size_t q = 0; q < patch.size(); ++q) acc += S(e.patch(o, static_cast<Eigen::Index>(q))) * patch[q];
+        X(row, o) = acc + S(e.position(row, o));
+      }
+    }
+  return X;
+}
+
 template <class S> Matrix<S> make_input(const Model& model, const InputSpec& spec) {
   switch (spec.kind) {
+    case InputSpec::Kind::pixels:
+      return embed_pixels<S>(model, spec);
     case InputSpec::Kind::tokens:
       return embed_tokens<S>(model, spec.tokens);
     case InputSpec::Kind::matrix:

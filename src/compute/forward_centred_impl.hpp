@@ -301,7 +301,8 @@ template <class S> struct ActivationDifference {
     using std::sqrt;
     const S pi = pi_constant<S>();
     half = S(1) / S(2);
-    a = sqrt(S(S(2) / pi));                  // gelu_tanh: y = a (x + k x³)
+    a = activation == Activation::gelu_fast ? decimal_constant<S>(0.7978845608)  // HF's literal
+                                            : S(sqrt(S(S(2) / pi)));            // gelu_tanh: y = a (x + k x³)
     k = decimal_constant<S>(0.044715);
     inv_sqrt2 = S(1) / sqrt(S(2));           // Φ(x) = ½ erfc(−x/√2)
     inv_sqrt2pi = S(1) / sqrt(S(S(2) * pi));  // φ(0)
@@ -317,7 +318,8 @@ template <class S> struct ActivationDifference {
       case Activation::relu:
         if (h > 0) return x1 > 0 ? delta : S(-h);
         return x1 > 0 ? x1 : S(0);
-      case Activation::gelu_tanh: {
+      case Activation::gelu_tanh:
+      case Activation::gelu_fast: {
         const S y0 = a * (h + k * h * h * h), y1 = a * (x1 + k * x1 * x1 * x1);
         const S dy = a * delta * S(S(1) + k * S(x1 * x1 + x1 * h + h * h));
         const S m = (y0 >= 0) == (y1 >= 0) ? S(min(abs(y0), abs(y1))) : S(0);

@@ -64,19 +64,23 @@ inline double toward_rounding(double y, int ulps, int mode) {
   return y;
 }
 
-template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask) {
+template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask, Eigen::Index window) {
   using std::exp;
   const Eigen::Index n = A.rows(), m = A.cols();
   Matrix<S> P(n, m);
   const int mode = std::fegetround();
+  const bool causal = mask == MaskKind::causal;
   for (Eigen::Index i = 0; i < n; ++i) {
     check_interrupt();  // a row costs n exp() calls: seconds at the top tiers
-    const Eigen::Index last = mask == MaskKind::causal ? std::min(i + 1, m) : m;
-    S mx = A(i, 0);
-    for (Eigen::Index j = 1; j < last; ++j)
+    const Eigen::Index last = causal ? std::min(i + 1, m) : m;
+    // Sliding window: key j is visible iff i − j < W (and j ≤ i).
+    const Eigen::Index first = causal && window > 0 ? std::max<Eigen::Index>(0, i - window + 1) : 0;
+    for (Eigen::Index j = 0; j < first; ++j) P(i, j) = S(0);
+    S mx = A(i, first);
+    for (Eigen::Index j = first + 1; j < last; ++j)
       if (A(i, j) > mx) mx = A(i, j);
     S sum(0);
-    for (Eigen::Index j = 0; j < last; ++j) {
+    for (Eigen::Index j = first; j < last; ++j) {
       if constexpr (is_mpfr_v<S>) {  // in place: no temporaries (same roundings)
         mpfr_ptr p = P(i, j).backend().data();
         mpfr_sub(p, A(i, j).backend().data(), mx.backend().data(), MPFR_RNDN);
@@ -86,7 +90,7 @@ template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask) {
       }
       sum += P(i, j);
     }
-    for (Eigen::Index j = 0; j < last; ++j) P(i, j) /= sum;
+    for (Eigen::Index j = first; j < last; ++j) P(i, j) /= sum;
     for (Eigen::Index j = last; j < m; ++j) P(i, j) = S(0);
   }
   return P;
@@ -115,20 +119,43 @@ template <class S> Matrix<S> layer_norm(const Matrix<S>& X, const VectorXd& gain
 }
 
 template <class S>
-Matrix<S> rms_norm(const Matrix<S>& X, const VectorXd& gain, const VectorXd& bias, double eps) {
+Matrix<S> rms_norm(const Matrix<S>& X, const VectorXd& gain, const VectorXd& bias, double eps, bool unit_offset) {
   using std::sqrt;
   const Eigen::Index n = X.rows(), d = X.cols();
   const S e = decimal_constant<S>(eps);
   const S dd = S(static_cast<double>(d));
+  RowVector<S> g(d);
+  for (Eigen::Index j = 0; j < d; ++j) g(j) = unit_offset ? S(S(1) + S(gain(j))) : S(gain(j));
   Matrix<S> Y(n, d);
   for (Eigen::Index i = 0; i < n; ++i) {
     S ms(0);
     for (Eigen::Index j = 0; j < d; ++j) ms += X(i, j) * X(i, j);
     ms /= dd;
     const S inv = S(1) / sqrt(S(ms + e));
-    for (Eigen::Index j = 0; j < d; ++j) Y(i, j) = X(i, j) * inv * S(gain(j)) + S(bias(j));
+    for (Eigen::Index j = 0; j < d; ++j) Y(i, j) = X(i, j) * inv * g(j) + S(bias(j));
   }
   return Y;
+}
+
+template <class S> Matrix<S> xlnet_sinusoid(Eigen::Index n, int d, int clamp_len) {
+  using std::pow;
+  using std::sin;
+  using std::cos;
+  if (d < 2 || d % 2 != 0) throw std::invalid_argument("xlnet: d_model must be even, got " + std::to_string(d));
+  const Eigen::Index half = d / 2, rows = 2 * n - 1;
+  Matrix<S> R(rows, d);
+  const S base(10000);
+  for (Eigen::Index k = 0; k < half; ++k) {
+    const S freq = pow(base, S(S(-2 * static_cast<double>(k)) / S(static_cast<double>(d))));
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      Eigen::Index p = r - (n - 1);
+      if (clamp_len > 0) p = std::max<Eigen::Index>(-clamp_len, std::min<Eigen::Index>(clamp_len, p));
+      const S angle = S(static_cast<double>(p)) * freq;
+      R(r, k) = sin(angle);
+      R(r, half + k) = cos(angle);
+    }
+  }
+  return R;
 }
 
 template <class S> RotaryTable<S> rotary_table(Eigen::Index n, int d_h, double theta) {
@@ -181,8 +208,10 @@ template <class S> S activate(const S& x, Activation act, [[maybe_unused]] int m
       if constexpr (std::is_same_v<S, double>) e = toward_rounding(e, 2, mode);  // glibc erf: < 3 ulp
       return S(x * (S(1) + e)) / S(2);
     }
-    case Activation::gelu_tanh: {
-      const S c = sqrt(S(2) / pi_constant<S>());
+    case Activation::gelu_tanh:
+    case Activation::gelu_fast: {
+      // gelu_fast: HF's literal 0.7978845608 for √(2/π) (families.md).
+      const S c = act == Activation::gelu_fast ? decimal_constant<S>(0.7978845608) : S(sqrt(S(2) / pi_constant<S>()));
       const S k = decimal_constant<S>(0.044715);
       S t = tanh(S(c * (x + k * x * x * x)));
       if constexpr (std::is_same_v<S, double>) t = toward_rounding(t, 3, mode);  // glibc tanh: < 5 ulp
@@ -208,6 +237,22 @@ template <class S> struct PackedLayer {
   MatrixXd WQ, WK, WV, WO;
   RowVector<S> bQ, bK, bV, bO;
   RowVector<S> b1, b2;
+  MatrixXd WR;           ///< XLNet: W_R of every head, d×(H·d_qk)
+  RowVector<S> rw, rr;   ///< XLNet: r_w, r_r of every head (H·d_qk)
+  MatrixXd pos_bias;     ///< T5: bucket table, nb × (heads packed)
+};
+
+/// What a pass computes once from n and shares with every layer: the
+/// rotary angles (rotary models) and XLNet's sinusoid (2n−1 rows).
+template <class S> struct PositionTables {
+  std::optional<RotaryTable<S>> rotary;
+  std::optional<Matrix<S>> sinusoid;
+  static PositionTables make(const Architecture& a, Eigen::Index n) {
+    PositionTables t;
+    if (a.rope_theta) t.rotary = rotary_table<S>(n, a.rotated_dims(), *a.rope_theta);
+    if (a.xlnet_relative) t.sinusoid = xlnet_sinusoid<S>(n, a.d_model, a.clamp_len);
+    return t;
+  }
 };
 
 template <class S> RowVector<S> row_of(const VectorXd& v) { return convert<S>(v.transpose()); }
@@ -237,6 +282,19 @@ template <class S> void pack_into(PackedLayer<S>& p, const Architecture& a, cons
   p.bK = row_of<S>(bK);
   p.bV = row_of<S>(bV);
   p.bO = row_of<S>(w.b_O);
+  if (a.xlnet_relative) {
+    p.WR.resize(d, H * dq);
+    VectorXd rw(H * dq), rr(H * dq);
+    for (Eigen::Index h = 0; h < H; ++h) {
+      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      p.WR.middleCols(h * dq, dq) = hw.W_R;
+      rw.segment(h * dq, dq) = hw.r_w;
+      rr.segment(h * dq, dq) = hw.r_r;
+    }
+    p.rw = row_of<S>(rw);
+    p.rr = row_of<S>(rr);
+  }
+  if (a.rel_buckets > 0) p.pos_bias = w.pos_bias;
   if (with_mlp) {
     p.b1 = row_of<S>(w.b_1);
     p.b2 = row_of<S>(w.b_2);
@@ -249,19 +307,58 @@ template <class S> PackedLayer<S> pack(const Architecture& a, const LayerWeights
   return p;
 }
 
+/// Head h of layer `w` alone, as a one-head PackedLayer (the path
+/// sub-networks of rerun.hpp): its projections, biases, position terms and
+/// the layer's b_O.
+template <class S> PackedLayer<S> pack_head(const Architecture& a, const LayerWeights& w, int h) {
+  const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+  PackedLayer<S> p;
+  p.WQ = hw.W_Q;  // weights stay in double (PackedLayer)
+  p.WK = hw.W_K;
+  p.WV = hw.W_V;
+  p.WO = hw.W_O;
+  p.bQ = row_of<S>(hw.b_Q);
+  p.bK = row_of<S>(hw.b_K);
+  p.bV = row_of<S>(hw.b_V);
+  p.bO = row_of<S>(w.b_O);
+  if (a.xlnet_relative) {
+    p.WR = hw.W_R;
+    p.rw = row_of<S>(hw.r_w);
+    p.rr = row_of<S>(hw.r_r);
+  }
+  if (a.rel_buckets > 0) p.pos_bias = w.pos_bias.col(h);
+  return p;
+}
+
 template <class S> void add_row(Matrix<S>& M, const RowVector<S>& b) {
   for (Eigen::Index j = 0; j < M.cols(); ++j)
     for (Eigen::Index i = 0; i < M.rows(); ++i) M(i, j) += b(j);
 }
 
+/// The score scale s of math.md §1 (d_qk^(−1/2)) or the family's own
+/// (Architecture::score_scale_base), in S.
+template <class S> S score_scale(const Architecture& a) {
+  using std::sqrt;
+  if (a.score_scale_base) {
+    if (*a.score_scale_base == 1.0) return S(1);
+    return S(1) / sqrt(decimal_constant<S>(*a.score_scale_base));
+  }
+  return S(1) / sqrt(S(static_cast<double>(a.d_qk)));
+}
+
 /// Attn(X) = Σ_h P_h V_h W_O^h + 1 b_Oᵀ; appends the P_h to `P` if non-null.
-/// `rotary` (non-null iff the model is rotary) rotates every head's queries
-/// and keys after the bias (math.md §8).
+/// `pos.rotary` (set iff the model is rotary) rotates the first
+/// rotated_dims() entries of every head's queries and keys after the bias
+/// (math.md §8, families.md partial rotary). The logits gain XLNet's
+/// relative terms or T5's bucket bias when the architecture has them, are
+/// scaled by score_scale(a), soft-capped (Gemma 2), then masked (with the
+/// sliding `window` on a causal mask when > 0).
 template <class S>
 Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix<S>& X, MaskKind mask,
-                    std::vector<Matrix<S>>* P, const RotaryTable<S>* rotary) {
-  using std::sqrt;
+                    std::vector<Matrix<S>>* P, const PositionTables<S>& pos, Eigen::Index window = 0) {
+  using std::tanh;
   const Eigen::Index n = X.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
+  const RotaryTable<S>* rotary = pos.rotary ? &*pos.rotary : nullptr;
   Matrix<S> Q, K, V;
   gemm_weights(X, w.WQ, Q);
   gemm_weights(X, w.WK, K);
@@ -274,7 +371,16 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
       apply_rotary(Q, *rotary, h * dq);
       apply_rotary(K, *rotary, h * dq);
     }
-  const S scale = S(1) / sqrt(S(static_cast<double>(dq)));
+  const S scale = score_scale<S>(a);
+  // XLNet: the sinusoid projected by every head's W_R ((2n−1) × H·d_qk).
+  Matrix<S> RK;
+  if (a.xlnet_relative) {
+    if (!pos.sinusoid || pos.sinusoid->rows() != 2 * n - 1)
+      throw std::logic_error("attention: XLNet's sinusoid table is missing or of another length");
+    gemm_weights(*pos.sinusoid, w.WR, RK);
+  }
+  std::optional<S> cap;
+  if (a.softcap) cap = decimal_constant<S>(*a.softcap);
   Matrix<S> heads_out(n, H * dv);
   std::vector<Matrix<S>> Ps(P ? static_cast<std::size_t>(H) : 0);
   // Heads in parallel (each head's products then run serially): the softmax
@@ -288,9 +394,39 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
                        Matrix<S> A, PV;
                        const Matrix<S> Qh = Q.middleCols(h * dq, dq), Kh = K.middleCols(h * dq, dq),
                                        Vh = V.middleCols(h * dv, dv);
-                       gemm_nt(Qh, Kh, A);
+                       if (a.xlnet_relative) {
+                         // [(q_i + r_w)·k_j + (q_i + r_r)·(R(i − j) W_R)] / √d_h
+                         Matrix<S> Qw = Qh, Qr = Qh, B;
+                         for (Eigen::Index c = 0; c < dq; ++c)
+                           for (Eigen::Index i = 0; i < n; ++i) {
+                             Qw(i, c) += w.rw(h * dq + c);
+                             Qr(i, c) += w.rr(h * dq + c);
+                           }
+                         gemm_nt(Qw, Kh, A);
+                         const Matrix<S> RKh = RK.middleCols(h * dq, dq);
+                         gemm_nt(Qr, RKh, B);  // n × (2n−1), column k ↔ p = k − (n−1)
+                         for (Eigen::Index j = 0; j < n; ++j)
+                           for (Eigen::Index i = 0; i < n; ++i) A(i, j) += B(i, i - j + n - 1);
+                       } else {
+                         gemm_nt(Qh, Kh, A);
+                       }
+                       if (a.rel_buckets > 0)  // T5: B_h[i, j] = T[bucket(j − i), h]
+                         for (Eigen::Index j = 0; j < n; ++j)
+                           for (Eigen::Index i = 0; i < n; ++i)
+                             A(i, j) += S(w.pos_bias(t5_bucket(static_cast<long>(j - i), a.rel_buckets,
+                                                               a.rel_max_distance),
+                                                     h));
                        A *= scale;
-                       Matrix<S> Ph = row_softmax(A, mask);
+                       if (cap) {  // c·tanh(A/c)
+                         const int mode = std::fegetround();
+                         for (Eigen::Index j = 0; j < n; ++j)
+                           for (Eigen::Index i = 0; i < n; ++i) {
+                             S t = tanh(S(A(i, j) / *cap));
+                             if constexpr (std::is_same_v<S, double>) t = toward_rounding(t, 3, mode);
+                             A(i, j) = *cap * t;
+                           }
+                       }
+                       Matrix<S> Ph = row_softmax(A, mask, window);
                        gemm(Ph, Vh, PV);
                        heads_out.middleCols(h * dv, dv) = PV;  // disjoint columns per head
                        if (P) Ps[hu] = std::move(Ph);
@@ -309,8 +445,8 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
 /// Returns false, doing nothing, for other scalars and activations.
 template <class S> bool activate_simd(Matrix<S>& M, Activation act) {
   if constexpr (std::is_same_v<S, double>) {
-    if (act == Activation::gelu_tanh) {
-      const double c = -2.0 * std::sqrt(2.0 / pi_constant<double>());
+    if (act == Activation::gelu_tanh || act == Activation::gelu_fast) {
+      const double c = -2.0 * (act == Activation::gelu_fast ? 0.7978845608 : std::sqrt(2.0 / pi_constant<double>()));
       auto x = M.array();
       M.array() = x / (1.0 + (c * (x + 0.044715 * x * x * x)).exp());
       if (const int mode = std::fegetround(); mode != FE_TONEAREST)  // Eigen's exp: < 3 ulp
@@ -343,9 +479,43 @@ Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const LayerWeights
   return out;
 }
 
-/// The model's own normalisation: LayerNorm or RMSNorm.
+/// The model's own normalisation: LayerNorm or RMSNorm (Gemma's with gain 1 + w).
 template <class S> Matrix<S> norm(const Architecture& a, const Matrix<S>& X, const VectorXd& g, const VectorXd& b) {
-  return a.norm == NormKind::rms ? rms_norm(X, g, b, a.ln_eps) : layer_norm(X, g, b, a.ln_eps);
+  return a.norm == NormKind::rms ? rms_norm(X, g, b, a.ln_eps, a.norm_unit_offset) : layer_norm(X, g, b, a.ln_eps);
+}
+
+/// RMSNorm without a bias (Gemma 2's post-sublayer norms ln3, ln4).
+template <class S> Matrix<S> norm_gain(const Architecture& a, const Matrix<S>& X, const VectorXd& g) {
+  return norm(a, X, g, VectorXd::Zero(g.size()).eval());
+}
+
+/// The window layer l applies (0: none).
+inline Eigen::Index window_of(const Architecture& a, int l) { return a.window_applies(l) ? a.attention_window : 0; }
+
+/// One layer X → X' of `variant` (math.md §2; families.md: parallel blocks,
+/// Gemma 2's four norms). Parallel blocks with mlp plain or layernorm post
+/// are refused by Model::check_supports before a pass starts.
+template <class S>
+Matrix<S> layer_map(const Architecture& a, const Variant& variant, const PackedLayer<S>& w, const LayerWeights& lw,
+                    const Matrix<S>& X, std::vector<Matrix<S>>* P, const PositionTables<S>& pos,
+                    Eigen::Index window) {
+  const bool pre = variant.layernorm == LayerNormKind::pre, post = variant.layernorm == LayerNormKind::post;
+  const bool sandwich = a.sandwich_norms && pre;
+  Matrix<S> Z = attention(a, w, pre ? norm(a, X, lw.ln1_g, lw.ln1_b) : X, variant.mask, P, pos, window);
+  if (sandwich) Z = norm_gain(a, Z, lw.ln3_g);
+  if (a.parallel_residual) {  // X' = [skip]X + Attn(LN_1 X) + [mlp] f(LN_2 X)
+    if (variant.mlp != MlpKind::none) Z += mlp(a, w, lw, pre ? norm(a, X, lw.ln2_g, lw.ln2_b) : X);
+    if (variant.skip) Z += X;
+    return Z;
+  }
+  if (variant.skip) Z += X;
+  if (post) Z = norm(a, Z, lw.ln1_g, lw.ln1_b);
+  if (variant.mlp == MlpKind::none) return Z;
+  Matrix<S> Xn = mlp(a, w, lw, pre ? norm(a, Z, lw.ln2_g, lw.ln2_b) : Z);
+  if (sandwich) Xn = norm_gain(a, Xn, lw.ln4_g);
+  if (variant.mlp == MlpKind::residual) Xn += Z;
+  if (post) Xn = norm(a, Xn, lw.ln2_g, lw.ln2_b);
+  return Xn;
 }
 
 }  // namespace detail
@@ -358,7 +528,7 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
                                 " features (columns), the model expects d_model = " + std::to_string(a.d_model));
   if (X0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
   model.check_supports(variant);
-  if (a.attention_window > 0 && X0.rows() > a.attention_window)
+  if (a.attention_window > 0 && a.window_layers.empty() && X0.rows() > a.attention_window)
     throw std::invalid_argument(model.source() + ": sliding_window: " + std::to_string(X0.rows()) +
                                 " tokens exceed the window of " + std::to_string(a.attention_window) +
                                 "; sliding-window attention is not supported (math.md §8)");
@@ -374,9 +544,7 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
   t.X.reserve(static_cast<std::size_t>(a.layers) + 1);
   t.X.push_back(X0);
   if (options.record_attention) t.P.resize(static_cast<std::size_t>(a.layers));
-  std::optional<RotaryTable<S>> rotary;
-  if (a.rope_theta) rotary = rotary_table<S>(X0.rows(), a.d_qk, *a.rope_theta);
-  const RotaryTable<S>* rot = rotary ? &*rotary : nullptr;
+  const detail::PositionTables<S> pos = detail::PositionTables<S>::make(a, X0.rows());
   detail::PackedLayer<S> w;
   for (int l = 0; l < a.layers; ++l) {
     check_interrupt();
@@ -384,26 +552,7 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
     const LayerWeights& lw = *held;
     detail::pack_into(w, a, lw, with_mlp);
     std::vector<Matrix<S>>* P = options.record_attention ? &t.P[static_cast<std::size_t>(l)] : nullptr;
-    const Matrix<S>& X = t.X.back();
-    Matrix<S> Z;
-    // Attention half.
-    if (variant.layernorm == LayerNormKind::pre) {
-      Z = detail::attention(a, w, detail::norm(a, X, lw.ln1_g, lw.ln1_b), variant.mask, P, rot);
-    } else {
-      Z = detail::attention(a, w, X, variant.mask, P, rot);
-    }
-    if (variant.skip) Z += X;
-    if (variant.layernorm == LayerNormKind::post) Z = detail::norm(a, Z, lw.ln1_g, lw.ln1_b);
-    // MLP half.
-    Matrix<S> Xn;
-    if (variant.mlp == MlpKind::none) {
-      Xn = std::move(Z);
-    } else {
-      Xn = detail::mlp(a, w, lw, variant.layernorm == LayerNormKind::pre ? detail::norm(a, Z, lw.ln2_g, lw.ln2_b) : Z);
-      if (variant.mlp == MlpKind::residual) Xn += Z;
-      if (variant.layernorm == LayerNormKind::post) Xn = detail::norm(a, Xn, lw.ln2_g, lw.ln2_b);
-    }
-    t.X.push_back(std::move(Xn));
+    t.X.push_back(detail::layer_map(a, variant, w, lw, t.X.back(), P, pos, detail::window_of(a, l)));
     if (options.on_layer) options.on_layer(l + 1, a.layers);
   }
   return t;
@@ -415,12 +564,13 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
   SANPATH_INSTANTIATE_LINALG(S)                                                                                   \
   template sanpath::ForwardTrace<S> sanpath::forward<S>(const sanpath::Model&, const sanpath::Variant&,           \
                                                         const sanpath::Matrix<S>&, const sanpath::ForwardOptions&); \
-  template sanpath::Matrix<S> sanpath::row_softmax<S>(const sanpath::Matrix<S>&, sanpath::MaskKind);              \
+  template sanpath::Matrix<S> sanpath::row_softmax<S>(const sanpath::Matrix<S>&, sanpath::MaskKind, Eigen::Index); \
+  template sanpath::Matrix<S> sanpath::xlnet_sinusoid<S>(Eigen::Index, int, int);                                  \
   template sanpath::Matrix<S> sanpath::layer_norm<S>(const sanpath::Matrix<S>&, const sanpath::VectorXd&,         \
                                                      const sanpath::VectorXd&, double);                           \
   template S sanpath::activate<S>(const S&, sanpath::Activation);                                                 \
   template sanpath::Matrix<S> sanpath::rms_norm<S>(const sanpath::Matrix<S>&, const sanpath::VectorXd&,           \
-                                                   const sanpath::VectorXd&, double);                             \
+                                                   const sanpath::VectorXd&, double, bool);                       \
   template sanpath::RotaryTable<S> sanpath::rotary_table<S>(Eigen::Index, int, double);                           \
   template void sanpath::apply_rotary<S>(sanpath::Matrix<S>&, const sanpath::RotaryTable<S>&, Eigen::Index);     \
   template S sanpath::decimal_constant<S>(double);                                                                \

@@ -28,6 +28,11 @@ std::uint64_t forward_scalar_count(const Architecture& a, std::uint64_t n, bool 
     if (a.gated_mlp) c = add_sat(c, mul_sat(add_sat(d, n), ff));            // W_gate, gate pre-activations
   }
   if (a.rope_theta) c = add_sat(c, mul_sat(n, dq));                         // cos, sin tables (n×d_qk/2 each)
+  if (a.xlnet_relative) {  // sinusoid (2n−1)×d, its projection (2n−1)×H·d_qk, two shifted query copies and B
+    const std::uint64_t m = mul_sat(2, n);
+    c = add_sat(c, add_sat(mul_sat(m, d), mul_sat(mul_sat(m, H), dq)));
+    c = add_sat(c, add_sat(mul_sat(mul_sat(2, n), dq), mul_sat(n, m)));
+  }
   return c;
 }
 

@@ -21,23 +21,20 @@ template <class S> class SubNetworks {
       : model_(model), variant_(variant), one_(model.arch()) {
     const Architecture& a = model.arch();
     model.check_supports(variant);
+    if (a.parallel_residual && variant.mlp != MlpKind::none)
+      throw std::invalid_argument(model.source() + ": mlp: the sub-network of a path is not defined for a parallel "
+                                  "block with its MLP (the MLP reads the layer input, not a head's output); use "
+                                  "--mlp none");
     one_.heads = 1;
+    one_.kv_heads = 0;
     const bool beta = !is_attention_only(variant);
     const bool with_mlp = variant.mlp != MlpKind::none;
     for (int l = 0; l < a.layers; ++l) {
       const LayerWeights& lw = model.layer(l);
       Layer layer;
       if (with_mlp) layer.mlp = pack<S>(a, lw, true);
-      for (const HeadWeights& hw : lw.heads) {
-        PackedLayer<S> p;
-        p.WQ = hw.W_Q;  // weights stay in double (PackedLayer)
-        p.WK = hw.W_K;
-        p.WV = hw.W_V;
-        p.WO = hw.W_O;
-        p.bQ = row_of<S>(hw.b_Q);
-        p.bK = row_of<S>(hw.b_K);
-        p.bV = row_of<S>(hw.b_V);
-        p.bO = row_of<S>(lw.b_O);
+      for (int h = 0; h < a.heads; ++h) {
+        PackedLayer<S> p = pack_head<S>(a, lw, h);
         if (!beta) {
           p.bV.setConstant(S(0));
           p.bO.setConstant(S(0));
@@ -46,7 +43,7 @@ template <class S> class SubNetworks {
       }
       layers_.push_back(std::move(layer));
     }
-    if (a.rope_theta) rotary_ = rotary_table<S>(n, a.d_qk, *a.rope_theta);
+    pos_ = PositionTables<S>::make(a, n);
   }
 
   static bool is_attention_only(const Variant& v) {
@@ -69,7 +66,7 @@ template <class S> class SubNetworks {
   Matrix<S> run(const Matrix<S>& X0, const std::vector<int>& heads) const {
     const Architecture& a = model_.arch();
     const bool pre = variant_.layernorm == LayerNormKind::pre, post = variant_.layernorm == LayerNormKind::post;
-    const RotaryTable<S>* rot = rotary_ ? &*rotary_ : nullptr;
+    const bool sandwich = a.sandwich_norms && pre;
     Matrix<S> Y = X0;
     for (int l = 0; l < a.layers; ++l) {
       const int h = heads[static_cast<std::size_t>(l)];
@@ -78,13 +75,16 @@ template <class S> class SubNetworks {
       const LayerWeights& lw = model_.layer(l);
       const Layer& w = layers_[static_cast<std::size_t>(l)];
       const PackedLayer<S>& hw = w.heads[static_cast<std::size_t>(h)];
-      Matrix<S> Z = attention<S>(one_, hw, pre ? norm(a, Y, lw.ln1_g, lw.ln1_b) : Y, variant_.mask, nullptr, rot);
+      Matrix<S> Z = attention<S>(one_, hw, pre ? norm(a, Y, lw.ln1_g, lw.ln1_b) : Y, variant_.mask, nullptr, pos_,
+                                 window_of(a, l));
+      if (sandwich) Z = norm_gain(a, Z, lw.ln3_g);
       if (post) Z = norm(a, Z, lw.ln1_g, lw.ln1_b);
       if (variant_.mlp == MlpKind::none) {
         Y = std::move(Z);
         continue;
       }
       Y = mlp(a, w.mlp, lw, pre ? norm(a, Z, lw.ln2_g, lw.ln2_b) : Z);
+      if (sandwich) Y = norm_gain(a, Y, lw.ln4_g);
       if (variant_.mlp == MlpKind::residual) Y += Z;
       if (post) Y = norm(a, Y, lw.ln2_g, lw.ln2_b);
     }
@@ -100,7 +100,7 @@ template <class S> class SubNetworks {
   Variant variant_;
   Architecture one_;  ///< the model's architecture with one head
   std::vector<Layer> layers_;
-  std::optional<RotaryTable<S>> rotary_;
+  PositionTables<S> pos_;
 };
 
 template <class S> S count_as(const PathCount& c) {

@@ -117,7 +117,8 @@ Activation HfConfig::activation(const std::string& key, const std::string& fallb
   if (a == "gelu") return Activation::gelu;
   if (a == "gelu_new" || a == "gelu_pytorch_tanh") return Activation::gelu_tanh;
   if (a == "relu") return Activation::relu;
-  fail(path, key, "'" + a + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu)");
+  if (a == "gelu_fast") return Activation::gelu_fast;
+  fail(path, key, "'" + a + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu)");
 }
 
 int HfConfig::head_width(const std::string& hidden_key, const std::string& heads_key) const {
@@ -137,6 +138,7 @@ std::string hf_activation_name(Activation a) {
     case Activation::gelu: return "gelu";
     case Activation::gelu_tanh: return "gelu_new";
     case Activation::silu: return "silu";
+    case Activation::gelu_fast: return "gelu_fast";
   }
   return "?";
 }

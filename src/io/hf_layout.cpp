@@ -112,9 +112,16 @@ json shape_config(const Architecture& a, const ShapeKeys& k, const std::string& 
 
 namespace {
 
-/// Rows and width of a stored tensor seen as a row-major matrix (a vector is one row).
+/// Rows and width of a stored tensor seen as a row-major matrix (a vector is
+/// one row; a tensor of rank > 2, e.g. XLNet's [d, H, d_h] or ViT's
+/// [d, C, p, p], is its first axis by the product of the others).
 std::int64_t rows_of(const Shape& s) { return s.size() == 1 ? 1 : s.at(0); }
-std::int64_t width_of(const Shape& s) { return s.size() == 1 ? s.at(0) : s.at(1); }
+std::int64_t width_of(const Shape& s) {
+  if (s.size() == 1) return s.at(0);
+  std::int64_t w = 1;
+  for (std::size_t k = 1; k < s.size(); ++k) w *= s[k];
+  return w;
+}
 
 /// `p`'s block with kAny resolved against the stored shape.
 TensorBlock resolve(const Piece& p, const Shape& shape, const std::string& where, const std::string& name) {
@@ -227,12 +234,14 @@ bool same_layer(const LayerWeights& a, const LayerWeights& b) {
   for (std::size_t h = 0; h < a.heads.size(); ++h) {
     const HeadWeights &x = a.heads[h], &y = b.heads[h];
     if (!same(x.W_Q, y.W_Q) || !same(x.W_K, y.W_K) || !same(x.W_V, y.W_V) || !same(x.W_O, y.W_O) ||
-        !same(x.b_Q, y.b_Q) || !same(x.b_K, y.b_K) || !same(x.b_V, y.b_V))
+        !same(x.b_Q, y.b_Q) || !same(x.b_K, y.b_K) || !same(x.b_V, y.b_V) || !same(x.W_R, y.W_R) ||
+        !same(x.r_w, y.r_w) || !same(x.r_r, y.r_r))
       return false;
   }
-  return same(a.b_O, b.b_O) && same(a.W_1, b.W_1) && same(a.W_2, b.W_2) && same(a.b_1, b.b_1) &&
-         same(a.b_2, b.b_2) && same(a.ln1_g, b.ln1_g) && same(a.ln1_b, b.ln1_b) && same(a.ln2_g, b.ln2_g) &&
-         same(a.ln2_b, b.ln2_b);
+  return same(a.b_O, b.b_O) && same(a.W_1, b.W_1) && same(a.W_2, b.W_2) && same(a.W_gate, b.W_gate) &&
+         same(a.b_1, b.b_1) && same(a.b_2, b.b_2) && same(a.ln1_g, b.ln1_g) && same(a.ln1_b, b.ln1_b) &&
+         same(a.ln2_g, b.ln2_g) && same(a.ln2_b, b.ln2_b) && same(a.ln3_g, b.ln3_g) && same(a.ln4_g, b.ln4_g) &&
+         same(a.pos_bias, b.pos_bias);
 }
 
 namespace {
@@ -457,6 +466,41 @@ Model load_family(const Family& fam, const HfConfig& c, const std::shared_ptr<co
   }
   if (stream) return Model(a, stream->source, stream->parts, std::move(emb), cut.source);
   return Model(a, std::move(layers), std::move(emb), cut.source, FiniteWeights::checked_by_loader);
+}
+
+Walk begin_walk(const Family& fam, const HfConfig& c, std::shared_ptr<const TensorStore> store, std::string prefix,
+                const LoadOptions& options, int layers, LayerSlots slots_of) {
+  Walk w{fam, c, std::move(store), std::move(prefix), options, std::move(slots_of)};
+  w.streamed = options.layers == LoadOptions::Layers::streamed;
+  w.layers.resize(static_cast<std::size_t>(w.streamed ? 0 : layers));
+  for (std::size_t l = 0; l < w.layers.size(); ++l) w.slots_of(static_cast<int>(l), w.layers[l], w.slots);
+  return w;
+}
+
+bool add_word_table(Walk& w, const std::string& key, std::int64_t vocab, std::int64_t width) {
+  w.with_word = w.store->find(w.prefix + key) != nullptr;
+  w.word_slot = w.slots.list.size();
+  if (w.with_word) w.slots.table(key, w.emb.word, vocab, width);
+  return w.with_word;
+}
+
+Model finish_walk(Walk& w, const Architecture& a, const std::string& source) {
+  const std::string type = to_string(w.fam.layout);
+  std::optional<StreamedLayers> stream;
+  if (w.streamed) {
+    stream = stream_layers(a.layers, w.slots_of, w.store, w.prefix, w.c.path, type);
+    if (w.streamed_layernorm) stream->parts.layernorm = true;
+  }
+  const WordRows rows{w.word_slot, w.options.word_rows ? &*w.options.word_rows : nullptr, &w.emb};
+  decode_slots(w.slots, *w.store, w.prefix, w.c.path, type, w.with_word && w.options.word_rows ? &rows : nullptr);
+  std::optional<Embeddings> emb;
+  if (w.with_word) {
+    w.emb.kind = w.fam.layout;
+    w.emb.ln_eps = a.ln_eps;
+    emb = std::move(w.emb);
+  }
+  if (stream) return Model(a, stream->source, stream->parts, std::move(emb), source);
+  return Model(a, std::move(w.layers), std::move(emb), source, FiniteWeights::checked_by_loader);
 }
 
 void save_family(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {

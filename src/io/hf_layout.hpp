@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sanpath::io {
@@ -138,6 +139,12 @@ struct Family {
   Model (*load)(const Family& fam, const HfConfig& c, const std::shared_ptr<const TensorStore>& f,
                 const std::string& source, const LoadOptions& options) = nullptr;
   void (*save)(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) = nullptr;
+  /// The structure of the family's models for random checkpoints
+  /// (family_structure in checkpoint.hpp); nullptr: none of its own.
+  void (*structure)(RandomModelSpec& spec, const FamilyOptions& o) = nullptr;
+  /// The FamilyOptions fields `structure` reads, by name ("rotary_fraction",
+  /// …); family_structure refuses any other that is set.
+  std::vector<std::string> options{};
 };
 
 /// The families, in detection order (layouts.cpp).
@@ -204,6 +211,37 @@ struct StreamedLayers {
 StreamedLayers stream_layers(int layers, LayerSlots slots_of, std::shared_ptr<const TensorStore> f,
                              const std::string& prefix, const std::string& config_path, const std::string& layout);
 
+/// A load by a family's own walk (layout_llama.cpp, layout_gemma.cpp, …):
+/// begin_walk lists the slots of every resident layer (none when the load
+/// streams); the family then adds its embedding slots (add_word_table first)
+/// and any tensor it only checks; finish_walk decodes them (the word table's
+/// rows as LoadOptions::word_rows asks), streams the layers when asked, and
+/// builds the model, its embeddings of kind fam.layout when the file has a
+/// word table.
+struct Walk {
+  const Family& fam;
+  const HfConfig& c;
+  std::shared_ptr<const TensorStore> store;
+  std::string prefix;
+  const LoadOptions& options;
+  LayerSlots slots_of;
+  bool streamed = false;
+  std::vector<LayerWeights> layers{};
+  Slots slots{};
+  Embeddings emb{};
+  bool with_word = false;
+  std::size_t word_slot = 0;
+  /// Every streamed layer has LayerNorm weights even where the file stores
+  /// none (OPT without elementwise affine: gain 1, bias 0).
+  bool streamed_layernorm = false;
+};
+Walk begin_walk(const Family& fam, const HfConfig& c, std::shared_ptr<const TensorStore> store, std::string prefix,
+                const LoadOptions& options, int layers, LayerSlots slots_of);
+/// The word table `key` (vocab × width) when the file holds it (returns
+/// whether it does).
+bool add_word_table(Walk& w, const std::string& key, std::int64_t vocab, std::int64_t width);
+Model finish_walk(Walk& w, const Architecture& a, const std::string& source);
+
 /// Loads a checkpoint of family `fam`; the word table as `options` asks
 /// (LoadOptions::word_rows), the layers resident or streamed
 /// (LoadOptions::layers; automatic is resolved by the caller).
@@ -215,6 +253,30 @@ void save_family(const Family& fam, const Model& model, const std::string& folde
 /// (`config`), creating the folder; atomic per file.
 void write_checkpoint(const std::string& folder, const std::vector<Tensor>& tensors, const json& config);
 
+// ---- partial rotary embeddings (families.md, GPT-NeoX/Phi §1; layout_gpt_neox.cpp) ----
+
+/// {r, ϑ}: r = int(d_h·φ) (the double product truncated toward zero) and the
+/// base ϑ, from config.json's `fraction_key` and `base_key` (defaults
+/// `fraction_default` and 10000), or from rope_parameters'
+/// partial_rotary_factor and rope_theta where that object gives them.
+/// Refuses, naming the key: rope_scaling not null, rope_parameters.rope_type
+/// other than "default", φ outside [0, 1], ϑ not finite and > 0, an odd r.
+std::pair<int, double> read_partial_rotary(const HfConfig& c, int dh, const std::string& fraction_key,
+                                           double fraction_default, const std::string& base_key);
+/// a's rotary fields for r rotated entries per head: r = 0 none (rope_theta
+/// unset); r = d_qk as rotary_dims 0 (the whole head); any other r as itself.
+void set_partial_rotary(Architecture& a, int r, double base);
+/// The fraction written for r of d_h: r/d_h, nudged up by an ulp where
+/// d_h·φ would round below r, so that reading gives back int(d_h·φ) = r.
+double written_rotary_fraction(int r, int dh);
+/// r = int(d_h·φ) for a random model's FamilyOptions::rotary_fraction φ;
+/// std::invalid_argument("rotary_fraction: …") for φ outside [0, 1] or an odd r.
+int random_rotary_dims(double phi, int dh);
+
+/// Embeddings that are the token rows alone, unscaled (token_rows_only less
+/// Gemma's √d-scaled kinds).
+inline bool plain_token_rows(Layout k) { return token_rows_only(k) && k != Layout::gemma && k != Layout::gemma2; }
+
 // The families (one file each).
 Family bert_family();
 Family roberta_family();
@@ -224,5 +286,13 @@ Family distilbert_family();
 Family llama_family();
 Family mistral_family();
 Family qwen2_family();
+Family xlnet_family();     // layout_xlnet.cpp
+Family t5_family();        // layout_t5.cpp
+Family gpt_neox_family();  // layout_gpt_neox.cpp
+Family phi_family();       // layout_phi.cpp
+Family opt_family();       // layout_opt.cpp
+Family gemma_family();     // layout_gemma.cpp (gemma and gemma2)
+Family gemma2_family();
+Family vit_family();       // layout_vit.cpp
 
 }  // namespace sanpath::io

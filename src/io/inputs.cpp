@@ -53,4 +53,28 @@ std::vector<InputSpec> read_input_tensor(const std::string& path) {
   return out;
 }
 
+std::vector<InputSpec> read_pixels(const std::string& path) {
+  const SafetensorsFile st = SafetensorsFile::read(path);
+  bool found = false;
+  for (const std::string& name : st.names()) found = found || name == "pixel_values";
+  if (!found) throw std::invalid_argument(path + ": pixel_values: no tensor of that name (images for a ViT model)");
+  const Tensor& x = st.at("pixel_values");
+  const std::size_t dims = x.shape.size();
+  if (dims != 3 && dims != 4)
+    throw std::invalid_argument(path + ": pixel_values: shape has " + std::to_string(dims) +
+                                " dimensions, expected [C, H, W] or [b, C, H, W]");
+  const std::int64_t b = dims == 4 ? x.shape[0] : 1;
+  const std::array<long, 3> shape{static_cast<long>(x.shape[dims - 3]), static_cast<long>(x.shape[dims - 2]),
+                                  static_cast<long>(x.shape[dims - 1])};
+  if (b < 1) throw std::invalid_argument(path + ": pixel_values: batch dimension is 0");
+  const std::size_t per = x.values.size() / static_cast<std::size_t>(b);
+  std::vector<InputSpec> out;
+  for (std::int64_t k = 0; k < b; ++k) {
+    const auto first = x.values.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(k));
+    out.push_back(InputSpec::from_pixels(std::vector<double>(first, first + static_cast<std::ptrdiff_t>(per)), shape,
+                                         dims == 4 ? path + "[" + std::to_string(k) + "]" : path));
+  }
+  return out;
+}
+
 }  // namespace sanpath

@@ -125,30 +125,12 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
     s.vector(p + "post_attention_layernorm.weight", w.ln2_g, d);
     w.ln1_b = w.ln2_b = VectorXd::Zero(d);
   };
-  const bool streamed = options.layers == LoadOptions::Layers::streamed;
-  std::vector<LayerWeights> layers(static_cast<std::size_t>(streamed ? 0 : a.layers));
-  Slots s;
-  for (std::size_t l = 0; l < layers.size(); ++l) slots_of(static_cast<int>(l), layers[l], s);
-  s.add("model.norm.weight", {d});  // checked, not used (like GPT-2's ln_f)
-  std::optional<Embeddings> emb;
-  Embeddings e;
+  Walk w = begin_walk(fam, c, store, "", options, a.layers, slots_of);
+  w.slots.add("model.norm.weight", {d});  // checked, not used (like GPT-2's ln_f)
   const TensorInfo* table = f.find("model.embed_tokens.weight");
-  const std::size_t word_slot = s.list.size();
-  if (table) {
-    const std::int64_t vocab = c.has("vocab_size") ? c.positive_int("vocab_size") : table->shape.at(0);
-    s.table("model.embed_tokens.weight", e.word, vocab, d);
-  }
-  std::optional<StreamedLayers> stream;
-  if (streamed) stream = stream_layers(a.layers, slots_of, store, "", config_path, type);
-  const WordRows rows{word_slot, options.word_rows ? &*options.word_rows : nullptr, &e};
-  decode_slots(s, f, "", config_path, type, table && options.word_rows ? &rows : nullptr);
-  if (table) {
-    e.kind = fam.layout;
-    e.ln_eps = a.ln_eps;
-    emb = std::move(e);
-  }
-  if (stream) return Model(a, stream->source, stream->parts, std::move(emb), cut.source);
-  return Model(a, std::move(layers), std::move(emb), cut.source, FiniteWeights::checked_by_loader);
+  add_word_table(w, "model.embed_tokens.weight",
+                 c.has("vocab_size") ? c.positive_int("vocab_size") : table ? table->shape.at(0) : 0, d);
+  return finish_walk(w, a, cut.source);
 }
 
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {

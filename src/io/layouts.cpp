@@ -9,10 +9,16 @@ namespace sanpath::io {
 
 const std::vector<Family>& families() {
   // Detection order: a family whose tensor mark contains another's comes first.
-  static const std::vector<Family> all = {albert_family(), gpt2_family(), distilbert_family(), roberta_family(),
-                                          bert_family(), llama_family(), mistral_family(), qwen2_family()};
+  // Phi's, OPT's and Gemma 2's tensor names contain the Llama family's mark (".self_attn.q_proj."): they
+  // come first; Gemma 2 before Gemma, whose architectures prefix ("Gemma") is Gemma 2's too.
+  static const std::vector<Family> all = {albert_family(), gpt2_family(),      distilbert_family(), roberta_family(),
+                                          bert_family(),   xlnet_family(),     t5_family(),         gpt_neox_family(),
+                                          phi_family(),    opt_family(),       vit_family(),        gemma2_family(),
+                                          gemma_family(),  llama_family(),     mistral_family(),    qwen2_family()};
   return all;
 }
+
+
 
 const Family& family(Layout l) {
   for (const Family& f : families())
@@ -58,3 +64,53 @@ const Family& detect_family(const HfConfig& c, const TensorStore& f) {
 }
 
 }  // namespace sanpath::io
+
+namespace sanpath {
+
+FamilyDefaults family_defaults(Layout layout) {
+  switch (layout) {
+    case Layout::bert:
+    case Layout::roberta:
+    case Layout::albert:
+    case Layout::distilbert:
+    case Layout::xlnet:
+    case Layout::vit: return {Activation::gelu, 1e-12};
+    case Layout::gpt2: return {Activation::gelu_tanh, 1e-5};
+    case Layout::llama:
+    case Layout::mistral:
+    case Layout::qwen2: return {Activation::silu, 1e-5};
+    case Layout::gpt_neox: return {Activation::gelu, 1e-5};
+    case Layout::phi: return {Activation::gelu_tanh, 1e-5};
+    case Layout::opt: return {Activation::relu, 1e-5};
+    case Layout::gemma:
+    case Layout::gemma2: return {Activation::gelu_tanh, 1e-6};
+    case Layout::t5: return {Activation::relu, 1e-6};
+  }
+  return {};
+}
+
+void family_structure(Layout layout, RandomModelSpec& spec, const FamilyOptions& o) {
+  const io::Family& f = io::family(layout);
+  const auto refuse = [&](bool set, const std::string& option) {
+    if (set && std::find(f.options.begin(), f.options.end(), option) == f.options.end())
+      throw std::invalid_argument(option + ": not an option of the " + to_string(layout) + " layout");
+  };
+  refuse(o.rotary_fraction.has_value(), "rotary_fraction");
+  refuse(o.parallel_residual.has_value(), "parallel_residual");
+  refuse(o.sliding_window.has_value(), "sliding_window");
+  refuse(o.softcap.has_value(), "softcap");
+  refuse(o.query_pre_attn_scalar.has_value(), "query_pre_attn_scalar");
+  refuse(o.rel_buckets.has_value(), "rel_buckets");
+  refuse(o.rel_max_distance.has_value(), "rel_max_distance");
+  refuse(o.gated.has_value(), "gated");
+  refuse(o.clamp_len.has_value(), "clamp_len");
+  refuse(o.causal.has_value(), "causal");
+  refuse(o.image_size.has_value(), "image_size");
+  refuse(o.patch_size.has_value(), "patch_size");
+  refuse(o.channels.has_value(), "channels");
+  refuse(o.embed_dim.has_value(), "embed_dim");
+  refuse(o.pre_norm.has_value(), "pre_norm");
+  if (f.structure) f.structure(spec, o);
+}
+
+}  // namespace sanpath

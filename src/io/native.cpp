@@ -89,6 +89,26 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
   if (c.j.contains("rope_theta")) a.rope_theta = c.number("rope_theta");
   if (c.j.contains("gated_mlp")) a.gated_mlp = c.boolean("gated_mlp");
   if (c.j.contains("attention_window")) a.attention_window = c.integer("attention_window", 0);
+  // Fields of the families of families.md, absent for the others.
+  if (c.j.contains("rotary_dims")) a.rotary_dims = c.integer("rotary_dims", 0);
+  if (c.j.contains("parallel_residual")) a.parallel_residual = c.boolean("parallel_residual");
+  if (c.j.contains("norm_unit_offset")) a.norm_unit_offset = c.boolean("norm_unit_offset");
+  if (c.j.contains("score_scale_base")) a.score_scale_base = c.number("score_scale_base");
+  if (c.j.contains("softcap")) a.softcap = c.number("softcap");
+  if (c.j.contains("sandwich_norms")) a.sandwich_norms = c.boolean("sandwich_norms");
+  if (c.j.contains("window_layers")) {
+    const json& v = c.get("window_layers");
+    if (!v.is_array()) fail(path, c.field("window_layers"), "must be an array of true/false, got " + brief(v));
+    for (const json& x : v) {
+      if (!x.is_boolean()) fail(path, c.field("window_layers"), "must be an array of true/false, got " + brief(v));
+      a.window_layers.push_back(x.get<bool>());
+    }
+  }
+  if (c.j.contains("rel_buckets")) a.rel_buckets = c.integer("rel_buckets", 0);
+  if (c.j.contains("rel_max_distance")) a.rel_max_distance = c.integer("rel_max_distance", 0);
+  if (c.j.contains("xlnet_relative")) a.xlnet_relative = c.boolean("xlnet_relative");
+  if (c.j.contains("clamp_len")) a.clamp_len = c.integer("clamp_len", 0);
+  if (c.j.contains("own_norm_placement_only")) a.own_norm_placement_only = c.boolean("own_norm_placement_only");
   const int stored = c.integer("stored_layers", 1);
   if (stored != a.layers && !(stored == 1 && a.shared_layers))
     fail(path, c.field("stored_layers"),
@@ -160,8 +180,12 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
       vec(q + "b_Q", true, hw.b_Q);
       vec(q + "b_K", true, hw.b_K);
       vec(q + "b_V", true, hw.b_V);
+      mat(q + "W_R", a.xlnet_relative, hw.W_R);
+      vec(q + "r_w", a.xlnet_relative, hw.r_w);
+      vec(q + "r_r", a.xlnet_relative, hw.r_r);
     }
     vec(p + "b_O", true, w.b_O);
+    mat(p + "pos_bias", a.rel_buckets > 0, w.pos_bias);
     mat(p + "W_1", a.d_ff > 0, w.W_1);
     vec(p + "b_1", a.d_ff > 0, w.b_1);
     mat(p + "W_2", a.d_ff > 0, w.W_2);
@@ -172,6 +196,8 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
     vec(p + "ln1_b", ln, w.ln1_b);
     vec(p + "ln2_g", ln, w.ln2_g);
     vec(p + "ln2_b", ln, w.ln2_b);
+    vec(p + "ln3_g", ln && a.sandwich_norms, w.ln3_g);
+    vec(p + "ln4_g", ln && a.sandwich_norms, w.ln4_g);
   }
   if (stored != a.layers) {
     check_shared_copies(path, c.field("layers"), a.layers, layers.front());
@@ -188,18 +214,28 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
     try {
       e.kind = parse_layout(kind);
     } catch (const std::invalid_argument&) {
-      fail(path, c.field("embeddings.kind"), "'" + kind + "' is not one of bert, gpt2, albert, roberta, distilbert, llama, mistral, qwen2");
+      fail(path, c.field("embeddings.kind"), "'" + kind + "' is not one of " + layout_names());
     }
     e.ln_eps = ec.number("ln_eps");
-    const bool not_gpt2 = e.kind != Layout::gpt2 && !rotary_family(e.kind), albert = e.kind == Layout::albert;
-    const bool types = not_gpt2 && e.kind != Layout::distilbert;
-    mat("embeddings.word", true, e.word);
+    const bool vit = e.kind == Layout::vit, opt = e.kind == Layout::opt;
+    const bool normed = e.kind != Layout::gpt2 && !token_rows_only(e.kind) && !opt && !vit,
+               albert = e.kind == Layout::albert;
+    const bool types = normed && e.kind != Layout::distilbert;
+    mat("embeddings.word", !vit, e.word);
     mat("embeddings.position", e.has_position_table(), e.position);
     mat("embeddings.token_type", types, e.token_type);
-    vec("embeddings.ln_g", not_gpt2, e.ln_g);
-    vec("embeddings.ln_b", not_gpt2, e.ln_b);
-    mat("embeddings.mapping", albert, e.mapping);
+    vec("embeddings.ln_g", normed, e.ln_g);
+    vec("embeddings.ln_b", normed, e.ln_b);
+    mat("embeddings.mapping", albert, e.mapping);  // OPT: present when e ≠ d
     vec("embeddings.mapping_b", albert, e.mapping_b);
+    if (vit) {
+      e.image_size = ec.integer("image_size", 1);
+      e.patch_size = ec.integer("patch_size", 1);
+      e.channels = ec.integer("channels", 1);
+      mat("embeddings.patch", true, e.patch);
+      vec("embeddings.patch_b", true, e.patch_b);
+      vec("embeddings.cls", true, e.cls);
+    }
     emb = std::move(e);
   }
   if (!missing.empty()) {
@@ -263,6 +299,20 @@ NativeForm native_form(const Model& model, const std::string& where) {
   if (a.rope_theta) c["rope_theta"] = *a.rope_theta;
   if (a.gated_mlp) c["gated_mlp"] = true;
   if (a.attention_window > 0) c["attention_window"] = a.attention_window;
+  if (a.rotary_dims > 0) c["rotary_dims"] = a.rotary_dims;
+  if (a.parallel_residual) c["parallel_residual"] = true;
+  if (a.norm_unit_offset) c["norm_unit_offset"] = true;
+  if (a.score_scale_base) c["score_scale_base"] = *a.score_scale_base;
+  if (a.softcap) c["softcap"] = *a.softcap;
+  if (a.sandwich_norms) c["sandwich_norms"] = true;
+  if (!a.window_layers.empty()) c["window_layers"] = a.window_layers;
+  if (a.rel_buckets > 0) {
+    c["rel_buckets"] = a.rel_buckets;
+    c["rel_max_distance"] = a.rel_max_distance;
+  }
+  if (a.xlnet_relative) c["xlnet_relative"] = true;
+  if (a.clamp_len > 0) c["clamp_len"] = a.clamp_len;
+  if (a.own_norm_placement_only) c["own_norm_placement_only"] = true;
 
   std::vector<Tensor> ts;
   const auto add_m = [&](const std::string& name, const MatrixXd& m) {
@@ -284,8 +334,12 @@ NativeForm native_form(const Model& model, const std::string& where) {
       add_v(q + "b_Q", hw.b_Q);
       add_v(q + "b_K", hw.b_K);
       add_v(q + "b_V", hw.b_V);
+      add_m(q + "W_R", hw.W_R);
+      add_v(q + "r_w", hw.r_w);
+      add_v(q + "r_r", hw.r_r);
     }
     add_v(p + "b_O", w.b_O);
+    add_m(p + "pos_bias", w.pos_bias);
     add_m(p + "W_1", w.W_1);
     add_v(p + "b_1", w.b_1);
     add_m(p + "W_2", w.W_2);
@@ -295,9 +349,19 @@ NativeForm native_form(const Model& model, const std::string& where) {
     add_v(p + "ln1_b", w.ln1_b);
     add_v(p + "ln2_g", w.ln2_g);
     add_v(p + "ln2_b", w.ln2_b);
+    add_v(p + "ln3_g", w.ln3_g);
+    add_v(p + "ln4_g", w.ln4_g);
   }
   if (const auto& e = model.embeddings()) {
     c["embeddings"] = {{"kind", to_string(e->kind)}, {"ln_eps", e->ln_eps}};
+    if (e->pixels()) {
+      c["embeddings"]["image_size"] = e->image_size;
+      c["embeddings"]["patch_size"] = e->patch_size;
+      c["embeddings"]["channels"] = e->channels;
+      add_m("embeddings.patch", e->patch);
+      add_v("embeddings.patch_b", e->patch_b);
+      add_v("embeddings.cls", e->cls);
+    }
     add_m("embeddings.word", e->word);
     add_m("embeddings.position", e->position);
     add_m("embeddings.token_type", e->token_type);

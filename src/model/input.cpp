@@ -38,11 +38,40 @@ InputSpec InputSpec::from_random(RandomInputSpec spec) {
   return s;
 }
 
-long InputSpec::rows() const {
+InputSpec InputSpec::from_pixels(std::vector<double> values, std::array<long, 3> shape, std::string source) {
+  InputSpec s;
+  s.kind = Kind::pixels;
+  s.source = std::move(source);
+  for (long k : shape)
+    if (k < 1)
+      throw std::invalid_argument(s.source + ": pixel_values: shape [" + std::to_string(shape[0]) + ", " +
+                                  std::to_string(shape[1]) + ", " + std::to_string(shape[2]) + "] has an empty axis");
+  if (static_cast<double>(shape[0]) * static_cast<double>(shape[1]) * static_cast<double>(shape[2]) !=
+      static_cast<double>(values.size()))
+    throw std::invalid_argument(s.source + ": pixel_values: " + std::to_string(values.size()) +
+                                " values for the shape given");
+  for (std::size_t k = 0; k < values.size(); ++k)
+    if (!std::isfinite(values[k]))
+      throw std::invalid_argument(s.source + ": pixel_values: " + (std::isnan(values[k]) ? "NaN" : "Inf") +
+                                  " at flat index " + std::to_string(k));
+  s.pixels = std::move(values);
+  s.pixel_shape = shape;
+  return s;
+}
+
+long InputSpec::rows(const Model* model) const {
   switch (kind) {
     case Kind::matrix: return static_cast<long>(X.rows());
     case Kind::tokens: return static_cast<long>(tokens.size());
     case Kind::random: return random.n;
+    case Kind::pixels: {
+      if (!model) throw std::logic_error("InputSpec::rows: an image's token count needs the model");
+      if (!model->embeddings() || !model->embeddings()->pixels())
+        throw std::invalid_argument(source + ": pixel_values: " + model->source() +
+                                    " takes no pixels (a ViT checkpoint does)");
+      const long g = model->embeddings()->patch_grid();
+      return g * g + 1;
+    }
   }
   return 1;
 }
@@ -55,6 +84,9 @@ std::string InputSpec::describe() const {
       return std::to_string(tokens.size()) + " token ids";
     case Kind::random:
       return source;
+    case Kind::pixels:
+      return source + " (image " + std::to_string(pixel_shape[0]) + "×" + std::to_string(pixel_shape[1]) + "×" +
+             std::to_string(pixel_shape[2]) + ")";
   }
   return source;
 }
@@ -70,6 +102,8 @@ std::vector<InputSpec> random_input_batch(const RandomInputSpec& spec, int count
 }
 
 std::string describe_batch(const std::vector<InputSpec>& inputs, const std::string& source) {
+  if (!inputs.empty() && inputs.front().kind == InputSpec::Kind::pixels)
+    return std::to_string(inputs.size()) + (inputs.size() == 1 ? " image" : " images") + " from " + source;
   long lo = 0, hi = 0;
   for (const InputSpec& in : inputs) {
     lo = lo == 0 ? in.rows() : std::min(lo, in.rows());

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 
 namespace sanpath {
@@ -61,6 +62,7 @@ std::string to_string(Activation a) {
     case Activation::gelu: return "gelu";
     case Activation::gelu_tanh: return "gelu_tanh";
     case Activation::silu: return "silu";
+    case Activation::gelu_fast: return "gelu_fast";
   }
   return "?";
 }
@@ -94,8 +96,15 @@ Activation parse_activation(const std::string& t, const std::string& what) {
   if (t == "gelu") return Activation::gelu;
   if (t == "gelu_tanh" || t == "gelu_new" || t == "gelu_pytorch_tanh") return Activation::gelu_tanh;
   if (t == "silu" || t == "swish") return Activation::silu;
-  bad_choice(what, t, "relu, gelu, gelu_tanh (gelu_new), silu");
+  if (t == "gelu_fast") return Activation::gelu_fast;
+  bad_choice(what, t, "relu, gelu, gelu_tanh (gelu_new), silu, gelu_fast");
 }
+namespace {
+constexpr Layout all_layouts[] = {Layout::bert,  Layout::gpt2,  Layout::albert,   Layout::roberta,
+                                  Layout::distilbert, Layout::llama, Layout::mistral, Layout::qwen2,
+                                  Layout::xlnet, Layout::t5,    Layout::gpt_neox, Layout::phi,
+                                  Layout::opt,   Layout::gemma, Layout::gemma2,   Layout::vit};
+}  // namespace
 std::string to_string(Layout l) {
   switch (l) {
     case Layout::bert: return "bert";
@@ -106,14 +115,64 @@ std::string to_string(Layout l) {
     case Layout::llama: return "llama";
     case Layout::mistral: return "mistral";
     case Layout::qwen2: return "qwen2";
+    case Layout::xlnet: return "xlnet";
+    case Layout::t5: return "t5";
+    case Layout::gpt_neox: return "gpt_neox";
+    case Layout::phi: return "phi";
+    case Layout::opt: return "opt";
+    case Layout::gemma: return "gemma";
+    case Layout::gemma2: return "gemma2";
+    case Layout::vit: return "vit";
   }
   return "?";
 }
+std::string layout_names() {
+  std::string out;
+  for (const Layout l : all_layouts) out += (out.empty() ? "" : "|") + to_string(l);
+  return out;
+}
 Layout parse_layout(const std::string& t) {
-  for (const Layout l : {Layout::bert, Layout::gpt2, Layout::albert, Layout::roberta, Layout::distilbert,
-                         Layout::llama, Layout::mistral, Layout::qwen2})
+  for (const Layout l : all_layouts)
     if (t == to_string(l)) return l;
-  bad_choice("layout", t, "bert, gpt2, albert, roberta, distilbert, llama, mistral, qwen2");
+  std::string names;
+  for (const Layout l : all_layouts) names += (names.empty() ? "" : ", ") + to_string(l);
+  bad_choice("layout", t, names.c_str());
+}
+std::string structure_notes(const Architecture& a) {
+  std::vector<std::string> parts;
+  const auto num = [](double x) {
+    std::ostringstream o;
+    o << x;
+    return o.str();
+  };
+  if (a.rotary() && a.rotary_dims > 0 && a.rotary_dims < a.d_qk)
+    parts.push_back("partial rotary (" + std::to_string(a.rotary_dims) + " of " + std::to_string(a.d_qk) + " dims)");
+  if (a.parallel_residual) parts.push_back("parallel block");
+  if (a.norm_unit_offset) parts.push_back("RMSNorm gain 1 + w");
+  if (a.gated_mlp && a.activation != Activation::silu) parts.push_back("GeGLU MLP with " + to_string(a.activation));
+  if (a.sandwich_norms) parts.push_back("post-sublayer norms");
+  if (a.score_scale_base) parts.push_back("score scale " + num(*a.score_scale_base) + "^-1/2");
+  if (a.softcap) parts.push_back("logit soft-cap " + num(*a.softcap));
+  if (!a.window_layers.empty()) {
+    int n = 0;
+    for (bool w : a.window_layers) n += w;
+    parts.push_back("sliding window " + std::to_string(a.attention_window) + " on " + std::to_string(n) + " of " +
+                    std::to_string(a.layers) + " layers");
+  }
+  if (a.rel_buckets > 0)
+    parts.push_back("T5 bucket bias (" + std::to_string(a.rel_buckets) + " buckets, max distance " +
+                    std::to_string(a.rel_max_distance) + ")");
+  if (a.xlnet_relative)
+    parts.push_back(std::string("XLNet relative attention") +
+                    (a.clamp_len > 0 ? " (clamp_len " + std::to_string(a.clamp_len) + ")" : ""));
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+bool token_rows_only(Layout l) {
+  return rotary_family(l) || l == Layout::xlnet || l == Layout::t5 || l == Layout::gpt_neox || l == Layout::phi ||
+         l == Layout::gemma || l == Layout::gemma2;
 }
 bool rotary_family(Layout l) { return l == Layout::llama || l == Layout::mistral || l == Layout::qwen2; }
 bool parse_on_off(const std::string& t, const std::string& what) {
@@ -231,8 +290,33 @@ void Model::validate(FiniteWeights finite) const {
   if (a.attention_window < 0) c.fail("attention_window", "must not be negative");
   if (a.rope_theta) {
     if (!std::isfinite(*a.rope_theta) || !(*a.rope_theta > 0)) c.fail("rope_theta", "must be finite and > 0");
-    if (a.d_qk % 2 != 0) c.fail("d_qk", "rotary embeddings need an even d_qk, got " + std::to_string(a.d_qk));
+    if (a.rotated_dims() % 2 != 0 || a.rotated_dims() > a.d_qk || a.rotary_dims < 0)
+      c.fail(a.rotary_dims > 0 ? "rotary_dims" : "d_qk",
+             "rotary embeddings rotate an even number of entries, at most d_qk = " + std::to_string(a.d_qk) +
+                 ", got " + std::to_string(a.rotated_dims()));
+  } else if (a.rotary_dims != 0) {
+    c.fail("rotary_dims", "set without rope_theta");
   }
+  if (a.score_scale_base && (!std::isfinite(*a.score_scale_base) || !(*a.score_scale_base > 0)))
+    c.fail("score_scale_base", "must be finite and > 0");
+  if (a.softcap && (!std::isfinite(*a.softcap) || !(*a.softcap > 0))) c.fail("softcap", "must be finite and > 0");
+  if (!a.window_layers.empty()) {
+    if (static_cast<int>(a.window_layers.size()) != a.layers)
+      c.fail("window_layers", "has " + std::to_string(a.window_layers.size()) + " entries for " +
+                                  std::to_string(a.layers) + " layers");
+    if (a.attention_window < 1) c.fail("attention_window", "window_layers needs a window of at least 1");
+  }
+  if (a.rel_buckets < 0 || a.rel_max_distance < 0) c.fail("rel_buckets", "must not be negative");
+  if (a.rel_buckets > 0) {
+    const int me = a.rel_buckets / 2 / 2;
+    if (me < 1) c.fail("rel_buckets", std::to_string(a.rel_buckets) + " buckets leave no exact bucket (need >= 4)");
+    if (a.rel_max_distance <= me)
+      c.fail("rel_max_distance", std::to_string(a.rel_max_distance) + " must exceed the exact buckets " +
+                                     std::to_string(me));
+  }
+  if (a.xlnet_relative && a.d_model % 2 != 0)
+    c.fail("d_model", "XLNet's sinusoid needs an even d_model, got " + std::to_string(a.d_model));
+  if (a.clamp_len < 0) c.fail("clamp_len", "must not be negative");
   if (!stream_ && static_cast<int>(layers_.size()) != a.layers)
     c.fail("layers", "config says " + std::to_string(a.layers) + " layers, weights have " +
                          std::to_string(layers_.size()));
@@ -242,7 +326,22 @@ void Model::validate(FiniteWeights finite) const {
   const Eigen::Index d = a.d_model;
   if (embeddings_) {
     const Embeddings& e = *embeddings_;
-    const Eigen::Index width = e.kind == Layout::albert ? e.word.cols() : d;
+    const Eigen::Index width =
+        e.kind == Layout::albert || (e.kind == Layout::opt && e.mapping.size() > 0) ? e.word.cols() : d;
+    if (e.kind == Layout::vit) {
+      // Pixels, not tokens: patch projection, CLS and positions (families.md).
+      const long C = e.channels, S = e.image_size, p = e.patch_size;
+      if (C < 1 || S < 1 || p < 1 || p > S)
+        c.fail("embeddings.patch_size", "image " + std::to_string(S) + ", patch " + std::to_string(p) + ", " +
+                                            std::to_string(C) + " channels: need 1 <= patch <= image, channels >= 1");
+      const long g = e.patch_grid();
+      c.shape(e.patch, d, C * p * p, "embeddings.patch");
+      c.vec(e.patch_b, d, "embeddings.patch_b");
+      c.vec(e.cls, d, "embeddings.cls");
+      c.shape(e.position, g * g + 1, d, "embeddings.position");
+      if (e.word.size() > 0) c.fail("embeddings.word", "a vit model has no word table");
+      return;
+    }
     if (e.vocab_size() < 1) c.fail("embeddings.word", "empty vocabulary");
     if (e.word_ids) {
       const std::vector<long>& ids = *e.word_ids;
@@ -253,19 +352,20 @@ void Model::validate(FiniteWeights finite) const {
     } else {
       c.shape(e.word, e.word.rows(), width, "embeddings.word");
     }
-    if (e.has_position_table())
-      c.shape(e.position, e.position.rows(), width, "embeddings.position");
+    if (e.has_position_table())  // OPT adds its positions after project_in: width d
+      c.shape(e.position, e.position.rows(), e.kind == Layout::opt ? d : width, "embeddings.position");
     else if (e.position.size() > 0)
       c.fail("embeddings.position", "a llama embedding has no position table (rotary positions)");
     if (rotary_family(e.kind) && !a.rotary())
       c.fail("embeddings.kind", "llama embeddings carry no positions; the model needs rope_theta");
+    const bool plain = e.kind == Layout::gpt2 || e.kind == Layout::opt || token_rows_only(e.kind);
     if (e.kind == Layout::distilbert) {
       if (e.token_type.size() > 0) c.fail("embeddings.token_type", "a distilbert model has no token types");
-    } else if (e.kind != Layout::gpt2 && !rotary_family(e.kind)) {
+    } else if (!plain) {
       if (e.token_type.rows() < 1) c.fail("embeddings.token_type", "missing");
       c.shape(e.token_type, e.token_type.rows(), width, "embeddings.token_type");
     }
-    if (e.kind != Layout::gpt2 && !rotary_family(e.kind)) {
+    if (!plain) {
       c.vec(e.ln_g, width, "embeddings.ln_g");
       c.vec(e.ln_b, width, "embeddings.ln_b");
     }
@@ -273,6 +373,7 @@ void Model::validate(FiniteWeights finite) const {
       c.shape(e.mapping, width, d, "embeddings.mapping");
       c.vec(e.mapping_b, d, "embeddings.mapping_b");
     }
+    if (e.kind == Layout::opt && e.mapping.size() > 0) c.shape(e.mapping, e.word.cols(), d, "embeddings.mapping");
   }
 }
 
@@ -298,6 +399,19 @@ void Model::validate_layer(int l, const LayerWeights& w, bool finite) const {
     if (first != h && (hw.W_K != g.W_K || hw.b_K != g.b_K || hw.W_V != g.W_V || hw.b_V != g.b_V))
       c.fail(q + "W_K", "differs from head " + std::to_string(first) + ", which shares its key/value head " +
                             std::to_string(a.kv_head_of(h)) + " (kv_heads = " + std::to_string(a.kv_heads) + ")");
+  }
+  if (a.xlnet_relative)
+    for (int h = 0; h < a.heads; ++h) {
+      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      const std::string q = p + "head " + std::to_string(h) + " ";
+      c.shape(hw.W_R, d, a.d_qk, q + "W_R");
+      c.vec(hw.r_w, a.d_qk, q + "r_w");
+      c.vec(hw.r_r, a.d_qk, q + "r_r");
+    }
+  if (a.rel_buckets > 0) c.shape(w.pos_bias, a.rel_buckets, a.heads, p + "pos_bias");
+  if (a.sandwich_norms && (w.has_layernorm() || w.ln3_g.size() || w.ln4_g.size())) {
+    c.vec(w.ln3_g, d, p + "ln3_g");
+    c.vec(w.ln4_g, d, p + "ln4_g");
   }
   c.vec(w.b_O, d, p + "b_O");
   if (w.has_mlp() || a.d_ff > 0) {
@@ -331,6 +445,15 @@ void Model::check_supports(const Variant& v) const {
       if (!has_mlp(l))
         throw std::invalid_argument(source_ + ": mlp: variant mlp=" + to_string(v.mlp) + " but layer " +
                                     std::to_string(l) + " has no MLP weights");
+  if (arch_.parallel_residual && v.mlp == MlpKind::plain)
+    throw std::invalid_argument(source_ + ": mlp: plain is not defined for a parallel block (its MLP branch has no "
+                                          "residual of its own); use none or residual");
+  if (arch_.parallel_residual && v.layernorm == LayerNormKind::post)
+    throw std::invalid_argument(source_ + ": layernorm: post is not defined for a parallel block; use none or pre");
+  if (arch_.own_norm_placement_only && v.layernorm != LayerNormKind::none &&
+      v.layernorm != arch_.variant.layernorm)
+    throw std::invalid_argument(source_ + ": layernorm: " + to_string(v.layernorm) +
+                                " is not this model's placement; use none or " + to_string(arch_.variant.layernorm));
   if (v.layernorm != LayerNormKind::none)
     for (int l = 0; l < arch_.layers; ++l)
       if (!has_layernorm(l))

@@ -132,10 +132,21 @@ Model random_model(const RandomModelSpec& spec) {
       w.b_2 = draw_vec(rng, d, other_bias_std);
       if (a.gated_mlp) w.W_gate = draw(rng, d, a.d_ff, sd(d, a.d_ff));
     }
-    w.ln1_g = VectorXd::Ones(d);
+    // Unit gains: Gemma stores the gain as its offset from 1.
+    const VectorXd unit = a.norm_unit_offset ? VectorXd::Zero(d) : VectorXd::Ones(d);
+    w.ln1_g = unit;
     w.ln1_b = VectorXd::Zero(d);
-    w.ln2_g = VectorXd::Ones(d);
+    w.ln2_g = unit;
     w.ln2_b = VectorXd::Zero(d);
+    if (a.sandwich_norms) w.ln3_g = w.ln4_g = unit;
+    // Families' extra weights, drawn after the rest (seeded models of the
+    // other families keep their weights).
+    if (a.xlnet_relative)
+      for (HeadWeights& hw : w.heads) {
+        hw.W_R = draw(rng, d, a.d_qk, sd(d, a.d_qk * a.heads));
+        hw.r_w = draw_vec(rng, a.d_qk, spec.std);
+        hw.r_r = draw_vec(rng, a.d_qk, spec.std);
+      }
     return w;
   };
   std::vector<LayerWeights> layers;
@@ -146,19 +157,43 @@ Model random_model(const RandomModelSpec& spec) {
   } else {
     for (int l = 0; l < a.layers; ++l) layers.push_back(make_layer());
   }
+  if (a.rel_buckets > 0) {  // T5: one bucket table, used by every layer
+    check_size(a.rel_buckets, 1, 1 << 16, "rel_buckets");
+    const MatrixXd table = draw(rng, a.rel_buckets, a.heads, spec.std);
+    for (LayerWeights& w : layers) w.pos_bias = table;
+  }
   std::optional<Embeddings> emb;
-  if (spec.vocab > 0) {
+  if (spec.embeddings == Layout::vit) {
+    check_size(spec.image_size, 1, 1 << 14, "image_size");
+    check_size(spec.patch_size, 1, spec.image_size, "patch_size");
+    check_size(spec.channels, 1, 64, "channels");
+    Embeddings e;
+    e.kind = Layout::vit;
+    e.image_size = spec.image_size;
+    e.patch_size = spec.patch_size;
+    e.channels = spec.channels;
+    const Eigen::Index g = e.patch_grid(), k = Eigen::Index(spec.channels) * spec.patch_size * spec.patch_size;
+    const double std = spec.std > 0 ? spec.std : 0.02;
+    e.patch = draw(rng, d, k, sd(k, d));
+    e.patch_b = draw_vec(rng, d, spec.bias_std);
+    e.cls = draw(rng, d, 1, std);
+    e.position = draw(rng, g * g + 1, d, std);
+    emb = std::move(e);
+  } else if (spec.vocab > 0) {
     check_size(spec.max_positions, 1, 1 << 20, "max_positions");
     if (spec.embeddings == Layout::albert)
       throw std::invalid_argument("random model: embeddings: albert embeddings (width e, mapping) are not drawn");
     Embeddings e;
     // Llama family: token rows only (rotary positions).
-    e.kind = a.rotary() && !rotary_family(spec.embeddings) ? Layout::llama : spec.embeddings;
-    e.word = draw(rng, spec.vocab, d, spec.std > 0 ? spec.std : 0.02);
+    e.kind = a.rotary() && !token_rows_only(spec.embeddings) ? Layout::llama : spec.embeddings;
+    const bool opt_projected = e.kind == Layout::opt && spec.embed_dim > 0 && spec.embed_dim != d;
+    if (opt_projected) check_size(spec.embed_dim, 1, 65536, "embed_dim");
+    e.word = draw(rng, spec.vocab, opt_projected ? spec.embed_dim : d, spec.std > 0 ? spec.std : 0.02);
     if (e.has_position_table()) e.position = draw(rng, spec.max_positions, d, spec.std > 0 ? spec.std : 0.02);
+    if (opt_projected) e.mapping = draw(rng, spec.embed_dim, d, sd(spec.embed_dim, d));
     if (e.kind == Layout::bert || e.kind == Layout::roberta)
       e.token_type = draw(rng, 1, d, spec.std > 0 ? spec.std : 0.02);
-    if (e.kind != Layout::gpt2 && !rotary_family(e.kind)) {
+    if (e.kind != Layout::gpt2 && e.kind != Layout::opt && !token_rows_only(e.kind)) {
       e.ln_g = VectorXd::Ones(d);
       e.ln_b = VectorXd::Zero(d);
     }

@@ -106,7 +106,10 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
   return text_table::trim_line_ends(o.str());
 }
 
-std::string describe(CollapseConventions c) {
+std::string describe(CollapseConventions c, LayerNormKind paper_norm) {
+  if (c == CollapseConventions::paper && paper_norm != LayerNormKind::post)
+    return "paper (Figure 2's curves; this model's family allows its own norm placement only, so SAN = Attn(LN_1(X)), "
+           "SAN+MLP and SAN+skip keep layernorm " + to_string(paper_norm) + "; transformer = the model as trained)";
   if (c == CollapseConventions::paper)
     return "paper (Figure 2: SAN = LN_1(Attn(X)), i.e. layernorm post with mlp none: LN_1 only, no LN_2; SAN+MLP "
            "and SAN+skip with layernorm post; transformer = the model as trained)";
@@ -120,7 +123,7 @@ void collapse_header(std::ostringstream& o, const Model& model, const RunInfo& i
   o << "Rank collapse, the paper's Section 4 experiment (Dong, Cordonnier & Loukas, ICML 2021)\n";
   o << report_text::model_line(info.model, model.arch(), {true, true, false, model.streamed()});
   o << "input: " << info.input << "\n";
-  o << "conventions: " << describe(c) << "\n";
+  o << "conventions: " << describe(c, paper_layernorm(model.arch())) << "\n";
 }
 
 }  // namespace

@@ -192,6 +192,10 @@ std::string coverage_sentence(const Coverage& c) {
   if (c.rotary)
     s += " the cubic bounds of §5 do not cover rotary position embeddings (the attention logits x_i W_Q R(j-i) "
          "W_K^T x_j depend on positions, so collapse is generically only exponential);";
+  if (c.position_terms)
+    s += " the cubic bounds do not cover position terms in the logits (T5's bucket bias, XLNet's relative "
+         "attention: rows of P differ even for a rank-1 input, so collapse is generically only exponential);";
+  if (c.softcap) s += " the cubic bounds do not cover soft-capped logits (Gemma 2);";
   if (c.gated_mlp) s += " Corollary 3.2 does not cover the gated (SwiGLU) MLP, which has no global Lipschitz constant;";
   s.back() = '.';
   return s + " The residuals below are measured, not bounded.";
@@ -213,7 +217,10 @@ ordered_json bounds_json(const BoundsAnalysis& a) {
   j["vacuity"] = r.theorem.applicable ? ordered_json(contraction_sentence(r)) : ordered_json(nullptr);
   j["not_applicable"] = r.theorem.applicable ? ordered_json(nullptr) : ordered_json(r.theorem.reason);
   if (a.coverage.any())
-    j["beyond_theorems"] = {{"rotary", a.coverage.rotary}, {"gated_mlp", a.coverage.gated_mlp},
+    j["beyond_theorems"] = {{"rotary", a.coverage.rotary},
+                            {"gated_mlp", a.coverage.gated_mlp},
+                            {"position_terms", a.coverage.position_terms},
+                            {"softcap", a.coverage.softcap},
                             {"statement", coverage_sentence(a.coverage)}};
   ordered_json beta = ordered_json::array(), lambda = ordered_json::array();
   for (const BigReal& b : r.beta) beta.push_back(to_sci(b, 17));

@@ -95,9 +95,10 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
   if (a.key_value_heads() != a.heads)
     family += ", grouped-query attention (" + std::to_string(a.key_value_heads()) + " key/value heads)";
   if (a.gated_mlp) family += ", gated MLP";
+  if (const std::string notes = structure_notes(a); !notes.empty()) family += ", " + notes;
   row("own structure", to_string(a.variant, VariantStyle::prose) + ", activation " + to_string(a.activation) + family);
   row("input", r.info.input);
-  if (r.collapse.conventions == CollapseConventions::paper) row("collapse conventions", describe(r.collapse.conventions));
+  if (r.collapse.conventions == CollapseConventions::paper) row("collapse conventions", describe(r.collapse.conventions, paper_layernorm(r.arch)));
   const bool in_double = !r.precision.automatic && r.precision.fixed.native_double;
   row("precision requested",
       r.precision.describe() + (!r.precision.confirm ? ""
@@ -155,7 +156,7 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
       << " inputs: lines are the mean over the inputs, shaded bands the mean ± the sample standard deviation "
          "(where mean − std ≤ 0 the band reaches the bottom of the chart); every input ran at its own precision "
          "with its own confirming run. Conventions: "
-      << escape(describe(batch->conventions))
+      << escape(describe(batch->conventions, paper_layernorm(r.arch)))
       << ". The bounds and path-length sections below analyse the first input of the batch; the effectiveness "
          "section runs over the whole batch.</p>\n";
   o << "<figure>" << svg::render(ch) << "</figure>\n";

@@ -26,6 +26,7 @@ inline std::string model_line(const std::string& name, const Architecture& a, Mo
   if (sizes.d_qk) s += ", d_qk=" + std::to_string(a.d_qk);
   if (sizes.d_ff) s += ", d_ff=" + std::to_string(a.d_ff);
   if (sizes.shared_layers && a.shared_layers) s += ", shared layers";
+  if (const std::string notes = structure_notes(a); !notes.empty()) s += "; " + notes;
   if (sizes.streamed) s += "; layers streamed from the checkpoint";
   return s + ")\n";
 }

@@ -491,10 +491,10 @@ py "shard('$T/bert', '$T/sh-miss', 'missing')"
 fwd sharded-tensor-in-no-shard 3 "sh-miss/model.safetensors.index.json: tensors: 1 missing for a bert checkpoint: bert.encoder.layer.1.output.dense.bias" \
   --model "$T/sh-miss" --random-input 4
 echo "== layouts"
-real_folder bert-ticket-classifier "$T/t5"
-py "edit_json('$T/t5/config.json', '$T/t5/config.json', model_type='t5')"
-fwd unknown-model-type 3 "t5/config.json: model_type: 't5' is not a layout sanpath knows \(known: albert, bert, distilbert, gpt2, llama, mistral, qwen2, roberta.*\)" \
-  --model "$T/t5" --random-input 4
+real_folder bert-ticket-classifier "$T/bloom"
+py "edit_json('$T/bloom/config.json', '$T/bloom/config.json', model_type='bloom')"
+fwd unknown-model-type 3 "bloom/config.json: model_type: 'bloom' is not a layout sanpath knows \(known: albert, bert, distilbert, gemma, gemma2, gpt2, gpt_neox, llama, mistral, opt, phi, qwen2, roberta, t5, vit, xlnet\)" \
+  --model "$T/bloom" --random-input 4
 
 echo "== output"
 # out NAME CODE REGEX OUTPUT: forward with --output OUTPUT

@@ -70,7 +70,7 @@ assert j["model"]["activation"] == "silu" and j["model"]["heads"] == 8
 assert len(j["layers"]) == 6 and all(l["digits"] >= 15 for l in j["layers"])
 assert j["method"] == "direct", j["method"]  # auto falls back: math.md §7 does not cover the family'
     expect 3 "$SANPATH" forward --model "$M" --tokens $T --method centred
-    grep -q "centred pass (math.md §7) is not defined for rotary embeddings" "$dir/err" ||
+    grep -q "centred pass (math.md §7) is implemented for math.md §1.s attention with LayerNorm only, not for rotary embeddings" "$dir/err" ||
       fail "$m: --method centred is not refused with the reason: $(cat "$dir/err")"
     expect 0 "$SANPATH" paths --model "$M" --tokens $T --sums --mlp none --layernorm none --format json
     check "$m paths --sums" '

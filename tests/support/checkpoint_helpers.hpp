@@ -82,9 +82,17 @@ inline Model make_model(const Spec& s) {
       continue;
     }
     LayerWeights w;
-    for (int h = 0; h < s.heads; ++h)
-      w.heads.push_back({g.mat(s.d, a.d_qk), g.mat(s.d, a.d_qk), g.mat(s.d, a.d_v), g.mat(a.d_v, s.d),
-                         g.vec(a.d_qk), g.vec(a.d_qk), g.vec(a.d_v)});
+    for (int h = 0; h < s.heads; ++h) {
+      HeadWeights hw;
+      hw.W_Q = g.mat(s.d, a.d_qk);
+      hw.W_K = g.mat(s.d, a.d_qk);
+      hw.W_V = g.mat(s.d, a.d_v);
+      hw.W_O = g.mat(a.d_v, s.d);
+      hw.b_Q = g.vec(a.d_qk);
+      hw.b_K = g.vec(a.d_qk);
+      hw.b_V = g.vec(a.d_v);
+      w.heads.push_back(std::move(hw));
+    }
     w.b_O = g.vec(s.d);
     if (s.mlp) {
       w.W_1 = g.mat(s.d, s.d_ff);
@@ -155,6 +163,9 @@ inline void require_same_layers(const Model& x, const Model& y) {
       require_same(u.b_Q, v.b_Q, q + "b_Q");
       require_same(u.b_K, v.b_K, q + "b_K");
       require_same(u.b_V, v.b_V, q + "b_V");
+      require_same(u.W_R, v.W_R, q + "W_R");
+      require_same(u.r_w, v.r_w, q + "r_w");
+      require_same(u.r_r, v.r_r, q + "r_r");
     }
     require_same(a.b_O, b.b_O, p + "b_O");
     require_same(a.W_1, b.W_1, p + "W_1");
@@ -166,6 +177,9 @@ inline void require_same_layers(const Model& x, const Model& y) {
     require_same(a.ln1_b, b.ln1_b, p + "ln1_b");
     require_same(a.ln2_g, b.ln2_g, p + "ln2_g");
     require_same(a.ln2_b, b.ln2_b, p + "ln2_b");
+    require_same(a.ln3_g, b.ln3_g, p + "ln3_g");
+    require_same(a.ln4_g, b.ln4_g, p + "ln4_g");
+    require_same(a.pos_bias, b.pos_bias, p + "pos_bias");
   }
 }
 
@@ -182,6 +196,12 @@ inline void require_same_embeddings(const Model& x, const Model& y) {
   require_same(a.ln_b, b.ln_b, "ln_b");
   require_same(a.mapping, b.mapping, "mapping");
   require_same(a.mapping_b, b.mapping_b, "mapping_b");
+  require_same(a.patch, b.patch, "patch");
+  require_same(a.patch_b, b.patch_b, "patch_b");
+  require_same(a.cls, b.cls, "cls");
+  REQUIRE(a.image_size == b.image_size);
+  REQUIRE(a.patch_size == b.patch_size);
+  REQUIRE(a.channels == b.channels);
 }
 
 inline void require_same_arch(const Architecture& a, const Architecture& b) {
@@ -198,6 +218,18 @@ inline void require_same_arch(const Architecture& a, const Architecture& b) {
   CHECK(a.norm == b.norm);
   CHECK(a.kv_heads == b.kv_heads);
   CHECK(a.rope_theta == b.rope_theta);
+  CHECK(a.rotary_dims == b.rotary_dims);
+  CHECK(a.parallel_residual == b.parallel_residual);
+  CHECK(a.norm_unit_offset == b.norm_unit_offset);
+  CHECK(a.score_scale_base == b.score_scale_base);
+  CHECK(a.softcap == b.softcap);
+  CHECK(a.sandwich_norms == b.sandwich_norms);
+  CHECK(a.window_layers == b.window_layers);
+  CHECK(a.rel_buckets == b.rel_buckets);
+  CHECK(a.rel_max_distance == b.rel_max_distance);
+  CHECK(a.xlnet_relative == b.xlnet_relative);
+  CHECK(a.clamp_len == b.clamp_len);
+  CHECK(a.own_norm_placement_only == b.own_norm_placement_only);
   CHECK(a.gated_mlp == b.gated_mlp);
   CHECK(a.attention_window == b.attention_window);
 }

@@ -40,9 +40,16 @@ std::string to_string(CollapseConventions c);
 /// "theory|paper"; throws std::invalid_argument naming `what`.
 CollapseConventions parse_conventions(const std::string& text, const std::string& what = "conventions");
 
-/// The four variants of `conventions` for a model whose own variant is `own`.
+/// The four variants of `conventions` for a model whose own variant is `own`;
+/// `paper_norm` is the placement the paper's conventions give the SAN,
+/// SAN+MLP and SAN+skip (post; see paper_layernorm).
 std::vector<NamedVariant> collapse_variants(const Variant& own,
-                                            CollapseConventions conventions = CollapseConventions::theory);
+                                            CollapseConventions conventions = CollapseConventions::theory,
+                                            LayerNormKind paper_norm = LayerNormKind::post);
+/// The placement the paper's conventions use for model `a`: post, or the
+/// model's own where its family allows no other (Architecture::
+/// own_norm_placement_only: GPT-NeoX, Phi, OPT, Gemma, T5 are pre-norm).
+LayerNormKind paper_layernorm(const Architecture& a);
 
 /// The embedded default: a seeded random BERT-shaped model (post-LN, GELU,
 /// MLP width 4d, BERT initialisation std 0.02) with L = 12 (BERT-base's

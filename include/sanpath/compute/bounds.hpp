@@ -178,13 +178,19 @@ Theorem parse_theorem(const std::string& text, const std::string& what = "theore
 /// rotary position embeddings make the attention logits depend on positions,
 /// so the cubic bounds of §5 do not apply; a gated MLP has no global
 /// Lipschitz constant, so Corollary 3.2 does not apply.
+/// Likewise (families.md): T5's bucket bias and XLNet's relative terms add
+/// position-dependent logits, and Gemma 2's soft-cap makes them non-bilinear.
 struct Coverage {
-  bool rotary = false;     ///< the model rotates queries and keys
-  bool gated_mlp = false;  ///< the variant runs a gated (SwiGLU) MLP
+  bool rotary = false;          ///< the model rotates queries and keys
+  bool gated_mlp = false;       ///< the variant runs a gated (SwiGLU, GeGLU) MLP
+  bool position_terms = false;  ///< T5 bucket bias or XLNet relative attention
+  bool softcap = false;         ///< soft-capped logits (Gemma 2)
   static Coverage of(const Model& model, const Variant& variant) {
-    return {model.arch().rotary(), model.arch().gated_mlp && variant.mlp != MlpKind::none};
+    const Architecture& a = model.arch();
+    return {a.rotary(), a.gated_mlp && variant.mlp != MlpKind::none, a.rel_buckets > 0 || a.xlnet_relative,
+            a.softcap.has_value()};
   }
-  bool any() const { return rotary || gated_mlp; }
+  bool any() const { return rotary || gated_mlp || position_terms || softcap; }
 };
 
 struct TheoremChoice {

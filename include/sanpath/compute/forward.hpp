@@ -55,14 +55,31 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
                         const ForwardOptions& options = {});
 
 /// Row-wise softmax with the row maximum subtracted; under a causal mask
-/// entries j > i are exactly 0. A: n×n logits.
-template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask);
+/// entries j > i are exactly 0, and with a causal mask and `window` W > 0
+/// (Gemma 2's sliding layers) entries j ≤ i − W too. A: n×n logits.
+template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask, Eigen::Index window = 0);
 
 /// LayerNorm over the features of each row (biased variance), math.md §2.
 template <class S> Matrix<S> layer_norm(const Matrix<S>& X, const VectorXd& gain, const VectorXd& bias, double eps);
 
-/// RMSNorm of each row (math.md §8): x / sqrt(mean(x²) + eps) ∘ gain + bias.
-template <class S> Matrix<S> rms_norm(const Matrix<S>& X, const VectorXd& gain, const VectorXd& bias, double eps);
+/// RMSNorm of each row (math.md §8): x / sqrt(mean(x²) + eps) ∘ gain + bias;
+/// with `unit_offset` (Gemma) the gain is (1 + gain), formed in S.
+template <class S>
+Matrix<S> rms_norm(const Matrix<S>& X, const VectorXd& gain, const VectorXd& bias, double eps,
+                   bool unit_offset = false);
+
+/// T5's relative position bucket of Δ = j − i (key minus query) for a
+/// bidirectional encoder with `buckets` nb and `max_distance` md, in exact
+/// integer arithmetic (families.md: the largest k with
+/// a^(nb'−me)·me^k ≥ md^k·me^(nb'−me)). Throws std::invalid_argument when
+/// me = ⌊⌊nb/2⌋/2⌋ < 1 or md ≤ me.
+int t5_bucket(long delta, int buckets, int max_distance);
+
+/// XLNet's sinusoid table (families.md): row k is R(p) for p = clamp(k − (n−1)),
+/// k = 0..2n−2 (p from −(n−1) to n−1, clamped to [−clamp_len, clamp_len]
+/// when clamp_len > 0): [sin(pθ_0) … sin(pθ_{d/2−1}), cos(pθ_0) … cos(pθ_{d/2−1})],
+/// θ_k = 10000^(−2k/d), in S. Throws std::invalid_argument for an odd d.
+template <class S> Matrix<S> xlnet_sinusoid(Eigen::Index n, int d, int clamp_len);
 
 /// Rotary angles of positions p = 0..n−1: cos(p θ_i), sin(p θ_i) (n×d_h/2)
 /// with θ_i = theta^(−2i/d_h), computed in S (theta as its decimal).
@@ -105,10 +122,11 @@ std::string describe_forward_estimate(const Architecture& a, std::uint64_t n, bo
 #define SANPATH_DECLARE_FORWARD(S)                                                                           \
   extern template ForwardTrace<S> forward<S>(const Model&, const Variant&, const Matrix<S>&,                  \
                                              const ForwardOptions&);                                         \
-  extern template Matrix<S> row_softmax<S>(const Matrix<S>&, MaskKind);                                      \
+  extern template Matrix<S> row_softmax<S>(const Matrix<S>&, MaskKind, Eigen::Index);                        \
   extern template Matrix<S> layer_norm<S>(const Matrix<S>&, const VectorXd&, const VectorXd&, double);       \
   extern template S activate<S>(const S&, Activation);                                                       \
-  extern template Matrix<S> rms_norm<S>(const Matrix<S>&, const VectorXd&, const VectorXd&, double);         \
+  extern template Matrix<S> rms_norm<S>(const Matrix<S>&, const VectorXd&, const VectorXd&, double, bool);   \
+  extern template Matrix<S> xlnet_sinusoid<S>(Eigen::Index, int, int);                                       \
   extern template RotaryTable<S> rotary_table<S>(Eigen::Index, int, double);                                 \
   extern template void apply_rotary<S>(Matrix<S>&, const RotaryTable<S>&, Eigen::Index);                     \
   extern template S decimal_constant<S>(double);                                                             \

@@ -45,13 +45,17 @@ template <class S> struct CentredTrace {
 /// family (rotary embeddings make the attention row-dependent in a way §7
 /// does not treat; RMSNorm and the gated MLP have no centred form here).
 inline bool centred_pass_supports(const Architecture& a) {
-  return a.norm == NormKind::layer && !a.rope_theta && !a.gated_mlp;
+  return a.norm == NormKind::layer && !a.rope_theta && !a.gated_mlp && !a.parallel_residual && !a.softcap &&
+         !a.score_scale_base && !a.sandwich_norms && a.rel_buckets == 0 && !a.xlnet_relative &&
+         a.window_layers.empty();
 }
 
 /// The message of the refusal, naming `source`.
 inline std::string centred_pass_refusal(const std::string& source) {
-  return source + ": method: the centred pass (math.md §7) is not defined for rotary embeddings, RMSNorm or a "
-                  "gated MLP (the Llama family); use the direct pass (--method direct)";
+  return source + ": method: the centred pass (math.md §7) is implemented for math.md §1's attention with "
+                  "LayerNorm only, not for rotary embeddings, RMSNorm, a gated MLP, parallel blocks, soft-capped or "
+                  "position-biased logits (the Llama family, XLNet, T5, GPT-NeoX, Phi, Gemma); use the direct pass "
+                  "(--method direct)";
 }
 
 template <class S>

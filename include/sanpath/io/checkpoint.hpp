@@ -17,6 +17,11 @@
 ///   Each tensor is decoded from the mapped file straight into the model.
 /// - Llama, Mistral, Qwen2 (model_type llama, mistral, qwen2; math.md §8):
 ///   see src/io/layout_llama.cpp for the mapping and what is refused.
+/// - XLNet, the T5 encoder, GPT-NeoX, Phi, OPT, Gemma, Gemma 2 and ViT
+///   (model_type xlnet, t5, gpt_neox, phi, opt, gemma, gemma2, vit;
+///   shared/docs/families.md): one file each, src/io/layout_<family>.cpp,
+///   says the mapping and what is refused. ViT takes images
+///   (io/inputs.hpp read_pixels), not token ids.
 /// - Native files (one .safetensors, F64, the configuration as JSON in
 ///   __metadata__["sanpath.config"]), an exact round trip of a Model.
 ///
@@ -31,6 +36,7 @@
 
 #include "sanpath/io/safetensors.hpp"
 #include "sanpath/model/model.hpp"
+#include "sanpath/model/random.hpp"
 
 #include <optional>
 #include <string>
@@ -125,5 +131,43 @@ void save_native(const Model& model, const std::string& path);
 /// RoBERTa's position table is written after padding_idx + 1 = 2 zero rows.
 /// llama, mistral, qwen2: the family's structure instead (src/io/layout_llama.cpp).
 void save_hf(const Model& model, const std::string& folder, Layout layout, const std::string& dtype = "F64");
+
+/// A family's own options for a random model in its layout (`init --layout`,
+/// Python random_model(layout=…)); unset: the family's default
+/// (families.md). Options a family does not have are refused by
+/// family_structure naming them.
+struct FamilyOptions {
+  std::optional<double> rotary_fraction;        ///< gpt_neox rotary_pct (0.25), phi partial_rotary_factor (0.5)
+  std::optional<bool> parallel_residual;        ///< gpt_neox use_parallel_residual (true)
+  std::optional<int> sliding_window;            ///< gemma2 (4096; 0: none)
+  std::optional<double> softcap;                ///< gemma2 attn_logit_softcapping (50; 0: none)
+  std::optional<double> query_pre_attn_scalar;  ///< gemma2 (head_dim)
+  std::optional<int> rel_buckets;               ///< t5 relative_attention_num_buckets (32)
+  std::optional<int> rel_max_distance;          ///< t5 relative_attention_max_distance (128)
+  std::optional<bool> gated;                    ///< t5 "gated-gelu" (false: "relu")
+  std::optional<int> clamp_len;                 ///< xlnet (none)
+  std::optional<bool> causal;                   ///< xlnet attn_type "uni" (false: "bi")
+  std::optional<int> image_size, patch_size, channels;  ///< vit (224, 16, 3)
+  std::optional<int> embed_dim;                 ///< opt word_embed_proj_dim (d)
+  std::optional<bool> pre_norm;                 ///< opt do_layer_norm_before (true)
+};
+
+/// Sets the structure of `layout`'s checkpoints on spec.arch (variant,
+/// norm, activation, rotary, parallel block, …) and its embedding sizes
+/// (ViT image and patch, OPT projection) from the family's defaults and `o`,
+/// keeping the sizes already set (layers, heads, d_model, d_qk, d_v, d_ff,
+/// kv_heads, ln_eps) and rope_theta. Throws std::invalid_argument naming the
+/// option for one the family does not have, or a value it refuses. Layouts
+/// without options of their own (bert, gpt2, llama, …) take none.
+void family_structure(Layout layout, RandomModelSpec& spec, const FamilyOptions& o);
+
+/// What a family's config.json means when it omits the activation and the
+/// norm epsilon (BERT: gelu, 1e-12; Llama: silu, 1e-5; OPT: relu and its
+/// fixed 1e-5; …), the defaults of `init --layout`.
+struct FamilyDefaults {
+  Activation activation = Activation::gelu;
+  double ln_eps = 1e-12;
+};
+FamilyDefaults family_defaults(Layout layout);
 
 }  // namespace sanpath

@@ -8,25 +8,36 @@
 #include "sanpath/model/random.hpp"
 #include "sanpath/core/scalar.hpp"
 
+#include <array>
 #include <string>
 #include <vector>
 
 namespace sanpath {
 
 struct InputSpec {
-  enum class Kind { matrix, tokens, random };
+  enum class Kind { matrix, tokens, random, pixels };
   Kind kind = Kind::random;
   MatrixXd X;                 ///< Kind::matrix: n×d
   std::vector<long> tokens;   ///< Kind::tokens
   RandomInputSpec random;     ///< Kind::random (d is taken from the model when 0)
+  /// Kind::pixels: one image, channel-first, `pixel_shape` = {C, height,
+  /// width}, values row-major as stored (already normalised by the model's
+  /// image processor); a ViT model embeds it (families.md).
+  std::vector<double> pixels;
+  std::array<long, 3> pixel_shape{0, 0, 0};
   std::string source = "input";  ///< for messages: file name or "--tokens"
 
   static InputSpec from_matrix(MatrixXd X, std::string source);
   static InputSpec from_tokens(std::vector<long> ids, std::string source = "--tokens");
   static InputSpec from_random(RandomInputSpec spec);
+  /// An image [C, H, W]; throws std::invalid_argument naming `source` and
+  /// pixel_values for an empty shape, a size mismatch or NaN/Inf.
+  static InputSpec from_pixels(std::vector<double> values, std::array<long, 3> shape, std::string source);
   std::string describe() const;
-  /// n, the number of tokens (rows of X^0).
-  long rows() const;
+  /// n, the number of tokens (rows of X^0). An image's depends on the
+  /// model (patches + CLS): `model` is then required (std::logic_error
+  /// without it; std::invalid_argument when the model takes no pixels).
+  long rows(const Model* model = nullptr) const;
 };
 
 /// `count` random inputs: `spec` with seeds spec.seed, spec.seed + 1, ….

@@ -20,7 +20,9 @@ using VectorXd = Eigen::VectorXd;
 enum class MlpKind { none, plain, residual };
 enum class LayerNormKind { none, pre, post };
 enum class MaskKind { none, causal };
-enum class Activation { relu, gelu, gelu_tanh, silu };
+/// gelu_fast: HF's ½x(1 + tanh(0.7978845608·x(1 + 0.044715x²))), the literal
+/// constant (families.md), a few ulp from gelu_tanh's √(2/π).
+enum class Activation { relu, gelu, gelu_tanh, silu, gelu_fast };
 /// LayerNorm (BERT, GPT-2) or RMSNorm (Llama family, math.md §8).
 enum class NormKind { layer, rms };
 
@@ -60,6 +62,10 @@ std::string to_string(LayerNormKind);
 std::string to_string(MaskKind);
 std::string to_string(Activation);
 std::string to_string(NormKind);
+/// The structure of the families of families.md in words, for model lines
+/// and reports ("partial rotary (16 of 64 dims), parallel block, GeGLU with
+/// gelu_tanh"); empty for the math.md §1–§8 architectures.
+std::string structure_notes(const struct Architecture& a);
 /// Parsers for the CLI spellings ("none|plain|residual", "none|pre|post",
 /// "none|causal", "relu|gelu|gelu_tanh|silu" — "gelu_new" is accepted as
 /// gelu_tanh, "on|off" for skip). Throw std::invalid_argument naming `what`.
@@ -107,16 +113,60 @@ struct Architecture {
   /// Sliding-window size (Mistral, Qwen2): 0 = none. Sequences longer than
   /// the window are refused (math.md §8 defines no window).
   int attention_window = 0;
+  /// Partial rotary (GPT-NeoX, Phi; families.md): the first r = rotary_dims
+  /// entries of each query/key head are rotated, θ_i = ϑ^(−2i/r); 0 means
+  /// the whole head (r = d_qk).
+  int rotary_dims = 0;
+  /// Parallel block (GPT-NeoX use_parallel_residual, Phi):
+  /// X' = [skip]X + Attn(LN_1 X) + [mlp] f(LN_2 X) (Phi: ln2 = ln1).
+  bool parallel_residual = false;
+  /// Gemma's RMSNorm: the gain is (1 + w), w the stored ln*_g.
+  bool norm_unit_offset = false;
+  /// Score scale s = score_scale_base^(−1/2) (Gemma 2 query_pre_attn_scalar;
+  /// T5: 1, no scaling); nullopt: d_qk^(−1/2) (math.md §1).
+  std::optional<double> score_scale_base = std::nullopt;
+  /// Gemma 2 logit soft-cap c: S = c·tanh(S/c), after the scale, before the mask.
+  std::optional<double> softcap = std::nullopt;
+  /// Gemma 2's four norms: ln3 on the attention output, ln4 on the MLP
+  /// output (ln1 before attention, ln2 before the MLP).
+  bool sandwich_norms = false;
+  /// Gemma 2: window_layers[l] says layer l applies attention_window (keys
+  /// with i − j < W, with the causal mask). Empty: the window is not applied
+  /// and longer sequences are refused (Mistral, Qwen2: math.md §8).
+  std::vector<bool> window_layers{};
+  /// T5 relative position bias (families.md): buckets nb and max distance md
+  /// (0: none); the table is LayerWeights::pos_bias.
+  int rel_buckets = 0, rel_max_distance = 0;
+  /// XLNet relative attention (families.md): HeadWeights::W_R, r_w, r_r and
+  /// the sinusoid R(i − j); clamp_len > 0 clamps i − j.
+  bool xlnet_relative = false;
+  int clamp_len = 0;
+  /// The layernorm option takes none or the model's own placement only
+  /// (families.md: GPT-NeoX, Phi, OPT, Gemma, T5, XLNet).
+  bool own_norm_placement_only = false;
   int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  int rotated_dims() const { return rotary_dims > 0 ? rotary_dims : d_qk; }
+  /// Whether layer l applies the sliding window.
+  bool window_applies(int l) const {
+    return attention_window > 0 && l >= 0 && static_cast<std::size_t>(l) < window_layers.size() &&
+           window_layers[static_cast<std::size_t>(l)];
+  }
+  /// Attention beyond math.md §1's bilinear logits (rotary, position bias,
+  /// soft-cap): the centred pass and the cubic bounds do not cover it.
+  bool position_dependent_logits() const { return rotary() || rel_buckets > 0 || xlnet_relative; }
   /// Key/value head of query head h: ⌊h·H_kv/H⌋.
   int kv_head_of(int h) const { return static_cast<int>(static_cast<long long>(h) * key_value_heads() / heads); }
   bool rotary() const { return rope_theta.has_value(); }
 };
 
 /// One head. Shapes: W_Q, W_K d×d_qk; W_V d×d_v; W_O d_v×d; biases as vectors.
+/// XLNet (Architecture::xlnet_relative): W_R (d×d_qk) projects the
+/// position sinusoid; r_w, r_r (d_qk) are the content and position biases.
 struct HeadWeights {
   MatrixXd W_Q, W_K, W_V, W_O;
   VectorXd b_Q, b_K, b_V;
+  MatrixXd W_R;
+  VectorXd r_w, r_r;
 };
 
 /// One layer: heads, output bias b_O (d), MLP W_1 (d×d_ff), b_1 (d_ff),
@@ -133,6 +183,12 @@ struct LayerWeights {
   MatrixXd W_1, W_2, W_gate;
   VectorXd b_1, b_2;
   VectorXd ln1_g, ln1_b, ln2_g, ln2_b;
+  /// Gemma 2 (Architecture::sandwich_norms): post-attention and
+  /// post-feedforward norm gains (d).
+  VectorXd ln3_g, ln4_g;
+  /// T5 (Architecture::rel_buckets > 0): the bucket table, nb × H (block
+  /// 0's, the same in every layer).
+  MatrixXd pos_bias;
   bool has_mlp() const { return W_1.size() > 0; }
   bool has_layernorm() const { return ln1_g.size() > 0; }
   bool gated() const { return W_gate.size() > 0; }
@@ -140,13 +196,21 @@ struct LayerWeights {
 
 /// The checkpoint layout families (io/ reads and writes them); embeddings
 /// carry the family whose recipe builds X^0.
-enum class Layout { bert, gpt2, albert, roberta, distilbert, llama, mistral, qwen2 };
+enum class Layout {
+  bert, gpt2, albert, roberta, distilbert, llama, mistral, qwen2,
+  xlnet, t5, gpt_neox, phi, opt, gemma, gemma2, vit
+};
 std::string to_string(Layout);
-/// "bert|gpt2|albert|roberta|distilbert|llama|mistral|qwen2"; throws std::invalid_argument.
+/// Every layout's name, "bert|gpt2|…|vit"; throws std::invalid_argument.
 Layout parse_layout(const std::string& text);
+/// The layouts' names joined by '|', in enum order.
+std::string layout_names();
 /// llama, mistral, qwen2: the family of math.md §8 (rotary positions, no
 /// position table, token rows alone as embeddings).
 bool rotary_family(Layout l);
+/// Embeddings that are the token rows alone (Gemma's scaled by √d): the
+/// Llama family, XLNet, T5, GPT-NeoX, Phi, Gemma, Gemma 2.
+bool token_rows_only(Layout l);
 
 /// Token embeddings of a checkpoint, for building X^0 from token ids:
 /// token i uses position row i. word: vocab×e, position: max_pos×e,
@@ -162,6 +226,16 @@ bool rotary_family(Layout l);
 /// when a loader was asked for some rows only, as the rows of the sorted,
 /// distinct ids `*word_ids` (word is |ids| × e, row k is token (*word_ids)[k])
 /// of a table of `vocab` rows. word_row(id) is the one way to a token's row.
+///
+/// OPT: word is vocab×e, position row i is token i's (the stored table's
+/// row i + 2), `mapping` (e×d) is project_in when e ≠ d, applied before the
+/// positions are added; no LayerNorm, no token types. Gemma, Gemma 2:
+/// √d·word, √d in the working precision.
+///
+/// ViT (families.md): no word table; `patch` (d × C·p·p, column index
+/// c·p² + i·p + j) and `patch_b` (d) are the patch projection, `cls` (d) the
+/// CLS row and `position` ((N+1)×d) the position rows, for images of
+/// `channels` × `image_size`² pixels cut into patches of `patch_size`².
 struct Embeddings {
   Layout kind = Layout::bert;
   MatrixXd word, position, token_type;
@@ -169,6 +243,12 @@ struct Embeddings {
   double ln_eps = 1e-12;
   MatrixXd mapping;
   VectorXd mapping_b;
+  MatrixXd patch;
+  VectorXd patch_b, cls;
+  int image_size = 0, patch_size = 0, channels = 0;
+  /// ViT: patches per side ⌊S/p⌋.
+  int patch_grid() const { return patch_size > 0 ? image_size / patch_size : 0; }
+  bool pixels() const { return kind == Layout::vit; }
   std::optional<std::vector<long>> word_ids;
   int vocab = 0;  ///< rows of the whole table when word_ids is set
   int vocab_size() const { return word_ids ? vocab : static_cast<int>(word.rows()); }
@@ -177,7 +257,7 @@ struct Embeddings {
   /// std::logic_error when that row was not loaded (never a zero row).
   Eigen::Index word_row(long id) const;
   int max_positions() const { return static_cast<int>(position.rows()); }
-  bool has_position_table() const { return !rotary_family(kind); }
+  bool has_position_table() const { return !token_rows_only(kind); }
 };
 
 /// Whether a Model's construction tests every weight for finiteness, or a

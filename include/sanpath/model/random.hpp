@@ -52,6 +52,12 @@ struct RandomModelSpec {
   int vocab = 0;
   int max_positions = 512;
   Layout embeddings = Layout::bert;
+  /// ViT embeddings (embeddings = vit; vocab and max_positions unused):
+  /// patch projection, CLS and (⌊S/p⌋² + 1) position rows drawn like the
+  /// word table, patch bias by bias_std.
+  int image_size = 0, patch_size = 0, channels = 3;
+  /// OPT: the word table's width e (0: d); e ≠ d draws project_in (e×d).
+  int embed_dim = 0;
 };
 
 /// Throws std::invalid_argument (naming the field) for absurd sizes.

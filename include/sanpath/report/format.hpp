@@ -24,7 +24,8 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
 std::string format_collapse(const CollapseResult& r, const Model& model, const RunInfo& info, Format f);
 
 /// One sentence on the curves of `c` (printed with every collapse result).
-std::string describe(CollapseConventions c);
+/// `paper_norm`: the placement the paper's conventions used (paper_layernorm).
+std::string describe(CollapseConventions c, LayerNormKind paper_norm = LayerNormKind::post);
 
 /// A table cell of a batch statistic: "mean ± std [d]" (mean to at most 5
 /// and std to at most 2 significant digits, never more than confirmed; d =

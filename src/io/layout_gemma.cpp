@@ -1,0 +1,434 @@
+// Gemma and Gemma 2 (families.md, "Gemma, Gemma 2 and ViT checkpoints"):
+// torch Linear weights ([out, in], y = x Wᵀ), RMSNorm with gains 1 + w,
+// rotary positions on the whole head, grouped-query attention with head_dim
+// read from config.json (q_proj has H·d_h rows, independent of d/H), a GeGLU
+// MLP and √d-scaled token embeddings. Gemma 2 adds the score scale
+// query_pre_attn_scalar^(−1/2), the logit soft-cap and a sliding window on
+// some layers, and four norms per layer.
+//
+// Mapping onto the per-head form: query head h owns rows [h·d_h, (h+1)·d_h)
+// of q_proj and the same columns of o_proj; key/value head g the rows
+// [g·d_h, (g+1)·d_h) of k_proj, v_proj, copied into every query head h with
+// ⌊h·H_kv/H⌋ = g. gate_proj → W_gate, up_proj → W_1, down_proj → W_2 (no
+// MLP biases). Norm gains w are stored as they are in the file (ln*_g = w;
+// Architecture::norm_unit_offset makes the gain 1 + w), ln*_b zero. Gemma:
+// input_layernorm → ln1, post_attention_layernorm (before the MLP) → ln2.
+// Gemma 2: input_layernorm → ln1, post_attention_layernorm (on the attention
+// output) → ln3, pre_feedforward_layernorm → ln2, post_feedforward_layernorm
+// → ln4. model.norm and lm_head are not part of the analysed layers and are
+// ignored; the writer stores a neutral model.norm (w = 0) and ties the LM
+// head. What families.md §6 refuses is refused naming the config key.
+#include "hf_layout.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace sanpath::io {
+
+namespace {
+
+/// `prefix` when a tensor name of `f` starts with it, else "" (GemmaModel
+/// saved on its own has no "model.").
+std::string prefix_in(const TensorStore& f, const std::string& prefix) {
+  for (const TensorInfo* t : f.tensors())
+    if (t->name.compare(0, prefix.size(), prefix) == 0) return prefix;
+  return "";
+}
+
+/// hidden_activation (families.md §1): absent or null is the tanh form,
+/// whatever hidden_act says.
+Activation hidden_activation(const HfConfig& c) {
+  if (!c.has("hidden_activation")) return Activation::gelu_tanh;
+  const std::string s = c.string_or("hidden_activation", "");
+  if (s == "gelu_pytorch_tanh" || s == "gelu_new") return Activation::gelu_tanh;
+  if (s == "gelu") return Activation::gelu;
+  fail(c.path, "hidden_activation", "'" + s + "' is not supported (gelu_pytorch_tanh, gelu_new, gelu)");
+}
+
+/// The config.json spelling of a Gemma activation.
+std::string activation_name(Activation a) { return a == Activation::gelu ? "gelu" : "gelu_pytorch_tanh"; }
+
+/// A number of `key` in config.json's object `parent` (named `where`): finite and > 0.
+double positive_in(const HfConfig& c, const json& v, const std::string& where, const std::string& name) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
+    fail(c.path, where, name + " must be a finite number > 0, got " + brief(v));
+  return v.get<double>();
+}
+
+/// θ, refusing the rotary settings families.md §6 does not define:
+/// rope_scaling, rope_parameters of another rope_type (θ is then
+/// rope_parameters.rope_theta), a partial rotary factor.
+double rope_theta(const HfConfig& c) {
+  if (c.has("rope_scaling"))
+    fail(c.path, "rope_scaling", brief(c.j.at("rope_scaling")) + " is not supported (null only: no scaled rotary)");
+  double theta = c.positive_number_or("rope_theta", 10000.0);
+  if (c.has("rope_parameters")) {
+    const json& rp = c.j.at("rope_parameters");
+    if (!rp.is_object()) fail(c.path, "rope_parameters", "must be an object, got " + brief(rp));
+    std::string type = "default";
+    for (const char* k : {"rope_type", "type"})
+      if (rp.contains(k) && !rp.at(k).is_null()) {
+        if (!rp.at(k).is_string()) fail(c.path, "rope_parameters", std::string(k) + " must be a string, got " + brief(rp.at(k)));
+        type = rp.at(k).get<std::string>();
+        break;
+      }
+    if (type != "default")
+      fail(c.path, "rope_parameters", "rope_type '" + type + "' is not supported (\"default\" only: no scaled rotary)");
+    if (rp.contains("rope_theta") && !rp.at("rope_theta").is_null())
+      theta = positive_in(c, rp.at("rope_theta"), "rope_parameters", "rope_theta");
+    if (rp.contains("partial_rotary_factor") && !rp.at("partial_rotary_factor").is_null() &&
+        positive_in(c, rp.at("partial_rotary_factor"), "rope_parameters", "partial_rotary_factor") != 1.0)
+      fail(c.path, "rope_parameters",
+           "partial_rotary_factor " + brief(rp.at("partial_rotary_factor")) + " is not supported (the whole head is rotated)");
+  }
+  if (c.has("partial_rotary_factor") && c.positive_number_or("partial_rotary_factor", 1.0) != 1.0)
+    fail(c.path, "partial_rotary_factor",
+         brief(c.j.at("partial_rotary_factor")) + " is not supported (the whole head is rotated)");
+  return theta;
+}
+
+/// Which of the L layers are "sliding_attention" (layer_types), or without
+/// layer_types the even ones on Gemma 2 and none on Gemma.
+std::vector<bool> sliding_layers(const HfConfig& c, int L, bool gemma2) {
+  std::vector<bool> out(static_cast<std::size_t>(L));
+  if (!c.has("layer_types")) {
+    for (int l = 0; l < L; ++l) out[static_cast<std::size_t>(l)] = gemma2 && l % 2 == 0;
+    return out;
+  }
+  const json& v = c.j.at("layer_types");
+  if (!v.is_array()) fail(c.path, "layer_types", "must be a list of " + str(L) + " layer types, got " + brief(v));
+  if (v.size() != static_cast<std::size_t>(L))
+    fail(c.path, "layer_types",
+         "has " + std::to_string(v.size()) + " entries for num_hidden_layers = " + str(L));
+  for (int l = 0; l < L; ++l) {
+    const json& e = v.at(static_cast<std::size_t>(l));
+    const std::string s = e.is_string() ? e.get<std::string>() : std::string();
+    if (s != "sliding_attention" && s != "full_attention")
+      fail(c.path, "layer_types",
+           "entry " + str(l) + " is " + brief(e) + " (sliding_attention or full_attention only)");
+    if (s == "sliding_attention" && !gemma2)
+      fail(c.path, "layer_types", "entry " + str(l) + " is sliding_attention; gemma has no sliding window");
+    out[static_cast<std::size_t>(l)] = s == "sliding_attention";
+  }
+  return out;
+}
+
+/// A key whose absence means `fallback` and whose null means none.
+template <class T, class Read>
+std::optional<T> nullable(const HfConfig& c, const std::string& key, T fallback, Read read) {
+  if (!c.j.contains(key)) return fallback;
+  if (c.j.at(key).is_null()) return std::nullopt;
+  return read(key);
+}
+
+Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const TensorStore>& store,
+           const std::string& source, const LoadOptions& options) {
+  const TensorStore& f = *store;
+  const std::string& config_path = c.path;
+  const std::string type = to_string(fam.layout);
+  const bool two = fam.layout == Layout::gemma2;
+  const int L = c.positive_int("num_hidden_layers");
+  const int H = c.positive_int("num_attention_heads");
+  const int Hkv = c.positive_int("num_key_value_heads");
+  const int d = c.positive_int("hidden_size");
+  const int dh = c.positive_int("head_dim");
+  const int ff = c.positive_int("intermediate_size");
+  if (Hkv > H || H % Hkv != 0)
+    fail(config_path, "num_key_value_heads", str(Hkv) + " does not divide num_attention_heads = " + str(H));
+  if (dh % 2 != 0) fail(config_path, "head_dim", str(dh) + " is odd; rotary embeddings rotate pairs");
+  const double theta = rope_theta(c);
+  if (c.bool_or("use_bidirectional_attention", false))
+    fail(config_path, "use_bidirectional_attention", "true is not supported (Gemma attends causally)");
+  const Activation act = hidden_activation(c);
+  const bool bias = c.bool_or("attention_bias", false);
+
+  Architecture a;
+  a.layers = L;
+  a.heads = H;
+  a.d_model = d;
+  a.d_qk = a.d_v = dh;
+  a.d_ff = ff;
+  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  a.activation = act;
+  a.ln_eps = c.eps_or("rms_norm_eps", 1e-6);
+  a.norm = NormKind::rms;
+  a.norm_unit_offset = true;
+  a.kv_heads = Hkv;
+  a.rope_theta = theta;
+  a.gated_mlp = true;
+  a.own_norm_placement_only = true;
+  const std::vector<bool> sliding = sliding_layers(c, L, two);
+  if (two) {
+    if (!c.has("query_pre_attn_scalar"))
+      fail(config_path, "query_pre_attn_scalar", "missing (gemma2 scales the scores by its inverse square root)");
+    a.score_scale_base = c.positive_number_or("query_pre_attn_scalar", 1.0);
+    a.softcap = nullable(c, "attn_logit_softcapping", 50.0,
+                         [&](const std::string& k) { return c.positive_number_or(k, 50.0); });
+    const std::optional<int> window =
+        nullable(c, "sliding_window", 4096, [&](const std::string& k) { return c.positive_int(k); });
+    a.sandwich_norms = true;
+    if (window) {
+      a.attention_window = *window;
+      a.window_layers = sliding;
+    }
+  }
+
+  if (static_cast<std::size_t>(L) > f.size())
+    fail(config_path, "num_hidden_layers",
+         str(L) + " layers, but " + f.path() + " holds only " + std::to_string(f.size()) + " tensors (a " + type +
+             " layer has " + (two ? "11" : "9") + ")");
+  const LayerPrefix cut = layer_prefix(options, L, config_path, "num_hidden_layers", source);
+  a.layers = cut.layers;
+  if (!a.window_layers.empty()) a.window_layers.resize(static_cast<std::size_t>(a.layers));
+  const std::string prefix = prefix_in(f, "model.");
+  const std::int64_t q_out = std::int64_t(H) * dh, kv_out = std::int64_t(Hkv) * dh;
+  // Layer l's slots (kept by a streamed model: everything by value).
+  const LayerSlots slots_of = [a, H, dh, d, ff, q_out, kv_out, bias, two](int l, LayerWeights& w, Slots& s) {
+    const std::string p = "layers." + str(l) + ".";
+    w.heads.resize(static_cast<std::size_t>(H));
+    const auto heads_in = [&](const char* key, std::int64_t out, bool grouped, MatrixXd HeadWeights::*W,
+                              VectorXd HeadWeights::*b) {
+      Slot& weight = s.add(p + "self_attn." + key + ".weight", {out, d});
+      Slot* bias_slot = bias ? &s.add(p + "self_attn." + key + ".bias", {out}) : nullptr;
+      for (int h = 0; h < H; ++h) {
+        HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+        const std::int64_t o = std::int64_t(grouped ? a.kv_head_of(h) : h) * dh;
+        weight.pieces.push_back({&(hw.*W), nullptr, TensorBlock{o, dh, 0, d, true}});
+        if (bias_slot)
+          bias_slot->pieces.push_back({nullptr, &(hw.*b), TensorBlock{0, 1, o, dh, true}});
+        else
+          hw.*b = VectorXd::Zero(dh);
+      }
+    };
+    heads_in("q_proj", q_out, false, &HeadWeights::W_Q, &HeadWeights::b_Q);
+    heads_in("k_proj", kv_out, true, &HeadWeights::W_K, &HeadWeights::b_K);
+    heads_in("v_proj", kv_out, true, &HeadWeights::W_V, &HeadWeights::b_V);
+    // o_proj [d, H·dh]: head h owns its columns [h·dh, (h+1)·dh) (rows of M).
+    Slot& o_proj = s.add(p + "self_attn.o_proj.weight", {d, q_out});
+    for (int h = 0; h < H; ++h)
+      o_proj.pieces.push_back({&w.heads[static_cast<std::size_t>(h)].W_O, nullptr,
+                               TensorBlock{0, d, std::int64_t(h) * dh, dh, true}});
+    if (bias)
+      s.vector(p + "self_attn.o_proj.bias", w.b_O, d);
+    else
+      w.b_O = VectorXd::Zero(d);
+    const auto linear = [&](const char* key, MatrixXd& W, std::int64_t out, std::int64_t in) {
+      s.add(p + key + ".weight", {out, in}).pieces.push_back({&W, nullptr, TensorBlock{0, out, 0, in, true}});
+    };
+    linear("mlp.gate_proj", w.W_gate, ff, d);
+    linear("mlp.up_proj", w.W_1, ff, d);
+    linear("mlp.down_proj", w.W_2, d, ff);
+    w.b_1 = VectorXd::Zero(ff);
+    w.b_2 = VectorXd::Zero(d);
+    s.vector(p + "input_layernorm.weight", w.ln1_g, d);
+    if (two) {
+      s.vector(p + "post_attention_layernorm.weight", w.ln3_g, d);  // on the attention output
+      s.vector(p + "pre_feedforward_layernorm.weight", w.ln2_g, d);
+      s.vector(p + "post_feedforward_layernorm.weight", w.ln4_g, d);
+    } else {
+      s.vector(p + "post_attention_layernorm.weight", w.ln2_g, d);  // before the MLP
+    }
+    w.ln1_b = w.ln2_b = VectorXd::Zero(d);
+  };
+  Walk w = begin_walk(fam, c, store, prefix, options, a.layers, slots_of);
+  // √d · E[ids] (embed.hpp); vocab_size is required when the file has the table.
+  if (f.find(prefix + "embed_tokens.weight")) add_word_table(w, "embed_tokens.weight", c.positive_int("vocab_size"), d);
+  return finish_walk(w, a, cut.source);
+}
+
+bool is_zero(const VectorXd& v) { return (v.array() == 0).all(); }
+
+void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
+  const Architecture& a = model.arch();
+  const std::string type = to_string(fam.layout);
+  const bool two = fam.layout == Layout::gemma2;
+  if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
+  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
+    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
+  };
+  need(a.norm == NormKind::rms && a.norm_unit_offset, "norm_unit_offset", "RMSNorm with gains 1 + w");
+  need(a.rotary(), "rope_theta", "rotary embeddings");
+  need(a.rotary_dims == 0 || a.rotary_dims == a.d_qk, "rotary_dims", "rotary embeddings on the whole head");
+  need(a.gated_mlp && (a.activation == Activation::gelu || a.activation == Activation::gelu_tanh), "activation",
+       "a gated MLP with gelu or gelu_tanh (GeGLU)");
+  need(a.d_qk == a.d_v, "d_v", "d_v = d_qk (head_dim)");
+  need(!a.parallel_residual, "parallel_residual", "sequential attention and MLP halves");
+  need(a.rel_buckets == 0, "rel_buckets", "no relative position bias");
+  need(!a.xlnet_relative, "xlnet_relative", "no relative attention terms");
+  if (two) {
+    need(a.sandwich_norms, "sandwich_norms", "four norms per layer (post-attention and post-feedforward)");
+    need(a.attention_window == 0 || !a.window_layers.empty(), "window_layers",
+         "the layers its sliding window applies to");
+  } else {
+    need(!a.sandwich_norms, "sandwich_norms", "two norms per layer");
+    need(!a.score_scale_base, "score_scale_base", "the score scale head_dim^(-1/2)");
+    need(!a.softcap, "softcap", "no logit soft-cap");
+    need(a.attention_window == 0, "attention_window", "no sliding window");
+  }
+  const int L = a.layers, H = a.heads, Hkv = a.key_value_heads(), d = a.d_model, dh = a.d_qk;
+  bool bias = false;
+  for (int l = 0; l < L; ++l) {
+    const LayerWeights& w = model.layer(l);
+    const std::string p = "layer " + str(l) + " ";
+    need(w.has_mlp() && w.gated(), p + "W_gate", "gated MLP weights");
+    need(w.has_layernorm(), p + "ln1_g", "RMSNorm weights");
+    need(is_zero(w.ln1_b) && is_zero(w.ln2_b), p + "ln1_b", "zero RMSNorm biases");
+    need(is_zero(w.b_1) && is_zero(w.b_2), p + "b_1", "zero MLP biases");
+    bias = bias || !is_zero(w.b_O);
+    for (const HeadWeights& hw : w.heads) bias = bias || !is_zero(hw.b_Q) || !is_zero(hw.b_K) || !is_zero(hw.b_V);
+  }
+  const auto& emb = model.embeddings();
+  if (emb && emb->kind != Layout::gemma && emb->kind != Layout::gemma2)
+    fail(folder, "embeddings", "kind " + to_string(emb->kind) + " cannot be written in the " + type + " layout");
+
+  std::vector<Tensor> ts;
+  const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
+  for (int l = 0; l < L; ++l) {
+    const LayerWeights& w = model.layer(l);
+    const std::string p = "model.layers." + str(l) + ".";
+    MatrixXd Wq(d, H * dh), Wk(d, Hkv * dh), Wv(d, Hkv * dh), Wo(H * dh, d);
+    VectorXd bq(H * dh), bk(Hkv * dh), bv(Hkv * dh);
+    for (int h = 0; h < H; ++h) {
+      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      const int g = a.kv_head_of(h);
+      Wq.middleCols(h * dh, dh) = hw.W_Q;
+      bq.segment(h * dh, dh) = hw.b_Q;
+      Wk.middleCols(g * dh, dh) = hw.W_K;  // identical within a group (Model validates)
+      bk.segment(g * dh, dh) = hw.b_K;
+      Wv.middleCols(g * dh, dh) = hw.W_V;
+      bv.segment(g * dh, dh) = hw.b_V;
+      Wo.middleRows(h * dh, dh) = hw.W_O;
+    }
+    add(p + "input_layernorm.weight", w.ln1_g);
+    if (two) {
+      add(p + "post_attention_layernorm.weight", w.ln3_g);
+      add(p + "pre_feedforward_layernorm.weight", w.ln2_g);
+      add(p + "post_feedforward_layernorm.weight", w.ln4_g);
+    } else {
+      add(p + "post_attention_layernorm.weight", w.ln2_g);
+    }
+    add(p + "self_attn.q_proj.weight", MatrixXd(Wq.transpose()));
+    add(p + "self_attn.k_proj.weight", MatrixXd(Wk.transpose()));
+    add(p + "self_attn.v_proj.weight", MatrixXd(Wv.transpose()));
+    add(p + "self_attn.o_proj.weight", MatrixXd(Wo.transpose()));
+    if (bias) {
+      add(p + "self_attn.q_proj.bias", bq);
+      add(p + "self_attn.k_proj.bias", bk);
+      add(p + "self_attn.v_proj.bias", bv);
+      add(p + "self_attn.o_proj.bias", w.b_O);
+    }
+    add(p + "mlp.gate_proj.weight", MatrixXd(w.W_gate.transpose()));
+    add(p + "mlp.up_proj.weight", MatrixXd(w.W_1.transpose()));
+    add(p + "mlp.down_proj.weight", MatrixXd(w.W_2.transpose()));
+  }
+  add("model.norm.weight", VectorXd(VectorXd::Zero(d)));  // gain 1 + 0: neutral
+  json c = {{"architectures", {fam.architecture + "ForCausalLM"}},
+            {"model_type", type},
+            {"num_hidden_layers", L},
+            {"num_attention_heads", H},
+            {"num_key_value_heads", Hkv},
+            {"hidden_size", d},
+            {"head_dim", dh},
+            {"intermediate_size", a.d_ff},
+            {"hidden_activation", activation_name(a.activation)},
+            {"hidden_act", activation_name(a.activation)},
+            {"rms_norm_eps", a.ln_eps},
+            {"rope_theta", *a.rope_theta},
+            {"rope_scaling", nullptr},
+            {"attention_bias", bias},
+            {"tie_word_embeddings", true},
+            {"torch_dtype", dtype == "F64" ? "float64" : "float32"}};
+  if (two) {
+    c["query_pre_attn_scalar"] = a.score_scale_base ? *a.score_scale_base : static_cast<double>(dh);
+    c["attn_logit_softcapping"] = a.softcap ? json(*a.softcap) : json(nullptr);
+    c["sliding_window"] = a.attention_window > 0 ? json(a.attention_window) : json(nullptr);
+    if (a.attention_window > 0) {
+      json types = json::array();
+      for (int l = 0; l < L; ++l) types.push_back(a.window_applies(l) ? "sliding_attention" : "full_attention");
+      c["layer_types"] = types;
+    }
+  }
+  if (emb) {
+    add("model.embed_tokens.weight", emb->word);
+    c["vocab_size"] = emb->word.rows();
+  }
+  write_checkpoint(folder, ts, c);
+}
+
+/// The structure both families share (families.md §1), on spec.arch.
+void gemma_common(RandomModelSpec& spec, const std::string& layout) {
+  Architecture& a = spec.arch;
+  if (a.activation != Activation::gelu && a.activation != Activation::gelu_tanh)
+    throw std::invalid_argument("activation: the " + layout + " layout takes gelu or gelu_tanh (GeGLU), not " +
+                                to_string(a.activation));
+  if (a.d_v != a.d_qk)
+    throw std::invalid_argument("d_v: the " + layout + " layout needs d_v = d_qk (head_dim), got d_qk " +
+                                std::to_string(a.d_qk) + ", d_v " + std::to_string(a.d_v));
+  if (a.d_qk % 2 != 0)
+    throw std::invalid_argument("d_qk: the " + layout + " layout rotates pairs; head_dim must be even, got " +
+                                std::to_string(a.d_qk));
+  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  a.norm = NormKind::rms;
+  a.norm_unit_offset = true;
+  a.gated_mlp = true;
+  if (!a.rope_theta) a.rope_theta = 10000.0;
+  a.rotary_dims = 0;
+  a.parallel_residual = false;
+  a.own_norm_placement_only = true;
+  a.sandwich_norms = false;
+  a.score_scale_base.reset();
+  a.softcap.reset();
+  a.attention_window = 0;
+  a.window_layers.clear();
+}
+
+void gemma_structure(RandomModelSpec& spec, const FamilyOptions&) { gemma_common(spec, "gemma"); }
+
+void gemma2_structure(RandomModelSpec& spec, const FamilyOptions& o) {
+  gemma_common(spec, "gemma2");
+  Architecture& a = spec.arch;
+  const int window = o.sliding_window.value_or(4096);
+  if (window < 0) throw std::invalid_argument("sliding_window: must be >= 0 (0: none), got " + std::to_string(window));
+  const double cap = o.softcap.value_or(50.0);
+  if (!std::isfinite(cap) || cap < 0)
+    throw std::invalid_argument("softcap: must be a finite number >= 0 (0: none), got " + std::to_string(cap));
+  const double scalar = o.query_pre_attn_scalar.value_or(static_cast<double>(a.d_qk));
+  if (!std::isfinite(scalar) || !(scalar > 0))
+    throw std::invalid_argument("query_pre_attn_scalar: must be a finite number > 0, got " + std::to_string(scalar));
+  a.sandwich_norms = true;
+  a.score_scale_base = scalar;
+  if (cap > 0) a.softcap = cap;
+  if (window > 0) {
+    a.attention_window = window;
+    a.window_layers.assign(static_cast<std::size_t>(std::max(a.layers, 0)), false);
+    for (int l = 0; l < a.layers; l += 2) a.window_layers[static_cast<std::size_t>(l)] = true;
+  }
+}
+
+Family make(Layout layout, const std::string& architecture, const std::string& mark,
+            void (*structure)(RandomModelSpec&, const FamilyOptions&), std::vector<std::string> options) {
+  Family f;
+  f.layout = layout;
+  f.prefix = "model.";
+  f.model_types = {to_string(layout)};
+  f.architecture = architecture;
+  f.tensor_mark = mark;
+  f.load = load;
+  f.save = save;
+  f.structure = structure;
+  f.options = std::move(options);
+  return f;
+}
+
+}  // namespace
+
+// Gemma's tensor names are Llama's: the names identify llama.
+Family gemma_family() { return make(Layout::gemma, "Gemma", "", gemma_structure, {}); }
+Family gemma2_family() {
+  return make(Layout::gemma2, "Gemma2", ".pre_feedforward_layernorm.", gemma2_structure,
+              {"sliding_window", "softcap", "query_pre_attn_scalar"});
+}
+
+}  // namespace sanpath::io

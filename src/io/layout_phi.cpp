@@ -1,0 +1,234 @@
+// Phi-1, Phi-1.5, Phi-2 (families.md, "GPT-NeoX (Pythia), Phi and OPT
+// checkpoints" §3): torch Linear weights with biases, grouped key/value heads,
+// partial rotary embeddings, and a parallel block fed by one LayerNorm:
+// X' = X + Attn(LN X) + f(LN X), causal mask.
+//
+// Mapping onto the per-head form: query head h owns rows [h·d_h, (h+1)·d_h)
+// of q_proj and columns of dense; key/value head g the same rows of k_proj,
+// v_proj, copied into every query head h with ⌊h·H_kv/H⌋ = g (as the Llama
+// family's). The layer's one input_layernorm is loaded into ln1 AND ln2
+// (identical copies: the parallel block's two branches read LN_1 and LN_2);
+// the writer stores it once and refuses a model whose ln1 and ln2 differ.
+// fc1 / fc2 → W_1 / W_2; embed_tokens → the token rows. final_layernorm and
+// lm_head are outside the analysed stack and ignored on reading.
+//
+// Refused, naming the config.json key: rope_scaling other than null,
+// rope_parameters.rope_type other than "default", a rotary fraction outside
+// [0, 1] or giving an odd r, hidden_size not divisible by
+// num_attention_heads, num_attention_heads not divisible by
+// num_key_value_heads, qk_layernorm true, an activation outside gelu,
+// gelu_new, gelu_pytorch_tanh, relu.
+#include "hf_layout.hpp"
+
+#include <string>
+#include <utility>
+
+namespace sanpath::io {
+
+namespace {
+
+/// The prefix in use: "model." if any tensor name starts with it, else "".
+std::string prefix_of(const TensorStore& f) {
+  for (const TensorInfo* t : f.tensors())
+    if (t->name.rfind("model.", 0) == 0) return "model.";
+  return "";
+}
+
+/// The slots of layer l (names without the prefix); `a` gives the key/value
+/// head of each query head.
+void layer_slots(const Architecture& a, int l, LayerWeights& w, Slots& s) {
+  const std::string p = "layers." + str(l) + ".";
+  const std::int64_t d = a.d_model, dh = a.d_qk, H = a.heads, Hkv = a.key_value_heads(), ff = a.d_ff;
+  w.heads.resize(static_cast<std::size_t>(H));
+  // One LayerNorm, read into both ln1 and ln2.
+  Slot& g = s.add(p + "input_layernorm.weight", {d});
+  Slot& b = s.add(p + "input_layernorm.bias", {d});
+  for (VectorXd* v : {&w.ln1_g, &w.ln2_g}) g.pieces.push_back({nullptr, v, TensorBlock{0, 1, 0, d, true}});
+  for (VectorXd* v : {&w.ln1_b, &w.ln2_b}) b.pieces.push_back({nullptr, v, TensorBlock{0, 1, 0, d, true}});
+  const auto heads_in = [&](const char* key, std::int64_t out, bool grouped, MatrixXd HeadWeights::*W,
+                            VectorXd HeadWeights::*bias) {
+    Slot& weight = s.add(p + "self_attn." + key + ".weight", {out, d});
+    Slot& b_slot = s.add(p + "self_attn." + key + ".bias", {out});
+    for (int h = 0; h < H; ++h) {
+      HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      const std::int64_t o = std::int64_t(grouped ? a.kv_head_of(h) : h) * dh;
+      weight.pieces.push_back({&(hw.*W), nullptr, TensorBlock{o, dh, 0, d, true}});
+      b_slot.pieces.push_back({nullptr, &(hw.*bias), TensorBlock{0, 1, o, dh, true}});
+    }
+  };
+  heads_in("q_proj", H * dh, false, &HeadWeights::W_Q, &HeadWeights::b_Q);
+  heads_in("k_proj", Hkv * dh, true, &HeadWeights::W_K, &HeadWeights::b_K);
+  heads_in("v_proj", Hkv * dh, true, &HeadWeights::W_V, &HeadWeights::b_V);
+  // dense [d, H·d_h]: head h owns its columns [h·d_h, (h+1)·d_h) (rows of M).
+  Slot& dense = s.add(p + "self_attn.dense.weight", {d, H * dh});
+  for (int h = 0; h < H; ++h)
+    dense.pieces.push_back({&w.heads[static_cast<std::size_t>(h)].W_O, nullptr,
+                            TensorBlock{0, d, std::int64_t(h) * dh, dh, true}});
+  s.vector(p + "self_attn.dense.bias", w.b_O, d);
+  s.dense(p + "mlp.fc1", Storage::linear, w.W_1, w.b_1, d, ff);
+  s.dense(p + "mlp.fc2", Storage::linear, w.W_2, w.b_2, ff, d);
+}
+
+Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const TensorStore>& store,
+           const std::string& source, const LoadOptions& options) {
+  const TensorStore& f = *store;
+  const std::string type = to_string(fam.layout);
+  Architecture a;
+  read_shape(c, bert_keys, a);  // hidden_size not divisible by num_attention_heads: refused
+  const int H = a.heads;
+  const int Hkv = c.positive_int_or("num_key_value_heads", H);
+  if (Hkv > H || H % Hkv != 0)
+    fail(c.path, "num_key_value_heads", str(Hkv) + " does not divide num_attention_heads = " + str(H));
+  a.kv_heads = Hkv == H ? 0 : Hkv;  // null or H: no grouping
+  a.d_ff = c.positive_int("intermediate_size");
+  a.activation = c.activation("hidden_act", "gelu_new");
+  a.ln_eps = c.eps_or("layer_norm_eps", 1e-5);
+  if (c.bool_or("qk_layernorm", false))
+    fail(c.path, "qk_layernorm", "true is not supported (no LayerNorm on queries and keys, families.md)");
+  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  a.norm = NormKind::layer;
+  a.parallel_residual = true;
+  a.own_norm_placement_only = true;
+  const auto [r, base] = read_partial_rotary(c, a.d_qk, "partial_rotary_factor", 0.5, "rope_theta");
+  set_partial_rotary(a, r, base);
+  const std::string prefix = prefix_of(f);
+
+  if (static_cast<std::size_t>(a.layers) > f.size())
+    fail(c.path, "num_hidden_layers",
+         str(a.layers) + " layers, but " + f.path() + " holds only " + std::to_string(f.size()) +
+             " tensors (a layer has 14)");
+  const LayerPrefix cut = layer_prefix(options, a.layers, c.path, "num_hidden_layers", source);
+  a.layers = cut.layers;
+  const LayerSlots slots_of = [a](int l, LayerWeights& w, Slots& s) { layer_slots(a, l, w, s); };
+  Walk w = begin_walk(fam, c, store, prefix, options, a.layers, slots_of);
+  add_word_table(w, "embed_tokens.weight", c.size_or_any("vocab_size"), a.d_model);
+  return finish_walk(w, a, cut.source);
+}
+
+/// Embeddings whose X^0 is the token rows alone, unscaled (what embed_tokens holds).
+
+void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
+  const Architecture& a = model.arch();
+  const std::string type = to_string(fam.layout);
+  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
+    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
+  };
+  const int L = a.layers, H = a.heads, Hkv = a.key_value_heads(), d = a.d_model, dh = a.d_qk;
+  need(d % H == 0 && a.d_qk == d / H && a.d_v == d / H, "d_qk",
+       "d_qk = d_v = d_model / heads; the model has d_model " + str(d) + ", heads " + str(H) + ", d_qk " +
+           str(a.d_qk) + ", d_v " + str(a.d_v));
+  need(a.parallel_residual, "parallel_residual", "a parallel block (X' = X + Attn(LN X) + f(LN X))");
+  need(a.norm == NormKind::layer && !a.norm_unit_offset, "norm", "LayerNorm");
+  need(!a.gated_mlp, "gated_mlp", "a plain MLP (no W_gate)");
+  need(a.activation != Activation::silu, "activation", "gelu, gelu_tanh (gelu_new) or relu");
+  need(!a.sandwich_norms, "sandwich_norms", "one norm per layer");
+  need(!a.score_scale_base, "score_scale_base", "scores scaled by 1/sqrt(d_qk)");
+  need(!a.softcap, "softcap", "no logit soft-cap");
+  need(a.attention_window == 0, "attention_window", "no sliding window");
+  need(a.rel_buckets == 0 && !a.xlnet_relative, "rel_buckets", "no relative position terms");
+  need(!a.shared_layers, "shared_layers", "a weight set per layer");
+  for (int l = 0; l < L; ++l) {
+    const LayerWeights& w = model.layer(l);
+    const std::string p = "layer " + str(l) + " ";
+    need(w.has_mlp(), p + "W_1", "MLP weights");
+    need(w.has_layernorm(), p + "ln1_g", "LayerNorm weights");
+    need(w.ln1_g == w.ln2_g && w.ln1_b == w.ln2_b, p + "ln2_g",
+         "one LayerNorm per layer (input_layernorm feeds both branches); ln2 differs from ln1");
+  }
+  const auto& emb = model.embeddings();
+  if (emb && !plain_token_rows(emb->kind))
+    fail(folder, "embeddings",
+         "kind " + to_string(emb->kind) + " cannot be written in the " + type +
+             " layout (token rows alone, no positions)");
+
+  const std::string p0 = fam.prefix;
+  std::vector<Tensor> ts;
+  const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
+  for (int l = 0; l < L; ++l) {
+    const LayerWeights& w = model.layer(l);
+    const std::string p = p0 + "layers." + str(l) + ".";
+    MatrixXd Wq(d, H * dh), Wk(d, Hkv * dh), Wv(d, Hkv * dh), Wo(H * dh, d);
+    VectorXd bq(H * dh), bk(Hkv * dh), bv(Hkv * dh);
+    for (int h = 0; h < H; ++h) {
+      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      const int g = a.kv_head_of(h);
+      Wq.middleCols(h * dh, dh) = hw.W_Q;
+      bq.segment(h * dh, dh) = hw.b_Q;
+      Wk.middleCols(g * dh, dh) = hw.W_K;  // identical within a group (Model validates)
+      bk.segment(g * dh, dh) = hw.b_K;
+      Wv.middleCols(g * dh, dh) = hw.W_V;
+      bv.segment(g * dh, dh) = hw.b_V;
+      Wo.middleRows(h * dh, dh) = hw.W_O;
+    }
+    add(p + "input_layernorm.weight", w.ln1_g);
+    add(p + "input_layernorm.bias", w.ln1_b);
+    add(p + "self_attn.q_proj.weight", MatrixXd(Wq.transpose()));
+    add(p + "self_attn.q_proj.bias", bq);
+    add(p + "self_attn.k_proj.weight", MatrixXd(Wk.transpose()));
+    add(p + "self_attn.k_proj.bias", bk);
+    add(p + "self_attn.v_proj.weight", MatrixXd(Wv.transpose()));
+    add(p + "self_attn.v_proj.bias", bv);
+    add(p + "self_attn.dense.weight", MatrixXd(Wo.transpose()));
+    add(p + "self_attn.dense.bias", w.b_O);
+    add(p + "mlp.fc1.weight", MatrixXd(w.W_1.transpose()));
+    add(p + "mlp.fc1.bias", w.b_1);
+    add(p + "mlp.fc2.weight", MatrixXd(w.W_2.transpose()));
+    add(p + "mlp.fc2.bias", w.b_2);
+  }
+  add(p0 + "final_layernorm.weight", VectorXd(VectorXd::Ones(d)));
+  add(p0 + "final_layernorm.bias", VectorXd(VectorXd::Zero(d)));
+  const int r = a.rotary() ? a.rotated_dims() : 0;
+  json c = {{"architectures", {fam.architecture + "ForCausalLM"}},
+            {"model_type", type},
+            {"num_hidden_layers", L},
+            {"num_attention_heads", H},
+            {"num_key_value_heads", Hkv},
+            {"hidden_size", d},
+            {"intermediate_size", a.d_ff},
+            {"hidden_act", hf_activation_name(a.activation)},
+            {"layer_norm_eps", a.ln_eps},
+            {"partial_rotary_factor", written_rotary_fraction(r, dh)},
+            {"rope_theta", a.rotary() ? *a.rope_theta : 10000.0},
+            {"rope_scaling", nullptr},
+            {"qk_layernorm", false},
+            {"max_position_embeddings", 2048},
+            {"tie_word_embeddings", false},
+            {"torch_dtype", dtype == "F64" ? "float64" : "float32"}};
+  if (emb) {
+    add(p0 + "embed_tokens.weight", emb->word);
+    // The LM head (outside the analysis): the token table and a zero bias.
+    add("lm_head.weight", emb->word);
+    add("lm_head.bias", VectorXd(VectorXd::Zero(emb->word.rows())));
+    c["vocab_size"] = emb->word.rows();
+  }
+  write_checkpoint(folder, ts, c);
+}
+
+void structure(RandomModelSpec& spec, const FamilyOptions& o) {
+  Architecture& a = spec.arch;
+  const int r = random_rotary_dims(o.rotary_fraction.value_or(0.5), a.d_qk);
+  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  a.norm = NormKind::layer;
+  a.gated_mlp = false;
+  a.parallel_residual = true;
+  a.own_norm_placement_only = true;
+  set_partial_rotary(a, r, a.rope_theta.value_or(10000.0));
+}
+
+}  // namespace
+
+Family phi_family() {
+  Family f;
+  f.layout = Layout::phi;
+  f.prefix = "model.";
+  f.model_types = {"phi"};
+  f.architecture = "Phi";
+  f.tensor_mark = ".self_attn.dense.";
+  f.load = load;
+  f.save = save;
+  f.structure = structure;
+  f.options = {"rotary_fraction"};
+  return f;
+}
+
+}  // namespace sanpath::io

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The layout families of families.md from the CLI: for each of xlnet, t5,
+# gpt_neox, phi, opt, gemma, gemma2 and vit, `init --layout` writes a
+# checkpoint whose config.json names the family, and forward, collapse (both
+# conventions), paths (--sums with Theorem 2.1, --enumerate, --top), bounds
+# (saying whether the theorems apply, and why not) and report run on it;
+# refusals of configurations families.md does not define (one line naming
+# config.json and the key, exit 3, no output file); ViT's pixel input and its
+# refusals. The numbers themselves are checked against the independent
+# reference in reference_families.sh.
+# Usage: bash families.sh <sanpath binary> <shared dir> <tmp dir>
+set -u
+source "$(dirname "$0")/../support/cli.sh"
+cli_checks families "$@"
+
+SIZE=(--layers 2 --heads 2 --d-model 8 --d-ff 12 --std 0.3 --seed 5)
+# Each family with the options that make it differ (families.md).
+declare -A OPTS=(
+  [xlnet]="--vocab 20 --clamp-len 3"
+  [t5]="--vocab 20 --d-qk 3 --d-v 3 --gated on --rel-buckets 8 --rel-max-distance 6"
+  [gpt_neox]="--vocab 20 --rotary-fraction 0.5"
+  [phi]="--vocab 20 --kv-heads 1 --bias-std 0.1"
+  [opt]="--vocab 20 --embed-dim 6 --max-positions 16 --bias-std 0.1"
+  [gemma]="--vocab 20 --kv-heads 1 --d-qk 6 --d-v 6"
+  [gemma2]="--vocab 20 --d-qk 4 --d-v 4 --sliding-window 2 --softcap 5 --query-pre-attn-scalar 3"
+  [vit]="--image-size 8 --patch-size 4 --channels 3 --bias-std 0.1"
+)
+# Whether math.md §5's cubic bounds apply to the family's SAN (families.md:
+# not with rotary, position terms or a soft-cap).
+declare -A BOUNDS=([xlnet]=no [t5]=no [gpt_neox]=no [phi]=no [opt]=yes [gemma]=no [gemma2]=no [vit]=yes)
+
+# A ViT image: pixel_values [3, 8, 8] (and a wrong-sized one), F32.
+/usr/bin/python3 - "$dir" <<'PY'
+import json, struct, sys, math
+d = sys.argv[1]
+def write(path, shape, values, name="pixel_values"):
+    data = struct.pack("<%df" % len(values), *values)
+    header = json.dumps({name: {"dtype": "F32", "shape": shape, "data_offsets": [0, len(data)]}}).encode()
+    header += b" " * (-len(header) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(header)) + header + data)
+write(d + "/img.safetensors", [3, 8, 8], [math.sin(0.37 * k) for k in range(192)])
+write(d + "/img2.safetensors", [2, 3, 8, 8], [math.cos(0.11 * k) for k in range(384)])
+write(d + "/img16.safetensors", [3, 16, 16], [0.5] * 768)
+write(d + "/img1ch.safetensors", [1, 8, 8], [0.5] * 64)
+write(d + "/noname.safetensors", [3, 8, 8], [0.5] * 192, name="X")
+bad = [0.5] * 192
+bad[7] = float("nan")
+write(d + "/imgnan.safetensors", [3, 8, 8], bad)
+PY
+
+for fam in xlnet t5 gpt_neox phi opt gemma gemma2 vit; do
+  M="$dir/$fam"
+  # shellcheck disable=SC2086
+  expect 0 "$SANPATH" init --out "$M" --layout $fam "${SIZE[@]}" ${OPTS[$fam]}
+  grep -q "\"model_type\": \"$fam\"" "$M/config.json" || fail "$fam: config.json does not say model_type $fam"
+  if [ $fam = vit ]; then IN=(--pixels "$dir/img.safetensors"); else IN=(--tokens 1,5,7,3,19); fi
+
+  expect 0 "$SANPATH" forward --model "$M" "${IN[@]}" --format json
+  check "$fam forward" '
+assert len(j["layers"]) == 3, len(j["layers"])
+assert all(l["digits"] is not None and l["digits"] >= 15 for l in j["layers"]), [l["digits"] for l in j["layers"]]'
+  expect 0 "$SANPATH" forward --model "$M" "${IN[@]}" --precision double --format json
+  check "$fam forward double" 'assert all(l["digits"] >= 8 for l in j["layers"]), [l["digits"] for l in j["layers"]]'
+  expect 0 "$SANPATH" forward --model "$M" "${IN[@]}"
+  grep -q "^model: .*(L=2, H=2" "$dir/out" || fail "$fam: no model line: $(head -3 "$dir/out")"
+
+  for conv in theory paper; do
+    expect 0 "$SANPATH" collapse --model "$M" "${IN[@]}" --conventions $conv --format json
+    check "$fam collapse $conv" '
+assert len(j["variants"]) == 4, [v["name"] for v in j["variants"]]'
+  done
+
+  expect 0 "$SANPATH" paths --model "$M" "${IN[@]}" --sums --skip off --mlp none --layernorm none --format json
+  check "$fam paths --sums (SAN)" '
+assert j["total_paths"] == "4"
+assert j["decomposition_holds"] is True, j["decomposition_error"]'
+  expect 0 "$SANPATH" paths --model "$M" "${IN[@]}" --sums --skip on --mlp none --layernorm none --format json
+  check "$fam paths --sums (skip)" '
+assert j["total_paths"] == "9"
+assert j["decomposition_holds"] is True, j["decomposition_error"]'
+  expect 0 "$SANPATH" paths --model "$M" "${IN[@]}" --enumerate --check --skip on --mlp none --layernorm none --format json
+  check "$fam paths --enumerate" 'assert len(j["paths"]) == 9, len(j["paths"])'
+  expect 0 "$SANPATH" paths --model "$M" "${IN[@]}" --enumerate --top 3 --skip on --mlp none --layernorm none --format json
+  check "$fam paths --top 3" 'assert len(j["paths"]) == 3, len(j["paths"])'
+
+
+  expect 0 "$SANPATH" bounds --model "$M" "${IN[@]}" --skip off --mlp none --layernorm none --format json
+  if [ "${BOUNDS[$fam]}" = yes ]; then
+    check "$fam bounds (SAN, covered)" 'assert j["applicable"] is True, j["not_applicable"]'
+  else
+    check "$fam bounds (SAN, not covered)" '
+assert j["applicable"] is False
+assert j["beyond_theorems"]["statement"], j
+assert all(d["verdict"] == "NOT_APPLICABLE" for d in j["depths"])'
+  fi
+  expect 0 "$SANPATH" report --model "$M" "${IN[@]}" --out "$dir/$fam.html" -q
+  [ -s "$dir/$fam.html" ] || fail "$fam: no report"
+  if [ "${BOUNDS[$fam]}" = no ]; then
+    grep -q "Beyond the theorems" "$dir/$fam.html" || fail "$fam: the report does not say what the theorems do not cover"
+  fi
+done
+
+# --- variants families.md refuses -----------------------------------------------------
+expect 3 "$SANPATH" forward --model "$dir/gpt_neox" --tokens 1,2 --mlp plain
+grep -q "mlp: plain is not defined for a parallel block" "$dir/err" || fail "parallel mlp plain: $(cat "$dir/err")"
+expect 3 "$SANPATH" forward --model "$dir/gemma" --tokens 1,2 --layernorm post
+grep -q "layernorm: post is not this model's placement" "$dir/err" || fail "gemma layernorm post: $(cat "$dir/err")"
+expect 0 "$SANPATH" forward --model "$dir/vit" --pixels "$dir/img.safetensors" --layernorm post  # ViT takes post
+expect 2 "$SANPATH" init --out "$dir/x" --layout gemma --skip off
+grep -q "fixed by its config.json" "$dir/err" || fail "init --layout gemma --skip off: $(cat "$dir/err")"
+expect 2 "$SANPATH" init --out "$dir/x" --layout bert --rotary-fraction 0.5
+expect 2 "$SANPATH" init --out "$dir/x" --layout t5 --rotary-fraction 0.5
+grep -q "rotary_fraction: not an option of the t5 layout" "$dir/err" || fail "t5 --rotary-fraction: $(cat "$dir/err")"
+
+# --- refusals of configurations families.md does not define -------------------------
+refuse() {  # FAMILY KEY JSON-VALUE
+  rm -rf "$dir/bad" "$dir/report.html"
+  cp -r "$dir/$1" "$dir/bad"
+  /usr/bin/python3 -c "import json; p='$dir/bad/config.json'; c=json.load(open(p)); c['$2']=json.loads('$3'); json.dump(c, open(p, 'w'))"
+  if [ "$1" = vit ]; then IN=(--pixels "$dir/img.safetensors"); else IN=(--tokens 1,2); fi
+  expect 3 "$SANPATH" report --model "$dir/bad" "${IN[@]}" --out "$dir/report.html" -q
+  [ "$(wc -l <"$dir/err")" -eq 1 ] || fail "$1 $2: error is not one line: $(cat "$dir/err")"
+  grep -q "bad/config.json: $2" "$dir/err" || fail "$1 $2: error does not name config.json and the key: $(cat "$dir/err")"
+  [ ! -e "$dir/report.html" ] || fail "$1 $2: a report was written"
+}
+refuse xlnet attn_type '"xyz"'
+refuse xlnet bi_data true
+refuse t5 feed_forward_proj '"gated-foo"'
+refuse t5 is_decoder true
+refuse gpt_neox rope_scaling '{"type": "linear", "factor": 2.0}'
+refuse gpt_neox rotary_pct 0.3
+refuse phi qk_layernorm true
+refuse gemma rope_scaling '{"type": "linear", "factor": 2.0}'
+refuse gemma use_bidirectional_attention true
+refuse gemma2 layer_types '["sliding_attention"]'
+refuse opt activation_function '"swish_x"'
+refuse vit image_size '[8, 16]'
+
+# --- ViT pixels --------------------------------------------------------------------------
+expect 0 "$SANPATH" forward --model "$dir/vit" --pixels "$dir/img2.safetensors" --format json
+check "vit batch of 2 images" 'assert j["batch"] == 2, j.get("batch")'
+expect 3 "$SANPATH" forward --model "$dir/vit" --pixels "$dir/img16.safetensors"
+grep -q "img16.safetensors: pixel_values: image 16×16, the model's image_size is 8" "$dir/err" ||
+  fail "wrong image size: $(cat "$dir/err")"
+expect 3 "$SANPATH" forward --model "$dir/vit" --pixels "$dir/img1ch.safetensors"
+grep -q "pixel_values: 1 channels, the model's num_channels is 3" "$dir/err" || fail "channels: $(cat "$dir/err")"
+expect 3 "$SANPATH" forward --model "$dir/vit" --pixels "$dir/noname.safetensors"
+grep -q "noname.safetensors: pixel_values: no tensor of that name" "$dir/err" || fail "no pixel_values: $(cat "$dir/err")"
+expect 3 "$SANPATH" forward --model "$dir/vit" --pixels "$dir/imgnan.safetensors"
+grep -q "imgnan.safetensors: pixel_values: NaN at flat index 7" "$dir/err" || fail "NaN pixel: $(cat "$dir/err")"
+expect 3 "$SANPATH" forward --model "$dir/vit" --tokens 1,2
+grep -q "a vit model takes images (--pixels), not token ids" "$dir/err" || fail "tokens to vit: $(cat "$dir/err")"
+expect 3 "$SANPATH" forward --model "$dir/gemma" --pixels "$dir/img.safetensors"
+grep -q "pixel_values: .* takes no pixels" "$dir/err" || fail "pixels to gemma: $(cat "$dir/err")"
+
+# --- Figure 2 conventions on a post-LN family (XLNet: the paper's third model) ----------
+expect 0 "$SANPATH" collapse --model "$dir/xlnet" --tokens 1,5,7,3,19 --conventions paper
+grep -q "conventions: paper (Figure 2: SAN = LN_1(Attn(X))" "$dir/out" || fail "xlnet paper conventions: $(head -5 "$dir/out")"
+expect 0 "$SANPATH" collapse --model "$dir/gemma" --tokens 1,5,7,3,19 --conventions paper
+grep -q "allows its own norm placement only" "$dir/out" || fail "gemma paper conventions: $(head -5 "$dir/out")"
+
+[ "$fails" -eq 0 ] || { echo "$fails failure(s)" >&2; exit 1; }
+echo "families: all checks passed"
