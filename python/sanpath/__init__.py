@@ -383,8 +383,12 @@ class BoundsSearchResult(Result):
 
 
 def load(path: str, first_layers: Optional[int] = None, stream_layers: str = "off") -> Model:
-    """Loads a HuggingFace folder (BERT, RoBERTa, DistilBERT, GPT-2, ALBERT, Llama, Mistral, Qwen2; single or
-    sharded safetensors) or a native ``.safetensors`` file.
+    """Loads a HuggingFace folder or a native ``.safetensors`` file.
+
+    Every layout of :data:`LAYOUTS` (single or sharded safetensors): BERT, RoBERTa, DistilBERT, GPT-2, ALBERT,
+    Llama, Mistral, Qwen2, XLNet, the T5 encoder, GPT-NeoX (Pythia), Phi, OPT, Gemma, Gemma 2 and ViT (which
+    takes images: :func:`pixels`, :func:`load_pixels`); the family is recognised from config.json
+    (docs/families.md).
 
     ``first_layers=N``: the checkpoint's first N layers only, as a model of N layers (``sanpath ... --first-layers
     N``), for checkpoints whose weights as doubles exceed the memory; the other layers are neither read nor checked
@@ -427,6 +431,16 @@ def from_arrays(tensors: Mapping[str, Any], config: Union[Mapping[str, Any], str
     return _sanpath.model_from_tensors(items, config, name)
 
 
+#: The HuggingFace layouts (``random_model(layout=...)``, :meth:`Model.save_hf`, ``sanpath init --layout``);
+#: :func:`load` reads the folders of every one of them.
+LAYOUTS: Tuple[str, ...] = tuple(_sanpath.layout_names().split("|"))
+
+#: The family options of :func:`random_model` (``init --layout X``'s family options), by parameter name.
+_FAMILY_OPTIONS = ("rotary_fraction", "parallel_residual", "sliding_window", "softcap", "query_pre_attn_scalar",
+                   "rel_buckets", "rel_max_distance", "gated", "clamp_len", "causal", "image_size", "patch_size",
+                   "channels", "embed_dim", "pre_norm")
+
+
 def random_model(
     layers: int = 6,
     heads: int = 4,
@@ -440,29 +454,76 @@ def random_model(
     bias_std: float = 0.0,
     seed: int = 0,
     shared_layers: bool = False,
-    activation: str = "gelu",
-    ln_eps: float = 1e-12,
+    activation: Optional[str] = None,
+    ln_eps: Optional[float] = None,
     vocab: int = 0,
     max_positions: int = 512,
     skip: Union[bool, str, None] = None,
     mlp: Optional[str] = None,
     layernorm: Optional[str] = None,
     mask: Optional[str] = None,
+    layout: Optional[str] = None,
+    kv_heads: Optional[int] = None,
+    rope_theta: float = 10000.0,
+    rotary_fraction: Optional[float] = None,
+    parallel_residual: Optional[bool] = None,
+    sliding_window: Optional[int] = None,
+    softcap: Optional[float] = None,
+    query_pre_attn_scalar: Optional[float] = None,
+    rel_buckets: Optional[int] = None,
+    rel_max_distance: Optional[int] = None,
+    gated: Optional[bool] = None,
+    clamp_len: Optional[int] = None,
+    causal: Optional[bool] = None,
+    image_size: Optional[int] = None,
+    patch_size: Optional[int] = None,
+    channels: Optional[int] = None,
+    embed_dim: Optional[int] = None,
+    pre_norm: Optional[bool] = None,
 ) -> Model:
     """A seeded random model, exactly as ``sanpath init`` makes it (same options, same weights).
 
     Defaults as the CLI: d_qk = d_v = d_model / heads, d_ff = 4·d_model, BERT's
-    structure (skip on, mlp residual, layernorm post, mask none) unless overridden.
+    structure (skip on, mlp residual, layernorm post, mask none) unless overridden,
+    activation "gelu", ln_eps 1e-12.
+
+    ``layout`` (one of :data:`LAYOUTS`): the model of ``sanpath init --layout X`` with
+    the same options, so that ``random_model(..., layout=X).save_hf(folder, X)``
+    writes the same checkpoint. llama, mistral, qwen2: the Llama family's structure
+    (RMSNorm, rotary with ``rope_theta``, ``kv_heads`` key/value heads, SwiGLU,
+    pre-norm, causal; activation silu, ln_eps default 1e-5). xlnet, t5, gpt_neox,
+    phi, opt, gemma, gemma2, vit: the family's own structure (docs/families.md);
+    ``activation`` and ``ln_eps`` default to the family's (None), the variant
+    options ``skip``/``mlp``/``layernorm``/``mask`` are refused (choose variants
+    when running the model), ``kv_heads`` (phi, gemma, gemma2; None: H) and
+    ``rope_theta`` apply, and the family options set what its config.json would:
+    ``rotary_fraction`` (gpt_neox 0.25, phi 0.5), ``parallel_residual`` (gpt_neox,
+    True), ``sliding_window`` (gemma2, 4096; 0: none), ``softcap`` (gemma2, 50; 0:
+    none), ``query_pre_attn_scalar`` (gemma2, head_dim), ``rel_buckets`` /
+    ``rel_max_distance`` (t5, 32 / 128), ``gated`` (t5 gated-gelu, False: relu),
+    ``clamp_len`` (xlnet, none), ``causal`` (xlnet attn_type "uni", False: "bi"),
+    ``image_size`` / ``patch_size`` / ``channels`` (vit, 224 / 16 / 3; a vit model
+    takes images, :func:`pixels`, and no ``vocab``), ``embed_dim`` (opt
+    word_embed_proj_dim, d; e ≠ d adds project_in), ``pre_norm`` (opt
+    do_layer_norm_before, True). An option of another family, or any family option
+    without such a layout, raises :class:`InputError` naming it.
     """
     if (d_qk is None or d_v is None) and d_model % heads != 0:
         raise InputError(f"d_model: {d_model} is not divisible by heads {heads} (give d_qk and d_v)")
+    family = _sanpath.FamilyOptions()
+    given = locals()
+    for option in _FAMILY_OPTIONS:
+        value = given[option]
+        if value is not None:
+            setattr(family, option, value)
     return _sanpath.random_model(
         layers, heads, d_model,
         d_qk if d_qk is not None else d_model // heads,
         d_v if d_v is not None else d_model // heads,
         d_ff if d_ff is not None else 4 * d_model,
         init, std, bias_std, seed, shared_layers, activation, ln_eps, vocab, max_positions,
-        *_variant_args(skip, mlp, layernorm, mask))
+        *_variant_args(skip, mlp, layernorm, mask),
+        layout, 0 if kv_heads is None else kv_heads, float(rope_theta), family)
 
 
 def default_model() -> Model:
@@ -472,6 +533,7 @@ def default_model() -> Model:
 
 # ----------------------------------------------------------------------- inputs
 
+#: One input: token ids, a float array X^0 [n, d_model], or an :class:`Input` (images: :func:`pixels`).
 InputLike = Union[Input, Sequence[int], np.ndarray, Any]
 #: One input, or a batch: a list of token sequences (lengths may differ), an
 #: integer array [b, n] of token ids, a float array [b, n, d_model], or a :class:`Batch`.
@@ -521,6 +583,28 @@ def batch(x, name: str = "batch") -> Batch:
             return _sanpath.batch_matrices(np.asarray(a, dtype=np.float64), name)
         raise InputError(f"{name}: X: shape has {a.ndim} dimensions, expected [b, n] token ids or [b, n, d_model]")
     return _sanpath.batch_tokens([[_token_id(i) for i in seq] for seq in x], name)
+
+
+def pixels(x, name: str = "pixels") -> Union[Input, Batch]:
+    """Images for a ViT model (as ``--pixels``): a float array [C, S, S] is one :class:`Input`
+    (``kind`` "pixels"), [b, C, S, S] a :class:`Batch` of b images named ``<name>[i]``.
+
+    The values are channel-first and already normalised by the model's image
+    processor (nothing is normalised again); they are converted to float64.
+    Another rank, an empty axis, NaN or Inf raise :class:`InputError` naming
+    ``name`` and pixel_values, as the CLI names the file; the channels and the
+    size are checked against the model when it runs. A 3-D or 4-D array given
+    directly to :func:`forward` etc. is a matrix batch, never an image: images
+    go through this function (or :func:`load_pixels`). With ``name`` the path of
+    a file holding the same values, results equal ``--pixels FILE``'s byte for byte.
+    """
+    return _sanpath.input_pixels(np.asarray(x, dtype=np.float64), name)
+
+
+def load_pixels(path: str) -> Union[Input, Batch]:
+    """The tensor ``pixel_values`` of a safetensors file (F32, F64, F16 or BF16), as ``--pixels FILE``:
+    [C, S, S] is one :class:`Input`, [b, C, S, S] a :class:`Batch` (images named ``<path>[i]``)."""
+    return _sanpath.pixels_file(str(path))
 
 
 def token_file(path: str) -> Batch:
@@ -628,9 +712,10 @@ def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=No
             progress=None) -> Union[ForwardResult, ForwardBatchResult]:
     """``sanpath forward``: every layer's residual, every number confirmed by a second run.
 
-    ``input``: one input (token ids, X^0 [n, d_model], an Input) or a batch (a
-    list of token sequences, int array [b, n], float array [b, n, d_model], a
-    Batch): a batch gives a :class:`ForwardBatchResult` with per-layer statistics
+    ``input``: one input (token ids, X^0 [n, d_model], an Input — images for a
+    ViT model: :func:`pixels`, :func:`load_pixels`) or a batch (a list of token
+    sequences, int array [b, n], float array [b, n, d_model], a Batch — also
+    images [b, C, S, S] through :func:`pixels`): a batch gives a :class:`ForwardBatchResult` with per-layer statistics
     over the inputs, each input at its own precision; ``threads`` inputs run in
     parallel (0: all cores; the result does not depend on it).
     ``precision``: "auto", "double" or bits; ``method``: "centred" (default with
@@ -875,5 +960,6 @@ __all__ = [
     "random_input", "default_input", "forward", "collapse", "length_sums", "enumerate_paths", "iter_paths",
     "sample_paths", "path_counts", "bounds", "report", "set_memory_budget", "Batch", "ForwardBatchResult",
     "CollapseBatchResult", "EffectivenessResult", "EffectivenessBatchResult", "BoundsSearchResult", "batch", "token_file", "input_file",
-    "random_batch", "effectiveness", "bounds_search", "RerunResult", "RerunBatchResult",
+    "random_batch", "effectiveness", "bounds_search", "RerunResult", "RerunBatchResult", "pixels", "load_pixels",
+    "LAYOUTS",
 ]

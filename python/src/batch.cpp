@@ -10,6 +10,7 @@
 #include "common.hpp"
 #include "run.hpp"
 
+#include <array>
 #include <variant>
 
 namespace sanpath_py {
@@ -36,6 +37,13 @@ struct CollapseBatchResult : Formatted {
 Batch tensor_batch(std::vector<InputSpec> inputs, const std::string& source) {
   Batch b{std::move(inputs), {}};
   b.description = describe_batch(b.inputs, source + " (X of shape [b, n, d])");
+  return b;
+}
+
+/// The CLI's description of the images read from a tensor pixel_values [b, C, S, S] of `source` (--pixels).
+Batch pixel_batch(std::vector<InputSpec> inputs, const std::string& source) {
+  Batch b{std::move(inputs), {}};
+  b.description = describe_batch(b.inputs, source + " (pixel_values of shape [b, C, S, S])");
   return b;
 }
 
@@ -81,6 +89,33 @@ void register_batches(py::module_& m) {
     std::vector<InputSpec> inputs = read_input_tensor(path);
     if (inputs.front().source == path) return std::move(inputs.front());  // X of shape [n, d]
     return tensor_batch(std::move(inputs), path);
+  });
+  // Images for a ViT model, as --pixels reads them (io/inputs.hpp read_pixels): an array [C, H, W] is one image
+  // named `name`, [b, C, H, W] b images named "<name>[i]"; the errors are read_pixels' and from_pixels'.
+  m.def("input_pixels", [](const py::array_t<double, py::array::c_style | py::array::forcecast>& x,
+                           const std::string& name) -> std::variant<InputSpec, Batch> {
+    const py::ssize_t dims = x.ndim();
+    if (dims != 3 && dims != 4)
+      throw std::invalid_argument(name + ": pixel_values: shape has " + std::to_string(dims) +
+                                  " dimensions, expected [C, H, W] or [b, C, H, W]");
+    const std::array<long, 3> shape{static_cast<long>(x.shape(dims - 3)), static_cast<long>(x.shape(dims - 2)),
+                                    static_cast<long>(x.shape(dims - 1))};
+    if (dims == 3) return InputSpec::from_pixels(std::vector<double>(x.data(), x.data() + x.size()), shape, name);
+    const py::ssize_t b = x.shape(0);
+    if (b < 1) throw std::invalid_argument(name + ": pixel_values: batch dimension is 0");
+    const py::ssize_t per = x.size() / b;
+    std::vector<InputSpec> inputs;
+    for (py::ssize_t k = 0; k < b; ++k) {
+      const double* first = x.data() + per * k;
+      inputs.push_back(InputSpec::from_pixels(std::vector<double>(first, first + per), shape,
+                                              name + "[" + std::to_string(k) + "]"));
+    }
+    return pixel_batch(std::move(inputs), name);
+  });
+  m.def("pixels_file", [](const std::string& path) -> std::variant<InputSpec, Batch> {
+    std::vector<InputSpec> inputs = read_pixels(path);
+    if (inputs.front().source == path) return std::move(inputs.front());  // pixel_values of shape [C, H, W]
+    return pixel_batch(std::move(inputs), path);
   });
   m.def("batch_random", [](int n, int count, std::uint64_t seed, double spread, std::optional<double> residual) {
     if (count < 1 || count > (1 << 20))

@@ -271,11 +271,34 @@ PYBIND11_MODULE(_sanpath, m) {
     for (const auto& [name, a] : arrays) tensors.push_back(to_tensor(name, a));
     return run_released([&] { return std::make_shared<Model>(model_from_tensors(std::move(tensors), config, source)); });
   });
+  // The family options of `init --layout X` (io/checkpoint.hpp), unset = the family's default.
+  py::class_<FamilyOptions>(m, "FamilyOptions", "The family options of a random model in a layout (init --layout).")
+      .def(py::init<>())
+      .def_readwrite("rotary_fraction", &FamilyOptions::rotary_fraction)
+      .def_readwrite("parallel_residual", &FamilyOptions::parallel_residual)
+      .def_readwrite("sliding_window", &FamilyOptions::sliding_window)
+      .def_readwrite("softcap", &FamilyOptions::softcap)
+      .def_readwrite("query_pre_attn_scalar", &FamilyOptions::query_pre_attn_scalar)
+      .def_readwrite("rel_buckets", &FamilyOptions::rel_buckets)
+      .def_readwrite("rel_max_distance", &FamilyOptions::rel_max_distance)
+      .def_readwrite("gated", &FamilyOptions::gated)
+      .def_readwrite("clamp_len", &FamilyOptions::clamp_len)
+      .def_readwrite("causal", &FamilyOptions::causal)
+      .def_readwrite("image_size", &FamilyOptions::image_size)
+      .def_readwrite("patch_size", &FamilyOptions::patch_size)
+      .def_readwrite("channels", &FamilyOptions::channels)
+      .def_readwrite("embed_dim", &FamilyOptions::embed_dim)
+      .def_readwrite("pre_norm", &FamilyOptions::pre_norm);
+  // The spec of `sanpath init` (src/cli/cmd_init.cpp), step by step, with its refusals: the same options give
+  // the same model. `layout` nullopt: the native init (BERT's structure unless overridden); `activation` /
+  // `ln_eps` nullopt: the layout's default as `init` takes it.
   m.def("random_model", [](int layers, int heads, int d_model, int d_qk, int d_v, int d_ff, const std::string& init,
                            double std, double bias_std, std::uint64_t seed, bool shared_layers,
-                           const std::string& activation, double ln_eps, int vocab, int max_positions,
-                           const std::optional<std::string>& skip, const std::optional<std::string>& mlp,
-                           const std::optional<std::string>& layernorm, const std::optional<std::string>& mask) {
+                           const std::optional<std::string>& activation, std::optional<double> ln_eps, int vocab,
+                           int max_positions, const std::optional<std::string>& skip,
+                           const std::optional<std::string>& mlp, const std::optional<std::string>& layernorm,
+                           const std::optional<std::string>& mask, const std::optional<std::string>& layout_name,
+                           int kv_heads, double rope_theta, const FamilyOptions& family) {
     RandomModelSpec s;
     Architecture& a = s.arch;
     a.layers = layers;
@@ -284,10 +307,54 @@ PYBIND11_MODULE(_sanpath, m) {
     a.d_qk = d_qk;
     a.d_v = d_v;
     a.d_ff = d_ff;
-    a.activation = parse_activation(activation);
-    a.ln_eps = ln_eps;
+    a.activation = parse_activation(activation.value_or("gelu"));
+    a.ln_eps = ln_eps.value_or(1e-12);
     a.shared_layers = shared_layers;
-    a.variant = overrides(skip, mlp, layernorm, mask).apply({true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
+    const std::optional<Layout> layout =
+        layout_name ? std::optional<Layout>(parse_layout(*layout_name)) : std::nullopt;
+    const auto is = [&](Layout l) { return layout && *layout == l; };
+    const bool llama = is(Layout::llama) || is(Layout::mistral) || is(Layout::qwen2);
+    const bool new_family = is(Layout::xlnet) || is(Layout::t5) || is(Layout::gpt_neox) || is(Layout::phi) ||
+                            is(Layout::opt) || is(Layout::gemma) || is(Layout::gemma2) || is(Layout::vit);
+    const bool grouped = llama || is(Layout::phi) || is(Layout::gemma) || is(Layout::gemma2);
+    if (!grouped && kv_heads != 0)
+      throw std::invalid_argument("kv_heads: only for the Llama family, phi, gemma and gemma2 layouts");
+    const VariantOverride ov = overrides(skip, mlp, layernorm, mask);
+    a.variant = ov.apply(llama ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
+                               : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
+    const std::string where = "layout " + layout_name.value_or("None");
+    if (llama) {
+      if (!ln_eps) a.ln_eps = 1e-5;
+      a.norm = NormKind::rms;
+      a.kv_heads = kv_heads;
+      a.rope_theta = rope_theta;
+      a.gated_mlp = true;
+      a.activation = Activation::silu;
+    }
+    if (new_family) {
+      if (ov.skip || ov.mlp || ov.layernorm || ov.mask)
+        throw std::invalid_argument(where + ": the family's structure is fixed by its config.json; choose variants "
+                                    "when running it (forward, collapse, … skip=/mlp=/layernorm=/mask=)");
+      const FamilyDefaults def = family_defaults(*layout);
+      if (!activation) a.activation = def.activation;
+      if (!ln_eps) a.ln_eps = def.ln_eps;
+      a.kv_heads = kv_heads;
+      a.rope_theta = rope_theta;
+      s.embeddings = *layout;
+      as_option(where, [&] {
+        family_structure(*layout, s, family);
+        return 0;
+      });
+    } else if (family.rotary_fraction || family.parallel_residual || family.sliding_window || family.softcap ||
+               family.query_pre_attn_scalar || family.rel_buckets || family.rel_max_distance || family.gated ||
+               family.clamp_len || family.causal || family.image_size || family.patch_size || family.channels ||
+               family.embed_dim || family.pre_norm) {
+      throw std::invalid_argument(where + ": the family options (rotary_fraction, …) belong to the layouts xlnet, "
+                                  "t5, gpt_neox, phi, opt, gemma, gemma2 and vit");
+    }
+    // The native init (layout None) keeps the checks it always had; a layout adds those of `init --layout`.
+    if (layout && a.d_ff == 0 && a.variant.mlp != MlpKind::none)
+      throw std::invalid_argument("d_ff: 0 (no MLP weights) needs mlp='none'");
     if (init != "gaussian" && init != "xavier") throw std::invalid_argument("init: '" + init + "' is not one of gaussian, xavier");
     s.init = init == "xavier" ? InitKind::xavier : InitKind::gaussian;
     s.std = std;
@@ -295,16 +362,36 @@ PYBIND11_MODULE(_sanpath, m) {
     s.seed = seed;
     s.vocab = vocab;
     s.max_positions = max_positions;
+    if (layout) {
+      // The random embeddings take the layout's kind; ALBERT's have none to draw.
+      if (*layout != Layout::albert) s.embeddings = *layout;
+      if (*layout == Layout::vit && vocab > 0) throw std::invalid_argument("vocab: a vit model takes images, not tokens");
+      if (*layout == Layout::albert && vocab > 0)
+        throw std::invalid_argument("vocab: the albert layout is written without embeddings");
+      if (*layout == Layout::albert && !shared_layers)
+        throw std::invalid_argument("layout albert: needs shared_layers=True");
+    }
     return run_released([&] { return std::make_shared<Model>(random_model(s)); });
   });
+  m.def("layout_names", [] { return layout_names(); });
   m.def("default_collapse_model", [] { return std::make_shared<Model>(random_model(default_collapse_model())); });
 
   // ---- inputs
   py::class_<InputSpec>(m, "Input")
       .def("describe", &InputSpec::describe)
-      .def_property_readonly("rows", &InputSpec::rows)
+      // An image's token count depends on the model (patches + CLS): None.
+      .def_property_readonly("rows", [](const InputSpec& s) -> std::optional<long> {
+        if (s.kind == InputSpec::Kind::pixels) return std::nullopt;
+        return s.rows(nullptr);
+      })
       .def_property_readonly("kind", [](const InputSpec& s) {
-        return s.kind == InputSpec::Kind::matrix ? "matrix" : s.kind == InputSpec::Kind::tokens ? "tokens" : "random";
+        switch (s.kind) {
+          case InputSpec::Kind::matrix: return "matrix";
+          case InputSpec::Kind::tokens: return "tokens";
+          case InputSpec::Kind::pixels: return "pixels";
+          case InputSpec::Kind::random: break;
+        }
+        return "random";
       });
   m.def("input_tokens", [](const std::vector<long>& ids) { return InputSpec::from_tokens(ids); });
   // A C-contiguous float64 array is mapped, not converted; the library keeps its own column-major copy.
