@@ -4,13 +4,19 @@
 Written from math.md, the safetensors format and the HuggingFace layout
 conventions only -- not from sanpath's C++ sources -- so that the test suite can
 check sanpath's numbers against a second implementation at higher precision.
+HuggingFace folders (config.json + model.safetensors): bert, gpt2, and, from
+shared/docs/families.md and math.md section 8 only, xlnet, t5 (encoder),
+gpt_neox, phi, opt, gemma, gemma2, vit (pixel input: --pixels) and
+llama/mistral/qwen2; those take check-forward and residual-norms only.
 
 Library part (import it) and a command line (run it):
 
   sanpath_ref.py gen-input --out X.safetensors --tokens N --d-model D [--seed S] [--spread F] [--dtype F64|F32|F16|BF16]
+  sanpath_ref.py gen-pixels --out P.safetensors --size S [--channels C] [--seed S] [--dtype F32|...]
   sanpath_ref.py check-paths --effectiveness --model PATH ... JSON...   (`sanpath paths --effectiveness`)
-  sanpath_ref.py residual-norms --model PATH --input X.safetensors --bits B [--digits D] [variant options]
-  sanpath_ref.py check-forward --model PATH (--tokens IDS | --input X.safetensors)
+  sanpath_ref.py residual-norms --model PATH (--input X.safetensors | --tokens IDS | --pixels P.safetensors)
+        --bits B [--digits D] [variant options]
+  sanpath_ref.py check-forward --model PATH (--tokens IDS | --input X.safetensors | --pixels P.safetensors)
         [--skip on|off] [--mlp none|plain|residual] [--layernorm none|pre|post]
         [--mask none|causal] [--center mean|median|optimal] [--max-ref-bits B] JSON...
 
@@ -193,6 +199,8 @@ def load_model(path):
             return _load_bert(cfg, t)
         if mt == "gpt2":
             return _load_gpt2(cfg, t)
+        if mt in FAMILY_LOADERS:
+            return FAMILY_LOADERS[mt](cfg, t)
         raise ValueError(f"{path}: model_type {mt!r} not supported by the reference")
     meta, t = read_safetensors(path)
     if meta.get("format") != "sanpath":
@@ -386,6 +394,12 @@ def activation(name):
         k = mp.sqrt(2 / mp.pi)
         c = mpf("0.044715")
         return lambda x: x * (1 + mp.tanh(k * (x + c * x * x * x))) / 2
+    if name == "gelu_fast":      # families.md: the literal 0.7978845608
+        k = mpf("0.7978845608")
+        c = mpf("0.044715")
+        return lambda x: x * (1 + mp.tanh(k * x * (1 + c * x * x))) / 2
+    if name == "silu":
+        return lambda x: x / (1 + mp.exp(-x))
     raise ValueError(f"activation {name!r}")
 
 
@@ -422,6 +436,8 @@ class MpWeights:
 
 def embed(model, tokens):
     """X^0 from token ids: BERT LayerNorm(word + position + token_type[0]); GPT-2 wte + wpe."""
+    if isinstance(model, FamilyModel):
+        return family_embed(model, tokens)
     e = model.emb
     if e is None:
         raise ValueError("the model has no embeddings")
@@ -472,6 +488,8 @@ def forward(model, X0, variant, mpw=None, keep_P=False):
     variant: dict skip (on/off), mlp (none/plain/residual), layernorm (none/pre/post), mask (none/causal).
     Returns (Xs, Ps) with Ps[l][h] the attention matrix of layer l+1, head h (when keep_P).
     """
+    if isinstance(model, FamilyModel):
+        return family_forward(model, X0, variant, mpw, keep_P)
     mpw = mpw or MpWeights(model)
     eps = mpf(model.eps)
     act = activation(model.activation)
@@ -500,6 +518,753 @@ def forward(model, X0, variant, mpw=None, keep_P=False):
         Xs.append(Xn)
         X = Xn
     return Xs, Ps
+
+
+# ---------------------------------------------------------------------------
+# The layout families of shared/docs/families.md (XLNet, T5 encoder, GPT-NeoX,
+# Phi, OPT, Gemma, Gemma 2, ViT) and math.md section 8 (Llama, Mistral, Qwen2),
+# written from those two files only. A FamilyModel's layer is a dict:
+#   heads: per query head W_Q (d x d_qk), b_Q, W_K, b_K, W_V (d x d_v), b_V,
+#          W_O (d_v x d) [+ XLNet W_R (d x d_qk), r_w, r_r]; a kv head shared by
+#          several query heads is repeated in each (math.md's x W convention);
+#   b_O (or None); norms n1, n2 [, n3, n4: Gemma 2] as {g, b} (b None: RMSNorm);
+#   mlp {kind plain: W_1 (d x f), b_1, W_2 (f x d), b_2 (biases may be None) |
+#        kind gated: W_gate, W_up (d x f), W_down (f x d)}.
+# Absent biases are None (zero), absent LayerNorm parameters g = 1, b = 0.
+# ---------------------------------------------------------------------------
+
+
+class FamilyModel(Model):
+    def __init__(self, family):
+        super().__init__()
+        self.arch = family
+        self.family = family
+        self.norm = "ln"              # ln | rms (x/s * g) | rms1p (Gemma: x/s * (1 + w))
+        self.rotary = 0               # rotary dimensions r (0: none); pairs (i, i + r/2), theta_i = base^(-2i/r)
+        self.theta = "10000"          # rotary base, decimal string
+        self.parallel = False         # X' = [skip]X + Attn(N1(X)) + [mlp residual] f(N2(X))
+        self.scale = None             # None: 1/sqrt(d_qk); "1": no scaling (T5); "x": x^(-1/2) (Gemma 2)
+        self.softcap = None           # decimal string c: S = c tanh(S / c)
+        self.window = None            # sliding window W (Gemma 2), on the layers in self.sliding
+        self.sliding = set()
+        self.sandwich = False         # Gemma 2: n3 on Attn's output, n4 on f's output
+        self.t5 = None                # {table: nb x H, nb, md}
+        self.xlnet = False
+        self.clamp_len = -1
+        self.ln_options = ("none",)   # accepted --layernorm values (the own placement is added)
+        self.image = None             # ViT: (S, p, C)
+
+
+_ACT = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_fast",
+        "relu": "relu", "silu": "silu", "swish": "silu"}
+
+
+def _act_name(value, allowed, key):
+    if value not in allowed:
+        raise ValueError(f"config.json: {key}: {value!r} is not one of {sorted(allowed)}")
+    return _ACT[value]
+
+
+def _tensor(t, name):
+    if name not in t:
+        raise ValueError(f"missing tensor {name}")
+    return t[name]
+
+
+def _mat(t, name):
+    return _matrix(_tensor(t, name))
+
+
+def _vec(t, name, required=True):
+    if not required and name not in t:
+        return None
+    return _vector(_tensor(t, name))
+
+
+def _lin_T(t, name):
+    """A torch Linear weight [out, in] as math.md's W (in x out)."""
+    return transpose(_mat(t, name))
+
+
+def _ln_params(t, prefix, d, affine=True):
+    if not affine and prefix + "weight" not in t:
+        return {"g": [1.0] * d, "b": [0.0] * d}
+    return {"g": _vec(t, prefix + "weight"), "b": _vec(t, prefix + "bias")}
+
+
+def _rms_params(t, name):
+    return {"g": _vec(t, name), "b": None}
+
+
+def _heads_qkvo(Wq, bq, Wk, bk, Wv, bv, Wo, H, Hkv, dh):
+    """Per query head from [out, in] projections: q rows h*dh.., k and v rows of kv head floor(h*Hkv/H),
+    W_O^h = o[:, h*dh..]^T (d_h x d). Biases None -> zero vectors."""
+    WoT = transpose(Wo)
+    z = [0.0] * dh
+    sl = lambda b, s: b[s:s + dh] if b is not None else z
+    heads = []
+    for h in range(H):
+        g = h * Hkv // H
+        heads.append({"W_Q": transpose(Wq[h * dh:(h + 1) * dh]), "b_Q": sl(bq, h * dh),
+                      "W_K": transpose(Wk[g * dh:(g + 1) * dh]), "b_K": sl(bk, g * dh),
+                      "W_V": transpose(Wv[g * dh:(g + 1) * dh]), "b_V": sl(bv, g * dh),
+                      "W_O": WoT[h * dh:(h + 1) * dh]})
+    return heads
+
+
+def _cfg(cfg, key, default=None, required=False):
+    if key not in cfg:
+        if required:
+            raise ValueError(f"config.json: {key}: missing")
+        return default
+    return cfg[key]
+
+
+def _no_rope_scaling(cfg):
+    if cfg.get("rope_scaling") is not None:
+        raise ValueError("config.json: rope_scaling: not null (not defined)")
+    rp = cfg.get("rope_parameters")
+    if rp is not None and rp.get("rope_type", "default") != "default":
+        raise ValueError("config.json: rope_parameters: rope_type other than default")
+    return rp or {}
+
+
+def _rotary_dims(dh, fraction, key):
+    r = int(dh * float(fraction))      # the double product truncated toward zero
+    if r % 2:
+        raise ValueError(f"config.json: {key}: rotary dimension {r} is odd")
+    return r
+
+
+def _load_xlnet(cfg, t):
+    t = _strip(t, "transformer.")
+    m = FamilyModel("xlnet")
+    d, H, L = cfg["d_model"], cfg["n_head"], cfg["n_layer"]
+    if d % 2 or d % H:
+        raise ValueError("config.json: d_model: odd or not a multiple of n_head")
+    dh = cfg.get("d_head", d // H)
+    if dh != d // H:
+        raise ValueError("config.json: d_head: not d_model / n_head")
+    attn_type = cfg.get("attn_type", "bi")
+    if attn_type not in ("bi", "uni"):
+        raise ValueError(f"config.json: attn_type: {attn_type!r}")
+    if cfg.get("bi_data", False):
+        raise ValueError("config.json: bi_data: true")
+    if cfg.get("same_length", False) and attn_type == "uni":
+        raise ValueError("config.json: same_length: true with attn_type uni")
+    m.L, m.H, m.d, m.d_qk, m.d_v, m.d_ff = L, H, d, dh, dh, cfg["d_inner"]
+    m.activation = _act_name(cfg.get("ff_activation", "gelu"), ("gelu", "gelu_new", "relu", "silu", "swish"),
+                             "ff_activation")
+    m.eps = _dec(cfg.get("layer_norm_eps", "1e-12"))
+    m.xlnet = True
+    m.clamp_len = int(cfg.get("clamp_len", -1))
+    m.own = {"skip": "on", "mlp": "residual", "layernorm": "post", "mask": "causal" if attn_type == "uni" else "none"}
+
+    def per_head(name, h):          # stored d x H x d_h; head h: [:, h, :] (d x d_h)
+        shape, vals = _tensor(t, name)
+        if shape != [d, H, dh]:
+            raise ValueError(f"{name}: shape {shape}, expected {[d, H, dh]}")
+        return [[vals[(c * H + h) * dh + e] for e in range(dh)] for c in range(d)]
+
+    for l in range(L):
+        p = f"layer.{l}."
+        a = p + "rel_attn."
+        rw, rr = _mat(t, a + "r_w_bias"), _mat(t, a + "r_r_bias")
+        heads = []
+        for h in range(H):
+            heads.append({"W_Q": per_head(a + "q", h), "W_K": per_head(a + "k", h), "W_V": per_head(a + "v", h),
+                          "W_R": per_head(a + "r", h), "W_O": transpose(per_head(a + "o", h)),
+                          "b_Q": [0.0] * dh, "b_K": [0.0] * dh, "b_V": [0.0] * dh, "r_w": rw[h], "r_r": rr[h]})
+        m.layers.append({"heads": heads, "b_O": None, "n1": _ln_params(t, a + "layer_norm.", d),
+                         "n2": _ln_params(t, p + "ff.layer_norm.", d),
+                         "mlp": {"kind": "plain", "W_1": _lin_T(t, p + "ff.layer_1.weight"),
+                                 "b_1": _vec(t, p + "ff.layer_1.bias"), "W_2": _lin_T(t, p + "ff.layer_2.weight"),
+                                 "b_2": _vec(t, p + "ff.layer_2.bias")}})
+    m.emb = {"kind": "rows", "word": _mat(t, "word_embedding.weight")}
+    return m
+
+
+def t5_bucket(delta, nb, md):
+    """families.md's T5 encoder bucket of delta = j - i (key minus query), in exact integers."""
+    nbh = nb // 2
+    me = nbh // 2
+    if me < 1 or md <= me:
+        raise ValueError(f"T5 buckets: me = {me}, md = {md}: refused (me < 1 or md <= me)")
+    a = abs(delta)
+    base = nbh if delta > 0 else 0
+    if a < me:
+        return base + a
+    e = nbh - me
+    k = 0                           # the largest k with a^e me^k >= md^k me^e (k <= nb' - 1 - me suffices)
+    while me + k < nbh - 1 and a ** e * me ** (k + 1) >= md ** (k + 1) * me ** e:
+        k += 1
+    return base + min(nbh - 1, me + k)
+
+
+def _load_t5(cfg, t):
+    if cfg.get("is_decoder", False):
+        raise ValueError("config.json: is_decoder: true")
+    m = FamilyModel("t5")
+    d, H, dkv, L, dff = cfg["d_model"], cfg["num_heads"], cfg["d_kv"], cfg["num_layers"], cfg["d_ff"]
+    nb = cfg.get("relative_attention_num_buckets", 32)
+    md = cfg.get("relative_attention_max_distance", 128)
+    t5_bucket(0, nb, md)            # refuses me < 1, md <= me
+    ffp = cfg.get("feed_forward_proj", "relu")
+    parts = ffp.split("-")
+    gated = len(parts) == 2 and parts[0] == "gated"
+    if len(parts) > 2 or (len(parts) == 2 and not gated) or parts[-1] not in ("relu", "gelu", "gelu_new", "silu"):
+        raise ValueError(f"config.json: feed_forward_proj: {ffp!r}")
+    act = "gelu_new" if ffp == "gated-gelu" else parts[-1]
+    if "dense_act_fn" in cfg and cfg["dense_act_fn"] != act:
+        raise ValueError("config.json: dense_act_fn: contradicts feed_forward_proj")
+    if "is_gated_act" in cfg and bool(cfg["is_gated_act"]) != gated:
+        raise ValueError("config.json: is_gated_act: contradicts feed_forward_proj")
+    m.L, m.H, m.d, m.d_qk, m.d_v, m.d_ff = L, H, d, dkv, dkv, dff
+    m.activation = _ACT[act]
+    m.eps = _dec(cfg.get("layer_norm_epsilon", "1e-6"))
+    m.norm = "rms"
+    m.scale = "1"
+    m.own = {"skip": "on", "mlp": "residual", "layernorm": "pre", "mask": "none"}
+    table = _mat(t, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight")
+    if len(table) != nb or len(table[0]) != H:
+        raise ValueError("relative_attention_bias: shape is not nb x H")
+    m.t5 = {"table": table, "nb": nb, "md": md}
+    for l in range(L):
+        p = f"encoder.block.{l}.layer."
+        s = p + "0.SelfAttention."
+        heads = _heads_qkvo(_mat(t, s + "q.weight"), None, _mat(t, s + "k.weight"), None, _mat(t, s + "v.weight"),
+                            None, _mat(t, s + "o.weight"), H, H, dkv)
+        f = p + "1.DenseReluDense."
+        if gated:
+            mlp = {"kind": "gated", "W_gate": _lin_T(t, f + "wi_0.weight"), "W_up": _lin_T(t, f + "wi_1.weight"),
+                   "W_down": _lin_T(t, f + "wo.weight")}
+        else:
+            mlp = {"kind": "plain", "W_1": _lin_T(t, f + "wi.weight"), "b_1": None,
+                   "W_2": _lin_T(t, f + "wo.weight"), "b_2": None}
+        m.layers.append({"heads": heads, "b_O": None, "n1": _rms_params(t, p + "0.layer_norm.weight"),
+                         "n2": _rms_params(t, p + "1.layer_norm.weight"), "mlp": mlp})
+    word = "shared.weight" if "shared.weight" in t else "encoder.embed_tokens.weight"
+    m.emb = {"kind": "rows", "word": _mat(t, word)}
+    return m
+
+
+def _load_gpt_neox(cfg, t):
+    t = _strip(t, "gpt_neox.")
+    m = FamilyModel("gpt_neox")
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    if d % H:
+        raise ValueError("config.json: hidden_size: not a multiple of num_attention_heads")
+    dh = d // H
+    rp = _no_rope_scaling(cfg)
+    frac = rp.get("partial_rotary_factor", cfg.get("rotary_pct", 0.25))
+    m.theta = _dec(rp.get("rope_theta", cfg.get("rotary_emb_base", 10000)))
+    m.rotary = _rotary_dims(dh, frac, "rotary_pct")
+    m.L, m.H, m.d, m.d_qk, m.d_v, m.d_ff = L, H, d, dh, dh, cfg["intermediate_size"]
+    m.activation = _act_name(cfg.get("hidden_act", "gelu"), ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast",
+                                                             "relu"), "hidden_act")
+    m.eps = _dec(cfg.get("layer_norm_eps", "1e-5"))
+    m.parallel = bool(cfg.get("use_parallel_residual", True))
+    bias = bool(cfg.get("attention_bias", True))
+    m.own = {"skip": "on", "mlp": "residual", "layernorm": "pre", "mask": "causal"}
+    for l in range(L):
+        p = f"layers.{l}."
+        W = _mat(t, p + "attention.query_key_value.weight")          # [3d, d], rows h*3dh + c*dh + j
+        b = _vec(t, p + "attention.query_key_value.bias") if bias else [0.0] * (3 * d)
+        WoT = transpose(_mat(t, p + "attention.dense.weight"))
+        heads = []
+        for h in range(H):
+            s = 3 * dh * h
+            heads.append({"W_Q": transpose(W[s:s + dh]), "b_Q": b[s:s + dh],
+                          "W_K": transpose(W[s + dh:s + 2 * dh]), "b_K": b[s + dh:s + 2 * dh],
+                          "W_V": transpose(W[s + 2 * dh:s + 3 * dh]), "b_V": b[s + 2 * dh:s + 3 * dh],
+                          "W_O": WoT[h * dh:(h + 1) * dh]})
+        m.layers.append({"heads": heads, "b_O": _vec(t, p + "attention.dense.bias") if bias else None,
+                         "n1": _ln_params(t, p + "input_layernorm.", d),
+                         "n2": _ln_params(t, p + "post_attention_layernorm.", d),
+                         "mlp": {"kind": "plain", "W_1": _lin_T(t, p + "mlp.dense_h_to_4h.weight"),
+                                 "b_1": _vec(t, p + "mlp.dense_h_to_4h.bias"),
+                                 "W_2": _lin_T(t, p + "mlp.dense_4h_to_h.weight"),
+                                 "b_2": _vec(t, p + "mlp.dense_4h_to_h.bias")}})
+    m.emb = {"kind": "rows", "word": _mat(t, "embed_in.weight")}
+    return m
+
+
+def _load_phi(cfg, t):
+    t = _strip(t, "model.")
+    m = FamilyModel("phi")
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    Hkv = cfg.get("num_key_value_heads") or H
+    if d % H:
+        raise ValueError("config.json: hidden_size: not a multiple of num_attention_heads")
+    if H % Hkv:
+        raise ValueError("config.json: num_key_value_heads: does not divide num_attention_heads")
+    if cfg.get("qk_layernorm", False):
+        raise ValueError("config.json: qk_layernorm: true")
+    dh = d // H
+    rp = _no_rope_scaling(cfg)
+    m.theta = _dec(rp.get("rope_theta", cfg.get("rope_theta", 10000)))
+    m.rotary = _rotary_dims(dh, rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 0.5)),
+                            "partial_rotary_factor")
+    m.L, m.H, m.d, m.d_qk, m.d_v, m.d_ff = L, H, d, dh, dh, cfg["intermediate_size"]
+    m.activation = _act_name(cfg.get("hidden_act", "gelu_new"), ("gelu", "gelu_new", "gelu_pytorch_tanh",
+                                                                 "gelu_fast", "relu"), "hidden_act")
+    m.eps = _dec(cfg.get("layer_norm_eps", "1e-5"))
+    m.parallel = True
+    m.own = {"skip": "on", "mlp": "residual", "layernorm": "pre", "mask": "causal"}
+    for l in range(L):
+        p = f"layers.{l}."
+        a = p + "self_attn."
+        heads = _heads_qkvo(_mat(t, a + "q_proj.weight"), _vec(t, a + "q_proj.bias"), _mat(t, a + "k_proj.weight"),
+                            _vec(t, a + "k_proj.bias"), _mat(t, a + "v_proj.weight"), _vec(t, a + "v_proj.bias"),
+                            _mat(t, a + "dense.weight"), H, Hkv, dh)
+        ln = _ln_params(t, p + "input_layernorm.", d)
+        m.layers.append({"heads": heads, "b_O": _vec(t, a + "dense.bias"), "n1": ln, "n2": ln,
+                         "mlp": {"kind": "plain", "W_1": _lin_T(t, p + "mlp.fc1.weight"),
+                                 "b_1": _vec(t, p + "mlp.fc1.bias"), "W_2": _lin_T(t, p + "mlp.fc2.weight"),
+                                 "b_2": _vec(t, p + "mlp.fc2.bias")}})
+    m.emb = {"kind": "rows", "word": _mat(t, "embed_tokens.weight")}
+    return m
+
+
+def _load_opt(cfg, t):
+    t = _strip(_strip(t, "model.decoder."), "decoder.")
+    m = FamilyModel("opt")
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    if d % H:
+        raise ValueError("config.json: hidden_size: not a multiple of num_attention_heads")
+    dh = d // H
+    m.L, m.H, m.d, m.d_qk, m.d_v, m.d_ff = L, H, d, dh, dh, cfg["ffn_dim"]
+    m.activation = _act_name(cfg.get("activation_function", "relu"), ("gelu", "gelu_new", "gelu_pytorch_tanh",
+                                                                      "gelu_fast", "relu"), "activation_function")
+    m.eps = "1e-5"
+    pre = bool(cfg.get("do_layer_norm_before", True))
+    e = cfg.get("word_embed_proj_dim") or d
+    bias = bool(cfg.get("enable_bias", True))
+    affine = bool(cfg.get("layer_norm_elementwise_affine", True))
+    m.own = {"skip": "on", "mlp": "residual", "layernorm": "pre" if pre else "post", "mask": "causal"}
+    for l in range(L):
+        p = f"layers.{l}."
+        a = p + "self_attn."
+        bv = (lambda n: _vec(t, n)) if bias else (lambda n: None)
+        heads = _heads_qkvo(_mat(t, a + "q_proj.weight"), bv(a + "q_proj.bias"), _mat(t, a + "k_proj.weight"),
+                            bv(a + "k_proj.bias"), _mat(t, a + "v_proj.weight"), bv(a + "v_proj.bias"),
+                            _mat(t, a + "out_proj.weight"), H, H, dh)
+        m.layers.append({"heads": heads, "b_O": bv(a + "out_proj.bias"),
+                         "n1": _ln_params(t, p + "self_attn_layer_norm.", d, affine),
+                         "n2": _ln_params(t, p + "final_layer_norm.", d, affine),
+                         "mlp": {"kind": "plain", "W_1": _lin_T(t, p + "fc1.weight"), "b_1": bv(p + "fc1.bias"),
+                                 "W_2": _lin_T(t, p + "fc2.weight"), "b_2": bv(p + "fc2.bias")}})
+    word = _mat(t, "embed_tokens.weight")
+    if len(word[0]) != e:
+        raise ValueError(f"embed_tokens: width {len(word[0])}, word_embed_proj_dim {e}")
+    proj = None
+    if e != d:
+        if "project_in.weight" not in t:
+            raise ValueError("project_in.weight: missing with word_embed_proj_dim != hidden_size")
+        proj = _mat(t, "project_in.weight")           # [d, e]
+    pos = _mat(t, "embed_positions.weight")
+    P = cfg.get("max_position_embeddings", len(pos) - 2)
+    m.emb = {"kind": "opt", "word": word, "project_in": proj, "position": pos, "max_positions": P}
+    return m
+
+
+def _gemma_common(cfg, t, family):
+    t = _strip(t, "model.")
+    m = FamilyModel(family)
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    Hkv = _cfg(cfg, "num_key_value_heads", required=True)
+    dh = _cfg(cfg, "head_dim", required=True)
+    if H % Hkv:
+        raise ValueError("config.json: num_key_value_heads: does not divide num_attention_heads")
+    if dh % 2:
+        raise ValueError("config.json: head_dim: odd")
+    rp = _no_rope_scaling(cfg)
+    if float(cfg.get("partial_rotary_factor", 1)) != 1:
+        raise ValueError("config.json: partial_rotary_factor: not 1")
+    if cfg.get("use_bidirectional_attention", False):
+        raise ValueError("config.json: use_bidirectional_attention: true")
+    m.L, m.H, m.d, m.d_qk, m.d_v, m.d_ff = L, H, d, dh, dh, _cfg(cfg, "intermediate_size", required=True)
+    m.theta = _dec(rp.get("rope_theta", cfg.get("rope_theta", 10000)))
+    m.rotary = dh
+    m.eps = _dec(cfg.get("rms_norm_eps", "1e-6"))
+    m.norm = "rms1p"
+    m.own = {"skip": "on", "mlp": "residual", "layernorm": "pre", "mask": "causal"}
+    bias = bool(cfg.get("attention_bias", False))
+    for l in range(L):
+        p = f"layers.{l}."
+        a = p + "self_attn."
+        bv = (lambda n: _vec(t, n)) if bias else (lambda n: None)
+        heads = _heads_qkvo(_mat(t, a + "q_proj.weight"), bv(a + "q_proj.bias"), _mat(t, a + "k_proj.weight"),
+                            bv(a + "k_proj.bias"), _mat(t, a + "v_proj.weight"), bv(a + "v_proj.bias"),
+                            _mat(t, a + "o_proj.weight"), H, Hkv, dh)
+        layer = {"heads": heads, "b_O": bv(a + "o_proj.bias"),
+                 "n1": _rms_params(t, p + "input_layernorm.weight"),
+                 "mlp": {"kind": "gated", "W_gate": _lin_T(t, p + "mlp.gate_proj.weight"),
+                         "W_up": _lin_T(t, p + "mlp.up_proj.weight"), "W_down": _lin_T(t, p + "mlp.down_proj.weight")}}
+        if family == "gemma":
+            layer["n2"] = _rms_params(t, p + "post_attention_layernorm.weight")
+        else:
+            layer["n3"] = _rms_params(t, p + "post_attention_layernorm.weight")
+            layer["n2"] = _rms_params(t, p + "pre_feedforward_layernorm.weight")
+            layer["n4"] = _rms_params(t, p + "post_feedforward_layernorm.weight")
+        m.layers.append(layer)
+    m.emb = {"kind": "scaled", "word": _mat(t, "embed_tokens.weight")}
+    return m
+
+
+def _load_gemma(cfg, t):
+    m = _gemma_common(cfg, t, "gemma")
+    act = cfg.get("hidden_activation")
+    m.activation = "gelu_tanh" if act is None else _act_name(act, ("gelu_pytorch_tanh", "gelu_new", "gelu"),
+                                                             "hidden_activation")
+    return m
+
+
+def _load_gemma2(cfg, t):
+    m = _gemma_common(cfg, t, "gemma2")
+    act = cfg.get("hidden_activation") or "gelu_pytorch_tanh"
+    m.activation = _act_name(act, ("gelu_pytorch_tanh", "gelu_new", "gelu"), "hidden_activation")
+    m.sandwich = True
+    m.scale = _dec(_cfg(cfg, "query_pre_attn_scalar", required=True))
+    cap = cfg.get("attn_logit_softcapping", "50.0")
+    m.softcap = None if cap is None else _dec(cap)
+    w = cfg.get("sliding_window", 4096)
+    m.window = None if w is None else int(w)
+    types = cfg.get("layer_types")
+    if types is None:
+        m.sliding = {l for l in range(m.L) if l % 2 == 0}
+    else:
+        if len(types) != m.L or any(x not in ("sliding_attention", "full_attention") for x in types):
+            raise ValueError("config.json: layer_types: wrong length or entries")
+        m.sliding = {l for l, x in enumerate(types) if x == "sliding_attention"}
+    return m
+
+
+def _load_vit(cfg, t):
+    t = _strip(t, "vit.")
+    m = FamilyModel("vit")
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    if d % H:
+        raise ValueError("config.json: hidden_size: not a multiple of num_attention_heads")
+    dh = d // H
+    S, p, C = cfg.get("image_size", 224), cfg.get("patch_size", 16), cfg.get("num_channels", 3)
+    if not isinstance(S, int) or not isinstance(p, int):
+        raise ValueError("config.json: image_size/patch_size: not square")
+    m.L, m.H, m.d, m.d_qk, m.d_v, m.d_ff = L, H, d, dh, dh, cfg["intermediate_size"]
+    m.activation = _act_name(cfg.get("hidden_act", "gelu"), ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu"),
+                             "hidden_act")
+    m.eps = _dec(cfg.get("layer_norm_eps", "1e-12"))
+    m.own = {"skip": "on", "mlp": "residual", "layernorm": "pre", "mask": "none"}
+    m.ln_options = ("none", "post")
+    m.image = (S, p, C)
+    qkv_bias = bool(cfg.get("qkv_bias", True))
+    for l in range(L):
+        q = f"encoder.layer.{l}."
+        a = q + "attention.attention."
+        bv = (lambda n: _vec(t, n)) if qkv_bias else (lambda n: None)
+        heads = _heads_qkvo(_mat(t, a + "query.weight"), bv(a + "query.bias"), _mat(t, a + "key.weight"),
+                            bv(a + "key.bias"), _mat(t, a + "value.weight"), bv(a + "value.bias"),
+                            _mat(t, q + "attention.output.dense.weight"), H, H, dh)
+        m.layers.append({"heads": heads, "b_O": _vec(t, q + "attention.output.dense.bias"),
+                         "n1": _ln_params(t, q + "layernorm_before.", d),
+                         "n2": _ln_params(t, q + "layernorm_after.", d),
+                         "mlp": {"kind": "plain", "W_1": _lin_T(t, q + "intermediate.dense.weight"),
+                                 "b_1": _vec(t, q + "intermediate.dense.bias"),
+                                 "W_2": _lin_T(t, q + "output.dense.weight"), "b_2": _vec(t, q + "output.dense.bias")}})
+    shape, vals = _tensor(t, "embeddings.patch_embeddings.projection.weight")
+    if shape != [d, C, p, p]:
+        raise ValueError(f"patch projection: shape {shape}, expected {[d, C, p, p]}")
+    g = S // p
+    cls = _tensor(t, "embeddings.cls_token")
+    pos = _tensor(t, "embeddings.position_embeddings")
+    if pos[0] != [1, g * g + 1, d] or cls[0] != [1, 1, d]:
+        raise ValueError("position_embeddings / cls_token: bad shape")
+    patch_b = _vec(t, "embeddings.patch_embeddings.projection.bias", required=False) or [0.0] * d
+    m.emb = {"kind": "vit", "patch": vals, "patch_b": patch_b,
+             "cls": cls[1], "position": [pos[1][i * d:(i + 1) * d] for i in range(g * g + 1)]}
+    return m
+
+
+def _load_llama(cfg, t):
+    """math.md section 8: Llama, Mistral, Qwen2 (pre-RMSNorm, full rotary, grouped kv heads, gated silu MLP)."""
+    t = _strip(t, "model.")
+    m = FamilyModel(cfg["model_type"])
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    Hkv = cfg.get("num_key_value_heads") or H
+    dh = cfg.get("head_dim") or d // H
+    _no_rope_scaling(cfg)
+    if float(cfg.get("partial_rotary_factor", 1)) != 1:
+        raise ValueError("config.json: partial_rotary_factor: not 1")
+    m.L, m.H, m.d, m.d_qk, m.d_v, m.d_ff = L, H, d, dh, dh, cfg["intermediate_size"]
+    m.activation = _act_name(cfg.get("hidden_act", "silu"), ("silu",), "hidden_act")
+    m.eps = _dec(cfg.get("rms_norm_eps", "1e-6"))
+    m.theta = _dec(cfg.get("rope_theta", 10000))
+    m.rotary = dh
+    m.norm = "rms"
+    m.own = {"skip": "on", "mlp": "residual", "layernorm": "pre", "mask": "causal"}
+    for l in range(L):
+        p = f"layers.{l}."
+        a = p + "self_attn."
+        bv = lambda n: _vec(t, n, required=False)
+        heads = _heads_qkvo(_mat(t, a + "q_proj.weight"), bv(a + "q_proj.bias"), _mat(t, a + "k_proj.weight"),
+                            bv(a + "k_proj.bias"), _mat(t, a + "v_proj.weight"), bv(a + "v_proj.bias"),
+                            _mat(t, a + "o_proj.weight"), H, Hkv, dh)
+        m.layers.append({"heads": heads, "b_O": None, "n1": _rms_params(t, p + "input_layernorm.weight"),
+                         "n2": _rms_params(t, p + "post_attention_layernorm.weight"),
+                         "mlp": {"kind": "gated", "W_gate": _lin_T(t, p + "mlp.gate_proj.weight"),
+                                 "W_up": _lin_T(t, p + "mlp.up_proj.weight"),
+                                 "W_down": _lin_T(t, p + "mlp.down_proj.weight")}})
+    m.emb = {"kind": "rows", "word": _mat(t, "embed_tokens.weight")}
+    return m
+
+
+FAMILY_LOADERS = {"xlnet": _load_xlnet, "t5": _load_t5, "gpt_neox": _load_gpt_neox, "phi": _load_phi,
+                  "opt": _load_opt, "gemma": _load_gemma, "gemma2": _load_gemma2, "vit": _load_vit,
+                  "llama": _load_llama, "mistral": _load_llama, "qwen2": _load_llama}
+
+
+def _to_mp_any(v):
+    if isinstance(v, dict):
+        return {k: _to_mp_any(x) for k, x in v.items()}
+    if isinstance(v, list):
+        if v and isinstance(v[0], list):
+            return [[mpf(x) for x in row] for row in v]
+        if v and isinstance(v[0], dict):
+            return [_to_mp_any(x) for x in v]
+        return [mpf(x) for x in v]
+    return v
+
+
+class FamilyMpWeights:
+    """A FamilyModel's layers converted to mpf once (exact)."""
+
+    def __init__(self, model):
+        cache = {}
+        self.layers = []
+        for layer in model.layers:
+            if id(layer) not in cache:
+                cache[id(layer)] = _to_mp_any(layer)
+            self.layers.append(cache[id(layer)])
+        self.t5_table = to_mp(model.t5["table"]) if model.t5 else None
+
+
+def family_norm(model, nw, X):
+    """LayerNorm (g, b), RMSNorm x/sqrt(mean(x^2) + eps) * g, or Gemma's * (1 + w), per row."""
+    eps = mpf(model.eps)
+    if model.norm == "ln":
+        return layernorm(X, nw["g"], nw["b"], eps)
+    gain = [1 + w for w in nw["g"]] if model.norm == "rms1p" else nw["g"]
+    out = []
+    for row in X:
+        s = mp.sqrt(mp.fsum(x * x for x in row) / len(row) + eps)
+        out.append([x / s * g for x, g in zip(row, gain)])
+    return out
+
+
+def rotate_half(M, r, theta):
+    """Rows of M at positions 0..n-1: pairs (i, i + r/2), i < r/2, rotated by p theta^(-2i/r) (working precision)."""
+    half = r // 2
+    base = mpf(theta)
+    freqs = [mp.power(base, mpf(-2 * i) / r) for i in range(half)]
+    out = []
+    for p, row in enumerate(M):
+        new = list(row)
+        for i, f in enumerate(freqs):
+            c, s = mp.cos(p * f), mp.sin(p * f)
+            new[i] = row[i] * c - row[i + half] * s
+            new[i + half] = row[i + half] * c + row[i] * s
+        out.append(new)
+    return out
+
+
+def xlnet_sinusoid(p, d):
+    """R(p) = [sin(p theta_0..), cos(p theta_0..)], theta_k = 10000^(-2k/d)."""
+    th = [mp.power(10000, mpf(-2 * k) / d) for k in range(d // 2)]
+    return [mp.sin(p * x) for x in th] + [mp.cos(p * x) for x in th]
+
+
+def visible_keys(model, layer_index, n, causal):
+    """Per query row i, the keys it sees: all; j <= i (causal); and i - j < W on Gemma 2's sliding layers."""
+    w = model.window if (causal and model.window is not None and layer_index in model.sliding) else None
+    return [[j for j in range(n) if (not causal or j <= i) and (w is None or i - j < w)] for i in range(n)]
+
+
+def family_scores(model, mpw, lw, layer_index, X, h):
+    """Head h's logits A (n x n, before the mask): projections, rotary, position terms, scale, softcap."""
+    hd = lw["heads"][h]
+    n = len(X)
+    Q = matmul(X, hd["W_Q"])
+    K = matmul(X, hd["W_K"])
+    if hd.get("b_Q") is not None:
+        Q = add_bias(Q, hd["b_Q"])
+    if hd.get("b_K") is not None:
+        K = add_bias(K, hd["b_K"])
+    if model.rotary:
+        Q, K = rotate_half(Q, model.rotary, model.theta), rotate_half(K, model.rotary, model.theta)
+    if model.xlnet:
+        c = model.clamp_len
+        pos = lambda i, j: max(-c, min(c, i - j)) if c > 0 else i - j
+        RW = {}
+        for p in {pos(i, j) for i in range(n) for j in range(n)}:
+            RW[p] = matmul([xlnet_sinusoid(p, model.d)], hd["W_R"])[0]
+        qw = [[q + b for q, b in zip(row, hd["r_w"])] for row in Q]
+        qr = [[q + b for q, b in zip(row, hd["r_r"])] for row in Q]
+        s = mp.sqrt(model.d_qk)
+        return [[(mp.fdot(qw[i], K[j]) + mp.fdot(qr[i], RW[pos(i, j)])) / s for j in range(n)] for i in range(n)]
+    if model.scale == "1":
+        A = [[mp.fdot(Q[i], K[j]) for j in range(n)] for i in range(n)]
+    elif model.scale is None:
+        s = mp.sqrt(model.d_qk)
+        A = [[mp.fdot(Q[i], K[j]) / s for j in range(n)] for i in range(n)]
+    else:
+        s = 1 / mp.sqrt(mpf(model.scale))
+        A = [[mp.fdot(Q[i], K[j]) * s for j in range(n)] for i in range(n)]
+    if model.t5:
+        T, nb, md = mpw.t5_table, model.t5["nb"], model.t5["md"]
+        A = [[A[i][j] + T[t5_bucket(j - i, nb, md)][h] for j in range(n)] for i in range(n)]
+    if model.softcap is not None:
+        c = mpf(model.softcap)
+        A = [[c * mp.tanh(a / c) for a in row] for row in A]
+    return A
+
+
+def family_attention(model, mpw, lw, layer_index, X, causal, keep=None):
+    n = len(X)
+    vis = visible_keys(model, layer_index, n, causal)
+    total = None
+    Ps = []
+    for h, hd in enumerate(lw["heads"]):
+        A = family_scores(model, mpw, lw, layer_index, X, h)
+        P = []
+        for i in range(n):
+            mx = max(A[i][j] for j in vis[i])
+            e = {j: mp.exp(A[i][j] - mx) for j in vis[i]}
+            s = mp.fsum(e.values())
+            P.append([e[j] / s if j in e else mpf(0) for j in range(n)])
+        Ps.append(P)
+        V = matmul(X, hd["W_V"])
+        if hd.get("b_V") is not None:
+            V = add_bias(V, hd["b_V"])
+        out = matmul(matmul(P, V), hd["W_O"])
+        total = out if total is None else madd(total, out)
+    if keep is not None:
+        keep.append(Ps)
+    return add_bias(total, lw["b_O"]) if lw.get("b_O") is not None else total
+
+
+def family_mlp(model, m, Z):
+    act = activation(model.activation)
+    if m["kind"] == "gated":
+        G = matmul(Z, m["W_gate"])
+        U = matmul(Z, m["W_up"])
+        return matmul([[act(g) * u for g, u in zip(rg, ru)] for rg, ru in zip(G, U)], m["W_down"])
+    Hd = matmul(Z, m["W_1"])
+    if m.get("b_1") is not None:
+        Hd = add_bias(Hd, m["b_1"])
+    out = matmul([[act(x) for x in row] for row in Hd], m["W_2"])
+    return add_bias(out, m["b_2"]) if m.get("b_2") is not None else out
+
+
+def check_family_variant(model, variant):
+    own = model.own["layernorm"]
+    ln = variant["layernorm"]
+    if ln != own and ln not in model.ln_options:
+        raise ValueError(f"{model.family}: --layernorm {ln} refused (takes none or the model's own, {own})")
+    if model.parallel and variant["mlp"] == "plain":
+        raise ValueError(f"{model.family}: --mlp plain refused on a parallel block")
+
+
+def family_layer(model, mpw, lw, l, X, variant, keep=None):
+    """One layer under the variant options (families.md's variant tables)."""
+    skip, mlp, ln = variant["skip"] == "on", variant["mlp"], variant["layernorm"]
+    causal = variant["mask"] == "causal"
+    N = lambda key, Y: family_norm(model, lw[key], Y) if ln != "none" else Y
+    att = lambda Y: family_attention(model, mpw, lw, l, Y, causal, keep)
+    if model.parallel:
+        out = att(N("n1", X))
+        if skip:
+            out = madd(X, out)
+        if mlp == "residual":
+            out = madd(out, family_mlp(model, lw["mlp"], N("n2", X)))
+        return out
+    if ln == "post":
+        a = att(X)
+        Z = family_norm(model, lw["n1"], madd(X, a) if skip else a)
+        if mlp == "none":
+            return Z
+        f = family_mlp(model, lw["mlp"], Z)
+        return family_norm(model, lw["n2"], madd(Z, f) if mlp == "residual" else f)
+    a = att(N("n1", X))
+    if model.sandwich and ln != "none":
+        a = family_norm(model, lw["n3"], a)
+    Z = madd(X, a) if skip else a
+    if mlp == "none":
+        return Z
+    f = family_mlp(model, lw["mlp"], N("n2", Z))
+    if model.sandwich and ln != "none":
+        f = family_norm(model, lw["n4"], f)
+    return madd(Z, f) if mlp == "residual" else f
+
+
+def family_forward(model, X0, variant, mpw=None, keep_P=False):
+    check_family_variant(model, variant)
+    if not isinstance(mpw, FamilyMpWeights):
+        mpw = FamilyMpWeights(model)
+    Xs, Ps = [X0], ([] if keep_P else None)
+    X = X0
+    for l, lw in enumerate(mpw.layers):
+        X = family_layer(model, mpw, lw, l, X, variant, Ps)
+        Xs.append(X)
+    return Xs, Ps
+
+
+def family_embed(model, tokens):
+    """X^0 from token ids: the rows; Gemma sqrt(d) * rows; OPT rows [project_in^T] + positions[i + 2]."""
+    e = model.emb
+    if e["kind"] == "vit":
+        raise ValueError("vit: token input refused (give --pixels)")
+    if not tokens:
+        raise ValueError("empty token sequence")
+    for tok in tokens:
+        if not 0 <= tok < len(e["word"]):
+            raise ValueError(f"token {tok} out of range")
+    X = [vec_mp(e["word"][tok]) for tok in tokens]
+    if e["kind"] == "scaled":
+        r = mp.sqrt(model.d)
+        X = [[r * x for x in row] for row in X]
+    elif e["kind"] == "opt":
+        if len(tokens) > e["max_positions"] or len(tokens) + 2 > len(e["position"]):
+            raise ValueError("opt: input longer than max_position_embeddings")
+        if e["project_in"] is not None:
+            X = matmul(X, transpose(to_mp(e["project_in"])))
+        X = [[x + mpf(p) for x, p in zip(row, e["position"][i + 2])] for i, row in enumerate(X)]
+    return X
+
+
+def vit_embed(model, path):
+    """X^0 = [cls; e_0; ...; e_{N-1}] + pos, patch k = r g + s row-major, e_k = b + sum W[o,c,i,j] x[c, rp+i, sp+j]."""
+    if model.image is None:
+        raise ValueError(f"{model.family}: pixel input refused (not a ViT)")
+    _, t = read_safetensors(path)
+    if "pixel_values" not in t:
+        raise ValueError(f"{path}: no tensor named pixel_values")
+    shape, x = t["pixel_values"]
+    S, p, C = model.image
+    if len(shape) == 4:
+        if shape[0] != 1:
+            raise ValueError(f"{path}: {shape[0]} images; the reference takes one")
+        shape = shape[1:]
+    if len(shape) != 3 or shape[0] != C or shape[1] != S or shape[2] != S:
+        raise ValueError(f"{path}: pixel_values shape {shape}, expected {[C, S, S]}")
+    e, d, g = model.emb, model.d, S // p
+    W = e["patch"]
+    pix = lambda c, y, z: x[(c * S + y) * S + z]
+    X = [[mpf(v) for v in e["cls"]]]
+    for r in range(g):
+        for s in range(g):
+            col = [pix(c, r * p + i, s * p + j) for c in range(C) for i in range(p) for j in range(p)]
+            X.append([mp.fdot(W[o * C * p * p:(o + 1) * C * p * p], col) + e["patch_b"][o] for o in range(d)])
+    return [[v + mpf(q) for v, q in zip(row, e["position"][k])] for k, row in enumerate(X)]
 
 
 # ---------------------------------------------------------------------------
@@ -801,7 +1566,18 @@ def _gen_input(a):
     return 0
 
 
+def _gen_pixels(a):
+    rng = random.Random(a.seed)
+    vals = [round_to_dtype(rng.gauss(0, 1), a.dtype) for _ in range(a.channels * a.size * a.size)]
+    write_safetensors(a.out, {"pixel_values": ([a.channels, a.size, a.size], vals)}, dtype=a.dtype)
+    return 0
+
+
 def _load_input(model, a):
+    if getattr(a, "pixels", None):
+        return vit_embed(model, a.pixels)
+    if isinstance(model, FamilyModel) and model.image is not None:
+        raise ValueError("vit: token or X input refused (give --pixels)")
     if a.tokens:
         return embed(model, [int(x) for x in a.tokens.split(",")])
     _, t = read_safetensors(a.input)
@@ -976,7 +1752,14 @@ def _path_counts(L, H, skip):
     return counts, sum(counts)
 
 
+def _forward_only(path):
+    cfg = os.path.join(path, "config.json")
+    if os.path.isdir(path) and json.load(open(cfg, encoding="utf-8")).get("model_type") in FAMILY_LOADERS:
+        raise ValueError(f"{path}: the reference checks only check-forward / residual-norms for this layout")
+
+
 def _check_paths(a):
+    _forward_only(a.model)
     if a.effectiveness and a.rerun:
         return _check_rerun(a)
     if a.effectiveness:
@@ -1141,6 +1924,7 @@ def _check_depth_ratios(ck, tag, r0, depths, D):
 
 
 def _check_bounds(a):
+    _forward_only(a.model)
     model, want, runs, bits = _setup(a)
     ck = _Checker(a.verbose)
     for path, j in runs:
@@ -1282,6 +2066,7 @@ def head_agreement(head, ref_logits, X, eps):
 
 
 def _check_effectiveness(a):
+    _forward_only(a.model)
     """X_{<=k} = sum_{j<=k} S_j + 1b^T: distance to X^L, head agreement (argmax, first on ties) and mean KL."""
     model, want, runs, bits = _setup(a)
     ck = _Checker(a.verbose)
@@ -1357,6 +2142,7 @@ def subnetwork(model, mpw, X0, variant, path):
 
 
 def _check_rerun(a):
+    _forward_only(a.model)
     """`paths --effectiveness --rerun N` with N >= every count_k (every path once, no random draw): the re-run
     truncation sum_{j<=k} sum_{|path|=j} F_path(X) [+ 1b^T for attention-only variants], its distance to X^L, the
     head's agreement and mean KL, and the gap to the exact X_{<=k}."""
@@ -1434,10 +2220,17 @@ def main(argv=None):
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--spread", type=float, default=1.0)
     g.add_argument("--dtype", default="F64", choices=["F64", "F32", "F16", "BF16"])
+    g = sub.add_parser("gen-pixels", help="write a random image pixel_values [C, S, S] (ViT input)")
+    g.add_argument("--out", required=True)
+    g.add_argument("--channels", type=int, default=3)
+    g.add_argument("--size", type=int, required=True)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--dtype", default="F32", choices=["F64", "F32", "F16", "BF16"])
     r = sub.add_parser("residual-norms", help="print |X^l|_F and |X^l - 1 mean(X^l)^T|_F of every layer as JSON")
     r.add_argument("--model", required=True)
-    r.add_argument("--input", required=True)
+    r.add_argument("--input")
     r.add_argument("--tokens")
+    r.add_argument("--pixels")
     r.add_argument("--bits", type=int, required=True)
     r.add_argument("--digits", type=int, default=80)
     for k, choices in (("skip", ["on", "off"]), ("mlp", ["none", "plain", "residual"]),
@@ -1451,6 +2244,7 @@ def main(argv=None):
         src = c.add_mutually_exclusive_group(required=True)
         src.add_argument("--tokens")
         src.add_argument("--input")
+        src.add_argument("--pixels")
         c.add_argument("--skip", choices=["on", "off"])
         c.add_argument("--mlp", choices=["none", "plain", "residual"])
         c.add_argument("--layernorm", choices=["none", "pre", "post"])
@@ -1474,7 +2268,11 @@ def main(argv=None):
     try:
         if a.cmd == "gen-input":
             return _gen_input(a)
+        if a.cmd == "gen-pixels":
+            return _gen_pixels(a)
         if a.cmd == "residual-norms":
+            if not (a.input or a.tokens or a.pixels):
+                raise ValueError("residual-norms needs --input, --tokens or --pixels")
             return _residual_norms(a)
         return {"check-forward": _check_forward, "check-paths": _check_paths, "check-bounds": _check_bounds}[a.cmd](a)
     except (ValueError, KeyError, OSError) as e:
