@@ -50,6 +50,25 @@ void require_finite(const std::string& file, const std::string& name, const Eige
   if (!m.allFinite()) fail(file, name, "has a non-finite entry");
 }
 
+/// A language-model head LN_f then E (task_head.hpp): the final LayerNorm's
+/// tensors and the embedding candidates, first found first.
+struct LmHeadNames {
+  const char* ln;  ///< LN_f's name, without ".weight" / ".bias"
+  std::vector<const char*> embedding;
+  const char* refused = nullptr;  ///< a tensor whose presence puts another map in the head
+};
+
+const std::vector<LmHeadNames>& lm_heads() {
+  static const std::vector<LmHeadNames> all = {
+      {"transformer.ln_f", {"lm_head.weight", "transformer.wte.weight"}},                    // GPT-2
+      {"gpt_neox.final_layer_norm", {"embed_out.weight"}},                                   // GPT-NeoX
+      {"final_layer_norm", {"embed_out.weight"}},                                            // GPT-NeoX, bare
+      {"model.decoder.final_layer_norm", {"lm_head.weight", "model.decoder.embed_tokens.weight"},
+       "model.decoder.project_out.weight"},                                                  // OPT
+      {"decoder.final_layer_norm", {"lm_head.weight", "decoder.embed_tokens.weight"}, "decoder.project_out.weight"}};
+  return all;
+}
+
 }  // namespace
 
 std::optional<TaskHead> read_task_head(const std::string& path, const Model& model) {
@@ -57,10 +76,20 @@ std::optional<TaskHead> read_task_head(const std::string& path, const Model& mod
   if (fs::is_directory(path)) file = (fs::path(path) / "model.safetensors").string();
   const SafetensorsFile f = SafetensorsFile::read(file);
   const long d = model.arch().d_model;
-  const bool classifier = f.find("classifier.weight") != nullptr;
-  const bool lm = f.find("transformer.ln_f.weight") != nullptr;
+  // ViTForImageClassification's classifier (after vit.layernorm, on CLS) is not the BERT head: not read.
+  const bool vit = model.embeddings() && model.embeddings()->pixels();
+  const bool classifier = !vit && f.find("classifier.weight") != nullptr;
+  const LmHeadNames* names = nullptr;
+  // Only LayerNorm models: an RMSNorm family's final norm is not this head's LN_f.
+  if (model.arch().norm == NormKind::layer)
+    for (const LmHeadNames& n : lm_heads())
+      if (!names && f.find(std::string(n.ln) + ".weight") != nullptr) names = &n;
+  const bool lm = names != nullptr;
   if (!classifier && !lm) return std::nullopt;
-  if (classifier && lm) fail(file, "classifier.weight", "the file also holds transformer.ln_f (two task heads)");
+  if (classifier && lm)
+    fail(file, "classifier.weight", std::string("the file also holds ") + names->ln + " (two task heads)");
+  // OPT with word_embed_proj_dim != hidden_size: its head maps through project_out, which TaskHead does not hold.
+  if (lm && names->refused && f.find(names->refused)) return std::nullopt;
   TaskHead h;
   if (classifier) {
     h.kind = TaskHeadKind::classifier;
@@ -74,13 +103,19 @@ std::optional<TaskHead> read_task_head(const std::string& path, const Model& mod
     require_finite(file, "classifier.bias", h.classifier_b);
   } else {
     h.kind = TaskHeadKind::language_model;
-    h.ln_g = vector(f, "transformer.ln_f.weight", d);
-    h.ln_b = vector(f, "transformer.ln_f.bias", d);
+    const std::string ln = names->ln;
+    h.ln_g = vector(f, ln + ".weight", d);
+    h.ln_b = vector(f, ln + ".bias", d);
     h.ln_eps = model.arch().ln_eps;
-    const std::string e = f.find("lm_head.weight") != nullptr ? "lm_head.weight" : "transformer.wte.weight";
+    std::string e = names->embedding.back();
+    for (const char* candidate : names->embedding)
+      if (f.find(candidate) != nullptr) {
+        e = candidate;
+        break;
+      }
     h.embedding = matrix(f, e, -1, d);
-    require_finite(file, "transformer.ln_f.weight", h.ln_g);
-    require_finite(file, "transformer.ln_f.bias", h.ln_b);
+    require_finite(file, ln + ".weight", h.ln_g);
+    require_finite(file, ln + ".bias", h.ln_b);
     require_finite(file, e, h.embedding);
   }
   return h;

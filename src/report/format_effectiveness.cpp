@@ -64,7 +64,8 @@ std::string head_text(const std::optional<TaskHeadKind>& head, long outputs, lon
       << (*head == TaskHeadKind::classifier ? " classes" : " tokens") << "), " << predictions
       << (predictions == 1 ? " prediction" : " predictions") << "; " << meaning << "\n";
   else
-    o << "task head: none in the checkpoint (bert.pooler + classifier, or transformer.ln_f + LM head)\n";
+    o << "task head: none read (sanpath reads BERT's pooler + classifier and the LM heads LN_f + token table of "
+         "GPT-2, GPT-NeoX and OPT)\n";
   return o.str();
 }
 

@@ -100,6 +100,23 @@ assert all(d["verdict"] == "NOT_APPLICABLE" for d in j["depths"])'
   fi
 done
 
+# --- the paper's path-effectiveness experiment where the family's task head is read (LM heads of
+# GPT-NeoX and OPT: LN_f then the token table, as GPT-2's), with sub-networks re-run per path.
+expect 0 "$SANPATH" init --out "$dir/opt-same" --layout opt "${SIZE[@]}" --vocab 20
+for m in gpt_neox opt-same; do
+  expect 0 "$SANPATH" paths --model "$dir/$m" --tokens 1,5,7,3,19 --effectiveness --rerun 4 --skip on --mlp none \
+    --layernorm none --format json
+  check "$m effectiveness" '
+assert j["head"]["kind"] == "language model" and j["head"]["outputs"] == 20, j.get("head")
+assert len(j["effectiveness"]) == 3, len(j["effectiveness"])
+assert all(e["exact"]["agree"] is not None for e in j["effectiveness"])'
+done
+# Heads sanpath does not read: OPT's through project_out (embed_dim != d), Gemma's RMSNorm head.
+for m in opt gemma; do
+  expect 0 "$SANPATH" paths --model "$dir/$m" --tokens 1,5,7,3,19 --effectiveness --skip on --mlp none --layernorm none
+  grep -q "task head: none read" "$dir/out" || fail "$m effectiveness: no word of its task head: $(head -c 300 "$dir/out")"
+done
+
 # --- variants families.md refuses -----------------------------------------------------
 expect 3 "$SANPATH" forward --model "$dir/gpt_neox" --tokens 1,2 --mlp plain
 grep -q "mlp: plain is not defined for a parallel block" "$dir/err" || fail "parallel mlp plain: $(cat "$dir/err")"

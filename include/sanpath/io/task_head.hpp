@@ -5,7 +5,12 @@
 ///
 /// - classifier: `bert.pooler.dense.{weight,bias}` and `classifier.{weight,bias}`;
 /// - language model: `transformer.ln_f.{weight,bias}` and `lm_head.weight`,
-///   or, when the LM head is tied (no `lm_head.weight`), `transformer.wte.weight`.
+///   or, when the LM head is tied (no `lm_head.weight`), `transformer.wte.weight`
+///   (GPT-2); `gpt_neox.final_layer_norm` and `embed_out.weight` (GPT-NeoX);
+///   `model.decoder.final_layer_norm` and `lm_head.weight` or the tied
+///   `model.decoder.embed_tokens.weight` (OPT; not read when a project_out
+///   maps the head: nullopt).
+///   LayerNorm models only: the other families' heads are not read.
 ///
 /// Errors are std::invalid_argument with one line "<file>: <tensor>: <why>".
 
