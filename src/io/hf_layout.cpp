@@ -468,6 +468,30 @@ Model load_family(const Family& fam, const HfConfig& c, const std::shared_ptr<co
   return Model(a, std::move(layers), std::move(emb), cut.source, FiniteWeights::checked_by_loader);
 }
 
+std::string prefix_in_use(const TensorStore& f, const std::string& prefix) {
+  for (const TensorInfo* t : f.tensors())
+    if (t->name.compare(0, prefix.size(), prefix) == 0) return prefix;
+  return "";
+}
+
+Projections projections_of(const Architecture& a, const LayerWeights& w) {
+  const Eigen::Index d = a.d_model, H = a.heads, Hkv = a.key_value_heads(), dh = a.d_qk;
+  Projections p{MatrixXd(d, H * dh), MatrixXd(d, Hkv * dh), MatrixXd(d, Hkv * dh), MatrixXd(H * dh, d),
+                VectorXd(H * dh),   VectorXd(Hkv * dh),   VectorXd(Hkv * dh)};
+  for (int h = 0; h < H; ++h) {
+    const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+    const Eigen::Index g = a.kv_head_of(h);
+    p.Wq.middleCols(h * dh, dh) = hw.W_Q;
+    p.bq.segment(h * dh, dh) = hw.b_Q;
+    p.Wk.middleCols(g * dh, dh) = hw.W_K;  // identical within a group (Model validates)
+    p.bk.segment(g * dh, dh) = hw.b_K;
+    p.Wv.middleCols(g * dh, dh) = hw.W_V;
+    p.bv.segment(g * dh, dh) = hw.b_V;
+    p.Wo.middleRows(h * dh, dh) = hw.W_O;
+  }
+  return p;
+}
+
 Walk begin_walk(const Family& fam, const HfConfig& c, std::shared_ptr<const TensorStore> store, std::string prefix,
                 const LoadOptions& options, int layers, LayerSlots slots_of) {
   Walk w{fam, c, std::move(store), std::move(prefix), options, std::move(slots_of)};

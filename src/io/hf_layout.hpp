@@ -273,6 +273,19 @@ double written_rotary_fraction(int r, int dh);
 /// std::invalid_argument("rotary_fraction: …") for φ outside [0, 1] or an odd r.
 int random_rotary_dims(double phi, int dh);
 
+/// `prefix` when a tensor name of `f` starts with it, else "" (a model saved
+/// without its task wrapper: GemmaModel, ViTModel, GPTNeoXModel, …).
+std::string prefix_in_use(const TensorStore& f, const std::string& prefix);
+
+/// The per-head weights of layer `w` put back side by side for writing, in
+/// math.md's x·W form: Wq d×(H·d_h), Wk, Wv d×(H_kv·d_h) (a key/value head
+/// written once for its group), Wo (H·d_h)×d, and the q/k/v biases.
+struct Projections {
+  MatrixXd Wq, Wk, Wv, Wo;
+  VectorXd bq, bk, bv;
+};
+Projections projections_of(const Architecture& a, const LayerWeights& w);
+
 /// Embeddings that are the token rows alone, unscaled (token_rows_only less
 /// Gemma's √d-scaled kinds).
 inline bool plain_token_rows(Layout k) { return token_rows_only(k) && k != Layout::gemma && k != Layout::gemma2; }

@@ -29,14 +29,6 @@ namespace sanpath::io {
 
 namespace {
 
-/// `prefix` when a tensor name of `f` starts with it, else "" (GemmaModel
-/// saved on its own has no "model.").
-std::string prefix_in(const TensorStore& f, const std::string& prefix) {
-  for (const TensorInfo* t : f.tensors())
-    if (t->name.compare(0, prefix.size(), prefix) == 0) return prefix;
-  return "";
-}
-
 /// hidden_activation (families.md §1): absent or null is the tanh form,
 /// whatever hidden_act says.
 Activation hidden_activation(const HfConfig& c) {
@@ -182,7 +174,7 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
   const LayerPrefix cut = layer_prefix(options, L, config_path, "num_hidden_layers", source);
   a.layers = cut.layers;
   if (!a.window_layers.empty()) a.window_layers.resize(static_cast<std::size_t>(a.layers));
-  const std::string prefix = prefix_in(f, "model.");
+  const std::string prefix = prefix_in_use(f, "model.");  // GemmaModel saved on its own has none
   const std::int64_t q_out = std::int64_t(H) * dh, kv_out = std::int64_t(Hkv) * dh;
   // Layer l's slots (kept by a streamed model: everything by value).
   const LayerSlots slots_of = [a, H, dh, d, ff, q_out, kv_out, bias, two](int l, LayerWeights& w, Slots& s) {
@@ -288,19 +280,7 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
   for (int l = 0; l < L; ++l) {
     const LayerWeights& w = model.layer(l);
     const std::string p = "model.layers." + str(l) + ".";
-    MatrixXd Wq(d, H * dh), Wk(d, Hkv * dh), Wv(d, Hkv * dh), Wo(H * dh, d);
-    VectorXd bq(H * dh), bk(Hkv * dh), bv(Hkv * dh);
-    for (int h = 0; h < H; ++h) {
-      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      const int g = a.kv_head_of(h);
-      Wq.middleCols(h * dh, dh) = hw.W_Q;
-      bq.segment(h * dh, dh) = hw.b_Q;
-      Wk.middleCols(g * dh, dh) = hw.W_K;  // identical within a group (Model validates)
-      bk.segment(g * dh, dh) = hw.b_K;
-      Wv.middleCols(g * dh, dh) = hw.W_V;
-      bv.segment(g * dh, dh) = hw.b_V;
-      Wo.middleRows(h * dh, dh) = hw.W_O;
-    }
+    const auto [Wq, Wk, Wv, Wo, bq, bk, bv] = projections_of(a, w);
     add(p + "input_layernorm.weight", w.ln1_g);
     if (two) {
       add(p + "post_attention_layernorm.weight", w.ln3_g);

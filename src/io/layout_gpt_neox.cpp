@@ -112,13 +112,6 @@ int random_rotary_dims(double phi, int dh) {
 
 namespace {
 
-/// The prefix in use: "gpt_neox." if any tensor name starts with it, else "".
-std::string prefix_of(const TensorStore& f) {
-  for (const TensorInfo* t : f.tensors())
-    if (t->name.rfind("gpt_neox.", 0) == 0) return "gpt_neox.";
-  return "";
-}
-
 /// The slots of layer l (names without the prefix).
 void layer_slots(const Dims& k, bool attention_bias, int l, LayerWeights& w, Slots& s) {
   const std::string p = "layers." + str(l) + ".";
@@ -171,7 +164,7 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
   const auto [r, base] = read_partial_rotary(c, a.d_qk, "rotary_pct", 0.25, "rotary_emb_base");
   set_partial_rotary(a, r, base);
   const bool attention_bias = c.bool_or("attention_bias", true);
-  const std::string prefix = prefix_of(f);
+  const std::string prefix = prefix_in_use(f, "gpt_neox.");
 
   if (static_cast<std::size_t>(a.layers) > f.size())
     fail(c.path, "num_hidden_layers",

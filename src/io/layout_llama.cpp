@@ -170,19 +170,7 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
   for (int l = 0; l < L; ++l) {
     const LayerWeights& w = model.layer(l);
     const std::string p = "model.layers." + str(l) + ".";
-    MatrixXd Wq(d, H * dh), Wk(d, Hkv * dh), Wv(d, Hkv * dh), Wo(H * dh, d);
-    VectorXd bq(H * dh), bk(Hkv * dh), bv(Hkv * dh);
-    for (int h = 0; h < H; ++h) {
-      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      const int g = a.kv_head_of(h);
-      Wq.middleCols(h * dh, dh) = hw.W_Q;
-      bq.segment(h * dh, dh) = hw.b_Q;
-      Wk.middleCols(g * dh, dh) = hw.W_K;  // identical within a group (Model validates)
-      bk.segment(g * dh, dh) = hw.b_K;
-      Wv.middleCols(g * dh, dh) = hw.W_V;
-      bv.segment(g * dh, dh) = hw.b_V;
-      Wo.middleRows(h * dh, dh) = hw.W_O;
-    }
+    const auto [Wq, Wk, Wv, Wo, bq, bk, bv] = projections_of(a, w);
     add(p + "input_layernorm.weight", w.ln1_g);
     add(p + "self_attn.q_proj.weight", MatrixXd(Wq.transpose()));
     add(p + "self_attn.k_proj.weight", MatrixXd(Wk.transpose()));

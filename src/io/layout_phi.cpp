@@ -27,13 +27,6 @@ namespace sanpath::io {
 
 namespace {
 
-/// The prefix in use: "model." if any tensor name starts with it, else "".
-std::string prefix_of(const TensorStore& f) {
-  for (const TensorInfo* t : f.tensors())
-    if (t->name.rfind("model.", 0) == 0) return "model.";
-  return "";
-}
-
 /// The slots of layer l (names without the prefix); `a` gives the key/value
 /// head of each query head.
 void layer_slots(const Architecture& a, int l, LayerWeights& w, Slots& s) {
@@ -91,7 +84,7 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
   a.own_norm_placement_only = true;
   const auto [r, base] = read_partial_rotary(c, a.d_qk, "partial_rotary_factor", 0.5, "rope_theta");
   set_partial_rotary(a, r, base);
-  const std::string prefix = prefix_of(f);
+  const std::string prefix = prefix_in_use(f, "model.");
 
   if (static_cast<std::size_t>(a.layers) > f.size())
     fail(c.path, "num_hidden_layers",
@@ -147,19 +140,7 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
   for (int l = 0; l < L; ++l) {
     const LayerWeights& w = model.layer(l);
     const std::string p = p0 + "layers." + str(l) + ".";
-    MatrixXd Wq(d, H * dh), Wk(d, Hkv * dh), Wv(d, Hkv * dh), Wo(H * dh, d);
-    VectorXd bq(H * dh), bk(Hkv * dh), bv(Hkv * dh);
-    for (int h = 0; h < H; ++h) {
-      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      const int g = a.kv_head_of(h);
-      Wq.middleCols(h * dh, dh) = hw.W_Q;
-      bq.segment(h * dh, dh) = hw.b_Q;
-      Wk.middleCols(g * dh, dh) = hw.W_K;  // identical within a group (Model validates)
-      bk.segment(g * dh, dh) = hw.b_K;
-      Wv.middleCols(g * dh, dh) = hw.W_V;
-      bv.segment(g * dh, dh) = hw.b_V;
-      Wo.middleRows(h * dh, dh) = hw.W_O;
-    }
+    const auto [Wq, Wk, Wv, Wo, bq, bk, bv] = projections_of(a, w);
     add(p + "input_layernorm.weight", w.ln1_g);
     add(p + "input_layernorm.bias", w.ln1_b);
     add(p + "self_attn.q_proj.weight", MatrixXd(Wq.transpose()));

@@ -26,13 +26,6 @@ using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 
 const std::string kProjection = "embeddings.patch_embeddings.projection.";
 
-/// `prefix` when a tensor name of `f` starts with it, else "".
-std::string prefix_in(const TensorStore& f, const std::string& prefix) {
-  for (const TensorInfo* t : f.tensors())
-    if (t->name.compare(0, prefix.size(), prefix) == 0) return prefix;
-  return "";
-}
-
 /// image_size or patch_size: an integer, or a list of two equal ones;
 /// non-square sizes are refused.
 int square_size(const HfConfig& c, const std::string& key, int fallback) {
@@ -83,7 +76,7 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
              " tensors (a vit layer has " + (qkv_bias ? "16" : "13") + ")");
   const LayerPrefix cut = layer_prefix(options, a.layers, config_path, bert_keys.layers, source);
   a.layers = cut.layers;
-  const std::string prefix = prefix_in(f, "vit.");
+  const std::string prefix = prefix_in_use(f, "vit.");
   const Dims k{a.heads, a.d_model, a.d_qk, a.d_ff};
   // Layer l's slots (kept by a streamed model: everything by value).
   const LayerSlots slots_of = [k, qkv_bias](int l, LayerWeights& w, Slots& s) {

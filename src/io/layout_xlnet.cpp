@@ -27,13 +27,6 @@ namespace sanpath::io {
 
 namespace {
 
-/// The tensor prefix in use: "transformer." if any tensor name has it, else "".
-std::string prefix_of(const TensorStore& f, const std::string& prefix) {
-  for (const TensorInfo* t : f.tensors())
-    if (t->name.compare(0, prefix.size(), prefix) == 0) return prefix;
-  return "";
-}
-
 Activation read_activation(const HfConfig& c) {
   const std::string act = c.string_or("ff_activation", "gelu");
   if (act == "gelu") return Activation::gelu;
@@ -100,7 +93,7 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
              " tensors (a layer has 17)");
   const LayerPrefix cut = layer_prefix(options, L, config_path, "n_layer", source);
   a.layers = cut.layers;
-  const std::string prefix = prefix_of(f, fam.prefix);
+  const std::string prefix = prefix_in_use(f, fam.prefix);
   // Layer l's slots (kept by a streamed model: everything by value). A
   // [d, H, d_h] tensor is d rows of H·d_h entries: head h owns the columns
   // [h·d_h, (h+1)·d_h), W_O^h their transpose.
