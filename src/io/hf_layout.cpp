@@ -468,6 +468,37 @@ Model load_family(const Family& fam, const HfConfig& c, const std::shared_ptr<co
   return Model(a, std::move(layers), std::move(emb), cut.source, FiniteWeights::checked_by_loader);
 }
 
+void Slots::grouped_attention(const std::string& prefix, const Architecture& a, LayerWeights& w, bool qkv_bias,
+                              const std::string& out, bool out_bias) {
+  const std::int64_t d = a.d_model, dh = a.d_qk, H = a.heads, Hkv = a.key_value_heads();
+  w.heads.resize(static_cast<std::size_t>(H));
+  const auto heads_in = [&](const char* key, std::int64_t rows, bool grouped, MatrixXd HeadWeights::*W,
+                            VectorXd HeadWeights::*b) {
+    Slot& weight = add(prefix + key + ".weight", {rows, d});
+    Slot* bias = qkv_bias ? &add(prefix + key + ".bias", {rows}) : nullptr;
+    for (int h = 0; h < H; ++h) {
+      HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      const std::int64_t o = std::int64_t(grouped ? a.kv_head_of(h) : h) * dh;
+      weight.pieces.push_back({&(hw.*W), nullptr, TensorBlock{o, dh, 0, d, true}});
+      if (bias)
+        bias->pieces.push_back({nullptr, &(hw.*b), TensorBlock{0, 1, o, dh, true}});
+      else
+        hw.*b = VectorXd::Zero(dh);
+    }
+  };
+  heads_in("q_proj", H * dh, false, &HeadWeights::W_Q, &HeadWeights::b_Q);
+  heads_in("k_proj", Hkv * dh, true, &HeadWeights::W_K, &HeadWeights::b_K);
+  heads_in("v_proj", Hkv * dh, true, &HeadWeights::W_V, &HeadWeights::b_V);
+  // The output [d, H·d_h]: head h owns its columns [h·d_h, (h+1)·d_h) (rows of M).
+  Slot& o = add(prefix + out + ".weight", {d, H * dh});
+  for (int h = 0; h < H; ++h)
+    o.pieces.push_back({&w.heads[static_cast<std::size_t>(h)].W_O, nullptr, TensorBlock{0, d, std::int64_t(h) * dh, dh, true}});
+  if (out_bias)
+    vector(prefix + out + ".bias", w.b_O, d);
+  else
+    w.b_O = VectorXd::Zero(d);
+}
+
 std::string prefix_in_use(const TensorStore& f, const std::string& prefix) {
   for (const TensorInfo* t : f.tensors())
     if (t->name.compare(0, prefix.size(), prefix) == 0) return prefix;

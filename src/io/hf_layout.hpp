@@ -80,6 +80,14 @@ class Slots {
   /// Separate query, key and value torch Linear layers (BERT-style):
   /// `prefix` + names[i] + ".weight" (d × d) and ".bias" (d), per head.
   void heads_in_linear(const std::string& prefix, const char* const (&names)[3], LayerWeights& w, const Dims& k);
+  /// Separate torch Linear projections `prefix` + "q_proj", "k_proj",
+  /// "v_proj" of H query heads and a.key_value_heads() key/value heads of
+  /// width d_h = a.d_qk (query head h reads its key/value group
+  /// a.kv_head_of(h)'s rows; biases when `qkv_bias`, zero otherwise), and the
+  /// output projection `prefix` + `out` [d, H·d_h] (its bias b_O when
+  /// `out_bias`, zero otherwise): Llama, Gemma, Phi.
+  void grouped_attention(const std::string& prefix, const Architecture& a, LayerWeights& w, bool qkv_bias,
+                         const std::string& out, bool out_bias);
   /// A new slot.
   Slot& add(const std::string& key, Shape shape, std::string alias = "");
 };

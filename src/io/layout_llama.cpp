@@ -80,39 +80,10 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
              " tensors (a layer has 9)");
   const LayerPrefix cut = layer_prefix(options, L, config_path, "num_hidden_layers", source);
   a.layers = cut.layers;
-  const std::int64_t q_out = std::int64_t(H) * dh, kv_out = std::int64_t(Hkv) * dh;
   // Layer l's slots (kept by a streamed model: everything by value).
-  const LayerSlots slots_of = [a, H, dh, d, ff, q_out, kv_out, qkv_bias, o_bias](int l, LayerWeights& w, Slots& s) {
+  const LayerSlots slots_of = [a, d, ff, qkv_bias, o_bias](int l, LayerWeights& w, Slots& s) {
     const std::string p = "model.layers." + str(l) + ".";
-    w.heads.resize(static_cast<std::size_t>(H));
-    // Query head h: rows [h·dh, (h+1)·dh) of q_proj; its key/value group g
-    // the same rows of k_proj and v_proj (read once per head of the group).
-    const auto heads_in = [&](const char* key, std::int64_t out, bool with_bias, bool grouped, MatrixXd HeadWeights::*W,
-                              VectorXd HeadWeights::*b) {
-      Slot& weight = s.add(p + "self_attn." + key + ".weight", {out, d});
-      Slot* bias = with_bias ? &s.add(p + "self_attn." + key + ".bias", {out}) : nullptr;
-      for (int h = 0; h < H; ++h) {
-        HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-        const std::int64_t o = std::int64_t(grouped ? a.kv_head_of(h) : h) * dh;
-        weight.pieces.push_back({&(hw.*W), nullptr, TensorBlock{o, dh, 0, d, true}});
-        if (bias)
-          bias->pieces.push_back({nullptr, &(hw.*b), TensorBlock{0, 1, o, dh, true}});
-        else
-          hw.*b = VectorXd::Zero(dh);
-      }
-    };
-    heads_in("q_proj", q_out, qkv_bias, false, &HeadWeights::W_Q, &HeadWeights::b_Q);
-    heads_in("k_proj", kv_out, qkv_bias, true, &HeadWeights::W_K, &HeadWeights::b_K);
-    heads_in("v_proj", kv_out, qkv_bias, true, &HeadWeights::W_V, &HeadWeights::b_V);
-    // o_proj [d, H·dh]: head h owns its columns [h·dh, (h+1)·dh) (rows of M).
-    Slot& o_proj = s.add(p + "self_attn.o_proj.weight", {d, q_out});
-    for (int h = 0; h < H; ++h)
-      o_proj.pieces.push_back({&w.heads[static_cast<std::size_t>(h)].W_O, nullptr,
-                               TensorBlock{0, d, std::int64_t(h) * dh, dh, true}});
-    if (o_bias)
-      s.vector(p + "self_attn.o_proj.bias", w.b_O, d);
-    else
-      w.b_O = VectorXd::Zero(d);
+    s.grouped_attention(p + "self_attn.", a, w, qkv_bias, "o_proj", o_bias);
     const auto linear = [&](const char* key, MatrixXd& W, std::int64_t out, std::int64_t in) {
       s.add(p + key + ".weight", {out, in}).pieces.push_back({&W, nullptr, TensorBlock{0, out, 0, in, true}});
     };

@@ -31,33 +31,14 @@ namespace {
 /// head of each query head.
 void layer_slots(const Architecture& a, int l, LayerWeights& w, Slots& s) {
   const std::string p = "layers." + str(l) + ".";
-  const std::int64_t d = a.d_model, dh = a.d_qk, H = a.heads, Hkv = a.key_value_heads(), ff = a.d_ff;
-  w.heads.resize(static_cast<std::size_t>(H));
+  const std::int64_t d = a.d_model, ff = a.d_ff;
+  w.heads.resize(static_cast<std::size_t>(a.heads));
   // One LayerNorm, read into both ln1 and ln2.
   Slot& g = s.add(p + "input_layernorm.weight", {d});
   Slot& b = s.add(p + "input_layernorm.bias", {d});
   for (VectorXd* v : {&w.ln1_g, &w.ln2_g}) g.pieces.push_back({nullptr, v, TensorBlock{0, 1, 0, d, true}});
   for (VectorXd* v : {&w.ln1_b, &w.ln2_b}) b.pieces.push_back({nullptr, v, TensorBlock{0, 1, 0, d, true}});
-  const auto heads_in = [&](const char* key, std::int64_t out, bool grouped, MatrixXd HeadWeights::*W,
-                            VectorXd HeadWeights::*bias) {
-    Slot& weight = s.add(p + "self_attn." + key + ".weight", {out, d});
-    Slot& b_slot = s.add(p + "self_attn." + key + ".bias", {out});
-    for (int h = 0; h < H; ++h) {
-      HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      const std::int64_t o = std::int64_t(grouped ? a.kv_head_of(h) : h) * dh;
-      weight.pieces.push_back({&(hw.*W), nullptr, TensorBlock{o, dh, 0, d, true}});
-      b_slot.pieces.push_back({nullptr, &(hw.*bias), TensorBlock{0, 1, o, dh, true}});
-    }
-  };
-  heads_in("q_proj", H * dh, false, &HeadWeights::W_Q, &HeadWeights::b_Q);
-  heads_in("k_proj", Hkv * dh, true, &HeadWeights::W_K, &HeadWeights::b_K);
-  heads_in("v_proj", Hkv * dh, true, &HeadWeights::W_V, &HeadWeights::b_V);
-  // dense [d, H·d_h]: head h owns its columns [h·d_h, (h+1)·d_h) (rows of M).
-  Slot& dense = s.add(p + "self_attn.dense.weight", {d, H * dh});
-  for (int h = 0; h < H; ++h)
-    dense.pieces.push_back({&w.heads[static_cast<std::size_t>(h)].W_O, nullptr,
-                            TensorBlock{0, d, std::int64_t(h) * dh, dh, true}});
-  s.vector(p + "self_attn.dense.bias", w.b_O, d);
+  s.grouped_attention(p + "self_attn.", a, w, true, "dense", true);
   s.dense(p + "mlp.fc1", Storage::linear, w.W_1, w.b_1, d, ff);
   s.dense(p + "mlp.fc2", Storage::linear, w.W_2, w.b_2, ff, d);
 }
