@@ -499,6 +499,17 @@ void Slots::grouped_attention(const std::string& prefix, const Architecture& a, 
     w.b_O = VectorXd::Zero(d);
 }
 
+void Slots::gated_mlp(const std::string& prefix, LayerWeights& w, std::int64_t d, std::int64_t ff) {
+  const auto linear = [&](const char* key, MatrixXd& W, std::int64_t out, std::int64_t in) {
+    add(prefix + key + ".weight", {out, in}).pieces.push_back({&W, nullptr, TensorBlock{0, out, 0, in, true}});
+  };
+  linear("gate_proj", w.W_gate, ff, d);
+  linear("up_proj", w.W_1, ff, d);
+  linear("down_proj", w.W_2, d, ff);
+  w.b_1 = VectorXd::Zero(ff);
+  w.b_2 = VectorXd::Zero(d);
+}
+
 std::string prefix_in_use(const TensorStore& f, const std::string& prefix) {
   for (const TensorInfo* t : f.tensors())
     if (t->name.compare(0, prefix.size(), prefix) == 0) return prefix;

@@ -88,6 +88,10 @@ class Slots {
   /// `out_bias`, zero otherwise): Llama, Gemma, Phi.
   void grouped_attention(const std::string& prefix, const Architecture& a, LayerWeights& w, bool qkv_bias,
                          const std::string& out, bool out_bias);
+  /// The SwiGLU/GeGLU MLP of Llama and Gemma: torch Linear `prefix` +
+  /// "gate_proj", "up_proj", "down_proj" into W_gate, W_1, W_2 (no biases:
+  /// b_1, b_2 zero).
+  void gated_mlp(const std::string& prefix, LayerWeights& w, std::int64_t d, std::int64_t ff);
   /// A new slot.
   Slot& add(const std::string& key, Shape shape, std::string alias = "");
 };

@@ -179,14 +179,7 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
   const LayerSlots slots_of = [a, d, ff, bias, two](int l, LayerWeights& w, Slots& s) {
     const std::string p = "layers." + str(l) + ".";
     s.grouped_attention(p + "self_attn.", a, w, bias, "o_proj", bias);
-    const auto linear = [&](const char* key, MatrixXd& W, std::int64_t out, std::int64_t in) {
-      s.add(p + key + ".weight", {out, in}).pieces.push_back({&W, nullptr, TensorBlock{0, out, 0, in, true}});
-    };
-    linear("mlp.gate_proj", w.W_gate, ff, d);
-    linear("mlp.up_proj", w.W_1, ff, d);
-    linear("mlp.down_proj", w.W_2, d, ff);
-    w.b_1 = VectorXd::Zero(ff);
-    w.b_2 = VectorXd::Zero(d);
+    s.gated_mlp(p + "mlp.", w, d, ff);
     s.vector(p + "input_layernorm.weight", w.ln1_g, d);
     if (two) {
       s.vector(p + "post_attention_layernorm.weight", w.ln3_g, d);  // on the attention output
