@@ -7,8 +7,8 @@ Offline: setuptools and wheel from Debian, pybind11 from pybind11-dev, the
 library's own dependencies as for the CLI. The extension sanpath._sanpath is
 the CMake target `_sanpath` (SANPATH_BUILD_PYTHON=ON); set
 SANPATH_CMAKE_BUILD_DIR to reuse an existing CMake build tree (only the
-extension and what it needs are built there), SANPATH_NATIVE=ON to build for
-this machine's CPU (CMake's SANPATH_NATIVE: Eigen's AVX2/AVX-512 kernels).
+extension and what it needs are built there). There is no build for one CPU:
+the double products choose the instruction set at run time.
 """
 import os
 import shutil
@@ -33,11 +33,9 @@ class CMakeBuild(build_ext):
         args = ["-DSANPATH_BUILD_PYTHON=ON", "-DSANPATH_PYTHON_OUTPUT_DIR=" + out,
                 # the interpreter itself, not a venv link that may be gone by the next build
                 "-DPython_EXECUTABLE=" + os.path.realpath(sys.executable)]
-        native = os.environ.get("SANPATH_NATIVE")
-        if native:
-            if native.upper() not in ("ON", "OFF", "1", "0", "TRUE", "FALSE"):
-                sys.exit(f"setup.py: SANPATH_NATIVE must be ON or OFF, not '{native}'")
-            args.append("-DSANPATH_NATIVE=" + native.upper())
+        if os.environ.get("SANPATH_NATIVE"):
+            print("setup.py: SANPATH_NATIVE is gone and ignored: the double products choose the CPU's "
+                  "instruction set at run time", file=sys.stderr)
         if not os.environ.get("SANPATH_CMAKE_BUILD_DIR"):
             args += ["-DSANPATH_BUILD_TESTS=OFF", "-DSANPATH_BUILD_CLI=OFF", "-DCMAKE_BUILD_TYPE=Release"]
             if shutil.which("ccache"):

@@ -44,6 +44,20 @@ from ._sanpath import (  # noqa: F401  (re-exported)
 
 __version__ = "0.1.0"
 
+
+def kernels() -> dict:
+    """The product kernels this process uses, as `sanpath --version` names them.
+
+    ``double_products``: the instruction-set level of the double kernel
+    ("avx512", "avx2" or "generic"; every level computes the same bits), the
+    CPU's best unless the environment variable SANPATH_ISA chose one before
+    the first product; ``double_products_levels``: the levels this CPU runs;
+    ``multiprecision_products``: "AVX-512 IFMA kernel" or "GMP kernel" (the
+    same integers either way). An unknown SANPATH_ISA, or a level the CPU
+    lacks, raises InputError naming the variable.
+    """
+    return dict(_sanpath.kernels())
+
 #: How the command line tool names its embedded default model in reports.
 EMBEDDED_NAME = "embedded default (random BERT-shaped, seed 0)"
 
@@ -961,5 +975,5 @@ __all__ = [
     "sample_paths", "path_counts", "bounds", "report", "set_memory_budget", "Batch", "ForwardBatchResult",
     "CollapseBatchResult", "EffectivenessResult", "EffectivenessBatchResult", "BoundsSearchResult", "batch", "token_file", "input_file",
     "random_batch", "effectiveness", "bounds_search", "RerunResult", "RerunBatchResult", "pixels", "load_pixels",
-    "LAYOUTS",
+    "LAYOUTS", "kernels",
 ]

@@ -16,6 +16,7 @@
 #include "sanpath/analysis/paths.hpp"
 #include "sanpath/compute/path_graph.hpp"
 #include "sanpath/core/errors.hpp"
+#include "sanpath/core/linalg.hpp"
 #include "sanpath/core/resources.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/model/random.hpp"
@@ -372,6 +373,13 @@ PYBIND11_MODULE(_sanpath, m) {
         throw std::invalid_argument("layout albert: needs shared_layers=True");
     }
     return run_released([&] { return std::make_shared<Model>(random_model(s)); });
+  });
+  m.def("kernels", [] {
+    py::dict k;
+    k["double_products"] = double_products_isa();
+    k["double_products_levels"] = supported_double_products_isas();
+    k["multiprecision_products"] = ifma_products_active() ? "AVX-512 IFMA kernel" : "GMP kernel";
+    return k;
   });
   m.def("layout_names", [] { return layout_names(); });
   m.def("default_collapse_model", [] { return std::make_shared<Model>(random_model(default_collapse_model())); });

@@ -75,3 +75,34 @@ def test_repr_html_table():
                  "<tr><td>0</td><td>1</td></tr><tr><td>1</td><td>6</td></tr><tr><td>2</td><td>12</td></tr>"
                  "<tr><td>3</td><td>8</td></tr></tbody></table>")
     assert sanpath.collapse(precision=128, confirm=False)._repr_html_().count("<tr>") >= 6
+
+
+def _in_subprocess(code, isa):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, SANPATH_ISA=isa)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+
+
+def test_kernels_and_sanpath_isa():
+    k = sanpath.kernels()
+    assert k["double_products_levels"][0] == "generic"
+    assert k["double_products"] in k["double_products_levels"]
+    assert k["multiprecision_products"] in ("AVX-512 IFMA kernel", "GMP kernel")
+    # Every level the CPU runs gives the same double pass, digit for digit.
+    code = ("import sanpath; m = sanpath.random_model(3, 2, 8, seed=4); "
+            "r = sanpath.forward(m, sanpath.random_input(7, seed=2), precision='double', confirm=False); "
+            "print(sanpath.kernels()['double_products']); print(r.to_json())")
+    outs = {}
+    for level in k["double_products_levels"]:
+        r = _in_subprocess(code, level)
+        assert r.returncode == 0, r.stderr
+        got_level, out = r.stdout.split("\n", 1)
+        assert got_level == level
+        outs[level] = out
+    assert len(set(outs.values())) == 1
+    r = _in_subprocess("import sanpath; sanpath.forward(sanpath.random_model(1, 1, 4), sanpath.random_input(3), "
+                       "precision='double')", "sse9")
+    assert r.returncode != 0
+    assert "InputError: SANPATH_ISA=sse9: unknown level (levels: generic, avx2, avx512)" in r.stderr

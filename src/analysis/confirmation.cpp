@@ -15,8 +15,11 @@ BigReal rounding_unit(long bits) { return pow(BigReal(2, 30), BigReal(1 - bits, 
 
 Quantity confirmed_residual(const BigReal& value, const BigReal* check, long bits, const BigReal& norm, long n,
                             long d) {
-  if (value == 0 && norm != 0)
-    return below_resolution(value, BigReal(abs(norm) * rounding_unit(bits) * BigReal(n * d, 30)));
+  if (value == 0 && norm != 0) {
+    Quantity q = below_resolution(value, BigReal(abs(norm) * rounding_unit(bits) * BigReal(n * d, 30)));
+    if (check) q.digits = 0;  // checked, like every value below resolution: no digit confirmed
+    return q;
+  }
   return confirmed(value, check, bits);
 }
 
@@ -41,19 +44,6 @@ int resolved_digits(const BigReal& rho, long bits, long n, long d, int depth) {
   const double left = static_cast<double>(bits - growth) + log10_abs(rho) / std::log10(2.0);
   const double digits = std::floor(left * std::log10(2.0));
   return digits < 0 ? 0 : static_cast<int>(std::min(digits, static_cast<double>(decimal_digits(bits))));
-}
-
-Quantity judge_unconfirmed(const Quantity& q, const BigReal& norm, const BigReal& rho, long bits, long n, long d,
-                           int depth) {
-  if (q.below_resolution) return q;
-  if (resolved_digits(rho, bits, n, d, depth) >= 1) return q;
-  const long growth = bits_to_resolve(BigReal(1), 0, n, d, depth);
-  BigReal floor = norm;  // ‖X‖ · 10 · 2^(growth − bits): one digit short of resolution
-  mpfr_mul_2si(floor.backend().data(), norm.backend().data(), growth - bits, MPFR_RNDU);
-  mpfr_mul_ui(floor.backend().data(), floor.backend().data(), 10, MPFR_RNDU);
-  BigReal total = floor;
-  mpfr_add(total.backend().data(), floor.backend().data(), BigReal(abs(q.value)).backend().data(), MPFR_RNDU);
-  return below_resolution(q.value, total);
 }
 
 }  // namespace sanpath

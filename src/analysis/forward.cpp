@@ -173,8 +173,7 @@ Precision centred_start(const Model& model, const InputSpec& input, const Precis
 /// The reports of every layer: `stats` at precision p, confirmed by `checked`
 /// (null: no check run) at `check_bits`.
 std::vector<LayerReport> layer_reports(const std::vector<LayerStats>& stats, const std::vector<LayerStats>* ck,
-                                       const Precision& p, long check_bits, ForwardMethod method, long n, long d,
-                                       int depth) {
+                                       const Precision& p, long check_bits, long n, long d) {
   std::vector<LayerReport> out;
   const long bits = ck ? std::min(p.bits, check_bits) : p.bits;  // digits the confirmation can give
   for (std::size_t l = 0; l < stats.size(); ++l) {
@@ -183,11 +182,8 @@ std::vector<LayerReport> layer_reports(const std::vector<LayerStats>& stats, con
     LayerReport r;
     r.layer = static_cast<int>(l);
     const auto residual = [&](const BigReal& v, const BigReal& cv, const BigReal& norm) {
-      Quantity q = confirmed_residual(v, ck ? &cv : nullptr, bits, norm, n, d);
-      // Unconfirmed direct-pass values below its rounding floor are noise.
-      if (!ck && method == ForwardMethod::direct)
-        q = judge_unconfirmed(q, norm, s.relative_residual, p.bits, n, d, depth);
-      return q;
+      // Without a check run (--no-confirm) the value as computed, unconfirmed.
+      return confirmed_residual(v, ck ? &cv : nullptr, bits, norm, n, d);
     };
     const auto value = [&](const BigReal& v, const BigReal& cv) { return confirmed(v, ck ? &cv : nullptr, bits); };
     r.res_one = residual(s.res_one, c.res_one, s.norm_composite);
@@ -258,7 +254,6 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   out.center = center;
   out.method = request.resolved_method(model);
   const long n = input.rows(&model), d = model.arch().d_model;
-  const int depth = model.arch().layers;
   const bool escalate = request.automatic && out.method == ForwardMethod::centred;
   // Every run made, by precision (a confirming run becomes the working run
   // when the centred pass escalates).
@@ -348,7 +343,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     }
     out.precision = p;
     out.check = check;
-    out.layers = layer_reports(runs.at(p.bits), ck, p, check ? check->bits : p.bits, out.method, n, d, depth);
+    out.layers = layer_reports(runs.at(p.bits), ck, p, check ? check->bits : p.bits, n, d);
     if (!escalate || !check) break;
     if (least_rounding_digits(out.layers) >= request.target_digits) break;
     if (check->bits < p.bits || check->bits > max_bits) {

@@ -50,6 +50,12 @@ std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e, i
 
 int main(int argc, char** argv) {
   using namespace sanpath::cli;
+  std::string isa;  // SANPATH_ISA is checked before anything runs
+  try {
+    isa = sanpath::double_products_isa();
+  } catch (const std::invalid_argument& e) {
+    return fail(usage, e.what());
+  }
   CLI::App app{
       "sanpath: rank collapse of self-attention networks, exactly. Forward passes in any precision, the head-path "
       "decomposition and the bounds of Dong, Cordonnier & Loukas (ICML 2021) on concrete weights.",
@@ -57,8 +63,8 @@ int main(int argc, char** argv) {
   app.footer(std::string("\n") + kExitCodes +
              "\n\nExamples:\n  sanpath collapse\n  sanpath forward --model ../shared/data/real-models/gpt2-capp "
              "--tokens 1,2,3,4 --skip off --mlp none --layernorm none\n");
-  app.set_version_flag("--version", std::string("sanpath ") + SANPATH_VERSION + "\ndouble products: Eigen, " +
-                                        sanpath::double_products_simd() +
+  app.set_version_flag("--version", std::string("sanpath ") + SANPATH_VERSION + "\ndouble products: sanpath's kernel, " +
+                                        isa + " (the same bits on every level; SANPATH_ISA chooses one)" +
                                         "\nmultiprecision products up to 1025 bits: " +
                                         (sanpath::ifma_products_active() ? "AVX-512 IFMA kernel" : "GMP kernel"));
   app.require_subcommand(1);

@@ -6,6 +6,7 @@
 #include <cfenv>
 #include <exception>
 #include <future>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -40,7 +41,23 @@ bool ifma_products_active() {
 #endif
 }
 
-std::string double_products_simd() { return Eigen::SimdInstructionSetsInUse(); }
+std::string double_products_isa() { return detail::isa_name(detail::double_isa()); }
+
+std::vector<std::string> supported_double_products_isas() {
+  std::vector<std::string> out;
+  for (int l = 0; l <= static_cast<int>(detail::cpu_double_isa()); ++l)
+    out.emplace_back(detail::isa_name(static_cast<detail::DoubleIsa>(l)));
+  return out;
+}
+
+void set_double_products_isa(const std::string& level) {
+  for (int l = 0; l <= static_cast<int>(detail::DoubleIsa::avx512); ++l)
+    if (level == detail::isa_name(static_cast<detail::DoubleIsa>(l))) {
+      detail::set_double_isa(static_cast<detail::DoubleIsa>(l));
+      return;
+    }
+  throw std::invalid_argument("double products: unknown level '" + level + "' (levels: generic, avx2, avx512)");
+}
 
 SerialProductsScope::SerialProductsScope() { ++serial_products_depth; }
 SerialProductsScope::~SerialProductsScope() { --serial_products_depth; }

@@ -5,6 +5,8 @@
 // guard W − p ≥ 48 and the crossing-magnitude test); apart they would hide it.
 #include "sanpath/core/linalg.hpp"
 
+#include "core/dgemm.hpp"
+
 // The AVX-512 IFMA kernel is compiled on x86-64 with GCC or Clang (and used
 // only when the CPU has the instructions, see ifma_products_active()).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -115,37 +117,32 @@ inline ProductSplit split_product(Eigen::Index m, Eigen::Index n, Eigen::Index w
 
 // ---- double ---------------------------------------------------------------------
 
-/// C = A·op(B) through Eigen, split in blocks of 128 columns (or rows) of C
-/// when the product is large (≥ 2^21 multiply-adds).
+/// C = A·op(B) by sanpath's double kernel (core/dgemm.hpp: every entry one
+/// chain of FMAs over p, the same bits on every instruction-set level), split
+/// in blocks of 128 columns (or rows) of C when the product is large
+/// (≥ 2^21 multiply-adds).
 template <bool Trans> void double_gemm(const Matrix<double>& A, const Matrix<double>& B, Matrix<double>& C) {
   const Eigen::Index m = A.rows(), k = A.cols(), n = Trans ? B.rows() : B.cols();
-  auto op = [&](Eigen::Index j0, Eigen::Index w) {
-    if constexpr (Trans) {
-      return B.middleRows(j0, w).transpose();
-    } else {
-      return B.middleCols(j0, w);
-    }
-  };
+  const DoubleIsa isa = double_isa();
+  C.resize(m, n);
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const int threads = work >= double(1 << 21) ? product_threads() : 1;
   const ProductSplit s = split_product(m, n, 128);
+  const Eigen::Index lda = std::max<Eigen::Index>(m, 1), ldb = std::max<Eigen::Index>(B.rows(), 1),
+                     ldc = std::max<Eigen::Index>(m, 1);
   if (threads <= 1 || s.count <= 1) {
-    if constexpr (Trans) {
-      C.noalias() = A * B.transpose();
-    } else {
-      C.noalias() = A * B;
-    }
+    dgemm(isa, m, n, k, A.data(), lda, B.data(), ldb, Trans, C.data(), ldc);
     return;
   }
-  C.resize(m, n);
   run_blocks(static_cast<std::size_t>(s.count), threads, [&](std::size_t b) {
     const Eigen::Index lo = static_cast<Eigen::Index>(b) * s.width;
     if (s.by_columns) {
       const Eigen::Index w = std::min(s.width, n - lo);
-      C.middleCols(lo, w).noalias() = A * op(lo, w);
+      const double* Bj = Trans ? B.data() + lo : B.data() + lo * ldb;
+      dgemm(isa, m, w, k, A.data(), lda, Bj, ldb, Trans, C.data() + lo * ldc, ldc);
     } else {
       const Eigen::Index h = std::min(s.width, m - lo);
-      C.middleRows(lo, h).noalias() = A.middleRows(lo, h) * op(0, n);
+      dgemm(isa, h, n, k, A.data() + lo, lda, B.data(), ldb, Trans, C.data() + lo, ldc);
     }
   });
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Determinism: the same command writes byte-identical JSON on every run and
 # whatever the thread count: 1 or 2 worker threads (--threads, when the
-# command has it), one CPU or all of them (taskset), OMP_NUM_THREADS 1 or 2.
+# command has it), one CPU or all of them (taskset), OMP_NUM_THREADS 1 or 2,
+# and every instruction-set level of the double kernel (SANPATH_ISA).
 # Covers forward, and paths/bounds when this sanpath has those commands.
 #
 # Usage: bash determinism.sh <sanpath binary> <shared dir> <tmp dir>
@@ -17,6 +18,10 @@ failed=0
 # option is added per command when it exists.
 cpus=$(nproc)
 runners=("plain|" "again|" "omp1|env OMP_NUM_THREADS=1" "omp2|env OMP_NUM_THREADS=2")
+# The double kernel's instruction-set levels this CPU runs (SANPATH_ISA).
+runners+=("isa-generic|env SANPATH_ISA=generic")
+grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && runners+=("isa-avx2|env SANPATH_ISA=avx2")
+grep -qw avx512f /proc/cpuinfo && runners+=("isa-avx512|env SANPATH_ISA=avx512")
 if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
   runners+=("one-cpu|taskset -c 0")
   [ "$cpus" -ge 2 ] && runners+=("two-cpus|taskset -c 0,1")

@@ -25,6 +25,25 @@ check "--check mpfr: a run at 128 bits" '
 assert j["check_method"] == "mpfr" and j["check_precision_bits"] == 128, j'
 expect 0 "${F[@]}" --format json --no-confirm
 check "--no-confirm: no check" 'assert j["check_method"] is None and j["check_precision_bits"] is None, j'
+# --no-confirm prints the values it computed, marked unconfirmed, even where a
+# SAN has collapsed to double's rounding (layer 2 here: 1.6e-16, noise): a
+# number, never a bound "< 1e-N" it did not compute; digits null in JSON,
+# "unconfirmed" in the table. Only a residual computed as exactly 0 (layers
+# 3 and 4: the rows came out identical) is reported below the resolution.
+SAN="$dir/san.safetensors"
+expect 0 "$SANPATH" init --out "$SAN" --layers 4 --heads 2 --d-model 8 --skip off --mlp none --layernorm none --seed 2
+expect 0 "$SANPATH" forward --model "$SAN" --random-input 5 --seed 2 --precision double --no-confirm --quiet --format json
+check "--no-confirm: values as computed" '
+assert len(j["layers"]) == 5, j
+for L in j["layers"]:
+    assert L["digits"] is None and set(L["digits_by_quantity"].values()) == {None}, L
+for L in j["layers"][:3]:
+    for v in list(L["residual"].values()) + [L["relative_residual"]]:
+        assert not v.startswith("<") and float(v) > 0, L
+assert float(j["layers"][2]["relative_residual"]) < 1e-12, j["layers"][2]'
+expect 0 "$SANPATH" forward --model "$SAN" --random-input 5 --seed 2 --precision double --no-confirm --quiet
+awk 'f && NF { if ($NF != "unconfirmed" || ($1 <= 2 && $2 ~ /^</)) bad = 1; rows++ } /^layer / { f = 1 } END { exit !(rows == 5 && !bad) }' "$dir/out" ||
+  fail "--no-confirm table: $(cat "$dir/out")"
 expect 0 "${F[@]}"
 grep -q '^precision: double (direct pass), digits confirmed by double runs rounded upward and downward (margin 10x)$' "$dir/out" ||
   fail "the text output does not say how the digits were obtained: $(grep precision "$dir/out")"

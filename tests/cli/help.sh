@@ -15,19 +15,36 @@ fail() {
   exit 1
 }
 
-# --version
-# --version: the version, then the kernels the products use. A build for the
-# machine it runs on (SANPATH_NATIVE, the default) uses Eigen's AVX2 kernels
-# or better on a CPU that has AVX2: SSE2 only there means the default
-# build lost -march=native (twice the time of every double product).
+# --version: the version, then the kernels the products use. The double
+# kernel runs the best level of this CPU unless SANPATH_ISA chooses one; a
+# name it does not know, or a level the CPU lacks, is a usage error (2) on
+# one line naming the variable, before anything runs.
 version=$("$sanpath" --version) || fail "--version exited with $?"
 [[ $(head -n 1 <<<"$version") =~ ^sanpath\ [0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "--version printed '$version'"
-simd=$(sed -n 's/^double products: Eigen, //p' <<<"$version")
-[ -n "$simd" ] || fail "--version does not name the double products' SIMD: '$version'"
+level=$(sed -n "s/^double products: sanpath's kernel, \([a-z0-9]*\) (the same bits on every level; SANPATH_ISA chooses one)$/\1/p" <<<"$version")
+best=generic
+grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && best=avx2
+grep -qw avx512f /proc/cpuinfo && best=avx512
+[ "$level" = "$best" ] || fail "--version names double products '$level' on a CPU that runs $best: '$version'"
 grep -q "^multiprecision products up to 1025 bits: \(AVX-512 IFMA\|GMP\) kernel$" <<<"$version" ||
   fail "--version does not name the multiprecision kernel: '$version'"
-if [ "${SANPATH_EXPECT_NATIVE:-}" = ON ] && grep -qw avx2 /proc/cpuinfo; then
-  grep -q "AVX2" <<<"$simd" || fail "a native build on an AVX2 CPU has double products '$simd'"
+forced=$(SANPATH_ISA=generic "$sanpath" --version) || fail "SANPATH_ISA=generic --version exited with $?"
+grep -q "^double products: sanpath's kernel, generic " <<<"$forced" || fail "SANPATH_ISA=generic gave '$forced'"
+set +e
+SANPATH_ISA=sse9 "$sanpath" --version >"$tmp/isa.out" 2>"$tmp/isa.err"
+code=$?
+set -e
+[ "$code" -eq 2 ] || fail "SANPATH_ISA=sse9 exited with $code (want 2)"
+[ "$(cat "$tmp/isa.err")" = "sanpath: error: SANPATH_ISA=sse9: unknown level (levels: generic, avx2, avx512)" ] ||
+  fail "SANPATH_ISA=sse9 said '$(cat "$tmp/isa.err")'"
+[ ! -s "$tmp/isa.out" ] || fail "SANPATH_ISA=sse9 printed on stdout"
+if [ "$best" != avx512 ]; then
+  set +e
+  SANPATH_ISA=avx512 "$sanpath" --version >/dev/null 2>"$tmp/isa.err"
+  code=$?
+  set -e
+  [ "$code" -eq 2 ] && grep -q "^sanpath: error: SANPATH_ISA=avx512: this CPU lacks AVX-512F" "$tmp/isa.err" ||
+    fail "SANPATH_ISA=avx512 on a CPU without it: exit $code, '$(cat "$tmp/isa.err")'"
 fi
 
 # Top-level help: purpose, commands, exit codes, examples.

@@ -5,8 +5,7 @@
 /// same quantity from a second run (sanpath::confirm: the agreeing digits; no
 /// agreeing digit means below resolution, an upper bound "< 1e-N"); a
 /// residual computed as exactly 0 is rounding, not a measurement; without a
-/// check run, a direct-pass residual is judged by the rounding floor of the
-/// working precision (bits_to_resolve).
+/// check run a value is the one computed, unconfirmed.
 ///
 /// \code
 ///   // v at 257 bits, c the same residual from the run at 513 bits:
@@ -29,7 +28,8 @@ Quantity confirmed(const BigReal& value, const BigReal* check, long bits);
 /// A residual ‖res(M)‖ of an n×d matrix M of norm `norm`: like `confirmed`,
 /// except that an exact 0 of a nonzero M is rounding (its rows became
 /// identical), reported below the resolution 2^(1−bits)·‖M‖·n·d of the
-/// working precision, never as 0. The residual of M = 0 is exactly 0.
+/// working precision, never as 0 (0 confirmed digits when `check` is given,
+/// as for any value below resolution). The residual of M = 0 is exactly 0.
 Quantity confirmed_residual(const BigReal& value, const BigReal* check, long bits, const BigReal& norm, long n,
                             long d);
 
@@ -50,12 +50,5 @@ long bits_to_resolve(const BigReal& rho, int digits, long n, long d, int depth);
 /// `rho` of the direct pass: bits_to_resolve inverted (the bits left after
 /// the rounding growth allowance), in [0, decimal_digits(bits)]; 0 for rho = 0.
 int resolved_digits(const BigReal& rho, long bits, long n, long d, int depth);
-
-/// Without a check run: `q` (a direct-pass residual of a matrix of norm
-/// `norm`, relative residual `rho`) when it is resolved (resolved_digits ≥ 1),
-/// else an upper bound |q| + ‖X‖·10·2^(growth − bits), one digit short of
-/// resolution. Values already below resolution are returned unchanged.
-Quantity judge_unconfirmed(const Quantity& q, const BigReal& norm, const BigReal& rho, long bits, long n, long d,
-                           int depth);
 
 }  // namespace sanpath

@@ -132,9 +132,10 @@ PrecisionChoice choose_precision(const Model& model, const Variant& variant, con
 /// the working one and the next confirms it, up to request.max_bits. At the
 /// top tier the tier below confirms. A residual without a confirmed digit is
 /// an upper bound (Quantity::below_resolution); without any check run (no
-/// confirm), a direct-pass residual below the rounding floor of the working
-/// precision (resolved_digits < 1) is too. Throws std::invalid_argument for
-/// bad inputs.
+/// confirm) every value is the one computed, unconfirmed (no digit count),
+/// except an exact 0 residual of a nonzero matrix, which is rounding (an
+/// upper bound at the working precision's resolution). Throws
+/// std::invalid_argument for bad inputs.
 ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, const InputSpec& input,
                                 const PrecisionRequest& request, Center center = Center::mean,
                                 const ProgressFn& progress = {});

@@ -1,7 +1,7 @@
 #pragma once
 /// \file linalg.hpp
-/// Dense products in a working scalar. Double goes through Eigen's blocked
-/// GEMM; MPFR tiers through a fixed-point kernel: the rows of A and the
+/// Dense products in a working scalar. Double goes through sanpath's packed
+/// kernel (the same bits on every CPU, see double_products_isa); MPFR tiers through a fixed-point kernel: the rows of A and the
 /// columns of op(B) are aligned to their largest exponent as integers of W
 /// bits (W = 52·⌈(p+49)/52⌉ − 1 up to 1025 bits, 64·⌈(p+56)/64⌉ above; p the
 /// tier's precision, so W ≥ p + 48), each entry is the exact integer dot
@@ -61,10 +61,22 @@ void allow_ifma_products(bool allowed);
 /// Whether MPFR products of tiers up to 1025 bits run on the IFMA kernel.
 bool ifma_products_active();
 
-/// The SIMD instruction sets the double products were compiled for, as Eigen
-/// names them ("AVX512, FMA, AVX2, AVX, SSE, SSE2, …" in a build for a recent
-/// x86-64 CPU, "SSE, SSE2" in a generic one): what SANPATH_NATIVE chose.
-std::string double_products_simd();
+/// The instruction-set level of the double products: "avx512", "avx2" or
+/// "generic". Every level computes the same bits: each entry of a product is
+/// one chain of fused multiply-adds over the inner index, in index order
+/// (generic x86-64 takes them from std::fma, exact in software where the CPU
+/// has none). By default the best level of this CPU; the environment variable
+/// SANPATH_ISA=generic|avx2|avx512 chooses one (read at the first product;
+/// an unknown name or a level the CPU lacks throws std::invalid_argument
+/// naming the variable).
+std::string double_products_isa();
+
+/// The levels this CPU runs, lowest first.
+std::vector<std::string> supported_double_products_isas();
+
+/// Forces the level of the double products (tests, comparisons); throws
+/// std::invalid_argument for an unknown name or a level the CPU lacks.
+void set_double_products_isa(const std::string& level);
 
 /// While alive, products started from the constructing thread run serially.
 /// The library's own worker threads (path enumeration, length sums, product
