@@ -106,3 +106,18 @@ def test_kernels_and_sanpath_isa():
                        "precision='double')", "sse9")
     assert r.returncode != 0
     assert "InputError: SANPATH_ISA=sse9: unknown level (levels: generic, avx2, avx512)" in r.stderr
+
+
+def test_no_confirm_prints_the_values_computed():
+    # A SAN collapsed to double's rounding (layer 2: ~1e-16, noise): without a
+    # confirming run the value is printed as computed, marked unconfirmed,
+    # never replaced by a bound that was not computed.
+    m = sanpath.random_model(4, 2, 8, skip=False, mlp="none", layernorm="none", d_ff=0, seed=2)
+    r = sanpath.forward(m, sanpath.random_input(5, seed=2), precision="double", confirm=False)
+    for layer in r.layers:
+        assert layer.digits is None
+    noisy = r.layers[2].relative_residual
+    assert not noisy.below_resolution and noisy.digits is None
+    assert 0 < float(noisy) < 1e-12
+    import json
+    assert json.loads(r.to_json())["layers"][2]["relative_residual"] == str(noisy)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -90,26 +91,39 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(Index kc, const double* a, 
 
 __attribute__((target("avx512f"))) void kernel_avx512(Index kc, const double* a, const double* b, double* c,
                                                       Index ldc, bool first) {
-  // MR = 24 (three registers of eight), NR = 8: twenty-four accumulators.
-  __m512d acc[8][3];
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j)
-#pragma GCC unroll 3
-    for (int r = 0; r < 3; ++r) acc[j][r] = first ? _mm512_setzero_pd() : _mm512_loadu_pd(c + j * ldc + 8 * r);
+  // MR = 24 (three registers of eight), NR = 8: twenty-four accumulators,
+  // named one by one so that they stay in registers at every optimisation
+  // level (an array of them is kept in memory at -O1, the sanitizer build's).
+#define SANPATH_ACC(j) __m512d c##j##0, c##j##1, c##j##2;
+  SANPATH_ACC(0) SANPATH_ACC(1) SANPATH_ACC(2) SANPATH_ACC(3) SANPATH_ACC(4) SANPATH_ACC(5) SANPATH_ACC(6) SANPATH_ACC(7)
+#undef SANPATH_ACC
+#define SANPATH_LOAD(j)                                                                                     \
+  c##j##0 = first ? _mm512_setzero_pd() : _mm512_loadu_pd(c + (j)*ldc);                                    \
+  c##j##1 = first ? _mm512_setzero_pd() : _mm512_loadu_pd(c + (j)*ldc + 8);                                \
+  c##j##2 = first ? _mm512_setzero_pd() : _mm512_loadu_pd(c + (j)*ldc + 16);
+  SANPATH_LOAD(0) SANPATH_LOAD(1) SANPATH_LOAD(2) SANPATH_LOAD(3) SANPATH_LOAD(4) SANPATH_LOAD(5) SANPATH_LOAD(6)
+  SANPATH_LOAD(7)
+#undef SANPATH_LOAD
   for (Index p = 0; p < kc; ++p, a += 24, b += 8) {
     const __m512d a0 = _mm512_loadu_pd(a), a1 = _mm512_loadu_pd(a + 8), a2 = _mm512_loadu_pd(a + 16);
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      const __m512d bj = _mm512_set1_pd(b[j]);
-      acc[j][0] = _mm512_fmadd_pd(a0, bj, acc[j][0]);
-      acc[j][1] = _mm512_fmadd_pd(a1, bj, acc[j][1]);
-      acc[j][2] = _mm512_fmadd_pd(a2, bj, acc[j][2]);
-    }
+#define SANPATH_FMA(j)                                  \
+  {                                                     \
+    const __m512d bj = _mm512_set1_pd(b[j]);            \
+    c##j##0 = _mm512_fmadd_pd(a0, bj, c##j##0);         \
+    c##j##1 = _mm512_fmadd_pd(a1, bj, c##j##1);         \
+    c##j##2 = _mm512_fmadd_pd(a2, bj, c##j##2);         \
   }
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j)
-#pragma GCC unroll 3
-    for (int r = 0; r < 3; ++r) _mm512_storeu_pd(c + j * ldc + 8 * r, acc[j][r]);
+    SANPATH_FMA(0) SANPATH_FMA(1) SANPATH_FMA(2) SANPATH_FMA(3) SANPATH_FMA(4) SANPATH_FMA(5) SANPATH_FMA(6)
+    SANPATH_FMA(7)
+#undef SANPATH_FMA
+  }
+#define SANPATH_STORE(j)                         \
+  _mm512_storeu_pd(c + (j)*ldc, c##j##0);        \
+  _mm512_storeu_pd(c + (j)*ldc + 8, c##j##1);    \
+  _mm512_storeu_pd(c + (j)*ldc + 16, c##j##2);
+  SANPATH_STORE(0) SANPATH_STORE(1) SANPATH_STORE(2) SANPATH_STORE(3) SANPATH_STORE(4) SANPATH_STORE(5)
+  SANPATH_STORE(6) SANPATH_STORE(7)
+#undef SANPATH_STORE
 }
 #endif
 
@@ -162,10 +176,24 @@ void pack_b(const double* B, Index ldb, bool trans, Index cols, Index kc, int nr
   }
 }
 
+/// A buffer of doubles starting on a 64-byte boundary: the microkernels'
+/// 512-bit loads of packed panels then never straddle two cache lines.
+class AlignedBuffer {
+ public:
+  double* get(std::size_t n) {
+    data_.resize(n + 8);
+    const auto address = reinterpret_cast<std::uintptr_t>(data_.data());
+    return data_.data() + ((64 - address % 64) % 64) / sizeof(double);
+  }
+
+ private:
+  std::vector<double> data_;
+};
+
 /// A thread's packing buffers, kept between calls (products come in many
 /// small pieces: a head's scores, a row block).
 struct PackBuffers {
-  std::vector<double> a, b, tile;
+  AlignedBuffer a, b, tile;
 };
 
 PackBuffers& buffers() {
@@ -251,12 +279,9 @@ void dgemm(DoubleIsa isa, Index m, Index n, Index k, const double* A, Index lda,
   PackBuffers& buf = buffers();
   const Index kc_max = std::min(k, kKc);
   const Index mc_max = std::min(m, kMc), nc_max = std::min(n, kNc);
-  buf.a.resize(static_cast<std::size_t>(((mc_max + mr - 1) / mr) * mr * kc_max));
-  buf.b.resize(static_cast<std::size_t>(((nc_max + nr - 1) / nr) * nr * kc_max));
-  buf.tile.resize(static_cast<std::size_t>(mr * nr));
-  double* const pa = buf.a.data();
-  double* const pb = buf.b.data();
-  double* const tile = buf.tile.data();
+  double* const pa = buf.a.get(static_cast<std::size_t>(((mc_max + mr - 1) / mr) * mr * kc_max));
+  double* const pb = buf.b.get(static_cast<std::size_t>(((nc_max + nr - 1) / nr) * nr * kc_max));
+  double* const tile = buf.tile.get(static_cast<std::size_t>(mr * nr));
   for (Index jc = 0; jc < n; jc += kNc) {
     const Index nc = std::min(kNc, n - jc);
     for (Index pc = 0; pc < k; pc += kKc) {
