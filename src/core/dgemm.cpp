@@ -208,16 +208,9 @@ DoubleIsa isa_from_environment() {
   const DoubleIsa cpu = cpu_double_isa();
   if (env == nullptr || *env == '\0') return cpu;
   const std::string name(env);
-  DoubleIsa want;
-  if (name == "generic") {
-    want = DoubleIsa::generic;
-  } else if (name == "avx2") {
-    want = DoubleIsa::avx2;
-  } else if (name == "avx512") {
-    want = DoubleIsa::avx512;
-  } else {
-    throw std::invalid_argument("SANPATH_ISA=" + name + ": unknown level (levels: generic, avx2, avx512)");
-  }
+  const std::optional<DoubleIsa> level = isa_from_name(name);
+  if (!level) throw std::invalid_argument("SANPATH_ISA=" + name + ": unknown level (levels: " + isa_names() + ")");
+  const DoubleIsa want = *level;
   if (static_cast<int>(want) > static_cast<int>(cpu))
     throw std::invalid_argument("SANPATH_ISA=" + name + ": this CPU lacks " +
                                 (want == DoubleIsa::avx512 ? "AVX-512F" : "AVX2 and FMA") +
@@ -238,6 +231,14 @@ const char* isa_name(DoubleIsa isa) {
   }
   return "generic";
 }
+
+std::optional<DoubleIsa> isa_from_name(const std::string& name) {
+  for (const DoubleIsa isa : {DoubleIsa::generic, DoubleIsa::avx2, DoubleIsa::avx512})
+    if (name == isa_name(isa)) return isa;
+  return std::nullopt;
+}
+
+const char* isa_names() { return "generic, avx2, avx512"; }
 
 DoubleIsa cpu_double_isa() {
 #if SANPATH_DGEMM_X86

@@ -10,6 +10,9 @@
 // thread's mode says).
 #include <Eigen/Core>
 
+#include <optional>
+#include <string>
+
 namespace sanpath {
 namespace detail {
 
@@ -17,6 +20,12 @@ enum class DoubleIsa { generic = 0, avx2 = 1, avx512 = 2 };
 
 /// "generic", "avx2" or "avx512".
 const char* isa_name(DoubleIsa isa);
+
+/// The level named "generic", "avx2" or "avx512"; nullopt for another name.
+std::optional<DoubleIsa> isa_from_name(const std::string& name);
+
+/// The names of the levels, for messages: "generic, avx2, avx512".
+const char* isa_names();
 
 /// The best level this CPU runs.
 DoubleIsa cpu_double_isa();

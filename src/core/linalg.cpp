@@ -6,6 +6,7 @@
 #include <cfenv>
 #include <exception>
 #include <future>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -51,12 +52,10 @@ std::vector<std::string> supported_double_products_isas() {
 }
 
 void set_double_products_isa(const std::string& level) {
-  for (int l = 0; l <= static_cast<int>(detail::DoubleIsa::avx512); ++l)
-    if (level == detail::isa_name(static_cast<detail::DoubleIsa>(l))) {
-      detail::set_double_isa(static_cast<detail::DoubleIsa>(l));
-      return;
-    }
-  throw std::invalid_argument("double products: unknown level '" + level + "' (levels: generic, avx2, avx512)");
+  const std::optional<detail::DoubleIsa> isa = detail::isa_from_name(level);
+  if (!isa)
+    throw std::invalid_argument("double products: unknown level '" + level + "' (levels: " + detail::isa_names() + ")");
+  detail::set_double_isa(*isa);
 }
 
 SerialProductsScope::SerialProductsScope() { ++serial_products_depth; }
