@@ -107,12 +107,44 @@ float bf16_of_float(float x) {
   return y;
 }
 
+/// round_bits for x in F's normal range (the common case) by rounding the
+/// bit pattern in place: adding half a unit of the kept part less one, plus
+/// its lowest bit, ties to even (a carry runs into the exponent); the rest
+/// (subnormal in F, ±inf, NaN) through round_bits. The same results.
+inline double round_normal(double x, int p, int emin, double largest) {
+  std::uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  const std::uint64_t magnitude = u & ~(std::uint64_t(1) << 63);
+  if (magnitude < (static_cast<std::uint64_t>(emin + 1023) << 52) || magnitude >= (std::uint64_t(0x7ff) << 52))
+    return round_bits(x, p, emin, largest);
+  const int drop = 53 - p;
+  u += (std::uint64_t(1) << (drop - 1)) - 1 + ((u >> drop) & 1);
+  u &= ~((std::uint64_t(1) << drop) - 1);
+  double y;
+  std::memcpy(&y, &u, sizeof y);
+  return std::fabs(y) > largest ? std::copysign(HUGE_VAL, x) : y;
+}
+
+/// fp16 from binary32 the same way: 13 bits dropped for |x| ≥ 2^-14.
+inline float fp16_of_float(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  const std::uint32_t magnitude = u & 0x7fffffffu;
+  if (magnitude < 0x38800000u || magnitude >= 0x7f800000u)
+    return static_cast<float>(round_bits(x, 11, -14, 65504.0));
+  u += 0xfffu + ((u >> 13) & 1u);
+  u &= ~0x1fffu;
+  float y;
+  std::memcpy(&y, &u, sizeof y);
+  return std::fabs(y) > 65504.0f ? std::copysign(HUGE_VALF, x) : y;
+}
+
 inline float rnd(float x, EmulatedFormat f) {
   switch (f) {
     case EmulatedFormat::bf16:
       return bf16_of_float(x);
     case EmulatedFormat::fp16:
-      return static_cast<float>(round_bits(x, 11, -14, 65504.0));
+      return fp16_of_float(x);
     case EmulatedFormat::fp32:
       break;
   }
@@ -121,7 +153,7 @@ inline float rnd(float x, EmulatedFormat f) {
 
 inline float rnd(double x, EmulatedFormat f) {
   const FormatInfo i = info_of(f);
-  return static_cast<float>(round_bits(x, i.precision, i.emin, i.largest));  // exact: a value of F
+  return static_cast<float>(round_normal(x, i.precision, i.emin, i.largest));  // exact: a value of F
 }
 
 /// Round to nearest even with subnormals kept (no flush to zero, no
@@ -371,27 +403,60 @@ void softmax_row(Context& c, const MatF& A, Index i, Index visible, float scale,
   for (Index j = visible; j < P.cols(); ++j) P(i, j) = 0.0f;
 }
 
+template <class Dst, class Src> void round_into(Dst&& dst, const Src& src, EmulatedFormat f) {
+  for (Index j = 0; j < src.cols(); ++j)
+    for (Index i = 0; i < src.rows(); ++i) dst(i, j) = rnd(static_cast<double>(src(i, j)), f);
+}
+
+/// The matrices of one layer to round (rule 1), cut into pieces of about
+/// 2^16 entries (whole columns) that run on product_threads() threads.
+class WeightRounding {
+ public:
+  explicit WeightRounding(EmulatedFormat f) : f_(f) {}
+  /// dst (rows × cols, leading dimension ldd) ← rnd_F(src) (leading dimension lds).
+  void add(float* dst, Index ldd, const double* src, Index lds, Index rows, Index cols) {
+    const Index step = std::max<Index>(1, (Index(1) << 16) / std::max<Index>(rows, 1));
+    for (Index j = 0; j < cols; j += step) pieces_.push_back({dst + j * ldd, ldd, src + j * lds, lds, rows,
+                                                             std::min(step, cols - j)});
+  }
+  /// The block of dst starting at entry `offset` ← rnd_F(src).
+  void add(MatF& dst, Index offset, const MatrixXd& src) {
+    add(dst.data() + offset, dst.rows(), src.data(), src.rows(), src.rows(), src.cols());
+  }
+  void add(RowF& dst, const VectorXd& src) {
+    dst.resize(src.size());
+    add(dst.data(), 1, src.data(), 1, 1, src.size());
+  }
+  void run() {
+    detail::run_blocks(pieces_.size(), product_threads(), [&](std::size_t b) {
+      const Piece& p = pieces_[b];
+      for (Index j = 0; j < p.cols; ++j)
+        for (Index i = 0; i < p.rows; ++i) p.dst[i + j * p.ldd] = rnd(p.src[i + j * p.lds], f_);
+    });
+    pieces_.clear();
+  }
+
+ private:
+  struct Piece {
+    float* dst;
+    Index ldd;
+    const double* src;
+    Index lds, rows, cols;
+  };
+  EmulatedFormat f_;
+  std::vector<Piece> pieces_;
+};
+
 /// A layer's weights in F, heads stacked as forward_impl.hpp's PackedLayer.
 struct LayerF {
   MatF WQ, WK, WV, WO, W1, W2, Wgate;
   RowF bQ, bK, bV, bO, b1, b2, ln1_g, ln1_b, ln2_g, ln2_b;
 };
 
-template <class Dst, class Src> void round_into(Dst&& dst, const Src& src, EmulatedFormat f) {
-  for (Index j = 0; j < src.cols(); ++j)
-    for (Index i = 0; i < src.rows(); ++i) dst(i, j) = rnd(static_cast<double>(src(i, j)), f);
-}
-
-RowF row_of(const VectorXd& v, EmulatedFormat f) {
-  RowF r(v.size());
-  round_into(r, v.transpose(), f);
-  return r;
-}
-
 /// Rounds the weights layer `w` uses under `variant` (rule 1) into `p`.
 void round_layer(Context& c, const Architecture& a, const Variant& variant, const LayerWeights& w, LayerF& p) {
-  const EmulatedFormat f = c.f;
   const Index d = a.d_model, H = a.heads, dq = a.d_qk, dv = a.d_v;
+  WeightRounding r(c.f);
   p.WQ.resize(d, H * dq);
   p.WK.resize(d, H * dq);
   p.WV.resize(d, H * dv);
@@ -401,44 +466,39 @@ void round_layer(Context& c, const Architecture& a, const Variant& variant, cons
   p.bV.resize(H * dv);
   for (Index h = 0; h < H; ++h) {
     const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-    round_into(p.WQ.middleCols(h * dq, dq), hw.W_Q, f);
-    round_into(p.WK.middleCols(h * dq, dq), hw.W_K, f);
-    round_into(p.WV.middleCols(h * dv, dv), hw.W_V, f);
-    round_into(p.WO.middleRows(h * dv, dv), hw.W_O, f);
-    round_into(p.bQ.segment(h * dq, dq), hw.b_Q.transpose(), f);
-    round_into(p.bK.segment(h * dq, dq), hw.b_K.transpose(), f);
-    round_into(p.bV.segment(h * dv, dv), hw.b_V.transpose(), f);
+    r.add(p.WQ, h * dq * d, hw.W_Q);  // columns h·d_qk onwards
+    r.add(p.WK, h * dq * d, hw.W_K);
+    r.add(p.WV, h * dv * d, hw.W_V);
+    r.add(p.WO, h * dv, hw.W_O);  // rows h·d_v onwards
+    r.add(p.bQ.data() + h * dq, 1, hw.b_Q.data(), 1, 1, dq);
+    r.add(p.bK.data() + h * dq, 1, hw.b_K.data(), 1, 1, dq);
+    r.add(p.bV.data() + h * dv, 1, hw.b_V.data(), 1, 1, dv);
   }
-  p.bO = row_of(w.b_O, f);
-  for (const MatF* M : {&p.WQ, &p.WK, &p.WV, &p.WO}) c.watch.note(*M);
-  for (const RowF* v : {&p.bQ, &p.bK, &p.bV, &p.bO}) c.watch.note(v->data(), static_cast<std::size_t>(v->size()));
-  if (variant.mlp != MlpKind::none) {
+  r.add(p.bO, w.b_O);
+  const bool mlp = variant.mlp != MlpKind::none, norms = variant.layernorm != LayerNormKind::none;
+  if (mlp) {
     p.W1.resize(w.W_1.rows(), w.W_1.cols());
     p.W2.resize(w.W_2.rows(), w.W_2.cols());
-    round_into(p.W1, w.W_1, f);
-    round_into(p.W2, w.W_2, f);
-    p.b1 = row_of(w.b_1, f);
-    p.b2 = row_of(w.b_2, f);
-    c.watch.note(p.W1);
-    c.watch.note(p.W2);
-    c.watch.note(p.b1.data(), static_cast<std::size_t>(p.b1.size()));
-    c.watch.note(p.b2.data(), static_cast<std::size_t>(p.b2.size()));
-    if (w.gated()) {
-      p.Wgate.resize(w.W_gate.rows(), w.W_gate.cols());
-      round_into(p.Wgate, w.W_gate, f);
-      c.watch.note(p.Wgate);
-    } else {
-      p.Wgate.resize(0, 0);
-    }
+    p.Wgate.resize(w.W_gate.rows(), w.W_gate.cols());  // 0 × 0 without a gate
+    r.add(p.W1, 0, w.W_1);
+    r.add(p.W2, 0, w.W_2);
+    r.add(p.Wgate, 0, w.W_gate);
+    r.add(p.b1, w.b_1);
+    r.add(p.b2, w.b_2);
   }
-  if (variant.layernorm != LayerNormKind::none) {
-    p.ln1_g = row_of(w.ln1_g, f);
-    p.ln1_b = row_of(w.ln1_b, f);
-    p.ln2_g = row_of(w.ln2_g, f);
-    p.ln2_b = row_of(w.ln2_b, f);
-    for (const RowF* v : {&p.ln1_g, &p.ln1_b, &p.ln2_g, &p.ln2_b})
-      c.watch.note(v->data(), static_cast<std::size_t>(v->size()));
+  if (norms)
+    for (auto [dst, src] : {std::pair{&p.ln1_g, &w.ln1_g}, {&p.ln1_b, &w.ln1_b}, {&p.ln2_g, &w.ln2_g},
+                            {&p.ln2_b, &w.ln2_b}})
+      r.add(*dst, *src);
+  r.run();
+  for (const MatF* M : {&p.WQ, &p.WK, &p.WV, &p.WO}) c.watch.note(*M);
+  std::vector<const RowF*> rows{&p.bQ, &p.bK, &p.bV, &p.bO};
+  if (mlp) {
+    for (const MatF* M : {&p.W1, &p.W2, &p.Wgate}) c.watch.note(*M);
+    rows.insert(rows.end(), {&p.b1, &p.b2});
   }
+  if (norms) rows.insert(rows.end(), {&p.ln1_g, &p.ln1_b, &p.ln2_g, &p.ln2_b});
+  for (const RowF* v : rows) c.watch.note(v->data(), static_cast<std::size_t>(v->size()));
 }
 
 /// Attn(X) in F (rules 2–5, 8): Q, K, V one product each with the stacked
