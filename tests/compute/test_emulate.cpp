@@ -1,8 +1,8 @@
 // The emulated formats (compute/emulate.hpp, math.md §8). Expected values
 // come from arithmetic worked out by hand (roundings, products, a one-layer
 // model) and from an independent step-by-step pass written here from the
-// rules alone: naive loops, its own rounding (the compiler's _Float16
-// conversion for fp16, scaling and nearbyint for bf16), its own fmaf chains.
+// rules alone: naive loops, its own rounding (scaling and nearbyint, and for
+// fp16 also GCC's _Float16 conversion), its own fmaf chains.
 #include "support/helpers.hpp"
 #include "support/llama_helpers.hpp"
 
@@ -59,28 +59,39 @@ struct Restore {
 
 // ---- an independent reference: rounding --------------------------------------------
 
-/// rnd_F(x) without the library: fp32 by the cast, fp16 by the compiler's
-/// _Float16 conversion (one rounding from double), bf16 by scaling x to an
-/// integer significand of 8 bits (or bf16's subnormal grid) and nearbyint.
+/// rnd_F(x) without the library: fp32 by the cast; bf16 and fp16 by scaling
+/// x to an integer significand of p bits (or the subnormal grid below 2^emin)
+/// and nearbyint, in round-to-nearest-even.
 double ref_round(double x, EmulatedFormat f) {
   const int mode = std::fegetround();
   std::fesetround(FE_TONEAREST);
   double y = x;
   if (f == EmulatedFormat::fp32) {
     y = static_cast<float>(x);
-  } else if (f == EmulatedFormat::fp16) {
-    y = static_cast<double>(static_cast<_Float16>(x));
   } else if (std::isfinite(x) && x != 0) {
+    const bool half = f == EmulatedFormat::fp16;
+    const int p = half ? 11 : 8, emin = half ? -14 : -126;
+    const double largest = half ? 65504.0 : 0x1.fep127;
     int e = 0;
-    std::frexp(x, &e);                       // |x| in [2^(e−1), 2^e)
-    const int q = std::max(e - 1, -126) - 7;  // bf16's unit in the last place at x
+    std::frexp(x, &e);                               // |x| in [2^(e−1), 2^e)
+    const int q = std::max(e - 1, emin) - (p - 1);  // the unit in the last place at x
     y = std::ldexp(std::nearbyint(std::ldexp(x, -q)), q);
-    if (std::fabs(y) > 0x1.fep127) y = std::copysign(HUGE_VAL, x);
+    if (std::fabs(y) > largest) y = std::copysign(HUGE_VAL, x);
     if (y == 0) y = std::copysign(0.0, x);
   }
   std::fesetround(mode);
   return y;
 }
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__FLT16_MANT_DIG__)
+/// fp16 by GCC's own conversion (libgcc's one rounding from double): a second
+/// opinion on ref_round where the compiler has _Float16 (clang 14 has not).
+bool has_compiler_fp16() { return true; }
+double compiler_fp16(double x) { return static_cast<double>(static_cast<_Float16>(x)); }
+#else
+bool has_compiler_fp16() { return false; }
+double compiler_fp16(double x) { return x; }
+#endif
 
 float rf(float x, EmulatedFormat f) { return static_cast<float>(ref_round(x, f)); }
 
@@ -428,6 +439,7 @@ TEST_CASE("rounding: every format against an independent rounding, any rounding 
         CAPTURE(x);
         REQUIRE(same_bits(got, ref_round(x, f)));
         REQUIRE(same_bits(gotf, ref_round(xf, f)));
+        if (f == EmulatedFormat::fp16 && has_compiler_fp16()) REQUIRE(same_bits(got, compiler_fp16(x)));
       }
     }
 }
