@@ -36,9 +36,10 @@ using RowF = RowVector<float>;
 
 // ---- formats and rounding ----------------------------------------------------
 
-/// A format's significand bits (with the hidden one), smallest normal
+/// A format's name, significand bits (with the hidden one), smallest normal
 /// exponent, largest finite value and that value as the overflow message prints it.
 struct FormatInfo {
+  const char* name;
   int precision, emin;
   double largest;
   const char* largest_text;
@@ -47,13 +48,13 @@ struct FormatInfo {
 FormatInfo info_of(EmulatedFormat f) {
   switch (f) {
     case EmulatedFormat::bf16:
-      return {8, -126, 0x1.fep127, "3.3895314e38"};
+      return {"bf16", 8, -126, 0x1.fep127, "3.3895314e38"};
     case EmulatedFormat::fp16:
-      return {11, -14, 65504.0, "65504"};
+      return {"fp16", 11, -14, 65504.0, "65504"};
     case EmulatedFormat::fp32:
       break;
   }
-  return {24, -126, 0x1.fffffep127, "3.4028235e38"};
+  return {"fp32", 24, -126, 0x1.fffffep127, "3.4028235e38"};
 }
 
 /// x rounded to `p` significand bits with smallest normal exponent `emin`
@@ -620,17 +621,7 @@ bool all_zero(const VectorXd& v) { return (v.array() == 0.0).all(); }
 
 }  // namespace
 
-std::string to_string(EmulatedFormat f) {
-  switch (f) {
-    case EmulatedFormat::bf16:
-      return "bf16";
-    case EmulatedFormat::fp16:
-      return "fp16";
-    case EmulatedFormat::fp32:
-      break;
-  }
-  return "fp32";
-}
+std::string to_string(EmulatedFormat f) { return info_of(f).name; }
 
 EmulatedFormat parse_emulated_format(const std::string& text) {
   for (const EmulatedFormat f : {EmulatedFormat::fp32, EmulatedFormat::bf16, EmulatedFormat::fp16})
