@@ -1,6 +1,10 @@
 // The emulated formats of math.md §8 (compute/emulate.hpp): a forward pass
 // held in binary32 whose every operation rounds once to fp32, bf16 or fp16
 // as the rules there say, in the layer order of forward_impl.hpp's layer_map.
+// One piece (over 600 lines) on purpose: the roundings are inlined into every
+// operation's loop and the operations share one context (format, overflow
+// watch, instruction-set level); apart they would need a private header that
+// only this pass reads.
 #include "sanpath/compute/emulate.hpp"
 
 #include "sanpath/compute/forward.hpp"
@@ -430,6 +434,7 @@ class WeightRounding {
   }
   void run() {
     detail::run_blocks(pieces_.size(), product_threads(), [&](std::size_t b) {
+      EmulationFpScope::set();  // the float conversions of subnormal values: no flush to zero
       const Piece& p = pieces_[b];
       for (Index j = 0; j < p.cols; ++j)
         for (Index i = 0; i < p.rows; ++i) p.dst[i + j * p.ldd] = rnd(p.src[i + j * p.lds], f_);

@@ -2,7 +2,8 @@
 // come from arithmetic worked out by hand (roundings, products, a one-layer
 // model) and from an independent step-by-step pass written here from the
 // rules alone: naive loops, its own rounding (scaling and nearbyint, and for
-// fp16 also GCC's _Float16 conversion), its own fmaf chains.
+// fp16 also GCC's _Float16 conversion), its own fmaf chains. One piece (over
+// 600 lines): that reference and the cases that compare against it.
 #include "support/helpers.hpp"
 #include "support/llama_helpers.hpp"
 
@@ -14,6 +15,9 @@
 #include "sanpath/model/random.hpp"
 
 #include <cfenv>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -477,6 +481,23 @@ TEST_CASE("emulated product: one fmaf chain in increasing p from +0, rounded onc
   CHECK(emulated_product(c, e, EmulatedFormat::fp16)(0, 0) == HUGE_VAL);
   CHECK(emulated_product(c, e, EmulatedFormat::fp32)(0, 0) == 90000.0);
   CHECK_THROWS_AS(emulated_product(a, a, EmulatedFormat::fp32), std::invalid_argument);
+#if defined(__x86_64__)
+  // Subnormals are kept even when the caller flushes them (MXCSR FTZ and DAZ on):
+  // 2^-140 · 2^-1 = 2^-141, a binary32 subnormal, and 2^-141 · 2 = 2^-140.
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040u);
+  c << 0x1p-140;
+  e << 0.5;
+  const double tiny = emulated_product(c, e, EmulatedFormat::fp32)(0, 0);
+  c << 0x1p-141;
+  e << 2;
+  const double back = emulated_product(c, e, EmulatedFormat::fp32)(0, 0);
+  const unsigned after = _mm_getcsr();
+  _mm_setcsr(csr);
+  CHECK(tiny == 0x1p-141);
+  CHECK(back == 0x1p-140);
+  CHECK((after & 0x8040u) == 0x8040u);  // the caller's flags are back
+#endif
 }
 
 TEST_CASE("emulated product: every instruction-set level and thread count, against the chain") {
