@@ -232,7 +232,8 @@ RefTrace ref_forward(const Model& model, const Variant& v, const MatrixXd& X0, E
             }
         }
       }
-      const float scale = static_cast<float>(1.0 / std::sqrt(double(dq)));
+      const double base = a.score_scale_base.value_or(double(dq));
+      const float scale = static_cast<float>(base == 1.0 ? 1.0 : 1.0 / std::sqrt(base));
       const MatF S = ref_matmul(Q, K.transpose(), f);
       MatF Ph = MatF::Zero(n, n);
       for (Eigen::Index i = 0; i < n; ++i) {
@@ -587,6 +588,23 @@ TEST_CASE("emulate: BERT-like layers against the step-by-step reference, every f
       check_against_reference(m, Variant{false, MlpKind::plain, LayerNormKind::none, MaskKind::causal}, X0, f);
     }
   }
+  // ALBERT's shared layers (rounded once, used by every layer), and a family's own score scale.
+  const Model one = bert_like(Activation::gelu_tanh, 41, 1);
+  Architecture shared = one.arch();
+  shared.layers = 3;
+  shared.shared_layers = true;
+  const Model albert(shared, std::vector<LayerWeights>(3, one.layer(0)), std::nullopt, "albert-like");
+  Architecture scaled = one.arch();
+  scaled.score_scale_base = 2.0;
+  const Model own_scale(scaled, one.layers(), std::nullopt, "scale-2");
+  scaled.score_scale_base = 1.0;
+  const Model unscaled(scaled, one.layers(), std::nullopt, "scale-1");
+  const MatrixXd X0 = input_of(6, 8, 5);
+  for (const EmulatedFormat f : kFormats)
+    for (const Model* m : {&albert, &own_scale, &unscaled}) {
+      CAPTURE(m->source());
+      check_against_reference(*m, m->arch().variant, X0, f);
+    }
 }
 
 TEST_CASE("emulate: the Llama family against the step-by-step reference, every format") {
@@ -716,6 +734,26 @@ TEST_CASE("emulate: architectures it does not implement are refused naming the f
   b.xlnet_relative = false;
   b.rel_buckets = 32;
   CHECK_FALSE(emulation_supports(b));
+  // RMSNorm has no bias in the rules: a nonzero one is refused, naming the layer.
+  const Model llama = test::random_llama(2, 2, 2, 8, 4, 8, 3);
+  std::vector<LayerWeights> layers = llama.layers();
+  layers[1].ln2_b(0) = 0.5;
+  const Model biased(llama.arch(), layers, std::nullopt, "rms-bias");
+  try {
+    emulate_forward(biased, llama.arch().variant, input_of(3, 8, 1), EmulatedFormat::fp32, false);
+    FAIL("an RMSNorm bias was emulated");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).rfind("rms-bias: emulate: an RMSNorm bias (layer 2) is not emulated", 0) == 0);
+  }
+  CHECK_NOTHROW(emulate_forward(biased, Variant{true, MlpKind::residual, LayerNormKind::none, MaskKind::causal},
+                                input_of(3, 8, 1), EmulatedFormat::fp32, false));
+  // A sliding window shorter than the input is refused like forward() refuses it.
+  Architecture mistral = llama.arch();
+  mistral.attention_window = 2;
+  const Model windowed(mistral, llama.layers(), std::nullopt, "windowed");
+  CHECK_THROWS_AS(emulate_forward(windowed, mistral.variant, input_of(3, 8, 1), EmulatedFormat::fp32, false),
+                  std::invalid_argument);
+  CHECK_NOTHROW(emulate_forward(windowed, mistral.variant, input_of(2, 8, 1), EmulatedFormat::fp32, false));
   // Shapes and variants are checked like forward()'s.
   const Model bert = bert_like(Activation::gelu, 2);
   CHECK_THROWS_AS(emulate_forward(bert, bert.arch().variant, input_of(3, 6, 1), EmulatedFormat::fp16, false),
