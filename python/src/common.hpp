@@ -200,6 +200,7 @@ struct Batch {
 // Registration of the binding files (each adds its functions and classes to the module).
 void register_batches(py::module_& m);
 void register_effectiveness(py::module_& m);
+void register_emulate(py::module_& m);
 void register_search(py::module_& m);
 
 }  // namespace sanpath_py

@@ -697,6 +697,7 @@ PYBIND11_MODULE(_sanpath, m) {
 
   register_batches(m);
   register_effectiveness(m);
+  register_emulate(m);
   register_search(m);
 
   // ---- resources

@@ -37,13 +37,13 @@ constexpr Index kNc = 1536;  // columns of B packed at once (a multiple of every
 
 // ---- microkernels: c[i + j·ldc] (i < MR, j < NR) ← chain of FMAs over the
 // kc packed steps (a: MR values per step, b: NR per step), from +0 when
-// `first`, else from the values in c.
+// `first`, else from the values in c. T is double (dgemm) or float (sgemm);
+// std::fma and the vector FMAs round once, as the calling thread's mode says.
 
-template <int MR, int NR> void kernel_generic(Index kc, const double* a, const double* b, double* c, Index ldc,
-                                             bool first) {
-  double acc[NR][MR];
+template <class T, int MR, int NR> void kernel_generic(Index kc, const T* a, const T* b, T* c, Index ldc, bool first) {
+  T acc[NR][MR];
   for (int j = 0; j < NR; ++j)
-    for (int i = 0; i < MR; ++i) acc[j][i] = first ? 0.0 : c[i + j * ldc];
+    for (int i = 0; i < MR; ++i) acc[j][i] = first ? T(0) : c[i + j * ldc];
   for (Index p = 0; p < kc; ++p, a += MR, b += NR)
     for (int j = 0; j < NR; ++j)
       for (int i = 0; i < MR; ++i) acc[j][i] = std::fma(a[i], b[j], acc[j][i]);
@@ -52,153 +52,241 @@ template <int MR, int NR> void kernel_generic(Index kc, const double* a, const d
 }
 
 #if SANPATH_DGEMM_X86
-__attribute__((target("avx2,fma"))) void kernel_avx2(Index kc, const double* a, const double* b, double* c,
-                                                     Index ldc, bool first) {
-  // MR = 8 (two registers of four), NR = 6: twelve accumulators.
-  __m256d c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+// One register type per level and element type, with the five operations a
+// microkernel needs: zero, load, store, broadcast, fused multiply-add. The
+// kernels below are written once per level for both element types.
+#define SANPATH_AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
+#define SANPATH_AVX512 __attribute__((target("avx512f"), always_inline)) static inline
+#define SANPATH_VECTOR(Name, T, Target, Reg, lanes, suffix, splat)                                   \
+  template <> struct Name<T> {                                                                        \
+    using R = Reg;                                                                                    \
+    static constexpr int width = lanes;                                                               \
+    Target R zero() { return suffix(setzero)(); }                                                     \
+    Target R load(const T* p) { return suffix(loadu)(p); }                                            \
+    Target void store(T* p, R v) { suffix(storeu)(p, v); }                                            \
+    Target R broadcast(const T* p) { return splat(*p); }                                              \
+    Target R fma(R a, R b, R c) { return suffix(fmadd)(a, b, c); }                                    \
+  };
+template <class T> struct Avx2Vector;
+template <class T> struct Avx512Vector;
+#define SANPATH_PD256(op) _mm256_##op##_pd
+#define SANPATH_PS256(op) _mm256_##op##_ps
+#define SANPATH_PD512(op) _mm512_##op##_pd
+#define SANPATH_PS512(op) _mm512_##op##_ps
+SANPATH_VECTOR(Avx2Vector, double, SANPATH_AVX2, __m256d, 4, SANPATH_PD256, _mm256_set1_pd)
+SANPATH_VECTOR(Avx2Vector, float, SANPATH_AVX2, __m256, 8, SANPATH_PS256, _mm256_set1_ps)
+SANPATH_VECTOR(Avx512Vector, double, SANPATH_AVX512, __m512d, 8, SANPATH_PD512, _mm512_set1_pd)
+SANPATH_VECTOR(Avx512Vector, float, SANPATH_AVX512, __m512, 16, SANPATH_PS512, _mm512_set1_ps)
+#undef SANPATH_PD256
+#undef SANPATH_PS256
+#undef SANPATH_PD512
+#undef SANPATH_PS512
+#undef SANPATH_VECTOR
+#undef SANPATH_AVX2
+#undef SANPATH_AVX512
+
+template <class T>
+__attribute__((target("avx2,fma"))) void kernel_avx2(Index kc, const T* a, const T* b, T* c, Index ldc, bool first) {
+  // MR = two registers (8 doubles, 16 floats), NR = 6: twelve accumulators.
+  using V = Avx2Vector<T>;
+  constexpr int w = V::width;
+  typename V::R c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
   if (first) {
-    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_pd();
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = V::zero();
   } else {
-    c00 = _mm256_loadu_pd(c), c01 = _mm256_loadu_pd(c + 4);
-    c10 = _mm256_loadu_pd(c + ldc), c11 = _mm256_loadu_pd(c + ldc + 4);
-    c20 = _mm256_loadu_pd(c + 2 * ldc), c21 = _mm256_loadu_pd(c + 2 * ldc + 4);
-    c30 = _mm256_loadu_pd(c + 3 * ldc), c31 = _mm256_loadu_pd(c + 3 * ldc + 4);
-    c40 = _mm256_loadu_pd(c + 4 * ldc), c41 = _mm256_loadu_pd(c + 4 * ldc + 4);
-    c50 = _mm256_loadu_pd(c + 5 * ldc), c51 = _mm256_loadu_pd(c + 5 * ldc + 4);
+    c00 = V::load(c), c01 = V::load(c + w);
+    c10 = V::load(c + ldc), c11 = V::load(c + ldc + w);
+    c20 = V::load(c + 2 * ldc), c21 = V::load(c + 2 * ldc + w);
+    c30 = V::load(c + 3 * ldc), c31 = V::load(c + 3 * ldc + w);
+    c40 = V::load(c + 4 * ldc), c41 = V::load(c + 4 * ldc + w);
+    c50 = V::load(c + 5 * ldc), c51 = V::load(c + 5 * ldc + w);
   }
-  for (Index p = 0; p < kc; ++p, a += 8, b += 6) {
-    const __m256d a0 = _mm256_loadu_pd(a), a1 = _mm256_loadu_pd(a + 4);
-    __m256d bj = _mm256_broadcast_sd(b);
-    c00 = _mm256_fmadd_pd(a0, bj, c00), c01 = _mm256_fmadd_pd(a1, bj, c01);
-    bj = _mm256_broadcast_sd(b + 1);
-    c10 = _mm256_fmadd_pd(a0, bj, c10), c11 = _mm256_fmadd_pd(a1, bj, c11);
-    bj = _mm256_broadcast_sd(b + 2);
-    c20 = _mm256_fmadd_pd(a0, bj, c20), c21 = _mm256_fmadd_pd(a1, bj, c21);
-    bj = _mm256_broadcast_sd(b + 3);
-    c30 = _mm256_fmadd_pd(a0, bj, c30), c31 = _mm256_fmadd_pd(a1, bj, c31);
-    bj = _mm256_broadcast_sd(b + 4);
-    c40 = _mm256_fmadd_pd(a0, bj, c40), c41 = _mm256_fmadd_pd(a1, bj, c41);
-    bj = _mm256_broadcast_sd(b + 5);
-    c50 = _mm256_fmadd_pd(a0, bj, c50), c51 = _mm256_fmadd_pd(a1, bj, c51);
+  for (Index p = 0; p < kc; ++p, a += 2 * w, b += 6) {
+    const typename V::R a0 = V::load(a), a1 = V::load(a + w);
+    typename V::R bj = V::broadcast(b);
+    c00 = V::fma(a0, bj, c00), c01 = V::fma(a1, bj, c01);
+    bj = V::broadcast(b + 1);
+    c10 = V::fma(a0, bj, c10), c11 = V::fma(a1, bj, c11);
+    bj = V::broadcast(b + 2);
+    c20 = V::fma(a0, bj, c20), c21 = V::fma(a1, bj, c21);
+    bj = V::broadcast(b + 3);
+    c30 = V::fma(a0, bj, c30), c31 = V::fma(a1, bj, c31);
+    bj = V::broadcast(b + 4);
+    c40 = V::fma(a0, bj, c40), c41 = V::fma(a1, bj, c41);
+    bj = V::broadcast(b + 5);
+    c50 = V::fma(a0, bj, c50), c51 = V::fma(a1, bj, c51);
   }
-  _mm256_storeu_pd(c, c00), _mm256_storeu_pd(c + 4, c01);
-  _mm256_storeu_pd(c + ldc, c10), _mm256_storeu_pd(c + ldc + 4, c11);
-  _mm256_storeu_pd(c + 2 * ldc, c20), _mm256_storeu_pd(c + 2 * ldc + 4, c21);
-  _mm256_storeu_pd(c + 3 * ldc, c30), _mm256_storeu_pd(c + 3 * ldc + 4, c31);
-  _mm256_storeu_pd(c + 4 * ldc, c40), _mm256_storeu_pd(c + 4 * ldc + 4, c41);
-  _mm256_storeu_pd(c + 5 * ldc, c50), _mm256_storeu_pd(c + 5 * ldc + 4, c51);
+  V::store(c, c00), V::store(c + w, c01);
+  V::store(c + ldc, c10), V::store(c + ldc + w, c11);
+  V::store(c + 2 * ldc, c20), V::store(c + 2 * ldc + w, c21);
+  V::store(c + 3 * ldc, c30), V::store(c + 3 * ldc + w, c31);
+  V::store(c + 4 * ldc, c40), V::store(c + 4 * ldc + w, c41);
+  V::store(c + 5 * ldc, c50), V::store(c + 5 * ldc + w, c51);
 }
 
-__attribute__((target("avx512f"))) void kernel_avx512(Index kc, const double* a, const double* b, double* c,
-                                                      Index ldc, bool first) {
-  // MR = 24 (three registers of eight), NR = 8: twenty-four accumulators,
-  // named one by one so that they stay in registers at every optimisation
-  // level (an array of them is kept in memory at -O1, the sanitizer build's).
-#define SANPATH_ACC(j) __m512d c##j##0, c##j##1, c##j##2;
+template <class T>
+__attribute__((target("avx512f"))) void kernel_avx512(Index kc, const T* a, const T* b, T* c, Index ldc, bool first) {
+  // MR = three registers (24 doubles, 48 floats), NR = 8: twenty-four
+  // accumulators, named one by one so that they stay in registers at every
+  // optimisation level (an array of them is kept in memory at -O1, the
+  // sanitizer build's).
+  using V = Avx512Vector<T>;
+  constexpr int w = V::width;
+#define SANPATH_ACC(j) typename V::R c##j##0, c##j##1, c##j##2;
   SANPATH_ACC(0) SANPATH_ACC(1) SANPATH_ACC(2) SANPATH_ACC(3) SANPATH_ACC(4) SANPATH_ACC(5) SANPATH_ACC(6) SANPATH_ACC(7)
 #undef SANPATH_ACC
-#define SANPATH_LOAD(j)                                                                                     \
-  c##j##0 = first ? _mm512_setzero_pd() : _mm512_loadu_pd(c + (j)*ldc);                                    \
-  c##j##1 = first ? _mm512_setzero_pd() : _mm512_loadu_pd(c + (j)*ldc + 8);                                \
-  c##j##2 = first ? _mm512_setzero_pd() : _mm512_loadu_pd(c + (j)*ldc + 16);
+#define SANPATH_LOAD(j)                                                  \
+  c##j##0 = first ? V::zero() : V::load(c + (j)*ldc);                    \
+  c##j##1 = first ? V::zero() : V::load(c + (j)*ldc + w);                \
+  c##j##2 = first ? V::zero() : V::load(c + (j)*ldc + 2 * w);
   SANPATH_LOAD(0) SANPATH_LOAD(1) SANPATH_LOAD(2) SANPATH_LOAD(3) SANPATH_LOAD(4) SANPATH_LOAD(5) SANPATH_LOAD(6)
   SANPATH_LOAD(7)
 #undef SANPATH_LOAD
-  for (Index p = 0; p < kc; ++p, a += 24, b += 8) {
-    const __m512d a0 = _mm512_loadu_pd(a), a1 = _mm512_loadu_pd(a + 8), a2 = _mm512_loadu_pd(a + 16);
+  for (Index p = 0; p < kc; ++p, a += 3 * w, b += 8) {
+    const typename V::R a0 = V::load(a), a1 = V::load(a + w), a2 = V::load(a + 2 * w);
 #define SANPATH_FMA(j)                                  \
   {                                                     \
-    const __m512d bj = _mm512_set1_pd(b[j]);            \
-    c##j##0 = _mm512_fmadd_pd(a0, bj, c##j##0);         \
-    c##j##1 = _mm512_fmadd_pd(a1, bj, c##j##1);         \
-    c##j##2 = _mm512_fmadd_pd(a2, bj, c##j##2);         \
+    const typename V::R bj = V::broadcast(b + (j));     \
+    c##j##0 = V::fma(a0, bj, c##j##0);                  \
+    c##j##1 = V::fma(a1, bj, c##j##1);                  \
+    c##j##2 = V::fma(a2, bj, c##j##2);                  \
   }
     SANPATH_FMA(0) SANPATH_FMA(1) SANPATH_FMA(2) SANPATH_FMA(3) SANPATH_FMA(4) SANPATH_FMA(5) SANPATH_FMA(6)
     SANPATH_FMA(7)
 #undef SANPATH_FMA
   }
 #define SANPATH_STORE(j)                         \
-  _mm512_storeu_pd(c + (j)*ldc, c##j##0);        \
-  _mm512_storeu_pd(c + (j)*ldc + 8, c##j##1);    \
-  _mm512_storeu_pd(c + (j)*ldc + 16, c##j##2);
+  V::store(c + (j)*ldc, c##j##0);                \
+  V::store(c + (j)*ldc + w, c##j##1);            \
+  V::store(c + (j)*ldc + 2 * w, c##j##2);
   SANPATH_STORE(0) SANPATH_STORE(1) SANPATH_STORE(2) SANPATH_STORE(3) SANPATH_STORE(4) SANPATH_STORE(5)
   SANPATH_STORE(6) SANPATH_STORE(7)
 #undef SANPATH_STORE
 }
 #endif
 
-using Kernel = void (*)(Index, const double*, const double*, double*, Index, bool);
+template <class T> using Kernel = void (*)(Index, const T*, const T*, T*, Index, bool);
 
-struct Level {
+template <class T> struct Level {
   int mr, nr;
-  Kernel kernel;
+  Kernel<T> kernel;
 };
 
-Level level_of(DoubleIsa isa) {
+template <class T> Level<T> level_of(DoubleIsa isa) {
 #if SANPATH_DGEMM_X86
-  if (isa == DoubleIsa::avx512) return {24, 8, kernel_avx512};
-  if (isa == DoubleIsa::avx2) return {8, 6, kernel_avx2};
+  constexpr int lanes512 = 64 / sizeof(T), lanes256 = 32 / sizeof(T);
+  if (isa == DoubleIsa::avx512) return {3 * lanes512, 8, kernel_avx512<T>};
+  if (isa == DoubleIsa::avx2) return {2 * lanes256, 6, kernel_avx2<T>};
 #endif
   (void)isa;
-  return {4, 4, kernel_generic<4, 4>};
+  return {4, 4, kernel_generic<T, 4, 4>};
 }
 
 /// Packs rows [0, rows) of the kc×? block of A starting at (i0, p0) into
 /// panels of MR rows (step-major within a panel), zero-padded to MR.
-void pack_a(const double* A, Index lda, Index rows, Index kc, int mr, double* dst) {
+template <class T> void pack_a(const T* A, Index lda, Index rows, Index kc, int mr, T* dst) {
   for (Index i0 = 0; i0 < rows; i0 += mr) {
     const Index h = std::min<Index>(mr, rows - i0);
     for (Index p = 0; p < kc; ++p, dst += mr) {
-      const double* src = A + i0 + p * lda;
+      const T* src = A + i0 + p * lda;
       Index i = 0;
       for (; i < h; ++i) dst[i] = src[i];
-      for (; i < mr; ++i) dst[i] = 0.0;
+      for (; i < mr; ++i) dst[i] = T(0);
     }
   }
 }
 
 /// Packs columns [0, cols) of op(B)'s kc-row block into panels of NR columns,
 /// zero-padded to NR. op(B)(p, j) = B[p + j·ldb], or B[j + p·ldb] transposed.
-void pack_b(const double* B, Index ldb, bool trans, Index cols, Index kc, int nr, double* dst) {
+template <class T> void pack_b(const T* B, Index ldb, bool trans, Index cols, Index kc, int nr, T* dst) {
   for (Index j0 = 0; j0 < cols; j0 += nr) {
     const Index w = std::min<Index>(nr, cols - j0);
     for (Index p = 0; p < kc; ++p, dst += nr) {
       Index j = 0;
       if (trans) {
-        const double* src = B + j0 + p * ldb;
+        const T* src = B + j0 + p * ldb;
         for (; j < w; ++j) dst[j] = src[j];
       } else {
-        const double* src = B + p + j0 * ldb;
+        const T* src = B + p + j0 * ldb;
         for (; j < w; ++j) dst[j] = src[j * ldb];
       }
-      for (; j < nr; ++j) dst[j] = 0.0;
+      for (; j < nr; ++j) dst[j] = T(0);
     }
   }
 }
 
-/// A buffer of doubles starting on a 64-byte boundary: the microkernels'
+/// A buffer of T starting on a 64-byte boundary: the microkernels'
 /// 512-bit loads of packed panels then never straddle two cache lines.
-class AlignedBuffer {
+template <class T> class AlignedBuffer {
  public:
-  double* get(std::size_t n) {
-    data_.resize(n + 8);
+  T* get(std::size_t n) {
+    data_.resize(n + 64 / sizeof(T));
     const auto address = reinterpret_cast<std::uintptr_t>(data_.data());
-    return data_.data() + ((64 - address % 64) % 64) / sizeof(double);
+    return data_.data() + ((64 - address % 64) % 64) / sizeof(T);
   }
 
  private:
-  std::vector<double> data_;
+  std::vector<T> data_;
 };
 
 /// A thread's packing buffers, kept between calls (products come in many
 /// small pieces: a head's scores, a row block).
-struct PackBuffers {
-  AlignedBuffer a, b, tile;
+template <class T> struct PackBuffers {
+  AlignedBuffer<T> a, b, tile;
 };
 
-PackBuffers& buffers() {
-  thread_local PackBuffers b;
+template <class T> PackBuffers<T>& buffers() {
+  thread_local PackBuffers<T> b;
   return b;
+}
+
+/// dgemm and sgemm: the blocked loops over packed panels, one microkernel call per MR×NR tile of C.
+template <class T>
+void packed_gemm(DoubleIsa isa, Index m, Index n, Index k, const T* A, Index lda, const T* B, Index ldb,
+                 bool trans_b, T* C, Index ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (Index j = 0; j < n; ++j) std::fill(C + j * ldc, C + j * ldc + m, T(0));
+    return;
+  }
+  const Level<T> lv = level_of<T>(isa);
+  const Index mr = lv.mr, nr = lv.nr;
+  PackBuffers<T>& buf = buffers<T>();
+  const Index kc_max = std::min(k, kKc);
+  const Index mc_max = std::min(m, kMc), nc_max = std::min(n, kNc);
+  T* const pa = buf.a.get(static_cast<std::size_t>(((mc_max + mr - 1) / mr) * mr * kc_max));
+  T* const pb = buf.b.get(static_cast<std::size_t>(((nc_max + nr - 1) / nr) * nr * kc_max));
+  T* const tile = buf.tile.get(static_cast<std::size_t>(mr * nr));
+  for (Index jc = 0; jc < n; jc += kNc) {
+    const Index nc = std::min(kNc, n - jc);
+    for (Index pc = 0; pc < k; pc += kKc) {
+      const Index kc = std::min(kKc, k - pc);
+      const bool first = pc == 0;
+      pack_b(trans_b ? B + jc + pc * ldb : B + pc + jc * ldb, ldb, trans_b, nc, kc, nr, pb);
+      for (Index ic = 0; ic < m; ic += kMc) {
+        const Index mc = std::min(kMc, m - ic);
+        pack_a(A + ic + pc * lda, lda, mc, kc, mr, pa);
+        for (Index jr = 0; jr < nc; jr += nr) {
+          const Index w = std::min(nr, nc - jr);
+          const T* b = pb + (jr / nr) * nr * kc;
+          for (Index ir = 0; ir < mc; ir += mr) {
+            const Index h = std::min(mr, mc - ir);
+            const T* a = pa + (ir / mr) * mr * kc;
+            T* c = C + (ic + ir) + (jc + jr) * ldc;
+            if (h == mr && w == nr) {
+              lv.kernel(kc, a, b, c, ldc, first);
+              continue;
+            }
+            // An edge tile: through a full-size tile; the padding's entries are dropped.
+            if (!first)
+              for (Index j = 0; j < w; ++j) std::memcpy(tile + j * mr, c + j * ldc, sizeof(T) * h);
+            lv.kernel(kc, a, b, tile, mr, first);
+            for (Index j = 0; j < w; ++j) std::memcpy(c + j * ldc, tile + j * mr, sizeof(T) * h);
+          }
+        }
+      }
+    }
+  }
 }
 
 std::atomic<int> forced_isa{-1};
@@ -270,49 +358,12 @@ void set_double_isa(DoubleIsa isa) {
 
 void dgemm(DoubleIsa isa, Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,
            bool trans_b, double* C, Index ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    for (Index j = 0; j < n; ++j) std::fill(C + j * ldc, C + j * ldc + m, 0.0);
-    return;
-  }
-  const Level lv = level_of(isa);
-  const Index mr = lv.mr, nr = lv.nr;
-  PackBuffers& buf = buffers();
-  const Index kc_max = std::min(k, kKc);
-  const Index mc_max = std::min(m, kMc), nc_max = std::min(n, kNc);
-  double* const pa = buf.a.get(static_cast<std::size_t>(((mc_max + mr - 1) / mr) * mr * kc_max));
-  double* const pb = buf.b.get(static_cast<std::size_t>(((nc_max + nr - 1) / nr) * nr * kc_max));
-  double* const tile = buf.tile.get(static_cast<std::size_t>(mr * nr));
-  for (Index jc = 0; jc < n; jc += kNc) {
-    const Index nc = std::min(kNc, n - jc);
-    for (Index pc = 0; pc < k; pc += kKc) {
-      const Index kc = std::min(kKc, k - pc);
-      const bool first = pc == 0;
-      pack_b(trans_b ? B + jc + pc * ldb : B + pc + jc * ldb, ldb, trans_b, nc, kc, nr, pb);
-      for (Index ic = 0; ic < m; ic += kMc) {
-        const Index mc = std::min(kMc, m - ic);
-        pack_a(A + ic + pc * lda, lda, mc, kc, mr, pa);
-        for (Index jr = 0; jr < nc; jr += nr) {
-          const Index w = std::min(nr, nc - jr);
-          const double* b = pb + (jr / nr) * nr * kc;
-          for (Index ir = 0; ir < mc; ir += mr) {
-            const Index h = std::min(mr, mc - ir);
-            const double* a = pa + (ir / mr) * mr * kc;
-            double* c = C + (ic + ir) + (jc + jr) * ldc;
-            if (h == mr && w == nr) {
-              lv.kernel(kc, a, b, c, ldc, first);
-              continue;
-            }
-            // An edge tile: through a full-size tile; the padding's entries are dropped.
-            if (!first)
-              for (Index j = 0; j < w; ++j) std::memcpy(tile + j * mr, c + j * ldc, sizeof(double) * h);
-            lv.kernel(kc, a, b, tile, mr, first);
-            for (Index j = 0; j < w; ++j) std::memcpy(c + j * ldc, tile + j * mr, sizeof(double) * h);
-          }
-        }
-      }
-    }
-  }
+  packed_gemm(isa, m, n, k, A, lda, B, ldb, trans_b, C, ldc);
+}
+
+void sgemm(DoubleIsa isa, Index m, Index n, Index k, const float* A, Index lda, const float* B, Index ldb,
+           bool trans_b, float* C, Index ldc) {
+  packed_gemm(isa, m, n, k, A, lda, B, ldb, trans_b, C, ldc);
 }
 
 }  // namespace detail

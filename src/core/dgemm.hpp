@@ -44,5 +44,13 @@ void set_double_isa(DoubleIsa isa);
 void dgemm(DoubleIsa isa, Eigen::Index m, Eigen::Index n, Eigen::Index k, const double* A, Eigen::Index lda,
            const double* B, Eigen::Index ldb, bool trans_b, double* C, Eigen::Index ldc);
 
+/// The same product in binary32 (compute/emulate.hpp's matrix products), by
+/// the same packing and the same levels: every entry of C is the chain
+/// c ← fmaf(a_ip, b_pj, c) over p = 0, 1, …, k−1 from +0.0f, so C is the same
+/// to the bit on every level, machine and thread count. Subnormals are kept
+/// (the microkernels leave MXCSR as the calling thread set it).
+void sgemm(DoubleIsa isa, Eigen::Index m, Eigen::Index n, Eigen::Index k, const float* A, Eigen::Index lda,
+           const float* B, Eigen::Index ldb, bool trans_b, float* C, Eigen::Index ldc);
+
 }  // namespace detail
 }  // namespace sanpath
