@@ -126,9 +126,11 @@ class Number:
 
 
 def _wrap(x):
-    """Wraps the extension's numbers (and lists of them) as :class:`Number`."""
+    """Wraps the extension's numbers (and dicts of them) as :class:`Number`."""
     if isinstance(x, _sanpath.Number):
         return Number(x)
+    if isinstance(x, dict):
+        return {k: _wrap(v) for k, v in x.items()}
     return x
 
 
@@ -235,6 +237,11 @@ class ForwardBatchResult(Result):
     def runs(self):
         return [ForwardResult(r) for r in self._r.runs]
 
+    @property
+    def measures(self):
+        """[{measure name: statistics} per layer] (with ``measures=``)."""
+        return [{k: _Record(v) for k, v in layer.items()} for layer in self._r.measures]
+
     def relative_residuals(self):
         """[[Number per input] per layer]: each input's own relative residual."""
         runs = self.runs
@@ -257,6 +264,11 @@ class CollapseBatchResult(Result):
     @property
     def runs(self):
         return [CollapseResult(r) for r in self._r.runs]
+
+    @property
+    def measures(self):
+        """[[{measure name: statistics} per layer] per variant] (with ``measures=``)."""
+        return [[{k: _Record(v) for k, v in layer.items()} for layer in variant] for variant in self._r.measures]
 
     def statistics(self):
         """{variant name: [statistics per layer]}."""
@@ -682,9 +694,19 @@ def _variant_args(skip, mlp, layernorm, mask):
     return skip, mlp, layernorm, mask
 
 
-def _request(precision, digits, max_bits, confirm, method=None, check="auto"):
-    """The CLI's --precision, --digits, --max-bits, --no-confirm, --method and --check as one request."""
-    return _sanpath.precision_request(str(precision), int(digits), max_bits, bool(confirm), method, str(check))
+def _measures_text(measures) -> str:
+    """None/"none", "all", "mu,cosine" or a list of names, as the CLI's --measures."""
+    if measures is None:
+        return "none"
+    if isinstance(measures, str):
+        return measures
+    return ",".join(str(m) for m in measures)
+
+
+def _request(precision, digits, max_bits, confirm, method=None, check="auto", measures=None):
+    """The CLI's --precision, --digits, --max-bits, --no-confirm, --method, --check and --measures as one request."""
+    return _sanpath.precision_request(str(precision), int(digits), max_bits, bool(confirm), method, str(check),
+                                      _measures_text(measures))
 
 
 def _name(model: Optional[Model], name: Optional[str]) -> Tuple[Model, str]:
@@ -722,7 +744,7 @@ def _progress(progress):
 def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=None, mask=None,
             precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
             confirm: bool = True, method: Optional[str] = None, check: str = "auto", center: str = "mean",
-            threads: int = 1, name: Optional[str] = None,
+            measures=None, threads: int = 1, name: Optional[str] = None,
             progress=None) -> Union[ForwardResult, ForwardBatchResult]:
     """``sanpath forward``: every layer's residual, every number confirmed by a second run.
 
@@ -737,10 +759,15 @@ def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=No
     rounding check for double with centre mean/median, else mpfr), "rounding"
     or "mpfr"; ``center``: mean|median|optimal; ``skip``/``mlp``/``layernorm``/
     ``mask`` override the model's own structure.
+    ``measures``: "all", a list of names or "mu,cosine" (the CLI's
+    ``--measures``, docs/math.md §8): each layer's ``measures`` is then a dict
+    {name: Number}, with the companions ``one_minus_cosine``,
+    ``stable_rank_minus_one`` and ``effective_rank_minus_one`` that keep the
+    digits of collapsed layers; a batch's ``measures[l]`` holds their statistics.
     """
     model, name = _name(model, name)
     inp = _input_or_batch(input)
-    req = _request(precision, digits, max_bits, confirm, method, check)
+    req = _request(precision, digits, max_bits, confirm, method, check, measures)
     variant = _variant_args(skip, mlp, layernorm, mask)
     if isinstance(inp, Batch):
         return ForwardBatchResult(_sanpath.forward_batch(model, inp, name, *variant, req, center, int(threads),
@@ -751,7 +778,7 @@ def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=No
 def collapse(model: Optional[Model] = None, input: Optional[BatchLike] = None, *,
              conventions: str = "theory", precision: Union[str, int] = "auto", digits: int = 20,
              max_bits: Optional[int] = None, confirm: bool = True, method: Optional[str] = None,
-             check: str = "auto", threads: int = 1, name: Optional[str] = None,
+             check: str = "auto", measures=None, threads: int = 1, name: Optional[str] = None,
              progress=None) -> Union[CollapseResult, CollapseBatchResult]:
     """``sanpath collapse``: the relative residual per layer of SAN, SAN+MLP, SAN+skip and the full model.
 
@@ -759,11 +786,12 @@ def collapse(model: Optional[Model] = None, input: Optional[BatchLike] = None, *
     ``conventions``: "theory" (the theorems' SAN, without LayerNorm) or "paper"
     (Figure 2's curves). A batch ``input`` (see :func:`forward`) gives a
     :class:`CollapseBatchResult`, mean ± std per variant and layer; ``threads``
-    as in :func:`forward`. ``method``/``check`` as in :func:`forward`.
+    as in :func:`forward`. ``method``/``check``/``measures`` as in :func:`forward`
+    (a batch's ``measures[v][l]``: the statistics of variant v's measures at layer l).
     """
     model, name = _name(model, name)
     inp = default_input() if input is None else _input_or_batch(input)
-    req = _request(precision, digits, max_bits, confirm, method, check)
+    req = _request(precision, digits, max_bits, confirm, method, check, measures)
     if isinstance(inp, Batch):
         return CollapseBatchResult(_sanpath.collapse_batch(model, inp, name, req, conventions, int(threads),
                                                            _progress(progress)))
@@ -943,7 +971,7 @@ def _rerun_args(rerun, repeats, seed) -> Tuple[int, int, int]:
 def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out: Optional[str] = None, *,
            conventions: str = "theory", precision: Union[str, int] = "auto", digits: int = 20,
            max_bits: Optional[int] = None, confirm: bool = True, method: Optional[str] = None,
-           gamma: Union[str, float] = "1", threads: int = 1, name: Optional[str] = None,
+           gamma: Union[str, float] = "1", measures=None, threads: int = 1, name: Optional[str] = None,
            rerun: int = 8, repeats: int = 3, progress=None) -> Optional[str]:
     """``sanpath report``: the self-contained HTML report, written to ``out`` (atomically) or returned.
 
@@ -953,10 +981,12 @@ def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out
     and path lengths analyse the first input (the report says so). ``conventions`` as in :func:`collapse`.
     ``rerun``/``repeats``: the effectiveness section's re-run sub-networks (N paths per length, R draws, seed 0;
     ``rerun=0``: the exact sense only), as ``sanpath report --rerun N --repeats R``.
+    ``measures`` (as in :func:`forward`): one chart per measure in the collapse section.
     """
     model, name = _name(model, name)
     inp = default_input() if input is None else _input_or_batch(input)
-    text = _sanpath.report_html(model, inp, name, _request(precision, digits, max_bits, confirm, method), str(gamma),
+    text = _sanpath.report_html(model, inp, name, _request(precision, digits, max_bits, confirm, method,
+                                                           measures=measures), str(gamma),
                                 conventions, int(threads), int(rerun), int(repeats), f"sanpath {__version__}",
                                 None if out is None else str(out),
                                 _progress(progress))

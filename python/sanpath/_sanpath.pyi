@@ -74,6 +74,7 @@ class LayerReport:
     residual_frobenius: Number
     norm: Number
     norm_frobenius: Number
+    measures: Dict[str, Number]
     digits: Optional[int]
 
 class LengthSum:
@@ -174,12 +175,14 @@ class BatchStatistic:
 
 class ForwardBatchResult(_Formatted):
     layers: List[BatchStatistic]
+    measures: List[Dict[str, BatchStatistic]]
     runs: List[ForwardResult]
     inputs: List[str]
 
 class CollapseBatchResult(_Formatted):
     variants: List[str]
     layers: List[List[BatchStatistic]]
+    measures: List[List[Dict[str, BatchStatistic]]]
     runs: List[CollapseResult]
     conventions: str
     inputs: List[str]
@@ -327,7 +330,7 @@ def report_html(model: Model, input: Union[Input, Batch], name: str, request: Pr
                 conventions: str, threads: int, rerun: int, repeats: int, generator: str, out: Optional[str],
                 progress: Progress) -> str: ...
 def precision_request(precision: str, digits: int, max_bits: Optional[int], confirm: bool, method: Optional[str],
-                      check: str) -> PrecisionRequest: ...
+                      check: str, measures: str = ...) -> PrecisionRequest: ...
 def batch_tokens(sequences: Sequence[Sequence[int]], name: str) -> Batch: ...
 def batch_token_file(path: str) -> Batch: ...
 def batch_matrices(X: npt.NDArray[np.float64], name: str) -> Batch: ...

@@ -49,6 +49,21 @@ Batch pixel_batch(std::vector<InputSpec> inputs, const std::string& source) {
 
 }  // namespace
 
+namespace {
+
+/// [{measure name: statistics} per layer], in report order.
+py::list measure_statistics(const std::vector<std::vector<MeasureStatistic>>& layers) {
+  py::list out;
+  for (const std::vector<MeasureStatistic>& layer : layers) {
+    py::dict d;
+    for (const MeasureStatistic& m : layer) d[py::str(m.name)] = py::cast(m.statistic);
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+
 void register_batches(py::module_& m) {
   py::class_<Batch>(m, "Batch", "Several inputs analysed together (the CLI's batch options).")
       .def("__len__", [](const Batch& b) { return b.inputs.size(); })
@@ -144,6 +159,7 @@ void register_batches(py::module_& m) {
   py::class_<ForwardBatchResult>(m, "ForwardBatchResult")
       .def("format", &ForwardBatchResult::format)
       .def_property_readonly("layers", [](const ForwardBatchResult& r) { return r.a.layers; })
+      .def_property_readonly("measures", [](const ForwardBatchResult& r) { return measure_statistics(r.a.measures); })
       .def_property_readonly("runs", [](const ForwardBatchResult& r) {
         return per_input<ForwardResult>(r, r.inputs, r.a.runs);
       })
@@ -171,6 +187,12 @@ void register_batches(py::module_& m) {
         return names;
       })
       .def_property_readonly("layers", [](const CollapseBatchResult& r) { return r.r.layers; })
+      .def_property_readonly("measures",
+                             [](const CollapseBatchResult& r) {
+                               py::list out;
+                               for (const auto& v : r.r.measures) out.append(measure_statistics(v));
+                               return out;
+                             })
       .def_property_readonly("runs", [](const CollapseBatchResult& r) {
         return per_input<CollapseResultPy>(r, r.inputs, r.r.runs);
       })

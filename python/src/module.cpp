@@ -418,7 +418,8 @@ PYBIND11_MODULE(_sanpath, m) {
   // ---- analyses
   py::class_<PrecisionRequest>(m, "PrecisionRequest", "How to choose the working precision (the CLI's precision options).")
       .def("describe", &PrecisionRequest::describe);
-  m.def("precision_request", &precision_request);
+  m.def("precision_request", &precision_request, py::arg("precision"), py::arg("digits"), py::arg("max_bits"),
+        py::arg("confirm"), py::arg("method"), py::arg("check"), py::arg("measures") = "none");
 
   m.def("resolve_variant", [](const Model& model, std::optional<std::string> skip, std::optional<std::string> mlp,
                               std::optional<std::string> layernorm, std::optional<std::string> mask) {
@@ -435,6 +436,12 @@ PYBIND11_MODULE(_sanpath, m) {
       .def_property_readonly("residual_frobenius", [](const LayerReport& l) { return number(l.res_frobenius); })
       .def_property_readonly("norm", [](const LayerReport& l) { return number(l.norm_composite); })
       .def_property_readonly("norm_frobenius", [](const LayerReport& l) { return number(l.norm_frobenius); })
+      .def_property_readonly("measures",
+                             [](const LayerReport& l) {
+                               py::dict d;  // in report order (dicts keep insertion order)
+                               for (const MeasureReport& m : l.measures) d[py::str(m.name)] = number(m.value);
+                               return d;
+                             })
       .def_readonly("digits", &LayerReport::digits);
 
   py::class_<ForwardResult>(m, "ForwardResult")

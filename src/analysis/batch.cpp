@@ -109,7 +109,8 @@ BatchStatistic summarize(const std::vector<Quantity>& values) {
   // |δσ| ≤ sqrt(b/(b−1)) · max_i |δx_i|, |δx_i| ≤ x_i · 10^(1−d_i).
   BigReal worst(0, prec);
   for (const Quantity& q : values)
-    worst = std::max(worst, BigReal(BigReal(q.value, prec) * pow(BigReal(10, prec), BigReal(1 - *q.digits, prec))));
+    worst = std::max(worst,
+                     BigReal(abs(BigReal(q.value, prec)) * pow(BigReal(10, prec), BigReal(1 - *q.digits, prec))));
   const BigReal err = sqrt(b / (b - 1)) * worst;
   if (err == 0) {  // every value is exactly 0
     s.stddev = known(sd, digits);
@@ -184,6 +185,19 @@ void check_batch_inputs(const Model& model, const std::vector<InputSpec>& inputs
   }
 }
 
+std::vector<MeasureStatistic> summarize_measures(const std::vector<const LayerReport*>& layers) {
+  std::vector<MeasureStatistic> out;
+  if (layers.empty()) return out;
+  for (const MeasureReport& first : layers.front()->measures) {
+    std::vector<Quantity> values;
+    for (const LayerReport* r : layers)
+      for (const MeasureReport& m : r->measures)
+        if (m.name == first.name) values.push_back(m.value);
+    if (values.size() == layers.size()) out.push_back({first.name, summarize(values)});
+  }
+  return out;
+}
+
 BatchForwardAnalysis analyze_forward_batch(const Model& model, const Variant& variant,
                                            const std::vector<InputSpec>& inputs, const PrecisionRequest& request,
                                            Center center, int threads, const ProgressFn& progress) {
@@ -193,8 +207,13 @@ BatchForwardAnalysis analyze_forward_batch(const Model& model, const Variant& va
   });
   for (std::size_t l = 0; l < out.runs.front().layers.size(); ++l) {
     std::vector<Quantity> values;
-    for (const ForwardAnalysis& a : out.runs) values.push_back(a.layers[l].relative_residual);
+    std::vector<const LayerReport*> reports;
+    for (const ForwardAnalysis& a : out.runs) {
+      values.push_back(a.layers[l].relative_residual);
+      reports.push_back(&a.layers[l]);
+    }
     out.layers.push_back(summarize(values));
+    out.measures.push_back(summarize_measures(reports));
   }
   return out;
 }
@@ -210,12 +229,19 @@ BatchCollapseResult run_collapse_batch(const Model& model, const std::vector<Inp
   out.variants = out.runs.front().variants;  // the same for every input: they depend on the model only
   for (std::size_t v = 0; v < out.variants.size(); ++v) {
     std::vector<BatchStatistic> layers;
+    std::vector<std::vector<MeasureStatistic>> measures;
     for (std::size_t l = 0; l < out.runs.front().analyses[v].layers.size(); ++l) {
       std::vector<Quantity> values;
-      for (const CollapseResult& r : out.runs) values.push_back(r.analyses[v].layers[l].relative_residual);
+      std::vector<const LayerReport*> reports;
+      for (const CollapseResult& r : out.runs) {
+        values.push_back(r.analyses[v].layers[l].relative_residual);
+        reports.push_back(&r.analyses[v].layers[l]);
+      }
       layers.push_back(summarize(values));
+      measures.push_back(summarize_measures(reports));
     }
     out.layers.push_back(std::move(layers));
+    out.measures.push_back(std::move(measures));
   }
   return out;
 }

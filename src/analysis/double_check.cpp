@@ -171,6 +171,23 @@ std::vector<LayerStats> checked_values(const std::vector<LayerStats>& nearest, s
                                                 : residual_spread;
       *v[i] = rounding_check_value(*v[i], *u[i], *d[i], floor);
     }
+    // The measures (math.md §9) are functions of the residual and of X:
+    // both spreads floor them. One a directed pass could not compute (an
+    // undefined cosine, say) cannot be checked and is dropped.
+    std::vector<MeasureValue> measures;
+    for (const MeasureValue& m : out[l].measures) {
+      const auto find = [&](const std::vector<MeasureValue>& in) -> const BigReal* {
+        for (const MeasureValue& x : in)
+          if (x.name == m.name) return &x.value;
+        return nullptr;
+      };
+      const BigReal* mu = find(up[l].measures);
+      const BigReal* md = find(down[l].measures);
+      if (mu == nullptr || md == nullptr) continue;
+      measures.push_back(
+          {m.name, rounding_check_value(m.value, *mu, *md, computed ? residual_spread + norm_spread : 0.0)});
+    }
+    out[l].measures = std::move(measures);
   }
   return out;
 }

@@ -55,11 +55,12 @@ namespace {
 
 std::vector<LayerStats> measure_at(const Precision& p, const Model& model, const Variant& variant,
                                    const InputSpec& input, Center center, ForwardMethod method,
-                                   const ProgressFn& progress, const std::string& stage) {
+                                   const ProgressFn& progress, const std::string& stage,
+                                   const MeasureSet& measures = {}) {
   const std::function<void(int, int)> on_layer = layer_progress(progress, stage, model.arch().layers);
   std::vector<LayerStats> stats = with_scalar(p, [&](auto tag) {
     using S = typename decltype(tag)::type;
-    return measure_layers<S>(model, variant, input, center, method, on_layer);
+    return measure_layers<S>(model, variant, input, center, method, on_layer, measures);
   });
   // Double's exponent range ends at 1.8e308: a pass that overflowed into
   // inf/NaN measured nothing. (MPFR exponents do not overflow in practice.)
@@ -134,7 +135,8 @@ PrecisionChoice direct_ladder(const Model& model, const Variant& variant, const 
   }
   std::vector<LayerStats> stats;
   for (;;) {
-    stats = measure_at(p, model, variant, input, center, method, progress, pass_name(method) + " at " + p.name());
+    stats = measure_at(p, model, variant, input, center, method, progress, pass_name(method) + " at " + p.name(),
+                       request.measures);
     out.tried_bits.push_back(p.bits);
     if (!request.automatic) break;
     const long need = direct_bits_needed(stats, p, model, input, request);
@@ -170,6 +172,29 @@ Precision centred_start(const Model& model, const InputSpec& input, const Precis
   return tier_for(static_cast<long>(std::ceil(need)), auto_ceiling(request));
 }
 
+/// The measures of one layer, confirmed by the check run's (`ck`, null: no
+/// check run). Measures that tend to 0 (µ, the SVD residual, the
+/// companions of the measures that tend to 1) are residuals: an exact 0 of
+/// a nonzero X is rounding, below resolution. A measure the check run did not
+/// compute (undefined there) is not reported.
+std::vector<MeasureReport> measure_reports(const LayerStats& s, const LayerStats* ck, long bits, long n, long d) {
+  std::vector<MeasureReport> out;
+  for (const MeasureValue& v : s.measures) {
+    const BigReal* check = nullptr;
+    if (ck) {
+      for (const MeasureValue& c : ck->measures)
+        if (c.name == v.name) check = &c.value;
+      if (check == nullptr) continue;
+    }
+    const bool residual = v.name == "mu" || v.name == "svd_residual" || v.name == "one_minus_cosine" ||
+                          v.name == "stable_rank_minus_one" || v.name == "effective_rank_minus_one";
+    const BigReal scale = v.name == "mu" ? s.norm_frobenius : BigReal(1, 30);
+    out.push_back({v.name, residual ? confirmed_residual(v.value, check, bits, scale, n, d)
+                                    : confirmed(v.value, check, bits)});
+  }
+  return out;
+}
+
 /// The reports of every layer: `stats` at precision p, confirmed by `checked`
 /// (null: no check run) at `check_bits`.
 std::vector<LayerReport> layer_reports(const std::vector<LayerStats>& stats, const std::vector<LayerStats>* ck,
@@ -201,12 +226,15 @@ std::vector<LayerReport> layer_reports(const std::vector<LayerStats>& stats, con
     r.norm_composite = value(s.norm_composite, c.norm_composite);
     r.norm_frobenius = value(s.norm_frobenius, c.norm_frobenius);
     r.relative_residual = residual(s.relative_residual, c.relative_residual, BigReal(1, 30));
+    r.measures = measure_reports(s, ck ? &c : nullptr, bits, n, d);
     const Quantity* lower = r.res_composite_lower ? &*r.res_composite_lower : &r.res_composite;
     // With a check run, a value below resolution has 0 confirmed digits.
-    if (ck)
+    if (ck) {
       r.digits = least_digits({&r.res_composite, lower, &r.res_one, &r.res_inf, &r.res_frobenius, &r.norm_composite,
                                &r.norm_frobenius, &r.relative_residual})
                      .value_or(0);
+      for (const MeasureReport& m : r.measures) r.digits = std::min(*r.digits, m.value.digits.value_or(0));
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -265,7 +293,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     const ProgressFn shared = serialized_progress(progress);  // the three passes may run at once
     RoundingCheckedRuns r = measure_with_rounding_check(
         model, input, pass_name(out.method) + " at " + q.name(), [&](const InputSpec& in, const std::string& stage) {
-          return measure_at(q, model, variant, in, center, out.method, shared, stage);
+          return measure_at(q, model, variant, in, center, out.method, shared, stage, request.measures);
         });
     rounding_runs = std::move(r.checked);
     return std::move(r.nearest);
@@ -285,15 +313,15 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
       const ProgressFn shared = serialized_progress(progress);
       std::vector<LayerStats> working, confirming;
       run_side_by_side(
-          [&] { working = measure_at(p, model, variant, input, center, out.method, shared, stage); },
+          [&] { working = measure_at(p, model, variant, input, center, out.method, shared, stage, request.measures); },
           [&] {
             confirming = measure_at(check, model, variant, input, center, out.method, shared,
-                                    "confirming run at " + check.name());
+                                    "confirming run at " + check.name(), request.measures);
           });
       runs[p.bits] = std::move(working);
       runs[check.bits] = std::move(confirming);
     } else {
-      runs[p.bits] = measure_at(p, model, variant, input, center, out.method, progress, stage);
+      runs[p.bits] = measure_at(p, model, variant, input, center, out.method, progress, stage, request.measures);
     }
     out.tried_bits.push_back(p.bits);
   } else {
@@ -336,7 +364,9 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
       if (it == runs.end()) {
         const std::string stage = "confirming run at " + check->name() +
                                   (check->bits < p.bits ? " (the tier below: there is no higher tier)" : "");
-        it = runs.emplace(check->bits, measure_at(*check, model, variant, input, center, out.method, progress, stage))
+        it = runs
+                 .emplace(check->bits, measure_at(*check, model, variant, input, center, out.method, progress, stage,
+                                                  request.measures))
                  .first;
       }
       ck = &it->second;

@@ -5,6 +5,7 @@
 #include "sanpath/compute/forward_centred.hpp"
 #include "sanpath/model/input.hpp"
 #include "sanpath/compute/norms.hpp"
+#include "sanpath/core/linalg.hpp"  // convert
 
 namespace sanpath {
 
@@ -37,26 +38,72 @@ template <class S> LayerStats layer_stats(const Matrix<S>& X, const Matrix<S>& Y
   return s;
 }
 
+/// Adds the measures of X = 1cᵀ + R (and of the attention P, layers ≥ 1) to s.
+template <class S>
+void add_layer_measures(LayerStats& s, const Matrix<S>& X, const RowVector<S>& c, const Matrix<S>& R,
+                        const std::vector<Matrix<S>>* P, const MeasureSet& measures) {
+  if (measures.empty()) return;
+  s.measures = output_measures<S>(c, R, norm_composite<S>(X), measures);
+  if (P != nullptr)
+    for (MeasureValue& v : attention_measures<S>(*P, measures)) s.measures.push_back(std::move(v));
+}
+
 }  // namespace detail
+
+template <class S>
+std::vector<LayerStats> measure_matrices(const std::vector<Matrix<double>>& X,
+                                         const std::vector<std::vector<Matrix<double>>>& P, Center center,
+                                         const MeasureSet& measures) {
+  std::vector<LayerStats> out;
+  for (std::size_t l = 0; l < X.size(); ++l) {
+    const Matrix<S> Xs = convert<S>(X[l]);
+    out.push_back(detail::layer_stats<S>(Xs, Xs, false, center));
+    if (measures.empty()) continue;
+    std::vector<Matrix<S>> Ps;
+    const bool attention = l > 0 && l - 1 < P.size() && measures.any_attention();
+    if (attention)
+      for (const Matrix<double>& Ph : P[l - 1]) Ps.push_back(convert<S>(Ph));
+    const RowVector<S> c = column_means<S>(Xs);
+    detail::add_layer_measures<S>(out.back(), Xs, c, residual<S>(Xs, c), attention ? &Ps : nullptr, measures);
+  }
+  return out;
+}
 
 template <class S>
 std::vector<LayerStats> measure_layers(const Model& model, const Variant& variant, const InputSpec& input,
                                        Center center, ForwardMethod method,
-                                       const std::function<void(int, int)>& on_layer) {
+                                       const std::function<void(int, int)>& on_layer, const MeasureSet& measures) {
   ForwardOptions opt;
-  opt.record_attention = false;
+  opt.record_attention = measures.any_attention();
   opt.on_layer = on_layer;
   std::vector<LayerStats> out;
+  const auto add_measures = [&](LayerStats& s, const Matrix<S>& X, const RowVector<S>& c, const Matrix<S>& R,
+                                const std::vector<Matrix<S>>* P) {
+    detail::add_layer_measures<S>(s, X, c, R, P, measures);
+  };
   if (method == ForwardMethod::centred) {
     const CentredTrace<S> t = forward_centred<S>(model, variant, make_input<S>(model, input), opt);
     out.reserve(t.R.size());
-    for (int l = 0; l <= t.layers(); ++l)
-      out.push_back(detail::layer_stats<S>(t.X(l), t.R[static_cast<std::size_t>(l)], true, center));
+    for (int l = 0; l <= t.layers(); ++l) {
+      const auto lu = static_cast<std::size_t>(l);
+      const Matrix<S> X = t.X(l);
+      out.push_back(detail::layer_stats<S>(X, t.R[lu], true, center));
+      std::vector<Matrix<S>> P;  // P = Π + E (math.md §7)
+      if (l > 0 && opt.record_attention)
+        for (std::size_t h = 0; h < t.Pi[lu - 1].size(); ++h) P.push_back(t.Pi[lu - 1][h] + t.E[lu - 1][h]);
+      add_measures(out.back(), X, t.c[lu], t.R[lu], l > 0 && opt.record_attention ? &P : nullptr);
+    }
     return out;
   }
   const ForwardTrace<S> t = forward<S>(model, variant, make_input<S>(model, input), opt);
   out.reserve(t.X.size());
-  for (const Matrix<S>& X : t.X) out.push_back(detail::layer_stats<S>(X, X, false, center));
+  for (std::size_t l = 0; l < t.X.size(); ++l) {
+    const Matrix<S>& X = t.X[l];
+    out.push_back(detail::layer_stats<S>(X, X, false, center));
+    if (measures.empty()) continue;
+    const RowVector<S> c = column_means<S>(X);
+    add_measures(out.back(), X, c, residual<S>(X, c), l > 0 && opt.record_attention ? &t.P[l - 1] : nullptr);
+  }
   return out;
 }
 
@@ -65,4 +112,7 @@ std::vector<LayerStats> measure_layers(const Model& model, const Variant& varian
 #define SANPATH_INSTANTIATE_ANALYSIS(S)                                                                  \
   template std::vector<sanpath::LayerStats> sanpath::measure_layers<S>(                                 \
       const sanpath::Model&, const sanpath::Variant&, const sanpath::InputSpec&, sanpath::Center,             \
-      sanpath::ForwardMethod, const std::function<void(int, int)>&);
+      sanpath::ForwardMethod, const std::function<void(int, int)>&, const sanpath::MeasureSet&);                 \
+  template std::vector<sanpath::LayerStats> sanpath::measure_matrices<S>(                                 \
+      const std::vector<sanpath::Matrix<double>>&, const std::vector<std::vector<sanpath::Matrix<double>>>&, \
+      sanpath::Center, const sanpath::MeasureSet&);

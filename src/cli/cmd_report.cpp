@@ -30,6 +30,7 @@ void register_report(CLI::App& app) {
                                           " (default: the embedded default model of `sanpath collapse`)");
   o->input.add(*cmd, false, true);
   o->precision.add(*cmd);
+  o->precision.add_measures(*cmd);
   cmd->add_option("--conventions", o->conventions, "the collapse section's curves: theory|paper (as `sanpath collapse`)")
       ->default_val("theory");
   cmd->add_option("--gamma", o->gamma, "the bound's factor γ (arXiv v2 of the paper; 1 = the ICML statement)")

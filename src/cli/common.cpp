@@ -249,7 +249,20 @@ PrecisionRequest PrecisionOptions::request() const {
   r.confirm = !no_confirm;
   if (!method.empty()) r.method = as_usage("--method", [&] { return parse_method(method); });
   r.check = as_usage("--check", [&] { return parse_check_method(check); });
+  r.measures = as_usage("--measures", [&] { return MeasureSet::parse(measures); });
   return r;
+}
+
+void PrecisionOptions::add_measures(CLI::App& app) {
+  std::string names;
+  for (Measure m : all_measures()) names += std::string(names.empty() ? "" : ", ") + measure_name(m);
+  app.add_option("--measures", measures,
+                 "all | none | a comma-separated list of: " + names +
+                     " (math.md §9; the attention measures from layer 1 on). Computed from the centred pair, so "
+                     "collapsed layers keep their digits: cosine, stable_rank and effective_rank come with "
+                     "one_minus_cosine, stable_rank_minus_one and effective_rank_minus_one. Each is confirmed like "
+                     "the residuals; the table gets a column per measure, JSON a \"measures\" object per layer")
+      ->default_val("none");
 }
 
 void PrecisionOptions::add_check(CLI::App& app) {

@@ -99,7 +99,10 @@ struct PrecisionOptions {
   bool no_confirm = false;
   std::string method;  ///< empty: the request's default (centred for auto, direct for a fixed precision)
   std::string check = "auto";
+  std::string measures = "none";
   void add(CLI::App& app, const std::string& default_text = "auto");
+  /// --measures: the measures of math.md §9 beside the residuals.
+  void add_measures(CLI::App& app);
   /// --check: how the digits are confirmed (commands built on analyze_forward).
   void add_check(CLI::App& app);
   PrecisionRequest request() const;

@@ -7,6 +7,7 @@
 #include "sanpath/compute/forward_centred.hpp"
 #include "sanpath/compute/norms.hpp"
 #include "sanpath/core/errors.hpp"
+#include "core/special_functions.hpp"  // expm1_of
 #include "compute/forward_impl.hpp"  // detail::pack, detail::add_row, row_softmax, layer_norm's conventions
 
 
@@ -28,16 +29,6 @@ template <class S> struct Split {
   RowVector<S> c;
   Matrix<S> R;
 };
-
-template <class S> S expm1_of(const S& x) {
-  if constexpr (is_mpfr_v<S>) {
-    S r;
-    mpfr_expm1(r.backend().data(), x.backend().data(), MPFR_RNDN);
-    return r;
-  } else {
-    return std::expm1(x);
-  }
-}
 
 template <class S> S erfc_of(const S& x) {
   if constexpr (is_mpfr_v<S>) {

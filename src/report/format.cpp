@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <iomanip>
 #include <sstream>
 #include <stdexcept>
@@ -44,7 +45,36 @@ ordered_json quantity_digits_json(const LayerReport& r) {
                     {"norm_frobenius", digits_json(r.norm_frobenius.digits)},
                     {"relative_residual", digits_json(r.relative_residual.digits)}};
   if (r.res_composite_lower) j["residual_composite_lower"] = digits_json(r.res_composite_lower->digits);
+  for (const MeasureReport& m : r.measures) j[m.name] = digits_json(m.value.digits);
   return j;
+}
+
+/// The measures of a layer (math.md §9), by name; absent without --measures.
+void add_measures_json(ordered_json& layer, const LayerReport& r) {
+  if (r.measures.empty()) return;
+  ordered_json m = ordered_json::object();
+  for (const MeasureReport& x : r.measures) m[x.name] = x.value.str();
+  layer["measures"] = m;
+}
+
+/// The measure columns of a forward table or CSV: every name any layer reports, in order.
+std::vector<std::string> measure_columns(const std::vector<LayerReport>& layers) {
+  std::vector<std::string> names;
+  for (const LayerReport& r : layers)
+    for (const MeasureReport& m : r.measures)
+      if (std::find(names.begin(), names.end(), m.name) == names.end()) names.push_back(m.name);
+  // Keep report order (layer 0 lacks the attention measures, which come last).
+  std::vector<std::string> ordered;
+  for (const std::string& n : measure_value_names(MeasureSet::all(), true))
+    if (std::find(names.begin(), names.end(), n) != names.end()) ordered.push_back(n);
+  return ordered;
+}
+
+/// Layer r's measure `name`, or nullptr when it has none (layer 0's attention measures).
+const Quantity* find_measure(const LayerReport& r, const std::string& name) {
+  for (const MeasureReport& m : r.measures)
+    if (m.name == name) return &m.value;
+  return nullptr;
 }
 
 ordered_json layer_json(const LayerReport& r) {
@@ -53,15 +83,43 @@ ordered_json layer_json(const LayerReport& r) {
                       {"inf", r.res_inf.str()},
                       {"frobenius", r.res_frobenius.str()}};
   if (r.res_composite_lower) res["composite_lower"] = r.res_composite_lower->str();
-  return {{"layer", r.layer},
-          {"residual", res},
-          {"norm", {{"composite", r.norm_composite.str()}, {"frobenius", r.norm_frobenius.str()}}},
-          {"relative_residual", r.relative_residual.str()},
-          {"digits", digits_json(r.digits)},
-          {"digits_by_quantity", quantity_digits_json(r)}};
+  ordered_json j = {{"layer", r.layer},
+                    {"residual", res},
+                    {"norm", {{"composite", r.norm_composite.str()}, {"frobenius", r.norm_frobenius.str()}}},
+                    {"relative_residual", r.relative_residual.str()}};
+  add_measures_json(j, r);
+  j["digits"] = digits_json(r.digits);
+  j["digits_by_quantity"] = quantity_digits_json(r);
+  return j;
 }
 
 std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
+
+/// One row per layer, one column per measure (math.md §9), each value with
+/// its confirmed digits in brackets; "–" where a layer has no such measure.
+std::string measures_table(const std::vector<LayerReport>& layers, const std::vector<std::string>& names) {
+  const auto cell = [](const Quantity* q) {
+    if (q == nullptr) return std::string("–");
+    return q->str() + " [" + (q->digits ? std::to_string(*q->digits) : std::string("?")) + "]";
+  };
+  std::vector<std::size_t> width;
+  for (const std::string& n : names) {
+    std::size_t w = text_table::columns(n) + 2;
+    for (const LayerReport& r : layers) w = std::max(w, text_table::columns(cell(find_measure(r, n))) + 2);
+    width.push_back(w);
+  }
+  std::ostringstream o;
+  o << "measures (math.md §9), digits confirmed in brackets:\n";
+  o << text_table::pad("layer", 7);
+  for (std::size_t i = 0; i < names.size(); ++i) o << text_table::pad(names[i], width[i]);
+  o << "\n";
+  for (const LayerReport& r : layers) {
+    o << text_table::pad(std::to_string(r.layer), 7);
+    for (std::size_t i = 0; i < names.size(); ++i) o << text_table::pad(cell(find_measure(r, names[i])), width[i]);
+    o << "\n";
+  }
+  return o.str();
+}
 
 std::string precision_line(const ForwardAnalysis& a) { return provenance_text::line(a, provenance_text::View::forward); }
 
@@ -83,13 +141,22 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
     return j.dump(2) + "\n";
   }
   std::ostringstream o;
+  const std::vector<std::string> measures = measure_columns(a.layers);
   if (f == Format::csv) {
     o << "layer,residual_composite,residual_one,residual_inf,residual_frobenius,norm_composite,norm_frobenius,"
-         "relative_residual,digits\n";
-    for (const LayerReport& r : a.layers)
+         "relative_residual";
+    for (const std::string& m : measures) o << ',' << m;
+    o << ",digits\n";
+    for (const LayerReport& r : a.layers) {
       o << r.layer << ',' << r.res_composite.str() << ',' << r.res_one.str() << ',' << r.res_inf.str() << ','
         << r.res_frobenius.str() << ',' << r.norm_composite.str() << ',' << r.norm_frobenius.str() << ','
-        << r.relative_residual.str() << ',' << (r.digits ? std::to_string(*r.digits) : "") << '\n';
+        << r.relative_residual.str();
+      for (const std::string& m : measures) {
+        const Quantity* q = find_measure(r, m);
+        o << ',' << (q ? q->str() : std::string());
+      }
+      o << ',' << (r.digits ? std::to_string(*r.digits) : "") << '\n';
+    }
     return o.str();
   }
   o << report_text::model_line(info.model, model.arch(), {false, false, false, model.streamed()});
@@ -101,6 +168,7 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
   for (const LayerReport& r : a.layers)
     o << pad(std::to_string(r.layer), 7) << pad(r.relative_residual.str(), 26) << pad(r.res_composite.str(), 26)
       << pad(r.norm_composite.str(), 26) << digits_text(r.digits) << "\n";
+  if (!measures.empty()) o << "\n" << measures_table(a.layers, measures);
   if (a.center == Center::optimal)
     o << "\noptimal centre: the residual column is the upper end of the enclosure; lower ends in --format json\n";
   return text_table::trim_line_ends(o.str());
@@ -148,34 +216,53 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
     return j.dump(2) + "\n";
   }
   std::ostringstream o;
+  std::vector<LayerReport> every_layer;  // the measure columns any variant reports
+  for (const ForwardAnalysis& a : r.analyses) every_layer.insert(every_layer.end(), a.layers.begin(), a.layers.end());
+  const std::vector<std::string> measures = measure_columns(every_layer);
   if (f == Format::csv) {
-    o << "variant,layer,relative_residual,digits,precision_bits\n";
+    o << "variant,layer,relative_residual";
+    for (const std::string& m : measures) o << ',' << m;
+    o << ",digits,precision_bits\n";
     for (std::size_t i = 0; i < r.variants.size(); ++i)
-      for (const LayerReport& lr : r.analyses[i].layers)
-        o << r.variants[i].name << ',' << lr.layer << ',' << lr.relative_residual.str() << ','
-          << (lr.digits ? std::to_string(*lr.digits) : "") << ',' << r.analyses[i].precision.bits << '\n';
+      for (const LayerReport& lr : r.analyses[i].layers) {
+        o << r.variants[i].name << ',' << lr.layer << ',' << lr.relative_residual.str();
+        for (const std::string& m : measures) {
+          const Quantity* q = find_measure(lr, m);
+          o << ',' << (q ? q->str() : std::string());
+        }
+        o << ',' << (lr.digits ? std::to_string(*lr.digits) : "") << ',' << r.analyses[i].precision.bits << '\n';
+      }
     return o.str();
   }
   collapse_header(o, model, info, r.conventions);
-  o << "relative residual ‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} per layer; digits confirmed in brackets\n\n";
   const std::size_t rows = r.analyses.empty() ? 0 : r.analyses[0].layers.size();
-  // The printed number with its own confirmed digits (as in the HTML report).
-  const auto cell = [&](const ForwardAnalysis& a, std::size_t l) {
-    const Quantity& q = a.layers[l].relative_residual;
-    return q.str() + " [" + (q.digits ? std::to_string(*q.digits) : std::string("?")) + "]";
-  };
-  std::size_t width = 30;  // wider when an exponent needs it (deep collapses)
-  for (const ForwardAnalysis& a : r.analyses)
-    for (std::size_t l = 0; l < rows; ++l) width = std::max(width, text_table::columns(cell(a, l)) + 2);
-  o << pad("layer", 7);
-  for (const NamedVariant& v : r.variants) o << pad(v.name, width);
-  o << "\n";
-  for (std::size_t l = 0; l < rows; ++l) {
-    o << pad(std::to_string(l), 7);
-    for (const ForwardAnalysis& a : r.analyses) o << pad(cell(a, l), width);
+  // One table of layers × variants of the quantity `of` gives each layer,
+  // every printed number with its own confirmed digits (as in the HTML report).
+  const auto table = [&](const std::function<const Quantity*(const LayerReport&)>& of) {
+    const auto cell = [&](const ForwardAnalysis& a, std::size_t l) {
+      const Quantity* q = l < a.layers.size() ? of(a.layers[l]) : nullptr;
+      if (q == nullptr) return std::string("–");
+      return q->str() + " [" + (q->digits ? std::to_string(*q->digits) : std::string("?")) + "]";
+    };
+    std::size_t width = 30;  // wider when an exponent needs it (deep collapses)
+    for (const ForwardAnalysis& a : r.analyses)
+      for (std::size_t l = 0; l < rows; ++l) width = std::max(width, text_table::columns(cell(a, l)) + 2);
+    o << pad("layer", 7);
+    for (const NamedVariant& v : r.variants) o << pad(v.name, width);
     o << "\n";
+    for (std::size_t l = 0; l < rows; ++l) {
+      o << pad(std::to_string(l), 7);
+      for (const ForwardAnalysis& a : r.analyses) o << pad(cell(a, l), width);
+      o << "\n";
+    }
+    o << "\n";
+  };
+  o << "relative residual ‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} per layer; digits confirmed in brackets\n\n";
+  table([](const LayerReport& lr) { return &lr.relative_residual; });
+  for (const std::string& m : measures) {
+    o << m << " (math.md §9) per layer\n\n";
+    table([&](const LayerReport& lr) { return find_measure(lr, m); });
   }
-  o << "\n";
   for (std::size_t i = 0; i < r.variants.size(); ++i)
     o << pad(r.variants[i].name + ":", 10) << to_string(r.variants[i].variant) << "; " << precision_line(r.analyses[i])
       << "\n";
@@ -222,11 +309,37 @@ ordered_json input_run_json(const ForwardAnalysis& a, const InputSpec& in) {
   return j;
 }
 
-ordered_json statistics_layers_json(const std::vector<BatchStatistic>& layers) {
+/// measures[l] (may be empty: no measures asked) beside each layer's statistics.
+ordered_json statistics_layers_json(const std::vector<BatchStatistic>& layers,
+                                    const std::vector<std::vector<MeasureStatistic>>& measures) {
   ordered_json out = ordered_json::array();
-  for (std::size_t l = 0; l < layers.size(); ++l)
-    out.push_back({{"layer", l}, {"relative_residual", statistic_json(layers[l])}});
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    ordered_json j = {{"layer", l}, {"relative_residual", statistic_json(layers[l])}};
+    if (l < measures.size() && !measures[l].empty()) {
+      ordered_json m = ordered_json::object();
+      for (const MeasureStatistic& x : measures[l]) m[x.name] = statistic_json(x.statistic);
+      j["measures"] = m;
+    }
+    out.push_back(j);
+  }
   return out;
+}
+
+/// The names of the measures any layer of `measures` has, in report order.
+std::vector<std::string> measure_statistic_names(const std::vector<std::vector<MeasureStatistic>>& measures) {
+  std::vector<std::string> out;
+  for (const std::string& n : measure_value_names(MeasureSet::all(), true))
+    for (const std::vector<MeasureStatistic>& layer : measures)
+      if (std::any_of(layer.begin(), layer.end(), [&](const MeasureStatistic& m) { return m.name == n; }) &&
+          std::find(out.begin(), out.end(), n) == out.end())
+        out.push_back(n);
+  return out;
+}
+
+const BatchStatistic* find_statistic(const std::vector<MeasureStatistic>& layer, const std::string& name) {
+  for (const MeasureStatistic& m : layer)
+    if (m.name == name) return &m.statistic;
+  return nullptr;
 }
 
 std::string statistics_csv_row(const BatchStatistic& s) {
@@ -254,16 +367,28 @@ std::string format_forward_batch(const BatchForwardAnalysis& a, const std::vecto
     j["variant"] = variant_json(variant);
     j["center"] = to_string(center);
     j["statistics"] = statistics_text;
-    j["layers"] = statistics_layers_json(a.layers);
+    j["layers"] = statistics_layers_json(a.layers, a.measures);
     ordered_json runs = ordered_json::array();
     for (std::size_t i = 0; i < a.runs.size(); ++i) runs.push_back(input_run_json(a.runs[i], inputs[i]));
     j["inputs"] = runs;
     return j.dump(2) + "\n";
   }
   std::ostringstream o;
+  const std::vector<std::string> measures = measure_statistic_names(a.measures);
   if (f == Format::csv) {
-    o << "layer,mean,stddev,min,median,max,digits\n";
-    for (std::size_t l = 0; l < a.layers.size(); ++l) o << l << ',' << statistics_csv_row(a.layers[l]) << '\n';
+    // With measures, a first column says which quantity a row summarises.
+    if (measures.empty()) {
+      o << "layer,mean,stddev,min,median,max,digits\n";
+      for (std::size_t l = 0; l < a.layers.size(); ++l) o << l << ',' << statistics_csv_row(a.layers[l]) << '\n';
+      return o.str();
+    }
+    o << "quantity,layer,mean,stddev,min,median,max,digits\n";
+    for (std::size_t l = 0; l < a.layers.size(); ++l)
+      o << "relative_residual," << l << ',' << statistics_csv_row(a.layers[l]) << '\n';
+    for (const std::string& m : measures)
+      for (std::size_t l = 0; l < a.measures.size(); ++l)
+        if (const BatchStatistic* st = find_statistic(a.measures[l], m))
+          o << m << ',' << l << ',' << statistics_csv_row(*st) << '\n';
     return o.str();
   }
   std::vector<const ForwardAnalysis*> runs;
@@ -278,6 +403,20 @@ std::string format_forward_batch(const BatchForwardAnalysis& a, const std::vecto
     const BatchStatistic& s = a.layers[l];
     o << pad(std::to_string(l), 7) << pad(mean_std_cell(s), 34) << pad(short_str(s.min, 5), 14)
       << pad(short_str(s.median, 5), 14) << short_str(s.max, 5) << "\n";
+  }
+  if (!measures.empty()) {
+    o << "\nmeasures (math.md §9), mean ± std over the inputs; digits of the mean in brackets\n";
+    o << pad("layer", 7);
+    for (const std::string& m : measures) o << pad(m, 34);
+    o << "\n";
+    for (std::size_t l = 0; l < a.measures.size(); ++l) {
+      o << pad(std::to_string(l), 7);
+      for (const std::string& m : measures) {
+        const BatchStatistic* st = find_statistic(a.measures[l], m);
+        o << pad(st ? mean_std_cell(*st) : "–", 34);
+      }
+      o << "\n";
+    }
   }
   o << "\nevery input's own values (and the unabridged statistics) in --format json\n";
   return text_table::trim_line_ends(o.str());
@@ -298,18 +437,29 @@ std::string format_collapse_batch(const BatchCollapseResult& r, const std::vecto
       for (std::size_t i = 0; i < r.runs.size(); ++i) runs.push_back(input_run_json(r.runs[i].analyses[v], inputs[i]));
       vs.push_back({{"name", r.variants[v].name},
                     {"variant", variant_json(r.variants[v].variant)},
-                    {"layers", statistics_layers_json(r.layers[v])},
+                    {"layers", statistics_layers_json(r.layers[v], r.measures[v])},
                     {"inputs", runs}});
     }
     j["variants"] = vs;
     return j.dump(2) + "\n";
   }
   std::ostringstream o;
+  std::vector<std::vector<MeasureStatistic>> every_layer;  // the measures any variant reports
+  for (const auto& v : r.measures) every_layer.insert(every_layer.end(), v.begin(), v.end());
+  const std::vector<std::string> measures = measure_statistic_names(every_layer);
   if (f == Format::csv) {
-    o << "variant,layer,mean,stddev,min,median,max,digits\n";
+    // With measures, a column says which quantity a row summarises.
+    o << (measures.empty() ? "variant,layer,mean,stddev,min,median,max,digits\n"
+                           : "variant,quantity,layer,mean,stddev,min,median,max,digits\n");
     for (std::size_t v = 0; v < r.variants.size(); ++v)
       for (std::size_t l = 0; l < r.layers[v].size(); ++l)
-        o << r.variants[v].name << ',' << l << ',' << statistics_csv_row(r.layers[v][l]) << '\n';
+        o << r.variants[v].name << ',' << (measures.empty() ? "" : "relative_residual,") << l << ','
+          << statistics_csv_row(r.layers[v][l]) << '\n';
+    for (const std::string& m : measures)
+      for (std::size_t v = 0; v < r.variants.size(); ++v)
+        for (std::size_t l = 0; l < r.measures[v].size(); ++l)
+          if (const BatchStatistic* st = find_statistic(r.measures[v][l], m))
+            o << r.variants[v].name << ',' << m << ',' << l << ',' << statistics_csv_row(*st) << '\n';
     return o.str();
   }
   collapse_header(o, model, info, r.conventions);
@@ -325,6 +475,20 @@ std::string format_collapse_batch(const BatchCollapseResult& r, const std::vecto
     o << "\n";
   }
   o << "\n";
+  for (const std::string& m : measures) {
+    o << m << " (math.md §9) per layer, mean ± std over the inputs\n\n" << pad("layer", 7);
+    for (const NamedVariant& v : r.variants) o << pad(v.name, 34);
+    o << "\n";
+    for (std::size_t l = 0; l < rows; ++l) {
+      o << pad(std::to_string(l), 7);
+      for (const auto& v : r.measures) {
+        const BatchStatistic* st = l < v.size() ? find_statistic(v[l], m) : nullptr;
+        o << pad(st ? mean_std_cell(*st) : "–", 34);
+      }
+      o << "\n";
+    }
+    o << "\n";
+  }
   for (std::size_t v = 0; v < r.variants.size(); ++v) {
     std::vector<const ForwardAnalysis*> runs;
     for (const CollapseResult& c : r.runs) runs.push_back(&c.analyses[v]);

@@ -114,6 +114,55 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
   o << "</table>\n</section>\n";
 }
 
+/// One chart per measure (--measures, math.md §9): every variant, with bands for a batch.
+void measure_charts(std::ostringstream& o, const CollapseResult& c, const BatchCollapseResult* batch) {
+  std::vector<std::string> names;
+  for (const std::string& n : measure_value_names(MeasureSet::all(), true))
+    for (const ForwardAnalysis& a : c.analyses)
+      for (const LayerReport& l : a.layers)
+        for (const MeasureReport& m : l.measures)
+          if (m.name == n && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  if (names.empty()) return;
+  o << "<h3>Measures (math.md §9)</h3>\n<p>The measures the newer literature reports, computed from the same "
+       "runs and confirmed like the residual (digits in the JSON output). Near rank 1 the cosine, the stable and "
+       "the effective rank tend to 1: their companions one_minus_cosine, stable_rank_minus_one and "
+       "effective_rank_minus_one carry the digits of collapsed layers.</p>\n";
+  for (const std::string& name : names) {
+    svg::Chart ch;
+    ch.id = "chart-measure-" + name;
+    ch.title = name + " per layer" + (batch ? ": mean ± standard deviation over " +
+                                                  std::to_string(batch->runs.size()) + " inputs"
+                                            : "");
+    ch.width = 1000;
+    ch.height = 360;
+    ch.x = {"layer l (0 = input)", false, true, {}, {}};
+    ch.y = {name + " (log scale)", true, false, {}, {}};
+    for (std::size_t i = 0; i < c.variants.size(); ++i) {
+      const std::string& v = c.variants[i].name;
+      svg::Series s{v, variant_id(v), variant_color(v), svg::SeriesStyle::line, false, {}};
+      if (v == "SAN+skip") s.line_width = 4.5;
+      if (batch) {
+        for (std::size_t l = 0; l < batch->measures[i].size(); ++l)
+          for (const MeasureStatistic& m : batch->measures[i][l])
+            if (m.name == name) {
+              const double x = static_cast<double>(l);
+              s.points.push_back(
+                  point_of(x, m.statistic.mean, v + ", layer " + std::to_string(l) + ": " + mean_std_cell(m.statistic)));
+              if (const auto band = band_of(x, m.statistic)) s.band.push_back(*band);
+            }
+      } else {
+        for (const LayerReport& l : c.analyses[i].layers)
+          for (const MeasureReport& m : l.measures)
+            if (m.name == name)
+              s.points.push_back(point_of(l.layer, m.value, v + ", layer " + std::to_string(l.layer) + ": " +
+                                                                m.value.str()));
+      }
+      if (!s.points.empty()) ch.series.push_back(std::move(s));
+    }
+    o << "<figure>" << svg::render(ch) << "</figure>\n";
+  }
+}
+
 void collapse_section(std::ostringstream& o, const HtmlReport& r) {
   const CollapseResult& c = r.collapse;
   const BatchCollapseResult* batch = r.batch ? &*r.batch : nullptr;
@@ -183,7 +232,9 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
   for (std::size_t i = 0; i < c.variants.size(); ++i)
     o << (i ? "; " : "") << "<b>" << escape(c.variants[i].name) << "</b> "
       << escape(to_string(c.variants[i].variant, VariantStyle::prose));
-  o << ".</p>\n</section>\n";
+  o << ".</p>\n";
+  measure_charts(o, c, batch);
+  o << "</section>\n";
 }
 
 /// With a batch: the paragraph saying that a section analyses its first input only.

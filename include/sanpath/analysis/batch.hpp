@@ -23,6 +23,7 @@
 #include <functional>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace sanpath {
@@ -45,6 +46,16 @@ struct BatchStatistic {
   Quantity min, median, max;
 };
 BatchStatistic summarize(const std::vector<Quantity>& values);
+
+/// The statistics of one measure (math.md §9) over a batch.
+struct MeasureStatistic {
+  std::string name;  ///< a measure_value_names name
+  BatchStatistic statistic;
+};
+
+/// The statistics of every measure the first of `layers` reports and every
+/// other reports too (one layer of each input of a batch), in its order.
+std::vector<MeasureStatistic> summarize_measures(const std::vector<const LayerReport*>& layers);
 
 /// Σ w_i·x_i / Σ w_i of positive values x_i with weights w_i ≥ 1: the mean
 /// over pooled items when x_i is itself the mean over the w_i items of input
@@ -83,6 +94,7 @@ void check_batch_inputs(const Model& model, const std::vector<InputSpec>& inputs
 struct BatchForwardAnalysis {
   std::vector<ForwardAnalysis> runs;  ///< one per input, in input order
   std::vector<BatchStatistic> layers;
+  std::vector<std::vector<MeasureStatistic>> measures;  ///< measures[l]: the measures asked, at layer l
 };
 BatchForwardAnalysis analyze_forward_batch(const Model& model, const Variant& variant,
                                            const std::vector<InputSpec>& inputs, const PrecisionRequest& request,
@@ -95,6 +107,7 @@ struct BatchCollapseResult {
   std::vector<NamedVariant> variants;
   std::vector<CollapseResult> runs;  ///< one per input, in input order
   std::vector<std::vector<BatchStatistic>> layers;
+  std::vector<std::vector<std::vector<MeasureStatistic>>> measures;  ///< measures[v][l], as layers[v][l]
 };
 BatchCollapseResult run_collapse_batch(const Model& model, const std::vector<InputSpec>& inputs,
                                        const PrecisionRequest& precision, CollapseConventions conventions,

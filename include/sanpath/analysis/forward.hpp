@@ -18,6 +18,7 @@
 
 #include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
+#include "sanpath/compute/measures.hpp"
 #include "sanpath/compute/norms.hpp"
 #include "sanpath/core/progress.hpp"
 #include "sanpath/analysis/confirmation.hpp"
@@ -42,6 +43,10 @@ struct PrecisionRequest {
   long max_bits = 0;
   /// Make the check run that confirms digits.
   bool confirm = true;
+  /// The measures of math.md §9 to report beside the residuals, computed
+  /// and confirmed in the same runs (they travel with the request so that
+  /// every analysis built on analyze_forward reports them).
+  MeasureSet measures;
   /// The forward pass; unset: centred when automatic, direct at a fixed precision.
   std::optional<ForwardMethod> method;
 
@@ -69,16 +74,36 @@ struct LayerStats {
   std::optional<int> res_composite_lower_digits;
   BigReal norm_composite, norm_frobenius;
   BigReal relative_residual;  ///< res_composite / norm_composite
+  /// The measures asked for (math.md §9), in measure_value_names order.
+  std::vector<MeasureValue> measures;
 };
 
 /// Measures every X^l of a forward pass of `model` in scalar S, evaluated by
 /// `method`. Centred: the residuals are those of R (res(X) = res(R) for every
 /// centre, math.md §7), the norms those of 1cᵀ + R.
 /// `on_layer(l, L)` (may be empty) is called after layer l of the pass.
+/// `measures`: the measures of math.md §9 of every layer (the attention
+/// measures from layer 1 on), from (c, R) of the centred pass or from the
+/// column means of the direct pass's X.
 template <class S>
 std::vector<LayerStats> measure_layers(const Model& model, const Variant& variant, const InputSpec& input,
                                        Center center, ForwardMethod method = ForwardMethod::direct,
-                                       const std::function<void(int, int)>& on_layer = {});
+                                       const std::function<void(int, int)>& on_layer = {},
+                                       const MeasureSet& measures = {});
+
+/// The statistics and measures (as measure_layers) of given matrices X^l,
+/// l = 0..L (n×d, exact in double: an emulated pass's values), at scalar S;
+/// P[l−1] the attention of layer l (may be empty without attention measures).
+template <class S>
+std::vector<LayerStats> measure_matrices(const std::vector<Matrix<double>>& X,
+                                         const std::vector<std::vector<Matrix<double>>>& P, Center center,
+                                         const MeasureSet& measures);
+
+/// A measure of one layer, reported.
+struct MeasureReport {
+  std::string name;  ///< a measure_value_names name
+  Quantity value;
+};
 
 /// One layer of the report: every number with its confirmed digits.
 struct LayerReport {
@@ -87,6 +112,8 @@ struct LayerReport {
   std::optional<Quantity> res_composite_lower;
   Quantity norm_composite, norm_frobenius;
   Quantity relative_residual;
+  /// The measures asked for (PrecisionRequest::measures), in measure_value_names order.
+  std::vector<MeasureReport> measures;
   /// Least number of digits confirmed among this layer's quantities
   /// (nullopt when there was no check run).
   std::optional<int> digits;
@@ -143,7 +170,11 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
 #define SANPATH_DECLARE_ANALYSIS(S)                                                                       \
   extern template std::vector<LayerStats> measure_layers<S>(const Model&, const Variant&, const InputSpec&, \
                                                             Center, ForwardMethod,                          \
-                                                            const std::function<void(int, int)>&);
+                                                            const std::function<void(int, int)>&,           \
+                                                            const MeasureSet&);                            \
+  extern template std::vector<LayerStats> measure_matrices<S>(const std::vector<Matrix<double>>&,          \
+                                                              const std::vector<std::vector<Matrix<double>>>&, \
+                                                              Center, const MeasureSet&);
 SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_ANALYSIS)
 #undef SANPATH_DECLARE_ANALYSIS
 

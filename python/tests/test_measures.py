@@ -1,0 +1,65 @@
+"""measures= (the CLI's --measures, docs/math.md §8): the same JSON as the
+CLI, byte for byte; every layer's measures as Numbers with their digits; the
+companions of a collapsed layer; batch statistics; errors as InputError with
+the CLI's message. The values are checked against the mpmath reference in
+tests/cli/reference_measures.sh and tests/compute/test_measures.cpp."""
+import math
+
+import pytest
+
+import sanpath
+from conftest import cli_message, cli_ok
+
+
+@pytest.fixture(scope="module")
+def san(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("measures") / "san.safetensors")
+    sanpath.random_model(layers=3, heads=2, d_model=8, skip="off", mlp="none", layernorm="none", seed=4,
+                         vocab=16).save(path)
+    return path
+
+
+def test_forward_measures_as_cli(cli, san):
+    r = sanpath.forward(sanpath.load(san), sanpath.random_input(6, seed=1), measures="all")
+    assert r.to_json() == cli_ok(cli, "forward", "--model", san, "--random-input", "6", "--seed", "1", "--measures",
+                                 "all", "--format", "json")
+    layers = r.layers
+    assert "attention_entropy" not in layers[0].measures
+    for layer in layers[1:]:
+        m = layer.measures
+        assert list(m)[-2:] == ["attention_entropy", "first_token_mass"]
+        assert all(isinstance(v, sanpath.Number) and v.digits >= 15 for v in m.values())
+        assert math.isclose(float(m["cosine"]) + float(m["one_minus_cosine"]), 1.0, rel_tol=1e-12)
+
+
+def test_measures_list_forms(san):
+    model, x = sanpath.load(san), sanpath.random_input(6, seed=1)
+    a = sanpath.forward(model, x, measures=["cosine", "mu"])
+    b = sanpath.forward(model, x, measures="mu,cosine")
+    assert a.to_json() == b.to_json()
+    assert list(a.layers[1].measures) == ["mu", "cosine", "one_minus_cosine"]
+    assert sanpath.forward(model, x).layers[1].measures == {}
+
+
+def test_collapsed_layers_keep_their_digits():
+    r = sanpath.collapse(measures="svd_residual,effective_rank")
+    san = r.analyses[r.variants.index("SAN")]
+    last = san.layers[-1].measures
+    for k in ("svd_residual", "effective_rank_minus_one"):
+        assert last[k].digits >= 15 and last[k].log10 < -1000, (k, str(last[k]))
+    assert str(last["effective_rank"]).startswith("1.000000")
+
+
+def test_batch_statistics(san):
+    r = sanpath.forward(sanpath.load(san), [[1, 2, 3, 4], [5, 6, 7, 8, 9]], measures="mu")
+    assert len(r.measures) == 4
+    assert all(set(layer) == {"mu"} for layer in r.measures)
+    assert r.measures[2]["mu"].mean.digits >= 15 and r.measures[2]["mu"].count == 2
+    c = sanpath.collapse(measures="first_token_mass")
+    assert c.analyses[0].layers[1].measures["first_token_mass"].digits >= 15
+
+
+def test_bad_measures_raise_the_cli_message(cli, san):
+    with pytest.raises(sanpath.InputError) as e:
+        sanpath.forward(sanpath.load(san), [1, 2, 3], measures="mu,rank")
+    assert str(e.value) == cli_message(cli, "forward", "--model", san, "--tokens", "1,2,3", "--measures", "mu,rank")

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# sanpath forward/collapse --measures (math.md §9, docs/math.md §8): every
+# layer's measures in JSON ("measures" object, digits in digits_by_quantity,
+# the attention ones from layer 1 on), one table column (forward) or one table
+# (collapse) per measure, CSV columns, batch statistics, the double pass,
+# collapsed layers of the embedded default whose companions keep >= 15
+# confirmed digits at exponents in the thousands, and refusals (exit 2, one
+# line naming --measures). The values themselves are checked against the
+# mpmath reference in reference_measures.sh and tests/compute/test_measures.cpp.
+# Usage: bash measures.sh <sanpath binary> <shared dir> <tmp dir>
+set -u
+source "$(dirname "$0")/../support/cli.sh"
+cli_checks measures "$@"
+
+SAN="$dir/san.safetensors"
+expect 0 "$SANPATH" init --out "$SAN" --layers 3 --heads 2 --d-model 8 --skip off --mlp none --layernorm none --seed 4
+expect 0 "$SANPATH" forward --model "$SAN" --random-input 6 --seed 1 --measures all --quiet --format json
+check "forward --measures all: every measure, confirmed" '
+names = ["mu", "svd_residual", "cosine", "one_minus_cosine", "stable_rank", "stable_rank_minus_one",
+         "effective_rank", "effective_rank_minus_one"]
+att = ["attention_entropy", "first_token_mass"]
+for L in j["layers"]:
+    want = names + (att if L["layer"] > 0 else [])
+    assert list(L["measures"]) == want, (L["layer"], list(L["measures"]))
+    for k in want:
+        assert L["digits_by_quantity"][k] >= 15, (L["layer"], k, L["digits_by_quantity"])
+        assert not L["measures"][k].startswith("<"), (k, L["measures"][k])
+    assert L["digits"] <= min(L["digits_by_quantity"][k] for k in want)
+    m = L["measures"]
+    assert abs(num(m["cosine"]) + num(m["one_minus_cosine"]) - 1) < 1e-12, m
+    assert abs(num(m["stable_rank"]) - 1 - num(m["stable_rank_minus_one"])) < 1e-12, m
+    assert 1 <= num(m["effective_rank"]) <= 6 and 1 <= num(m["stable_rank"]) <= num(m["effective_rank"]) + 1e-9, m
+    if L["layer"] > 0:
+        assert 0 < num(m["attention_entropy"]) <= math.log(6) + 1e-12 and 0 < num(m["first_token_mass"]) < 1, m'
+expect 0 "$SANPATH" forward --model "$SAN" --random-input 6 --seed 1 --measures mu,cosine --quiet --format json
+check "forward --measures mu,cosine: those only" '
+for L in j["layers"]:
+    assert list(L["measures"]) == ["mu", "cosine", "one_minus_cosine"], L["measures"]'
+expect 0 "$SANPATH" forward --model "$SAN" --random-input 6 --seed 1 --quiet --format json
+check "forward without --measures: no measures object" '
+assert all("measures" not in L and "mu" not in L["digits_by_quantity"] for L in j["layers"])'
+
+expect 0 "$SANPATH" forward --model "$SAN" --random-input 6 --seed 1 --measures all --quiet
+grep -q "measures (math.md §9), digits confirmed in brackets:" "$dir/out" || fail "forward table: the measures table"
+head_line=$(grep -A1 "measures (math.md §9)" "$dir/out" | tail -1)
+for n in mu svd_residual one_minus_cosine stable_rank_minus_one effective_rank_minus_one attention_entropy first_token_mass; do
+  case "$head_line" in *"$n"*) ;; *) fail "forward table: no column $n in: $head_line" ;; esac
+done
+expect 0 "$SANPATH" forward --model "$SAN" --random-input 6 --seed 1 --measures mu,first_token_mass --quiet --format csv
+head -1 "$dir/out" | grep -qx "layer,residual_composite,residual_one,residual_inf,residual_frobenius,norm_composite,norm_frobenius,relative_residual,mu,first_token_mass,digits" ||
+  fail "forward csv: header $(head -1 "$dir/out")"
+[ "$(sed -n 2p "$dir/out" | awk -F, '{print $10}')" = "" ] || fail "forward csv: layer 0 has a first_token_mass"
+
+# The double pass: measures confirmed by the rounding check.
+expect 0 "$SANPATH" forward --model "$SAN" --random-input 6 --seed 1 --precision double --measures all --quiet --format json
+check "forward --precision double --measures all" '
+# Layers 0 and 1 are far above double rounding; layers 2 and 3 (1e-16,
+# 1e-60) are below it: their tiny measures are bounds with 0 digits.
+for L in j["layers"][:2]:
+    for k, d in L["digits_by_quantity"].items():
+        assert d is not None and d >= 8, (L["layer"], k, d)
+for L in j["layers"][2:]:
+    for k in ["mu", "svd_residual", "one_minus_cosine", "stable_rank_minus_one", "effective_rank_minus_one"]:
+        assert L["measures"][k].startswith("< ") and L["digits_by_quantity"][k] == 0, (L["layer"], k, L["measures"])'
+
+# Deep collapse: the embedded default (12 layers); the SAN reaches residuals
+# far below 1e-1000 and its measures keep their digits there.
+expect 0 "$SANPATH" collapse --measures all --quiet --format json
+check "collapse --measures all: the SAN at depth" '
+san = [v for v in j["variants"] if v["name"] == "SAN"][0]
+last = san["layers"][-1]
+for k in ["mu", "svd_residual", "one_minus_cosine", "stable_rank_minus_one", "effective_rank_minus_one"]:
+    v = last["measures"][k]
+    assert not v.startswith("<") and int(v.split("e")[1]) < -1000, (k, v)
+    assert last["digits_by_quantity"][k] >= 15, (k, last["digits_by_quantity"])
+assert last["measures"]["cosine"].startswith("1.0000000000"), last["measures"]["cosine"]
+for v in j["variants"]:
+    assert all("measures" in L for L in v["layers"]), v["name"]'
+expect 0 "$SANPATH" collapse --measures mu --quiet
+grep -q "^mu (math.md §9) per layer" "$dir/out" || fail "collapse table: no mu table"
+
+# A batch: mean ± std of every measure per layer.
+expect 0 "$SANPATH" forward --model "$SAN" --random-input 6 --batch 3 --seed 1 --measures mu,attention_entropy --quiet --format json
+check "forward batch --measures: statistics per layer" '
+for L in j["layers"]:
+    m = L["measures"]
+    assert "mu" in m and m["mu"]["mean"] and m["mu"]["stddev"], m
+    assert ("attention_entropy" in m) == (L["layer"] > 0), m
+for run in j["inputs"]:
+    assert all("measures" in L for L in run["layers"])'
+expect 0 "$SANPATH" forward --model "$SAN" --random-input 6 --batch 3 --seed 1 --measures mu --quiet --format csv
+head -1 "$dir/out" | grep -qx "quantity,layer,mean,stddev,min,median,max,digits" || fail "batch csv header"
+grep -q "^mu,3," "$dir/out" || fail "batch csv: no mu row of layer 3"
+expect 0 "$SANPATH" collapse --random-input 6 --batch 2 --seed 1 --measures cosine --quiet
+grep -q "^one_minus_cosine (math.md §9) per layer, mean ± std" "$dir/out" || fail "collapse batch table"
+
+# Refusals: exit 2, one line naming --measures, no output file.
+expect 2 "$SANPATH" forward --model "$SAN" --random-input 6 --measures mu,rank --output "$dir/never.json"
+grep -q "^sanpath: error: --measures: measures: 'rank' is not one of mu, svd_residual" "$dir/err" || fail "bad name: $(cat "$dir/err")"
+[ "$(wc -l < "$dir/err")" -eq 1 ] || fail "bad name: more than one line"
+[ ! -e "$dir/never.json" ] || fail "bad name: an output file"
+expect 2 "$SANPATH" collapse --measures "" --quiet
+"$SANPATH" forward --help | grep -q -- "--measures" || fail "forward --help: no --measures"
+
+[ "$fails" -eq 0 ] && echo "measures: all passed"
+exit "$fails"
