@@ -1,5 +1,5 @@
 // The emulated forward pass (compute/emulate.hpp): the raw trace of a model
-// evaluated in fp32, bf16 or fp16 as math.md §8 says, for the integration
+// evaluated in fp32, bf16 or fp16 as math.md §9 says, for the integration
 // into the CLI and reports that comes later and for independent references.
 #include <pybind11/eigen.h>
 #include <pybind11/stl.h>

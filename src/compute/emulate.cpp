@@ -1,4 +1,4 @@
-// The emulated formats of math.md §8 (compute/emulate.hpp): a forward pass
+// The emulated formats of math.md §9 (compute/emulate.hpp): a forward pass
 // held in binary32 whose every operation rounds once to fp32, bf16 or fp16
 // as the rules there say, in the layer order of forward_impl.hpp's layer_map.
 // One piece (over 600 lines) on purpose: the roundings are inlined into every
@@ -162,7 +162,7 @@ inline float rnd(double x, EmulatedFormat f) {
 }
 
 /// Round to nearest even with subnormals kept (no flush to zero, no
-/// denormals-are-zero) in this thread, as math.md §8 computes; the scope
+/// denormals-are-zero) in this thread, as math.md §9 computes; the scope
 /// restores the thread's environment. Worker threads call set() themselves.
 class EmulationFpScope {
  public:
@@ -187,7 +187,7 @@ class EmulationFpScope {
 // ---- overflow watch ------------------------------------------------------------
 
 /// Records the first operation whose rounded results include a non-finite
-/// value (math.md §8): an operation begins, its results are noted (from
+/// value (math.md §9): an operation begins, its results are noted (from
 /// any thread), and when it ends the first one with a non-finite result
 /// names itself.
 class OverflowWatch {
@@ -237,7 +237,7 @@ class OverflowWatch {
   bool found_ = false;
 };
 
-// ---- the operations of math.md §8 -------------------------------------------------
+// ---- the operations of math.md §9 -------------------------------------------------
 
 /// What every operation reads: the format and the overflow watch.
 struct Context {
@@ -692,7 +692,7 @@ EmulatedTrace emulate_forward(const Model& model, const Variant& variant, const 
       if (a.norm == NormKind::rms && variant.layernorm != LayerNormKind::none &&
           !(all_zero(held->ln1_b) && all_zero(held->ln2_b)))
         throw std::invalid_argument(model.source() + ": emulate: an RMSNorm bias (layer " + std::to_string(l + 1) +
-                                    ") is not emulated; math.md §8's RMSNorm has gains only");
+                                    ") is not emulated; math.md §9's RMSNorm has gains only");
       c.watch.begin(l + 1, "weights");
       round_layer(c, a, variant, *held, w);
       c.watch.end(t);

@@ -1,4 +1,4 @@
-// The emulated formats (compute/emulate.hpp, math.md §8). Expected values
+// The emulated formats (compute/emulate.hpp, math.md §9). Expected values
 // come from arithmetic worked out by hand (roundings, products, a one-layer
 // model) and from an independent step-by-step pass written here from the
 // rules alone: naive loops, its own rounding (scaling and nearbyint, and for
@@ -192,7 +192,7 @@ struct RefTrace {
   std::vector<std::vector<MatF>> P;
 };
 
-/// The pass of math.md §8 in naive loops, per head, from the model's doubles.
+/// The pass of math.md §9 in naive loops, per head, from the model's doubles.
 RefTrace ref_forward(const Model& model, const Variant& v, const MatrixXd& X0, EmulatedFormat f) {
   const Architecture& a = model.arch();
   const Eigen::Index n = X0.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v, d = a.d_model;

@@ -1,6 +1,6 @@
 #pragma once
 /// \file emulate.hpp
-/// The model evaluated as a low-precision framework would (math.md §8,
+/// The model evaluated as a low-precision framework would (math.md §9,
 /// "Emulated formats"): weights, biases and X^0 rounded to a format F
 /// (fp32, bf16 or fp16), every matrix product an fp32 chain of fused
 /// multiply-adds rounded once to F, every other operation computed in fp32
@@ -47,7 +47,7 @@ float round_to_format(float x, EmulatedFormat f);
 /// masked entries exactly 0) when recorded, else empty. `overflow` names the
 /// first operation whose rounded results include a non-finite value
 /// ("layer 2, MLP: overflow to inf (fp16's largest finite value is 65504)";
-/// math.md §8 lists the operations and wordings) and `overflow_layer` its
+/// math.md §9 lists the operations and wordings) and `overflow_layer` its
 /// layer (0 for the input); the pass goes on with the IEEE values.
 struct EmulatedTrace {
   EmulatedFormat format = EmulatedFormat::fp32;
