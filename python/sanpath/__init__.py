@@ -201,6 +201,17 @@ class ForwardResult(Result):
     def layers(self):
         return [_Record(x) for x in self._r.layers]
 
+    @property
+    def emulation(self):
+        """With ``emulate=``: the emulated model beside the exact one (see :func:`forward`); else None."""
+        e = self._r.emulation
+        if e is None:
+            return None
+        for layer in e["layers"]:
+            layer["relative_residual"] = _wrap(layer["relative_residual"])
+            layer["measures"] = _wrap(layer["measures"])
+        return e
+
 
 class CollapseResult(Result):
     """``collapse``: the four variants; ``analyses[i]`` is the ForwardResult of ``variants[i]``.
@@ -703,10 +714,11 @@ def _measures_text(measures) -> str:
     return ",".join(str(m) for m in measures)
 
 
-def _request(precision, digits, max_bits, confirm, method=None, check="auto", measures=None):
-    """The CLI's --precision, --digits, --max-bits, --no-confirm, --method, --check and --measures as one request."""
+def _request(precision, digits, max_bits, confirm, method=None, check="auto", measures=None, emulate=None):
+    """The CLI's --precision, --digits, --max-bits, --no-confirm, --method, --check, --measures and --emulate
+    as one request."""
     return _sanpath.precision_request(str(precision), int(digits), max_bits, bool(confirm), method, str(check),
-                                      _measures_text(measures))
+                                      _measures_text(measures), None if emulate is None else str(emulate))
 
 
 def _name(model: Optional[Model], name: Optional[str]) -> Tuple[Model, str]:
@@ -744,7 +756,7 @@ def _progress(progress):
 def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=None, mask=None,
             precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
             confirm: bool = True, method: Optional[str] = None, check: str = "auto", center: str = "mean",
-            measures=None, threads: int = 1, name: Optional[str] = None,
+            measures=None, emulate: Optional[str] = None, threads: int = 1, name: Optional[str] = None,
             progress=None) -> Union[ForwardResult, ForwardBatchResult]:
     """``sanpath forward``: every layer's residual, every number confirmed by a second run.
 
@@ -764,10 +776,15 @@ def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=No
     {name: Number}, with the companions ``one_minus_cosine``,
     ``stable_rank_minus_one`` and ``effective_rank_minus_one`` that keep the
     digits of collapsed layers; a batch's ``measures[l]`` holds their statistics.
+    ``emulate``: "fp32", "bf16" or "fp16" (the CLI's ``--emulate``, docs/math.md §9):
+    the result's ``emulation`` is then a dict with the emulated model's relative
+    residual and measures per layer (Numbers, measured exactly), their digits that
+    agree with the exact model (``correct_digits``), the first layer without one
+    and the overflow, if any.
     """
     model, name = _name(model, name)
     inp = _input_or_batch(input)
-    req = _request(precision, digits, max_bits, confirm, method, check, measures)
+    req = _request(precision, digits, max_bits, confirm, method, check, measures, emulate)
     variant = _variant_args(skip, mlp, layernorm, mask)
     if isinstance(inp, Batch):
         return ForwardBatchResult(_sanpath.forward_batch(model, inp, name, *variant, req, center, int(threads),
@@ -778,8 +795,8 @@ def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=No
 def collapse(model: Optional[Model] = None, input: Optional[BatchLike] = None, *,
              conventions: str = "theory", precision: Union[str, int] = "auto", digits: int = 20,
              max_bits: Optional[int] = None, confirm: bool = True, method: Optional[str] = None,
-             check: str = "auto", measures=None, threads: int = 1, name: Optional[str] = None,
-             progress=None) -> Union[CollapseResult, CollapseBatchResult]:
+             check: str = "auto", measures=None, emulate: Optional[str] = None, threads: int = 1,
+             name: Optional[str] = None, progress=None) -> Union[CollapseResult, CollapseBatchResult]:
     """``sanpath collapse``: the relative residual per layer of SAN, SAN+MLP, SAN+skip and the full model.
 
     Without ``model``: the embedded default model; without ``input``: its default input.
@@ -788,10 +805,11 @@ def collapse(model: Optional[Model] = None, input: Optional[BatchLike] = None, *
     :class:`CollapseBatchResult`, mean ± std per variant and layer; ``threads``
     as in :func:`forward`. ``method``/``check``/``measures`` as in :func:`forward`
     (a batch's ``measures[v][l]``: the statistics of variant v's measures at layer l).
+    ``emulate`` as in :func:`forward`: every variant's analysis carries its ``emulation``.
     """
     model, name = _name(model, name)
     inp = default_input() if input is None else _input_or_batch(input)
-    req = _request(precision, digits, max_bits, confirm, method, check, measures)
+    req = _request(precision, digits, max_bits, confirm, method, check, measures, emulate)
     if isinstance(inp, Batch):
         return CollapseBatchResult(_sanpath.collapse_batch(model, inp, name, req, conventions, int(threads),
                                                            _progress(progress)))

@@ -94,10 +94,11 @@ inline VariantOverride overrides(const std::optional<std::string>& skip, const s
 }
 
 /// The request of --precision, --digits, --max-bits, --no-confirm (confirm =
-/// false), --method (nullopt: the request's default), --check and --measures.
+/// false), --method (nullopt: the request's default), --check, --measures and --emulate.
 inline PrecisionRequest precision_request(const std::string& precision, int digits, std::optional<long> max_bits,
                                           bool confirm, const std::optional<std::string>& method,
-                                          const std::string& check, const std::string& measures = "none") {
+                                          const std::string& check, const std::string& measures = "none",
+                                          const std::optional<std::string>& emulate = std::nullopt) {
   PrecisionRequest r = as_option("--precision", [&] { return PrecisionRequest::parse(precision); });
   // The ranges the CLI's option parser enforces (src/cli/common.cpp), with its messages.
   if (digits < 1 || digits > 100000)
@@ -111,6 +112,7 @@ inline PrecisionRequest precision_request(const std::string& precision, int digi
   if (method) r.method = as_option("--method", [&] { return parse_method(*method); });
   r.check = as_option("--check", [&] { return parse_check_method(check); });
   r.measures = as_option("--measures", [&] { return MeasureSet::parse(measures); });
+  if (emulate) r.emulate = as_option("--emulate", [&] { return parse_emulated_format(*emulate); });
   return r;
 }
 

@@ -172,6 +172,32 @@ PyObject* new_exception(py::module_& m, const char* name, py::tuple bases, const
   return e;
 }
 
+/// --emulate's report as plain Python: {"format", "overflow", "first_layer_without_correct_digit",
+/// "layers": [{"layer", "non_finite", "relative_residual", "measures", "correct_digits"}]}.
+py::dict emulation_dict(const EmulationReport& e) {
+  py::dict d;
+  d["format"] = to_string(e.format);
+  d["overflow"] = e.overflow ? py::object(py::str(*e.overflow)) : py::object(py::none());
+  py::dict first;
+  for (const auto& [name, layer] : e.first_layer_without_digit) first[py::str(name)] = py::cast(layer);
+  d["first_layer_without_correct_digit"] = first;
+  py::list layers;
+  for (const EmulatedLayerReport& r : e.layers) {
+    py::dict L;
+    L["layer"] = r.layer;
+    L["non_finite"] = r.non_finite;
+    L["relative_residual"] = r.non_finite ? py::object(py::none()) : py::cast(number(r.relative_residual));
+    py::dict m, correct;
+    for (const MeasureReport& x : r.measures) m[py::str(x.name)] = number(x.value);
+    for (const auto& [name, digits] : r.correct_digits) correct[py::str(name)] = py::cast(digits);
+    L["measures"] = m;
+    L["correct_digits"] = correct;
+    layers.append(L);
+  }
+  d["layers"] = layers;
+  return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_sanpath, m) {
@@ -419,7 +445,8 @@ PYBIND11_MODULE(_sanpath, m) {
   py::class_<PrecisionRequest>(m, "PrecisionRequest", "How to choose the working precision (the CLI's precision options).")
       .def("describe", &PrecisionRequest::describe);
   m.def("precision_request", &precision_request, py::arg("precision"), py::arg("digits"), py::arg("max_bits"),
-        py::arg("confirm"), py::arg("method"), py::arg("check"), py::arg("measures") = "none");
+        py::arg("confirm"), py::arg("method"), py::arg("check"), py::arg("measures") = "none",
+        py::arg("emulate") = py::none());
 
   m.def("resolve_variant", [](const Model& model, std::optional<std::string> skip, std::optional<std::string> mlp,
                               std::optional<std::string> layernorm, std::optional<std::string> mask) {
@@ -451,7 +478,11 @@ PYBIND11_MODULE(_sanpath, m) {
       .def_property_readonly("precision", [](const ForwardResult& r) { return r.a.precision.name(); })
       .def_property_readonly("check", [](const ForwardResult& r) { return precision_name(r.a.check); })
       .def_property_readonly("tried_bits", [](const ForwardResult& r) { return r.a.tried_bits; })
-      .def_property_readonly("ceiling_reached", [](const ForwardResult& r) { return r.a.ceiling_reached; });
+      .def_property_readonly("ceiling_reached", [](const ForwardResult& r) { return r.a.ceiling_reached; })
+      .def_property_readonly("emulation", [](const ForwardResult& r) -> py::object {
+        if (!r.a.emulation) return py::none();
+        return emulation_dict(*r.a.emulation);
+      });
 
   m.def("forward", [](ModelPtr model, const InputSpec& input, const std::string& name,
                       std::optional<std::string> skip, std::optional<std::string> mlp,

@@ -63,3 +63,44 @@ def test_bad_measures_raise_the_cli_message(cli, san):
     with pytest.raises(sanpath.InputError) as e:
         sanpath.forward(sanpath.load(san), [1, 2, 3], measures="mu,rank")
     assert str(e.value) == cli_message(cli, "forward", "--model", san, "--tokens", "1,2,3", "--measures", "mu,rank")
+
+
+def _relative_residual_mp(X):
+    """‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} of a float64 array, in mpmath at 300 bits (exact data in, exact math)."""
+    import mpmath
+    mpmath.mp.prec = 300
+    rows = [[mpmath.mpf(float(v)) for v in r] for r in X]
+    n, d = len(rows), len(rows[0])
+    mean = [sum(rows[i][j] for i in range(n)) / n for j in range(d)]
+    R = [[rows[i][j] - mean[j] for j in range(d)] for i in range(n)]
+
+    def composite(M):
+        one = max(sum(abs(M[i][j]) for i in range(n)) for j in range(d))
+        inf = max(sum(abs(v) for v in r) for r in M)
+        return mpmath.sqrt(one * inf)
+
+    return composite(R) / composite(rows)
+
+
+def test_emulation_measured_exactly(cli, san):
+    """emulate=: the emulated model's relative residual is that of the emulated X^l (from emulate_trace, the
+    values checked bit for bit in test_emulate_reference.py), computed exactly; the same JSON as the CLI."""
+    model, x = sanpath.load(san), sanpath.random_input(6, seed=1)
+    r = sanpath.forward(model, x, emulate="bf16", measures="mu")
+    assert r.to_json() == cli_ok(cli, "forward", "--model", san, "--random-input", "6", "--seed", "1", "--emulate",
+                                 "bf16", "--measures", "mu", "--format", "json")
+    e = r.emulation
+    assert e["format"] == "bf16" and e["overflow"] is None
+    trace = sanpath._sanpath.emulate_trace(model, x, "bf16")
+    for layer, X in zip(e["layers"], trace["X"]):
+        got = layer["relative_residual"]
+        want = _relative_residual_mp(X)
+        if want == 0:
+            assert float(got) == 0
+        else:
+            assert abs(got.mpf() - want) / want < 10.0 ** (1 - got.digits), (layer["layer"], str(got), want)
+        assert isinstance(layer["measures"]["mu"], sanpath.Number)
+    assert sanpath.forward(model, x).emulation is None
+    with pytest.raises(sanpath.InputError) as err:
+        sanpath.forward(model, x, emulate="fp8")
+    assert str(err.value) == cli_message(cli, "forward", "--model", san, "--random-input", "6", "--emulate", "fp8")

@@ -242,6 +242,32 @@ BatchCollapseResult run_collapse_batch(const Model& model, const std::vector<Inp
     }
     out.layers.push_back(std::move(layers));
     out.measures.push_back(std::move(measures));
+    if (!out.runs.front().analyses[v].emulation) continue;
+    std::vector<std::optional<BatchStatistic>> emulated;
+    std::vector<std::optional<int>> correct;
+    for (std::size_t l = 0; l < out.runs.front().analyses[v].layers.size(); ++l) {
+      std::vector<Quantity> values;
+      std::optional<int> least;
+      bool known = true;
+      for (const CollapseResult& r : out.runs) {
+        const EmulatedLayerReport& e = r.analyses[v].emulation->layers.at(l);
+        if (e.non_finite) {
+          known = false;
+          values.clear();
+          break;
+        }
+        values.push_back(e.relative_residual);
+        for (const auto& [name, digits] : e.correct_digits)
+          if (name == "relative_residual") {
+            if (!digits) known = false;
+            else least = std::min(least.value_or(*digits), *digits);
+          }
+      }
+      emulated.push_back(values.empty() ? std::nullopt : std::optional<BatchStatistic>(summarize(values)));
+      correct.push_back(known ? least : std::nullopt);
+    }
+    out.emulated.push_back(std::move(emulated));
+    out.emulated_correct.push_back(std::move(correct));
   }
   return out;
 }

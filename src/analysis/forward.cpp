@@ -277,6 +277,7 @@ PrecisionChoice choose_precision(const Model& model, const Variant& variant, con
 ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, const InputSpec& input,
                                 const PrecisionRequest& request, Center center, const ProgressFn& progress) {
   model.check_supports(variant);
+  if (request.emulate) check_emulation_supports(model);  // before the exact runs, not after
   ForwardAnalysis out;
   out.variant = variant;
   out.center = center;
@@ -383,6 +384,8 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     p = *check;
     out.tried_bits.push_back(p.bits);
   }
+  if (request.emulate)
+    out.emulation = analyze_emulation(model, variant, input, *request.emulate, center, request.measures, out);
   return out;
 }
 

@@ -28,6 +28,7 @@ void register_collapse(CLI::App& app) {
   o->precision.add(*cmd);
   o->precision.add_check(*cmd);
   o->precision.add_measures(*cmd);
+  o->precision.add_emulate(*cmd);
   o->out.add(*cmd);
   cmd->footer(
       "\nWithout --model: the embedded default, a seeded random BERT-shaped model (post-LN, GELU, L=12, H=4, d=32, "

@@ -19,6 +19,7 @@ void register_forward(CLI::App& app) {
   o->precision.add(*cmd);
   o->precision.add_check(*cmd);
   o->precision.add_measures(*cmd);
+  o->precision.add_emulate(*cmd);
   cmd->add_option("--center", o->center, "residual centre: mean|median|optimal (optimal: an enclosure)")
       ->default_val("mean");
   o->out.add(*cmd);

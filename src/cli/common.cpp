@@ -250,7 +250,17 @@ PrecisionRequest PrecisionOptions::request() const {
   if (!method.empty()) r.method = as_usage("--method", [&] { return parse_method(method); });
   r.check = as_usage("--check", [&] { return parse_check_method(check); });
   r.measures = as_usage("--measures", [&] { return MeasureSet::parse(measures); });
+  if (!emulate.empty()) r.emulate = as_usage("--emulate", [&] { return parse_emulated_format(emulate); });
   return r;
+}
+
+void PrecisionOptions::add_emulate(CLI::App& app) {
+  app.add_option("--emulate", emulate,
+                 "fp32 | bf16 | fp16: also evaluate the model as a framework in that format would (math.md §9: "
+                 "weights and X^0 rounded to it, products accumulated in fp32, every other operation computed in "
+                 "fp32 and rounded to it), measure the emulated layers exactly (residual and every --measures), and "
+                 "print beside each value its digits that agree with the exact model and the first layer where none "
+                 "is left; an overflow (fp16 beyond 65504) is reported, not hidden (default: no emulation)");
 }
 
 void PrecisionOptions::add_measures(CLI::App& app) {

@@ -100,9 +100,12 @@ struct PrecisionOptions {
   std::string method;  ///< empty: the request's default (centred for auto, direct for a fixed precision)
   std::string check = "auto";
   std::string measures = "none";
+  std::string emulate;  ///< empty: no emulation
   void add(CLI::App& app, const std::string& default_text = "auto");
   /// --measures: the measures of math.md §9 beside the residuals.
   void add_measures(CLI::App& app);
+  /// --emulate: the model as a fp32/bf16/fp16 framework evaluates it, beside the exact values.
+  void add_emulate(CLI::App& app);
   /// --check: how the digits are confirmed (commands built on analyze_forward).
   void add_check(CLI::App& app);
   PrecisionRequest request() const;

@@ -640,6 +640,13 @@ float round_to_format(float x, EmulatedFormat f) { return rnd(x, f); }
 
 bool emulation_supports(const Architecture& a) { return !unemulated_feature(a); }
 
+void check_emulation_supports(const Model& model) {
+  if (const std::optional<std::string> feature = unemulated_feature(model.arch()))
+    throw std::invalid_argument(model.source() + ": emulate: " + *feature +
+                                " is not emulated; emulation covers math.md §1–2's layers and the Llama family "
+                                "(§7); use the exact pass (without --emulate)");
+}
+
 Matrix<double> emulated_product(const Matrix<double>& A, const Matrix<double>& B, EmulatedFormat f) {
   const EmulationFpScope fp;
   Context c{f, OverflowWatch(f), detail::double_isa()};
@@ -652,10 +659,7 @@ Matrix<double> emulated_product(const Matrix<double>& A, const Matrix<double>& B
 EmulatedTrace emulate_forward(const Model& model, const Variant& variant, const Matrix<double>& X0, EmulatedFormat f,
                               bool record_attention) {
   const Architecture& a = model.arch();
-  if (const std::optional<std::string> feature = unemulated_feature(a))
-    throw std::invalid_argument(model.source() + ": emulate: " + *feature +
-                                " is not emulated; emulation covers math.md §1–2's layers and the Llama family "
-                                "(§7); use the exact pass (without --emulate)");
+  check_emulation_supports(model);
   if (X0.cols() != a.d_model)
     throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.cols()) +
                                 " features (columns), the model expects d_model = " + std::to_string(a.d_model));

@@ -77,6 +77,111 @@ const Quantity* find_measure(const LayerReport& r, const std::string& name) {
   return nullptr;
 }
 
+const std::optional<int>* find_correct(const EmulatedLayerReport& r, const std::string& name) {
+  for (const auto& [n, d] : r.correct_digits)
+    if (n == name) return &d;
+  return nullptr;
+}
+
+/// The emulated model (--emulate): per layer its relative residual and
+/// measures, their confirmed digits and their digits correct against the
+/// exact values; the first layer where each has none left; the overflow.
+ordered_json emulation_json(const EmulationReport& e) {
+  ordered_json j;
+  j["format"] = to_string(e.format);
+  j["rule"] = "math.md §9: weights, biases and X^0 rounded to the format, products accumulated in fp32 and rounded "
+              "once, every other operation computed in fp32 and rounded to the format; the emulated values' residuals "
+              "and measures computed exactly";
+  j["overflow"] = e.overflow ? ordered_json(*e.overflow) : ordered_json(nullptr);
+  ordered_json first = ordered_json::object();
+  for (const auto& [name, layer] : e.first_layer_without_digit)
+    first[name] = layer ? ordered_json(*layer) : ordered_json(nullptr);
+  j["first_layer_without_correct_digit"] = first;
+  ordered_json layers = ordered_json::array();
+  for (const EmulatedLayerReport& r : e.layers) {
+    ordered_json L = {{"layer", r.layer}};
+    if (r.non_finite) {
+      L["non_finite"] = true;
+      layers.push_back(L);
+      continue;
+    }
+    L["relative_residual"] = r.relative_residual.str();
+    ordered_json digits = {{"relative_residual", digits_json(r.relative_residual.digits)}};
+    if (!r.measures.empty()) {
+      ordered_json m = ordered_json::object();
+      for (const MeasureReport& x : r.measures) {
+        m[x.name] = x.value.str();
+        digits[x.name] = digits_json(x.value.digits);
+      }
+      L["measures"] = m;
+    }
+    L["digits_by_quantity"] = digits;
+    ordered_json correct = ordered_json::object();
+    for (const auto& [name, d] : r.correct_digits) correct[name] = digits_json(d);
+    L["correct_digits"] = correct;
+    layers.push_back(L);
+  }
+  j["layers"] = layers;
+  return j;
+}
+
+std::string correct_text(const std::optional<int>* d) {
+  if (d == nullptr || !*d) return "?";
+  return std::to_string(**d);
+}
+
+/// "bf16 value [confirmed] {correct}" of one emulated quantity.
+std::string emulated_cell(const Quantity& q, const std::optional<int>* correct) {
+  return q.str() + " [" + (q.digits ? std::to_string(*q.digits) : std::string("?")) + "] {" + correct_text(correct) +
+         "}";
+}
+
+/// The lines that close an emulation table: where each quantity lost its last correct digit, and the overflow.
+std::string emulation_footer(const EmulationReport& e) {
+  std::string s = "first layer without a correct digit:";
+  bool any = false;
+  for (const auto& [name, layer] : e.first_layer_without_digit) {
+    s += std::string(any ? "," : "") + " " + name + " " + (layer ? std::to_string(*layer) : "none");
+    any = true;
+  }
+  s += "; overflow: " + (e.overflow ? *e.overflow : std::string("none")) + "\n";
+  return s;
+}
+
+/// The emulation table of one forward analysis: a row per layer, the relative
+/// residual and every measure of the emulated model.
+std::string emulation_table(const EmulationReport& e, const std::vector<std::string>& measures) {
+  std::vector<std::string> names = {"relative_residual"};
+  names.insert(names.end(), measures.begin(), measures.end());
+  const auto cell = [&](const EmulatedLayerReport& r, const std::string& name) -> std::string {
+    if (r.non_finite) return "non-finite";
+    if (name == "relative_residual") return emulated_cell(r.relative_residual, find_correct(r, name));
+    for (const MeasureReport& m : r.measures)
+      if (m.name == name) return emulated_cell(m.value, find_correct(r, name));
+    return "–";
+  };
+  std::vector<std::size_t> width;
+  for (const std::string& n : names) {
+    std::size_t w = text_table::columns(n) + 2;
+    for (const EmulatedLayerReport& r : e.layers) w = std::max(w, text_table::columns(cell(r, n)) + 2);
+    width.push_back(w);
+  }
+  std::ostringstream o;
+  o << to_string(e.format) << " emulation (math.md §9): the model evaluated as a " << to_string(e.format)
+    << " framework would, its values measured exactly; digits confirmed in brackets, digits that agree with the "
+       "exact model in braces\n";
+  o << text_table::pad("layer", 7);
+  for (std::size_t i = 0; i < names.size(); ++i) o << text_table::pad(names[i], width[i]);
+  o << "\n";
+  for (const EmulatedLayerReport& r : e.layers) {
+    o << text_table::pad(std::to_string(r.layer), 7);
+    for (std::size_t i = 0; i < names.size(); ++i) o << text_table::pad(cell(r, names[i]), width[i]);
+    o << "\n";
+  }
+  o << emulation_footer(e);
+  return o.str();
+}
+
 ordered_json layer_json(const LayerReport& r) {
   ordered_json res = {{"composite", r.res_composite.str()},
                       {"one", r.res_one.str()},
@@ -138,6 +243,7 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
     ordered_json layers = ordered_json::array();
     for (const LayerReport& r : a.layers) layers.push_back(layer_json(r));
     j["layers"] = layers;
+    if (a.emulation) j["emulation"] = emulation_json(*a.emulation);
     return j.dump(2) + "\n";
   }
   std::ostringstream o;
@@ -169,6 +275,7 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
     o << pad(std::to_string(r.layer), 7) << pad(r.relative_residual.str(), 26) << pad(r.res_composite.str(), 26)
       << pad(r.norm_composite.str(), 26) << digits_text(r.digits) << "\n";
   if (!measures.empty()) o << "\n" << measures_table(a.layers, measures);
+  if (a.emulation) o << "\n" << emulation_table(*a.emulation, measures);
   if (a.center == Center::optimal)
     o << "\noptimal centre: the residual column is the upper end of the enclosure; lower ends in --format json\n";
   return text_table::trim_line_ends(o.str());
@@ -210,6 +317,7 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
       ordered_json layers = ordered_json::array();
       for (const LayerReport& lr : a.layers) layers.push_back(layer_json(lr));
       v["layers"] = layers;
+      if (a.emulation) v["emulation"] = emulation_json(*a.emulation);
       vs.push_back(v);
     }
     j["variants"] = vs;
@@ -236,14 +344,8 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
   }
   collapse_header(o, model, info, r.conventions);
   const std::size_t rows = r.analyses.empty() ? 0 : r.analyses[0].layers.size();
-  // One table of layers × variants of the quantity `of` gives each layer,
-  // every printed number with its own confirmed digits (as in the HTML report).
-  const auto table = [&](const std::function<const Quantity*(const LayerReport&)>& of) {
-    const auto cell = [&](const ForwardAnalysis& a, std::size_t l) {
-      const Quantity* q = l < a.layers.size() ? of(a.layers[l]) : nullptr;
-      if (q == nullptr) return std::string("–");
-      return q->str() + " [" + (q->digits ? std::to_string(*q->digits) : std::string("?")) + "]";
-    };
+  // One table of layers × variants, `cell(a, l)` the text of analysis a's layer l.
+  const auto grid = [&](const std::function<std::string(const ForwardAnalysis&, std::size_t)>& cell) {
     std::size_t width = 30;  // wider when an exponent needs it (deep collapses)
     for (const ForwardAnalysis& a : r.analyses)
       for (std::size_t l = 0; l < rows; ++l) width = std::max(width, text_table::columns(cell(a, l)) + 2);
@@ -257,11 +359,36 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
     }
     o << "\n";
   };
+  // The quantity `of` gives each layer, every printed number with its own
+  // confirmed digits (as in the HTML report).
+  const auto table = [&](const std::function<const Quantity*(const LayerReport&)>& of) {
+    grid([&](const ForwardAnalysis& a, std::size_t l) {
+      const Quantity* q = l < a.layers.size() ? of(a.layers[l]) : nullptr;
+      if (q == nullptr) return std::string("–");
+      return q->str() + " [" + (q->digits ? std::to_string(*q->digits) : std::string("?")) + "]";
+    });
+  };
   o << "relative residual ‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} per layer; digits confirmed in brackets\n\n";
   table([](const LayerReport& lr) { return &lr.relative_residual; });
   for (const std::string& m : measures) {
     o << m << " (math.md §9) per layer\n\n";
     table([&](const LayerReport& lr) { return find_measure(lr, m); });
+  }
+  if (!r.analyses.empty() && r.analyses.front().emulation) {
+    const EmulationReport& e0 = *r.analyses.front().emulation;
+    o << to_string(e0.format) << " emulation (math.md §9): relative residual of the model evaluated as a "
+      << to_string(e0.format)
+      << " framework would, measured exactly; digits confirmed in brackets, digits that agree with the exact model "
+         "in braces; every measure in --format json\n\n";
+    grid([&](const ForwardAnalysis& a, std::size_t l) -> std::string {
+      if (!a.emulation || l >= a.emulation->layers.size()) return "–";
+      const EmulatedLayerReport& er = a.emulation->layers[l];
+      if (er.non_finite) return "non-finite";
+      return emulated_cell(er.relative_residual, find_correct(er, "relative_residual"));
+    });
+    for (std::size_t i = 0; i < r.variants.size(); ++i)
+      if (r.analyses[i].emulation) o << pad(r.variants[i].name + ":", 10) << emulation_footer(*r.analyses[i].emulation);
+    o << "\n";
   }
   for (std::size_t i = 0; i < r.variants.size(); ++i)
     o << pad(r.variants[i].name + ":", 10) << to_string(r.variants[i].variant) << "; " << precision_line(r.analyses[i])
@@ -306,6 +433,7 @@ ordered_json input_run_json(const ForwardAnalysis& a, const InputSpec& in) {
   ordered_json layers = ordered_json::array();
   for (const LayerReport& r : a.layers) layers.push_back(layer_json(r));
   j["layers"] = layers;
+  if (a.emulation) j["emulation"] = emulation_json(*a.emulation);
   return j;
 }
 
@@ -484,6 +612,25 @@ std::string format_collapse_batch(const BatchCollapseResult& r, const std::vecto
       for (const auto& v : r.measures) {
         const BatchStatistic* st = l < v.size() ? find_statistic(v[l], m) : nullptr;
         o << pad(st ? mean_std_cell(*st) : "–", 34);
+      }
+      o << "\n";
+    }
+    o << "\n";
+  }
+  if (!r.emulated.empty()) {
+    const std::string format = to_string(r.runs.front().analyses.front().emulation->format);
+    o << format << " emulation (math.md §9): relative residual of the model evaluated as a " << format
+      << " framework would, measured exactly, mean ± std over the inputs; digits of the mean in brackets, the least "
+         "digits of any input that agree with the exact model in braces; every input's measures in --format json\n\n"
+      << pad("layer", 7);
+    for (const NamedVariant& v : r.variants) o << pad(v.name, 38);
+    o << "\n";
+    for (std::size_t l = 0; l < rows; ++l) {
+      o << pad(std::to_string(l), 7);
+      for (std::size_t v = 0; v < r.emulated.size(); ++v) {
+        const std::optional<BatchStatistic>& st = r.emulated[v][l];
+        const std::optional<int>& c = r.emulated_correct[v][l];
+        o << pad(st ? mean_std_cell(*st) + " {" + (c ? std::to_string(*c) : std::string("?")) + "}" : "non-finite", 38);
       }
       o << "\n";
     }

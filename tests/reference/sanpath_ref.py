@@ -18,7 +18,7 @@ Library part (import it) and a command line (run it):
         --bits B [--digits D] [variant options]
   sanpath_ref.py check-forward --model PATH (--tokens IDS | --input X.safetensors | --pixels P.safetensors)
         [--skip on|off] [--mlp none|plain|residual] [--layernorm none|pre|post]
-        [--mask none|causal] [--center mean|median|optimal] [--max-ref-bits B] JSON...
+        [--mask none|causal] [--center mean|median|optimal] [--measures all|LIST] [--max-ref-bits B] JSON...
 
 check-forward recomputes every layer of every given `sanpath forward --format
 json` result (same model, input and variant; e.g. one at --precision auto and
@@ -26,8 +26,14 @@ one at --precision double) at max(precision_bits) + 128 bits, plus the bits
 the smallest printed relative residual loses to cancellation in this direct
 evaluation (log2(1/rho): sanpath's centred pass does not lose them), and checks that
 each printed number agrees with the reference to the digits sanpath says it
-confirmed (a number printed as "< 1e-N" must have reference < 1e-N). Exit 0 when
-everything agrees, 1 on any disagreement (each printed with both values).
+confirmed (a number printed as "< 1e-N" must have reference < 1e-N). A layer's
+"measures" (`sanpath forward --measures`, math.md section 9: mu, svd_residual,
+cosine, stable_rank, effective_rank, attention_entropy, first_token_mass and the
+companions one_minus_cosine, stable_rank_minus_one, effective_rank_minus_one) are
+checked the same way, with their digits under the same names in
+digits_by_quantity; --measures SPEC also checks that every layer prints exactly
+those. Exit 0 when everything agrees, 1 on any disagreement (each printed with
+both values).
 
 Conventions (math.md + HF layouts):
   * matrices are lists of rows; X is n x d (tokens = rows).
@@ -1336,6 +1342,97 @@ def optimal_enclosure_checks(X):
 
 
 # ---------------------------------------------------------------------------
+# Measures beyond the residual (math.md section 9)
+# ---------------------------------------------------------------------------
+
+#: The measures of math.md section 9, in the order of its table.
+MEASURES = ("mu", "svd_residual", "cosine", "stable_rank", "effective_rank", "attention_entropy",
+            "first_token_mass")
+#: The companions printed beside the measures that tend to 1 in a collapsed layer.
+MEASURE_COMPANIONS = {"cosine": "one_minus_cosine", "stable_rank": "stable_rank_minus_one",
+                      "effective_rank": "effective_rank_minus_one"}
+#: Measures of the attention matrices: layers >= 1 only.
+ATTENTION_MEASURES = ("attention_entropy", "first_token_mass")
+#: Every key a layer's "measures" object may hold.
+MEASURE_KEYS = MEASURES + tuple(MEASURE_COMPANIONS.values())
+
+
+def singular_values(X):
+    """(sigma, u_1, v_1): the singular values sigma_1 >= sigma_2 >= ... of X (min(n, d) of them) and the
+    leading pair (u_1: n entries, v_1: d entries), at the working precision, by mpmath's svd_r.
+
+    svd_r works on X itself (Householder bidiagonalisation, then QR sweeps), not on a Gram matrix: every
+    sigma_k comes with an absolute error of about 2^-prec sigma_1, and u_1, v_1 with 2^-prec (the gap
+    sigma_1 - sigma_2 is about sigma_1 in a collapsed layer). sigma_2 / sigma_1 = rho therefore keeps
+    prec - log2(1/rho) bits: the cancellation bits the checker adds (_cancellation_bits)."""
+    U, S, V = mp.svd_r(mp.matrix(X))
+    s = [S[k] for k in range(len(S))]
+    order = sorted(range(len(s)), key=lambda k: -s[k])
+    k1 = order[0]
+    return [s[k] for k in order], [U[i, k1] for i in range(U.rows)], [V[k1, j] for j in range(V.cols)]
+
+
+def effective_rank_log(sigma):
+    """H = -sum_k p_k ln p_k, p_k = sigma_k / sum_j sigma_j (p_k = 0 omitted), without cancellation:
+    the leading term p_1 ln(1/p_1) is p_1 log1p(sum_{k>=2} sigma_k / sigma_1)."""
+    s = [x for x in sigma if x > 0]
+    if not s:
+        return None
+    total = mp.fsum(s)
+    tail = mp.fsum(s[1:])
+    return (s[0] * mp.log1p(tail / s[0]) + mp.fsum(x * mp.log(total / x) for x in s[1:])) / total
+
+
+def layer_measures(X, Ps=None):
+    """math.md section 9's measures of one layer's output X (n x d) and, given Ps (the layer's attention
+    matrices, one n x n per head, masked entries 0; layers >= 1), of its attention, as mpf at the working
+    precision: {name: value} over MEASURE_KEYS (the attention ones only with Ps; cosine and its companion
+    only with n >= 2 and no zero row). The companions are computed without cancellation against 1:
+      1 - cos(x_i, x_j) = |x_i/|x_i| - x_j/|x_j||^2 / 2,
+      stable_rank - 1 = sum_{k>=2} sigma_k^2 / sigma_1^2,
+      effective_rank - 1 = expm1(H) with H from effective_rank_log.
+    The reference holds X whole: a collapsed layer needs the working precision to exceed log2(1/rho)
+    (rho = sigma_2 / sigma_1, about the relative residual) by the digits checked."""
+    n, d = len(X), len(X[0])
+    m = {"mu": norm_frobenius(residual(X, "mean"))}
+    sigma, u, v = singular_values(X)
+    s1 = sigma[0]
+    E = [[X[i][j] - s1 * u[i] * v[j] for j in range(d)] for i in range(n)]
+    m["svd_residual"] = norm_composite(E) / norm_composite(X)
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    lengths = [mp.sqrt(mp.fsum(x * x for x in row)) for row in X]
+    if pairs and all(lengths):       # undefined for n = 1 or a zero row
+        unit = [[x / r for x in row] for row, r in zip(X, lengths)]
+        m["cosine"] = mp.fsum(mp.fdot(unit[i], unit[j]) for i, j in pairs) / len(pairs)
+        m["one_minus_cosine"] = mp.fsum(mp.fsum((a - b) ** 2 for a, b in zip(unit[i], unit[j]))
+                                        for i, j in pairs) / (2 * len(pairs))
+    m["stable_rank"] = norm_frobenius(X) ** 2 / s1 ** 2
+    m["stable_rank_minus_one"] = mp.fsum(x * x for x in sigma[1:]) / s1 ** 2
+    H = effective_rank_log(sigma)
+    m["effective_rank"] = mp.exp(H)
+    m["effective_rank_minus_one"] = mp.expm1(H)
+    if Ps is not None:
+        rows = len(Ps) * n
+        m["attention_entropy"] = mp.fsum(-p * mp.log(p) for P in Ps for row in P for p in row if p > 0) / rows
+        m["first_token_mass"] = mp.fsum(P[i][0] for P in Ps for i in range(n)) / rows
+    return m
+
+
+def expected_measure_keys(spec, layer):
+    """(required, allowed) keys of a layer's "measures" object for `--measures SPEC` (all or a comma list)."""
+    names = MEASURES if spec == "all" else tuple(x.strip() for x in spec.split(",") if x.strip())
+    for x in names:
+        if x not in MEASURES:
+            raise ValueError(f"--measures: unknown measure {x!r} (known: {', '.join(MEASURES)})")
+    if layer == 0:
+        names = tuple(x for x in names if x not in ATTENTION_MEASURES)
+    companions = tuple(MEASURE_COMPANIONS[x] for x in names if x in MEASURE_COMPANIONS)
+    if spec == "all":
+        return set(names + companions), set(names + companions)
+    return set(names), set(names + companions)
+
+
+# ---------------------------------------------------------------------------
 # Path decomposition by length (math.md section 4) and the bounds (section 5)
 # ---------------------------------------------------------------------------
 
@@ -1674,11 +1771,18 @@ def _cancellation_bits(j):
     loses to cancellation in a direct evaluation: ceil(log2(1/rho)), 0 when none is below 1."""
     printed = [rec["relative_residual"] for rec in j.get("layers", [])]
     printed += [d["measured"]["relative"] for d in j.get("depths", []) if "measured" in d]
+    # the measures (math.md section 9) of a collapsed layer: sigma_2 / sigma_1 is about svd_residual, and
+    # 1 - cos and stable_rank - 1 are of its square
+    squared = []
+    for rec in j.get("layers", []):
+        ms = rec.get("measures") or {}
+        printed += [ms[k] for k in ("svd_residual",) if k in ms]
+        squared += [ms[k] for k in ("one_minus_cosine", "stable_rank_minus_one") if k in ms]
     least = 0
-    for text in printed:
+    for text, power in [(t, 1) for t in printed] + [(t, 2) for t in squared]:
         kind, v, _ = parse_printed(text)
         if kind == "value" and 0 < v < 1:
-            least = max(least, int(mp.ceil(-mp.log(v, 2))))
+            least = max(least, int(mp.ceil(-mp.log(v, 2) / power)))
     return least
 
 
@@ -1695,15 +1799,29 @@ def _check_forward(a):
         return 1
     mp.prec = bits
     X0 = _load_input(model, a)
-    Xs, _ = forward(model, X0, want)
+    with_measures = bool(a.measures) or any("measures" in rec for _, j in runs for rec in j["layers"])
+    Xs, Ps = forward(model, X0, want, keep_P=with_measures)
     stats = [layer_stats(X, "mean" if a.center == "optimal" else a.center) for X in Xs]
+    measures = {}        # layer -> the reference's measures, computed when a run prints them
+
+    def ref_measures(l):
+        if l not in measures:
+            measures[l] = layer_measures(Xs[l], Ps[l - 1] if l >= 1 else None)
+        return measures[l]
+
     for path, j in runs:
         tag = f"{path} ({j['precision']})"
         for rec in j["layers"]:
             l = rec["layer"]
             dq = rec["digits_by_quantity"]
-            if rec["digits"] != min(dq.values()):
+            # the layer's digits: the least over its quantities (with or without the measures': math.md
+            # section 9 does not say whether they count)
+            base = [v for k, v in dq.items() if k not in MEASURE_KEYS]
+            every = [v for v in dq.values() if v is not None]
+            if rec["digits"] not in ({min(base), min(every)} if base and None not in base else set()):
                 ck.fail(f"{tag} layer {l}: digits {rec['digits']} is not the least of digits_by_quantity {dq}")
+            if with_measures:
+                _check_layer_measures(ck, f"{tag} layer {l}", rec, l, a.measures, ref_measures)
             printed = {"residual_composite": rec["residual"]["composite"], "residual_one": rec["residual"]["one"],
                        "residual_inf": rec["residual"]["inf"], "residual_frobenius": rec["residual"]["frobenius"],
                        "norm_composite": rec["norm"]["composite"], "norm_frobenius": rec["norm"]["frobenius"],
@@ -1716,6 +1834,47 @@ def _check_forward(a):
             for q, pv in printed.items():
                 ck.number(f"{tag} layer {l} {q}", pv, dq[q], stats[l][q])
     return ck.summary(bits)
+
+
+def _check_layer_measures(ck, where, rec, l, spec, ref_measures):
+    """A layer's "measures" (math.md section 9) against the reference: the keys `--measures SPEC` asks for
+    (when SPEC is given), each value to its confirmed digits (digits_by_quantity under the same name, null:
+    unconfirmed, not checked), "< 1e-N" as an upper bound."""
+    ms = rec.get("measures")
+    if ms is None:
+        if spec:
+            ck.fail(f"{where}: no \"measures\" object (--measures {spec})")
+        return
+    ref = ref_measures(l)
+    if spec:
+        required, allowed = expected_measure_keys(spec, l)
+        if "cosine" not in ref:          # undefined (n = 1 or a zero row): not reported
+            required -= {"cosine", "one_minus_cosine"}
+        if not required <= set(ms) <= allowed:
+            ck.fail(f"{where}: measures {sorted(ms)}, expected {sorted(required)}"
+                    + (f" (optionally {sorted(allowed - required)})" if allowed != required else ""))
+    dq = rec["digits_by_quantity"]
+    for name, printed in ms.items():
+        if name not in MEASURE_KEYS:
+            ck.fail(f"{where}: unknown measure {name!r}")
+            continue
+        if name in ATTENTION_MEASURES and l == 0:
+            ck.fail(f"{where}: {name} printed at layer 0 (math.md: layers >= 1)")
+            continue
+        if name not in ref:
+            ck.fail(f"{where}: {name} = {printed}, undefined here (n = 1: no pairs of rows)")
+            continue
+        if name not in dq:
+            ck.fail(f"{where}: {name} has no entry in digits_by_quantity")
+            continue
+        digits = dq[name]
+        if digits is not None and (isinstance(digits, bool) or not isinstance(digits, int) or digits < 0):
+            ck.fail(f"{where}: digits_by_quantity[{name!r}] = {digits!r}, not an int or null")
+            continue
+        if not isinstance(printed, str):
+            ck.fail(f"{where}: {name} = {printed!r}, not a decimal string")
+            continue
+        ck.number(f"{where} {name}", printed, digits, ref[name])
 
 
 def _residual_norms(a):
@@ -2251,6 +2410,8 @@ def main(argv=None):
         c.add_argument("--mask", choices=["none", "causal"])
         if name == "check-forward":
             c.add_argument("--center", default="mean", choices=["mean", "median", "optimal"])
+            c.add_argument("--measures", help="all|LIST: the measures given to `sanpath forward` (math.md section 9); "
+                           "every layer must print exactly these (measures printed without it are checked too)")
         if name == "check-paths":   # the mode and filters given to `sanpath paths` (the JSON does not echo them)
             c.add_argument("--sums", action="store_true")
             c.add_argument("--effectiveness", action="store_true")

@@ -108,6 +108,12 @@ struct BatchCollapseResult {
   std::vector<CollapseResult> runs;  ///< one per input, in input order
   std::vector<std::vector<BatchStatistic>> layers;
   std::vector<std::vector<std::vector<MeasureStatistic>>> measures;  ///< measures[v][l], as layers[v][l]
+  /// With --emulate: emulated[v][l], the statistics of the emulated model's
+  /// relative residual over the batch (nullopt where an input's layer is
+  /// non-finite), and emulated_correct[v][l], the least correct digits of
+  /// any input's (nullopt where one is unknown).
+  std::vector<std::vector<std::optional<BatchStatistic>>> emulated;
+  std::vector<std::vector<std::optional<int>>> emulated_correct;
 };
 BatchCollapseResult run_collapse_batch(const Model& model, const std::vector<InputSpec>& inputs,
                                        const PrecisionRequest& precision, CollapseConventions conventions,

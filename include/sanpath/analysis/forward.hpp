@@ -18,6 +18,7 @@
 
 #include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
+#include "sanpath/compute/emulate.hpp"
 #include "sanpath/compute/measures.hpp"
 #include "sanpath/compute/norms.hpp"
 #include "sanpath/core/progress.hpp"
@@ -47,6 +48,9 @@ struct PrecisionRequest {
   /// and confirmed in the same runs (they travel with the request so that
   /// every analysis built on analyze_forward reports them).
   MeasureSet measures;
+  /// Also evaluate the model as a framework in this format would (math.md §9,
+  /// docs/math.md §9) and report it beside the exact values (ForwardAnalysis::emulation).
+  std::optional<EmulatedFormat> emulate;
   /// The forward pass; unset: centred when automatic, direct at a fixed precision.
   std::optional<ForwardMethod> method;
 
@@ -119,6 +123,32 @@ struct LayerReport {
   std::optional<int> digits;
 };
 
+/// One layer of the emulated model (math.md §9): its relative residual and
+/// measures, computed exactly from the emulated X^l and confirmed one tier
+/// up, and how many significant digits of each agree with the exact model's.
+struct EmulatedLayerReport {
+  int layer = 0;
+  /// X^l has an entry ±inf or NaN (an overflow at or before this layer): nothing is measured.
+  bool non_finite = false;
+  Quantity relative_residual;
+  std::vector<MeasureReport> measures;
+  /// name ("relative_residual", then the measures) → correct significant
+  /// digits of the emulated value against the exact one: ⌊−log10(|e − x|/|x|)⌋,
+  /// at most the digits either is known to; nullopt where the exact value is
+  /// only an upper bound.
+  std::vector<std::pair<std::string, std::optional<int>>> correct_digits;
+};
+
+/// The model evaluated as a low-precision framework would, beside the exact one.
+struct EmulationReport {
+  EmulatedFormat format = EmulatedFormat::bf16;
+  std::vector<EmulatedLayerReport> layers;  ///< l = 0..L
+  std::optional<std::string> overflow;      ///< the first non-finite value, where it arose
+  /// name → the first layer whose emulated value has no correct digit (a
+  /// non-finite layer counts), nullopt when every layer keeps one.
+  std::vector<std::pair<std::string, std::optional<int>>> first_layer_without_digit;
+};
+
 /// The forward analysis: its provenance (method, working and confirming
 /// precision, precisions tried, ceiling: the top precision did not resolve
 /// everything) and every layer's report.
@@ -126,7 +156,20 @@ struct ForwardAnalysis : Provenance {
   Variant variant;
   Center center = Center::mean;
   std::vector<LayerReport> layers;  ///< layer 0 = input, l = output of layer l
+  /// With PrecisionRequest::emulate: the emulated model beside the exact one.
+  std::optional<EmulationReport> emulation;
 };
+
+/// The emulated pass of `model` on `input` in `format` (emulate_forward),
+/// its relative residuals (for `center`) and measures computed exactly from
+/// the emulated values (at `exact`'s tier, at least 128 bits, confirmed one
+/// tier up), and their correct digits against `exact`, the exact analysis of
+/// the same model, variant and input. Layers from the first non-finite one on
+/// are not measured. Throws std::invalid_argument for an architecture the
+/// emulation does not run (emulation_supports).
+EmulationReport analyze_emulation(const Model& model, const Variant& variant, const InputSpec& input,
+                                  EmulatedFormat format, Center center, const MeasureSet& measures,
+                                  const ForwardAnalysis& exact);
 
 /// The working precision of a request for computations on the direct pass.
 struct PrecisionChoice {

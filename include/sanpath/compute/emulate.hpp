@@ -67,6 +67,10 @@ struct EmulatedTrace {
 /// gelu_fast.
 bool emulation_supports(const Architecture& a);
 
+/// Throws std::invalid_argument "<source>: emulate: <feature> is not
+/// emulated; …" unless emulation_supports(model.arch()).
+void check_emulation_supports(const Model& model);
+
 /// Runs `model` on X0 = make_input<double>(model, input) (n × d_model) with
 /// the layer map of `variant` (the same as forward()'s) in format f.
 /// Throws std::invalid_argument like forward() (shapes, a variant the
