@@ -94,6 +94,19 @@ grep -q "^mu,3," "$dir/out" || fail "batch csv: no mu row of layer 3"
 expect 0 "$SANPATH" collapse --random-input 6 --batch 2 --seed 1 --measures cosine --quiet
 grep -q "^one_minus_cosine (math.md §9) per layer, mean ± std" "$dir/out" || fail "collapse batch table"
 
+# The HTML report: one chart per measure; a batch draws bands.
+expect 0 "$SANPATH" report --model "$SAN" --random-input 6 --seed 1 --measures mu,first_token_mass --out "$dir/r.html" --quiet
+for n in mu first_token_mass; do
+  grep -q "id=\"chart-measure-$n\"" "$dir/r.html" || fail "report: no chart of $n"
+done
+grep -q 'id="chart-measure-cosine"' "$dir/r.html" && fail "report: a chart of a measure not asked for"
+# Figure 2's conventions take measures too.
+expect 0 "$SANPATH" collapse --model "$SAN" --random-input 6 --seed 1 --conventions paper --measures cosine --quiet --format json
+check "collapse --conventions paper --measures cosine" '
+assert j["conventions"] == "paper"
+for v in j["variants"]:
+    assert all("one_minus_cosine" in L["measures"] for L in v["layers"]), v["name"]'
+
 # Refusals: exit 2, one line naming --measures, no output file.
 expect 2 "$SANPATH" forward --model "$SAN" --random-input 6 --measures mu,rank --output "$dir/never.json"
 grep -q "^sanpath: error: --measures: measures: 'rank' is not one of mu, svd_residual" "$dir/err" || fail "bad name: $(cat "$dir/err")"
