@@ -50,16 +50,7 @@ void require_same_bits(const Matrix<double>& a, const Matrix<double>& b) {
       }
 }
 
-/// Restores the level, the thread count and the rounding mode a case changed.
-struct Restore {
-  std::string isa = double_products_isa();
-  int mode = std::fegetround();
-  ~Restore() {
-    set_double_products_isa(isa);
-    set_product_threads(0);
-    std::fesetround(mode);
-  }
-};
+using sanpath::test::Restore;
 
 // ---- an independent reference: rounding --------------------------------------------
 

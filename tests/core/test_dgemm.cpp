@@ -61,16 +61,7 @@ bool same_bits(const MatrixXd& a, const MatrixXd& b) {
   return true;
 }
 
-/// Restores the level, the thread count and the rounding mode a case changed.
-struct Restore {
-  std::string isa = double_products_isa();
-  int mode = std::fegetround();
-  ~Restore() {
-    set_double_products_isa(isa);
-    set_product_threads(0);
-    std::fesetround(mode);
-  }
-};
+using sanpath::test::Restore;
 
 struct Shape {
   Eigen::Index m, k, n;

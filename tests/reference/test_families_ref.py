@@ -14,7 +14,6 @@ families.md. Run: /usr/bin/python3 tests/reference/test_families_ref.py
 import json
 import math
 import os
-import shutil
 import sys
 import tempfile
 
@@ -23,6 +22,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sanpath_ref as R  # noqa: E402
 from mpmath import mp, mpf  # noqa: E402
+from selftest import run_tests  # noqa: E402
 
 CHECKS = [0]
 TMP = tempfile.mkdtemp(prefix="famref.")
@@ -819,17 +819,7 @@ def test_llama():
 def main():
     tests = [test_t5_buckets, test_t5_forward, test_xlnet, test_gpt_neox, test_phi, test_opt, test_gemma,
              test_gemma2, test_vit, test_llama]
-    failed = 0
-    for t in tests:
-        try:
-            t()
-            print(f"ok   {t.__name__}")
-        except Exception as e:   # an assertion, or the reference refusing what it should take
-            failed += 1
-            print(f"FAIL {t.__name__}: {type(e).__name__}: {e}")
-    shutil.rmtree(TMP, ignore_errors=True)
-    print(f"{CHECKS[0]} checks, {failed} of {len(tests)} tests failed")
-    return 1 if failed else 0
+    return run_tests(tests, CHECKS, TMP)
 
 
 if __name__ == "__main__":

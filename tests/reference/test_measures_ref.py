@@ -24,7 +24,6 @@ import json
 import math
 import os
 import random
-import shutil
 import sys
 import tempfile
 
@@ -33,6 +32,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sanpath_ref as R  # noqa: E402
 from mpmath import mp, mpf  # noqa: E402
+from selftest import run_tests  # noqa: E402
 
 CHECKS = [0]
 TMP = tempfile.mkdtemp(prefix="measref.")
@@ -264,17 +264,7 @@ def test_check_forward():
 
 def main():
     tests = [test_hand_facts, test_numpy, test_collapsed, test_check_forward]
-    failed = 0
-    for t in tests:
-        try:
-            t()
-            print(f"ok   {t.__name__}")
-        except Exception as e:   # an assertion, or the reference failing where it should not
-            failed += 1
-            print(f"FAIL {t.__name__}: {type(e).__name__}: {e}")
-    shutil.rmtree(TMP, ignore_errors=True)
-    print(f"{CHECKS[0]} checks, {failed} of {len(tests)} tests failed")
-    return 1 if failed else 0
+    return run_tests(tests, CHECKS, TMP)
 
 
 if __name__ == "__main__":

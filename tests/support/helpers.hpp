@@ -3,7 +3,10 @@
 // comparisons that CAPTURE the failing indices, and paths to fixtures.
 #include <catch2/catch.hpp>
 
+#include "sanpath/core/linalg.hpp"
 #include "sanpath/core/scalar.hpp"
+
+#include <cfenv>
 
 #include <cstdlib>
 #include <filesystem>
@@ -59,5 +62,17 @@ inline std::string real_models_dir() {
 
 /// A fresh scratch path under the build tree's test tmp folder.
 inline std::string tmp_path(const std::string& name) { return std::string(SANPATH_TEST_TMP) + "/" + name; }
+
+/// Restores the double products' level, their thread count and the rounding
+/// mode a test case changed (tests of the kernels and of the emulation).
+struct Restore {
+  std::string isa = double_products_isa();
+  int mode = std::fegetround();
+  ~Restore() {
+    set_double_products_isa(isa);
+    set_product_threads(0);
+    std::fesetround(mode);
+  }
+};
 
 }  // namespace sanpath::test
