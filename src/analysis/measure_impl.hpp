@@ -77,10 +77,6 @@ std::vector<LayerStats> measure_layers(const Model& model, const Variant& varian
   opt.record_attention = measures.any_attention();
   opt.on_layer = on_layer;
   std::vector<LayerStats> out;
-  const auto add_measures = [&](LayerStats& s, const Matrix<S>& X, const RowVector<S>& c, const Matrix<S>& R,
-                                const std::vector<Matrix<S>>* P) {
-    detail::add_layer_measures<S>(s, X, c, R, P, measures);
-  };
   if (method == ForwardMethod::centred) {
     const CentredTrace<S> t = forward_centred<S>(model, variant, make_input<S>(model, input), opt);
     out.reserve(t.R.size());
@@ -91,7 +87,8 @@ std::vector<LayerStats> measure_layers(const Model& model, const Variant& varian
       std::vector<Matrix<S>> P;  // P = Π + E (math.md §7)
       if (l > 0 && opt.record_attention)
         for (std::size_t h = 0; h < t.Pi[lu - 1].size(); ++h) P.push_back(t.Pi[lu - 1][h] + t.E[lu - 1][h]);
-      add_measures(out.back(), X, t.c[lu], t.R[lu], l > 0 && opt.record_attention ? &P : nullptr);
+      detail::add_layer_measures<S>(out.back(), X, t.c[lu], t.R[lu], l > 0 && opt.record_attention ? &P : nullptr,
+                                    measures);
     }
     return out;
   }
@@ -102,7 +99,8 @@ std::vector<LayerStats> measure_layers(const Model& model, const Variant& varian
     out.push_back(detail::layer_stats<S>(X, X, false, center));
     if (measures.empty()) continue;
     const RowVector<S> c = column_means<S>(X);
-    add_measures(out.back(), X, c, residual<S>(X, c), l > 0 && opt.record_attention ? &t.P[l - 1] : nullptr);
+    detail::add_layer_measures<S>(out.back(), X, c, residual<S>(X, c),
+                                  l > 0 && opt.record_attention ? &t.P[l - 1] : nullptr, measures);
   }
   return out;
 }
