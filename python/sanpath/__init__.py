@@ -756,7 +756,7 @@ def _progress(progress):
 def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=None, mask=None,
             precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
             confirm: bool = True, method: Optional[str] = None, check: str = "auto", center: str = "mean",
-            measures=None, emulate: Optional[str] = None, threads: int = 1, name: Optional[str] = None,
+            measures=None, emulate: Optional[str] = None, threads: int = 0, name: Optional[str] = None,
             progress=None) -> Union[ForwardResult, ForwardBatchResult]:
     """``sanpath forward``: every layer's residual, every number confirmed by a second run.
 
@@ -764,8 +764,10 @@ def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=No
     ViT model: :func:`pixels`, :func:`load_pixels`) or a batch (a list of token
     sequences, int array [b, n], float array [b, n, d_model], a Batch — also
     images [b, C, S, S] through :func:`pixels`): a batch gives a :class:`ForwardBatchResult` with per-layer statistics
-    over the inputs, each input at its own precision; ``threads`` inputs run in
-    parallel (0: all cores; the result does not depend on it).
+    over the inputs, each input at its own precision; the inputs run in
+    parallel and share ``threads`` threads with their products (0: the
+    :func:`set_threads` setting, all cores by default; the result does not
+    depend on it).
     ``precision``: "auto", "double" or bits; ``method``: "centred" (default with
     auto) or "direct" (default at a fixed precision); ``check``: "auto" (the
     rounding check for double with centre mean/median, else mpfr), "rounding"
@@ -795,7 +797,7 @@ def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=No
 def collapse(model: Optional[Model] = None, input: Optional[BatchLike] = None, *,
              conventions: str = "theory", precision: Union[str, int] = "auto", digits: int = 20,
              max_bits: Optional[int] = None, confirm: bool = True, method: Optional[str] = None,
-             check: str = "auto", measures=None, emulate: Optional[str] = None, threads: int = 1,
+             check: str = "auto", measures=None, emulate: Optional[str] = None, threads: int = 0,
              name: Optional[str] = None, progress=None) -> Union[CollapseResult, CollapseBatchResult]:
     """``sanpath collapse``: the relative residual per layer of SAN, SAN+MLP, SAN+skip and the full model.
 
@@ -830,7 +832,7 @@ def enumerate_paths(model: Model, input: InputLike, *, skip=None, mlp=None, laye
                     precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
                     confirm: bool = True, method: Optional[str] = None, length: Optional[int] = None,
                     lengths: Optional[Tuple[int, int]] = None, heads_per_layer: Optional[str] = None,
-                    top: int = 0, threads: int = 1,
+                    top: int = 0, threads: int = 0,
                     limit: int = 1_000_000, name: Optional[str] = None, progress=None) -> Result:
     """``sanpath paths --enumerate``: every path term (or the ``top`` K largest), kept in one result.
 
@@ -922,7 +924,7 @@ def bounds_search(*, layers: int = 2, heads: int = 1, d_model: int = 4, d_qk: in
 def effectiveness(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=None, mask=None,
                   precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
                   confirm: bool = True, method: Optional[str] = None, head: bool = True,
-                  rerun: Optional[int] = None, repeats: int = 5, seed: int = 0, threads: int = 1,
+                  rerun: Optional[int] = None, repeats: int = 5, seed: int = 0, threads: int = 0,
                   name: Optional[str] = None, progress=None
                   ) -> Union[EffectivenessResult, EffectivenessBatchResult, RerunResult, RerunBatchResult]:
     """``sanpath paths --effectiveness [--rerun N]``: how much of the output the paths of length ≤ k carry, k = 0..L.
@@ -938,8 +940,8 @@ def effectiveness(model: Model, input: BatchLike, *, skip=None, mlp=None, layern
     [b, n, d_model], :func:`token_file`, :func:`random_batch`; see :func:`forward`)
     gives an :class:`EffectivenessBatchResult`: each input at its own precision,
     per k the distance's statistics over the inputs and the head's agreement and
-    KL pooled over every prediction of the batch; ``threads`` inputs in parallel
-    (the result does not depend on it), as ``paths --effectiveness --tokens-file``.
+    KL pooled over every prediction of the batch; inputs in parallel sharing
+    ``threads`` as in :func:`forward` (the result does not depend on it), as ``paths --effectiveness --tokens-file``.
 
     ``rerun=N`` adds the paper's own procedure, for every variant (``--rerun N
     --repeats R --seed S``): per length k, N paths re-run as sub-networks with
@@ -989,13 +991,13 @@ def _rerun_args(rerun, repeats, seed) -> Tuple[int, int, int]:
 def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out: Optional[str] = None, *,
            conventions: str = "theory", precision: Union[str, int] = "auto", digits: int = 20,
            max_bits: Optional[int] = None, confirm: bool = True, method: Optional[str] = None,
-           gamma: Union[str, float] = "1", measures=None, threads: int = 1, name: Optional[str] = None,
+           gamma: Union[str, float] = "1", measures=None, threads: int = 0, name: Optional[str] = None,
            rerun: int = 8, repeats: int = 3, progress=None) -> Optional[str]:
     """``sanpath report``: the self-contained HTML report, written to ``out`` (atomically) or returned.
 
     A batch ``input`` (see :func:`forward`): the collapse and effectiveness
-    sections draw the mean over the inputs with ±std bands (``threads`` in
-    parallel; the agreement pooled over every prediction of the batch); bounds
+    sections draw the mean over the inputs with ±std bands (inputs in parallel
+    sharing ``threads`` as in :func:`forward`; the agreement pooled over every prediction of the batch); bounds
     and path lengths analyse the first input (the report says so). ``conventions`` as in :func:`collapse`.
     ``rerun``/``repeats``: the effectiveness section's re-run sub-networks (N paths per length, R draws, seed 0;
     ``rerun=0``: the exact sense only), as ``sanpath report --rerun N --repeats R``.
@@ -1011,6 +1013,20 @@ def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out
     return None if out is not None else text
 
 
+def set_threads(threads: int) -> None:
+    """The threads sanpath uses, as the CLI's ``--threads``: the products of a
+    pass, passes run side by side, path shards and the inputs of a batch share
+    them; 0 (the default) for all cores. Results never depend on it. A call's
+    own ``threads=`` (batches, enumeration, re-runs) takes that many instead
+    of this setting; 0 there means this setting."""
+    _sanpath.set_threads(int(threads))
+
+
+def threads() -> int:
+    """The threads set by :func:`set_threads` (all cores by default)."""
+    return _sanpath.threads()
+
+
 def set_memory_budget(size: Optional[str]) -> None:
     """The memory limit for large allocations ("8G", "512MiB", "50%"); None restores the default."""
     _sanpath.set_memory_budget(size)
@@ -1020,7 +1036,7 @@ __all__ = [
     "Error", "InputError", "NumericalError", "ResourceError", "Model", "Input", "Number", "Result",
     "ForwardResult", "CollapseResult", "load", "from_arrays", "random_model", "default_model", "tokens", "matrix",
     "random_input", "default_input", "forward", "collapse", "length_sums", "enumerate_paths", "iter_paths",
-    "sample_paths", "path_counts", "bounds", "report", "set_memory_budget", "Batch", "ForwardBatchResult",
+    "sample_paths", "path_counts", "bounds", "report", "set_memory_budget", "set_threads", "threads", "Batch", "ForwardBatchResult",
     "CollapseBatchResult", "EffectivenessResult", "EffectivenessBatchResult", "BoundsSearchResult", "batch", "token_file", "input_file",
     "random_batch", "effectiveness", "bounds_search", "RerunResult", "RerunBatchResult", "pixels", "load_pixels",
     "LAYOUTS", "kernels",

@@ -10,6 +10,7 @@
 #include "sanpath/analysis/double_check.hpp"
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/compute/path_graph.hpp"
+#include "sanpath/core/linalg.hpp"  // check_thread_count
 #include "sanpath/io/task_head.hpp"
 #include "sanpath/report/format.hpp"
 
@@ -135,9 +136,7 @@ inline std::optional<TaskHead> task_head_of(const Model& model) {
 }
 
 /// Refuses a negative --threads with the CLI's message.
-inline void check_threads(int threads) {
-  if (threads < 0) throw std::invalid_argument("--threads: " + std::to_string(threads) + " is negative");
-}
+inline void check_threads(int threads) { sanpath::check_thread_count(threads); }
 
 /// Each input's description (InputSpec::describe), in order.
 inline std::vector<std::string> descriptions(const std::vector<InputSpec>& inputs) {

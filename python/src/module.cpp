@@ -736,4 +736,9 @@ PYBIND11_MODULE(_sanpath, m) {
     set_memory_budget(size ? std::optional<std::uint64_t>(parse_byte_size(*size, "memory budget")) : std::nullopt);
   });
   m.def("memory_budget", [] { return memory_budget(); });
+  m.def("set_threads", [](int threads) {
+    check_thread_count(threads);
+    set_product_threads(threads);
+  });
+  m.def("threads", [] { return product_threads(); });
 }

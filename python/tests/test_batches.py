@@ -68,6 +68,33 @@ def test_batch_results_do_not_depend_on_threads(bert):
     assert sanpath.collapse(model, SEQUENCES, threads=0).to_json() == one
 
 
+def test_set_threads_is_the_cli_threads(cli, bert):
+    """set_threads is --threads: every call shares that many threads, the
+    result does not depend on it, and a bad count is the CLI's error."""
+    path, model = bert
+    default = sanpath.threads()
+    assert default == (os.cpu_count() or 1)
+    try:
+        outputs = []
+        for n in (1, 2, 3):
+            sanpath.set_threads(n)
+            assert sanpath.threads() == n
+            outputs.append(sanpath.forward(model, SEQUENCES[0]).to_json())
+        assert outputs[1] == outputs[0] and outputs[2] == outputs[0]
+        # The CLI streams one input's layers (the Python model is held whole):
+        # the "model" header says so, every number is the same.
+        assert outputs[0] == cli_ok(cli, "forward", "--model", path, "--tokens", "2,15,27,3", "--threads", "3",
+                                    "--stream-layers", "off", "--format", "json")
+        for bad in (-1, 5000):
+            msg = cli_message(cli, "forward", "--model", path, "--tokens", "2,15,27,3", "--threads", str(bad))
+            with pytest.raises(sanpath.InputError) as e:
+                sanpath.set_threads(bad)
+            assert str(e.value) == msg
+    finally:
+        sanpath.set_threads(0)
+    assert sanpath.threads() == default
+
+
 def test_collapse_batch_paper_conventions_matches_cli(cli, bert, token_file):
     path, model = bert
     r = sanpath.collapse(model, sanpath.token_file(token_file), conventions="paper", threads=2)

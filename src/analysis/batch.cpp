@@ -124,19 +124,20 @@ BatchStatistic summarize(const std::vector<Quantity>& values) {
 }
 
 void for_each_input(std::size_t count, int threads, const std::function<void(std::size_t)>& task) {
-  if (threads < 0) throw std::invalid_argument("threads: " + std::to_string(threads) + " is negative");
-  std::size_t workers = threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : static_cast<unsigned>(threads);
-  workers = std::min(workers, count);
+  const int total = resolve_threads(threads);
+  const std::size_t workers = std::min(static_cast<std::size_t>(total), count);
   if (workers <= 1) {
+    ProductThreadsScope cap(total);
     for (std::size_t i = 0; i < count; ++i) task(i);
     return;
   }
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
   std::vector<std::exception_ptr> errors(count);
-  const auto work = [&] {
+  ThreadGroup group(total, static_cast<int>(workers));  // the inputs share the threads
+  const auto work = [&](int index) {
     MpfrThreadCaches caches;
-    SerialProductsScope serial;  // the inputs are the parallelism
+    ThreadGroupScope worker(group, index);
     for (;;) {
       const std::size_t i = next.fetch_add(1);
       if (i >= count || failed.load()) return;
@@ -149,7 +150,8 @@ void for_each_input(std::size_t count, int threads, const std::function<void(std
     }
   };
   std::vector<std::thread> pool;
-  for (std::size_t t = 0; t < workers; ++t) pool.emplace_back(work);
+  for (std::size_t t = 0; t < workers; ++t)
+    pool.emplace_back(work, static_cast<int>(t));
   for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);

@@ -1,5 +1,7 @@
 #include "common.hpp"
 
+#include "sanpath/core/linalg.hpp"  // product_threads: the --threads setting
+
 #include "sanpath/analysis/batch.hpp"
 #include "sanpath/analysis/bounds.hpp"
 #include "sanpath/analysis/search.hpp"
@@ -75,8 +77,8 @@ void register_bounds(CLI::App& app) {
       "--search-bits, the best re-checked at --precision; --seed seeds it. A certified VIOLATED with gamma = 1 "
       "would contradict the theorem: the files are kept for re-checking with `sanpath bounds --model FILE --input "
       "FILE.input.safetensors`.\n"
-      "A batch (--tokens-file, --random-input N --batch B, or --input with X of shape [b, n, d]; --threads inputs in "
-      "parallel) prints per depth the mean ± std, min, median and max over the inputs of the measured r_l/‖X^l‖_{1,∞} "
+      "A batch (--tokens-file, --random-input N --batch B, or --input with X of shape [b, n, d]; inputs in "
+      "parallel, sharing --threads) prints per depth the mean ± std, min, median and max over the inputs of the measured r_l/‖X^l‖_{1,∞} "
       "and counts the verdicts; each input runs at its own precision and --format json holds each input's own "
       "result.\n\nExamples:\n"
       "  sanpath bounds --model san.safetensors --random-input 8 --seed 1 --input-residual 0.05\n"
@@ -138,7 +140,7 @@ void register_bounds(CLI::App& app) {
     br.gamma = gamma;
     br.precision = req;
     if (batch.batch) {
-      const BatchBounds b = analyze_bounds_batch(model, v, batch.inputs, br, o->input.threads, o->out.progress());
+      const BatchBounds b = analyze_bounds_batch(model, v, batch.inputs, br, product_threads(), o->out.progress());
       o->out.emit(format_bounds_batch(b, batch.inputs, model, {model.source(), batch.description}, fmt));
       return;
     }

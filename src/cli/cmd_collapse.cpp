@@ -1,5 +1,7 @@
 #include "common.hpp"
 
+#include "sanpath/core/linalg.hpp"  // product_threads: the --threads setting
+
 #include "sanpath/analysis/collapse.hpp"
 #include "sanpath/model/random.hpp"
 
@@ -53,7 +55,7 @@ void register_collapse(CLI::App& app) {
     const std::string name = embedded ? "embedded default (random BERT-shaped, seed 0)" : model.source();
     if (in.batch) {
       const BatchCollapseResult r =
-          run_collapse_batch(model, in.inputs, req, conventions, o->input.threads, o->out.progress());
+          run_collapse_batch(model, in.inputs, req, conventions, product_threads(), o->out.progress());
       o->out.emit(format_collapse_batch(r, in.inputs, model, {name, in.description}, fmt));
       return;
     }

@@ -1,5 +1,7 @@
 #include "common.hpp"
 
+#include "sanpath/core/linalg.hpp"  // product_threads: the --threads setting
+
 namespace sanpath::cli {
 
 void register_forward(CLI::App& app) {
@@ -51,7 +53,7 @@ void register_forward(CLI::App& app) {
     const InputBatch in = o->input.specs();
     if (in.batch) {
       const BatchForwardAnalysis a =
-          analyze_forward_batch(model, v, in.inputs, req, center, o->input.threads, o->out.progress());
+          analyze_forward_batch(model, v, in.inputs, req, center, product_threads(), o->out.progress());
       o->out.emit(format_forward_batch(a, in.inputs, model, {model.source(), in.description}, fmt));
       return;
     }

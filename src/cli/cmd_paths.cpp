@@ -1,5 +1,7 @@
 #include "common.hpp"
 
+#include "sanpath/core/linalg.hpp"  // product_threads: the --threads setting
+
 #include "sanpath/core/errors.hpp"
 #include "sanpath/analysis/effectiveness_batch.hpp"
 #include "sanpath/analysis/paths.hpp"
@@ -51,13 +53,11 @@ void register_paths(CLI::App& app) {
     int length = -1;
     std::string lengths, heads_per_layer;
     std::size_t top = 0;
-    int threads = 1;
     std::uint64_t limit = 1000000;
   };
   auto o = std::make_shared<Opts>();
   o->model.add(*cmd);
   o->input.add(*cmd, true, true);
-  cmd->remove_option(cmd->get_option("--threads"));  // one --threads below, for batches, --enumerate and --rerun
   // One --seed for the random input and the path sampling (the input
   // group's own --seed needs --random-input).
   cmd->remove_option(cmd->get_option("--seed"));
@@ -103,10 +103,6 @@ void register_paths(CLI::App& app) {
       cmd->add_option("--top", o->top, "--enumerate: only the K paths of largest ‖T‖_{1,∞} (0: all)")
                         ->default_val(0)
                         ->check(unsigned_integer);
-  auto* threads = cmd->add_option("--threads", o->threads,
-                                  "--enumerate, --rerun, and the inputs of a batch (--sums, --effectiveness): worker threads (0: all cores); results do "
-                                  "not depend on it")
-                      ->default_val(1);
   auto* limit = cmd->add_option("--limit", o->limit,
                                 "--enumerate without --top: refuse (exit code 5) when more paths than this pass the filters "
                                 "(--top searches by branch and bound without visiting every path)")
@@ -131,8 +127,8 @@ void register_paths(CLI::App& app) {
       "variants: the sub-networks carry no value/output biases and the bias term 1bᵀ is added once (so all paths with "
       "input-independent attention give the exact sense); other variants: each sub-network keeps its layers' biases. "
       "Re-runs use the working precision and are confirmed one tier up with the same draws. --sums takes a batch "
-      "(--tokens-file, --random-input N --batch B, or --input with X of shape [b, n, d]; --threads inputs in "
-      "parallel): mean ± std, min, median and max over the inputs of each length's share ‖S_k‖_F/‖X^L‖_F, each "
+      "(--tokens-file, --random-input N --batch B, or --input with X of shape [b, n, d]; inputs in "
+      "parallel, sharing --threads): mean ± std, min, median and max over the inputs of each length's share ‖S_k‖_F/‖X^L‖_F, each "
       "input at its own precision, its own values in --format json. --effectiveness [--rerun N] takes a batch too: "
       "per length mean ± std over the inputs of the distance, the task head's agreement counted over every "
       "prediction of the batch (one per input for a classifier, one per position for an LM head) and the mean KL "
@@ -148,14 +144,13 @@ void register_paths(CLI::App& app) {
       "--repeats 5 --seed 1\n"
       "  sanpath paths --model ../shared/data/real-models/bert-ticket-classifier --tokens-file tokens.txt --skip on "
       "--mlp none --layernorm none --effectiveness --threads 2\n");
-  cmd->callback([o, seed, sample, length, lengths, heads, top, threads, limit, rerun, repeats] {
+  cmd->callback([o, seed, sample, length, lengths, heads, top, limit, rerun, repeats] {
     const Format fmt = o->out.parsed();
     const PrecisionRequest req = o->precision.request();
     const VariantOverride ov = o->variant.overrides();
     if (seed->count() > 0 && o->input.random_n == 0 && o->sample == 0 && rerun->count() == 0)
       throw UsageError("--seed: needs --random-input, --sample or --rerun");
     if (rerun->count() > 0 && !o->effectiveness) throw UsageError("--rerun: only with --effectiveness");
-    o->input.threads = o->threads;
     const InputBatch batch = o->input.specs();
     if (batch.batch && !o->sums && !o->effectiveness)
       throw UsageError((!o->input.file.empty() ? o->input.file + ": X" : !o->input.tokens_file.empty() ? std::string("--tokens-file") : std::string("--batch")) + ": a batch of " + std::to_string(batch.inputs.size()) +
@@ -166,8 +161,6 @@ void register_paths(CLI::App& app) {
     if (!o->enumerate) {
       for (const CLI::Option* opt : {lengths, heads, top, limit})
         if (opt->count() > 0) throw UsageError(opt->get_name() + ": only with --enumerate");
-      if (threads->count() > 0 && rerun->count() == 0 && !((o->sums || o->effectiveness) && batch.batch))
-        throw UsageError("--threads: only with --enumerate, --rerun or a batch");
       if ((o->sums || o->effectiveness) && length->count() > 0)
         throw UsageError("--length: only with --enumerate or --sample");
     }
@@ -175,7 +168,6 @@ void register_paths(CLI::App& app) {
       throw UsageError(
           "--check: the reconstruction is checked on every path only: use it with --sums, or with --enumerate "
           "without --length/--lengths/--heads-per-layer");
-    if (o->threads < 0) throw UsageError("--threads: " + std::to_string(o->threads) + " is negative");
     if (o->limit < 1) throw UsageError("--limit: must be at least 1");
     if (sample->count() > 0 && o->sample < 2)
       throw UsageError("--sample: " + std::to_string(o->sample) +
@@ -204,7 +196,7 @@ void register_paths(CLI::App& app) {
     std::optional<Quantity> error;
     std::optional<Precision> precision;
     if (o->sums && batch.batch) {
-      const BatchLengthSums b = analyze_length_sums_batch(model, v, batch.inputs, req, o->threads, o->out.progress());
+      const BatchLengthSums b = analyze_length_sums_batch(model, v, batch.inputs, req, product_threads(), o->out.progress());
       if (o->check)
         for (std::size_t i = 0; i < b.runs.size(); ++i)
           if (!decomposition_holds(b.runs[i].decomposition_error, b.runs[i].precision))
@@ -226,7 +218,7 @@ void register_paths(CLI::App& app) {
         rr.samples = o->rerun;
         rr.repeats = o->repeats;
         rr.seed = o->input.seed;
-        rr.threads = o->threads;
+        rr.threads = product_threads();
         if (batch.batch) {
           const BatchRerun b = analyze_rerun_batch(model, v, batch.inputs, req, rr, head ? &*head : nullptr,
                                                    o->out.progress());
@@ -237,7 +229,7 @@ void register_paths(CLI::App& app) {
         o->out.emit(format_rerun(r, model, info, fmt));
       } else if (batch.batch) {
         const BatchEffectiveness b = analyze_effectiveness_batch(model, v, batch.inputs, req, head ? &*head : nullptr,
-                                                                 o->threads, o->out.progress());
+                                                                 product_threads(), o->out.progress());
         o->out.emit(format_effectiveness_batch(b, batch.inputs, model, info, fmt));
         return;
       } else {
@@ -260,7 +252,7 @@ void register_paths(CLI::App& app) {
           return parse_heads_per_layer(o->heads_per_layer, L, model.arch().heads, v.skip);
         });
       er.top_k = o->top;
-      er.threads = o->threads;
+      er.threads = product_threads();
       er.limit = o->limit;
       const PathEnumerationReport r = analyze_enumeration(model, v, in, req, er, o->out.progress());
       error = r.decomposition_error;

@@ -1,4 +1,6 @@
 #include "common.hpp"
+
+#include "sanpath/core/linalg.hpp"  // product_threads: the --threads setting
 #include "progress.hpp"
 
 #include "sanpath/analysis/collapse.hpp"
@@ -82,10 +84,10 @@ void register_report(CLI::App& app) {
       RerunRequest rr;
       rr.samples = o->rerun;
       rr.repeats = o->repeats;
-      rr.threads = o->input.threads;
+      rr.threads = product_threads();
       req.rerun = rr;
     }
-    const HtmlReport report = in.batch ? build_report(model, in.inputs, req, o->input.threads, terminal_progress(o->quiet))
+    const HtmlReport report = in.batch ? build_report(model, in.inputs, req, product_threads(), terminal_progress(o->quiet))
                                        : build_report(model, in.inputs.front(), req, terminal_progress(o->quiet));
     check_interrupt();  // an interrupted run writes nothing
     write_html_report(o->out, report);

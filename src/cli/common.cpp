@@ -1,4 +1,6 @@
 #include "common.hpp"
+
+#include "sanpath/core/linalg.hpp"  // set_product_threads
 #include "progress.hpp"
 
 #include "sanpath/io/atomic_file.hpp"
@@ -107,14 +109,10 @@ void InputOptions::add(CLI::App& app, bool required, bool batches) {
       ->needs(r);
   if (batches) {
     app.add_option("--batch", batch_size, "B: a batch of B random inputs of N tokens, seeds SEED..SEED+B-1 (default: one input)")->needs(r);
-    app.add_option("--threads", threads,
-                   "batches: inputs analysed in parallel (0: all cores); the output does not depend on it")
-        ->default_val(1);
   }
 }
 
 InputBatch InputOptions::specs() const {
-  if (threads < 0) throw UsageError("--threads: " + std::to_string(threads) + " is negative");
   InputBatch b;
   if (!file.empty()) {
     b.inputs = read_input_tensor(file);
@@ -345,6 +343,33 @@ void add_memory_budget_option(CLI::App& app) {
           } catch (const std::invalid_argument& e) {
             throw UsageError(e.what());
           }
+        });
+  }
+}
+
+void add_threads_option(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    sub->add_option("--threads", "threads for everything the command runs: the products of a pass, passes run side "
+                                 "by side, path shards and the inputs of a batch, which share them (0: all cores); "
+                                 "the output does not depend on it")
+        ->type_name("INT")
+        ->default_str("0")
+        ->envname("SANPATH_THREADS")
+        ->each([](const std::string& text) {
+          long n = 0;
+          try {
+            std::size_t used = 0;
+            n = std::stol(text, &used);
+            if (used != text.size()) throw std::invalid_argument(text);
+          } catch (const std::exception&) {
+            throw UsageError("--threads: '" + text + "' is not an integer");
+          }
+          try {
+            check_thread_count(n);
+          } catch (const std::invalid_argument& e) {
+            throw UsageError(e.what());
+          }
+          set_product_threads(static_cast<int>(n));
         });
   }
 }

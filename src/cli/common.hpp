@@ -59,12 +59,11 @@ struct InputOptions {
   std::string tokens_file;
   int random_n = 0;
   std::optional<int> batch_size;
-  int threads = 1;
   std::uint64_t seed = 0;
   double spread = 1.0;
   std::optional<double> residual;
   /// `required`: exactly one input option must be given; otherwise at most
-  /// one. `batches`: also --tokens-file, --batch and --threads.
+  /// one. `batches`: also --tokens-file and --batch.
   void add(CLI::App& app, bool required = true, bool batches = false);
   bool given() const {
     return !file.empty() || !pixels.empty() || !tokens.empty() || !tokens_file.empty() || random_n != 0;
@@ -141,6 +140,12 @@ void check_output_location(const std::string& path);
 /// Adds --memory-budget SIZE (env SANPATH_MEMORY_BUDGET) to every subcommand
 /// registered so far; the value sets sanpath::set_memory_budget.
 void add_memory_budget_option(CLI::App& app);
+
+/// Adds --threads N to every subcommand registered so far: the threads of
+/// everything the command runs (products, passes side by side, path shards,
+/// the inputs of a batch); the value sets sanpath::set_product_threads, and
+/// the commands hand product_threads() to the library's parallel sections.
+void add_threads_option(CLI::App& app);
 /// SIGINT sets the library's interrupt flag (sanpath::request_interrupt);
 /// the computation stops at its next check with exit code 130 and writes
 /// nothing. A second SIGINT terminates at once.

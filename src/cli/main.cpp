@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   register_report(app);
   register_bounds(app);
   add_memory_budget_option(app);  // after every register_*: adds --memory-budget to each subcommand
+  add_threads_option(app);        // and --threads
   install_interrupt_handler();
   try {
     app.parse(argc, argv);

@@ -457,6 +457,21 @@ template <class S> bool activate_simd(Matrix<S>& M, Activation act) {
   return false;
 }
 
+/// Calls f(i, j) for every entry of a rows×cols matrix, in blocks of 64
+/// columns on product_threads() threads when there are many entries. Each
+/// entry is computed alone, in the caller's rounding mode: the result does
+/// not depend on the thread count.
+template <class S, class F> void for_each_entry(Eigen::Index rows, Eigen::Index cols, F&& f) {
+  constexpr Eigen::Index width = 64;
+  const double work = double(rows) * double(cols) * (is_mpfr_v<S> ? 64.0 : 1.0);
+  const auto blocks = static_cast<std::size_t>((cols + width - 1) / width);
+  run_blocks(blocks, work >= double(1 << 16) ? product_threads() : 1, [&](std::size_t b) {
+    const Eigen::Index first = static_cast<Eigen::Index>(b) * width, last = std::min(cols, first + width);
+    for (Eigen::Index j = first; j < last; ++j)
+      for (Eigen::Index i = 0; i < rows; ++i) f(i, j);
+  });
+}
+
 template <class S>
 Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const LayerWeights& lw, const Matrix<S>& Z) {
   Matrix<S> Hid;
@@ -466,12 +481,12 @@ Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const LayerWeights
     Matrix<S> G;
     gemm_weights(Z, lw.W_gate, G);
     const int mode = std::fegetround();
-    for (Eigen::Index j = 0; j < Hid.cols(); ++j)
-      for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) *= activate(G(i, j), a.activation, mode);
+    for_each_entry<S>(Hid.rows(), Hid.cols(),
+                      [&](Eigen::Index i, Eigen::Index j) { Hid(i, j) *= activate(G(i, j), a.activation, mode); });
   } else if (!activate_simd(Hid, a.activation)) {
     const int mode = std::fegetround();
-    for (Eigen::Index j = 0; j < Hid.cols(); ++j)
-      for (Eigen::Index i = 0; i < Hid.rows(); ++i) Hid(i, j) = activate(Hid(i, j), a.activation, mode);
+    for_each_entry<S>(Hid.rows(), Hid.cols(),
+                      [&](Eigen::Index i, Eigen::Index j) { Hid(i, j) = activate(Hid(i, j), a.activation, mode); });
   }
   Matrix<S> out;
   gemm_weights(Hid, lw.W_2, out);

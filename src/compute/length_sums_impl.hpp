@@ -47,7 +47,7 @@ template <class S> LengthSums<S> length_sums(const Model& model, const ForwardTr
   const bool skip = trace.variant.skip;
   const Eigen::Index n = trace.X[0].rows(), d = trace.X[0].cols();
   const auto Lz = static_cast<std::size_t>(L);
-  const int nthreads = detail::resolve_threads(threads);
+  const int nthreads = resolve_threads(threads);
 
   // Sk[k] = S_k^l; an empty matrix stands for 0.
   std::vector<Matrix<S>> Sk(Lz + 1), M(Lz + 1);

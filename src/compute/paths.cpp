@@ -113,15 +113,6 @@ std::vector<std::vector<int>> task_prefixes(const PathPlan& p, std::size_t targe
   return out;
 }
 
-int resolve_threads(int threads) {
-  if (threads < 0) throw std::invalid_argument("threads: " + std::to_string(threads) + " is negative");
-  if (threads == 0) {
-    const unsigned hw = std::thread::hardware_concurrency();
-    return hw == 0 ? 1 : static_cast<int>(hw);
-  }
-  return threads;
-}
-
 }  // namespace detail
 
 std::vector<PathCount> count_paths_by_length(int layers, int heads, bool skip, const PathFilter& filter) {

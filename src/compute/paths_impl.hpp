@@ -45,8 +45,6 @@ std::vector<PathCount> plan_counts(const PathPlan& plan);
 /// least `target` nodes (or D = L), in enumeration order. Each prefix has D
 /// choices. Depends only on the plan (never on the thread count).
 std::vector<std::vector<int>> task_prefixes(const PathPlan& plan, std::size_t target);
-/// Worker count: `threads` (0: hardware concurrency), at least 1.
-int resolve_threads(int threads);
 
 /// The value-output maps of one layer in S. Factored (when 2·d_v < d, the
 /// cheaper form): Y W_h is evaluated as (Y W_V^h) W_O^h. Otherwise the d×d
@@ -384,7 +382,7 @@ EnumerationResult<S> enumerate_paths(const Model& model, const ForwardTrace<S>& 
   };
 
   const int threads = static_cast<int>(std::min<std::size_t>(
-      static_cast<std::size_t>(detail::resolve_threads(options.threads)), ntasks));
+      static_cast<std::size_t>(resolve_threads(options.threads)), ntasks));
   if (threads <= 1) {
     detail::PathWalker<S> walker(ctx, plan, want_records);
     for (std::size_t i = 0; i < ntasks; ++i) {

@@ -3,7 +3,7 @@
 #include "sanpath/compute/norms.hpp"
 #include "sanpath/core/resources.hpp"
 #include "compute/forward_impl.hpp"  // detail::attention, detail::mlp, detail::norm, detail::PackedLayer
-#include "compute/paths_impl.hpp"    // detail::layer_maps, detail::BiasAccumulator, detail::resolve_threads
+#include "compute/paths_impl.hpp"    // detail::layer_maps, detail::BiasAccumulator
 
 #include <optional>
 #include <stdexcept>
@@ -193,7 +193,7 @@ RerunEffectiveness<S> rerun_effectiveness(const Model& model, const Variant& var
     for (std::size_t k = 0; k < K; ++k)
       if (r == 0 || !out.points[k].all_paths) units.push_back({r, k});
   std::vector<std::vector<Matrix<S>>> sums(R, std::vector<Matrix<S>>(K));
-  detail::run_blocks(units.size(), detail::resolve_threads(options.threads), [&](std::size_t u) {
+  detail::run_blocks(units.size(), resolve_threads(options.threads), [&](std::size_t u) {
     const auto [r, k] = units[u];
     const RerunPoint<S>& p = out.points[k];
     Matrix<S> acc = detail::zeros<S>(n, d);

@@ -245,7 +245,7 @@ TopPathsResult<S> top_paths(const Model& model, const ForwardTrace<S>& trace, co
   };
 
   const int threads =
-      static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(detail::resolve_threads(options.threads)), ntasks));
+      static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(options.threads)), ntasks));
   if (threads <= 1) {
     detail::PathWalker<S> walker(ctx, plan, true);
     for (std::size_t i = 0; i < ntasks; ++i) run_task(i, walker);

@@ -2,6 +2,7 @@
 
 #include "core/linalg_impl.hpp"  // SANPATH_IFMA_KERNEL
 
+#include <algorithm>
 #include <atomic>
 #include <cfenv>
 #include <exception>
@@ -18,17 +19,62 @@ namespace sanpath {
 namespace {
 std::atomic<bool> ifma_allowed{true};
 std::atomic<int> product_threads_setting{0};
-thread_local int serial_products_depth = 0;
+thread_local int product_threads_cap = 0;  // 0: none
+thread_local const ThreadGroup* thread_group = nullptr;
+thread_local int thread_group_index = 0;
 }  // namespace
 
 void set_product_threads(int threads) { product_threads_setting.store(threads < 0 ? 0 : threads); }
 
 int product_threads() {
-  if (serial_products_depth > 0) return 1;
   const int t = product_threads_setting.load();
-  if (t > 0) return t;
   const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
+  int all = t > 0 ? t : (hw == 0 ? 1 : static_cast<int>(hw));
+  if (product_threads_cap > 0) all = std::min(all, product_threads_cap);
+  if (thread_group) all = std::min(all, thread_group->share(thread_group_index));
+  return all;
+}
+
+ThreadGroup::ThreadGroup(int total, int tasks) : total_(std::max(total, 1)), running_(std::max(tasks, 1)) {}
+
+int ThreadGroup::share(int index) const { return thread_share(total_, std::max(running_.load(), 1), index); }
+
+void ThreadGroup::leave() { running_.fetch_sub(1); }
+
+ThreadGroupScope::ThreadGroupScope(ThreadGroup& group, int index)
+    : group_(group),
+      previous_group_(thread_group), previous_index_(thread_group_index), previous_cap_(product_threads_cap) {
+  // The outer group's share now becomes a fixed cap: a group never gives more than its caller had.
+  if (thread_group) {
+    const int outer = thread_group->share(thread_group_index);
+    product_threads_cap = product_threads_cap > 0 ? std::min(product_threads_cap, outer) : outer;
+  }
+  thread_group = &group;
+  thread_group_index = index;
+}
+
+ThreadGroupScope::~ThreadGroupScope() {
+  group_.leave();
+  thread_group = previous_group_;
+  thread_group_index = previous_index_;
+  product_threads_cap = previous_cap_;
+}
+
+int resolve_threads(int threads) {
+  if (threads < 0) throw std::invalid_argument("threads: " + std::to_string(threads) + " is negative");
+  return threads == 0 ? product_threads() : threads;
+}
+
+void check_thread_count(long threads) {
+  if (threads < 0 || threads > kMaxThreads)
+    throw std::invalid_argument("--threads: " + std::to_string(threads) + " is not a thread count in [0, " +
+                                std::to_string(kMaxThreads) + "] (0: all cores)");
+}
+
+int thread_share(int total, int parts, int index) {
+  if (parts <= 0) return std::max(total, 1);
+  const int share = total / parts + (index < total % parts ? 1 : 0);
+  return std::max(share, 1);
 }
 
 void allow_ifma_products(bool allowed) { ifma_allowed.store(allowed); }
@@ -58,11 +104,21 @@ void set_double_products_isa(const std::string& level) {
   detail::set_double_isa(*isa);
 }
 
-SerialProductsScope::SerialProductsScope() { ++serial_products_depth; }
-SerialProductsScope::~SerialProductsScope() { --serial_products_depth; }
+ProductThreadsScope::ProductThreadsScope(int cap) : previous_(product_threads_cap) {
+  const int c = std::max(cap, 1);
+  product_threads_cap = previous_ > 0 ? std::min(previous_, c) : c;
+}
+ProductThreadsScope::~ProductThreadsScope() { product_threads_cap = previous_; }
 
 void run_at_once(const std::vector<std::function<void(bool)>>& tasks) {
-  if (tasks.size() >= 2 && product_threads() >= 2) {
+  const int threads = product_threads();
+  if (tasks.size() >= 2 && threads >= 2) {
+    ThreadGroup group(threads, static_cast<int>(tasks.size()));
+    // Runs task i in the group; its threads go to the others when it ends.
+    const auto run = [&tasks, &group](std::size_t i) {
+      ThreadGroupScope task(group, static_cast<int>(i));
+      tasks[i](true);
+    };
     std::promise<bool> go;
     const std::shared_future<bool> started = go.get_future().share();
     const int mode = std::fegetround();
@@ -70,12 +126,11 @@ void run_at_once(const std::vector<std::function<void(bool)>>& tasks) {
     bool all = true;
     try {
       for (std::size_t i = 1; i < tasks.size(); ++i)
-        others.push_back(std::async(std::launch::async, [&tasks, started, mode, i] {
-          if (!started.get()) return;  // not every thread could be started
+        others.push_back(std::async(std::launch::async, [&run, started, mode, i] {
+          if (!started.get()) return;  // not every thread could be started (then no task ran in the group)
           std::fesetround(mode);
           MpfrThreadCaches caches;
-          SerialProductsScope serial;
-          tasks[i](true);
+          run(i);
         }));
     } catch (const std::system_error&) {
       all = false;  // no thread to be had: one after the other below
@@ -84,8 +139,7 @@ void run_at_once(const std::vector<std::function<void(bool)>>& tasks) {
     if (all) {
       std::exception_ptr error;
       try {
-        SerialProductsScope serial;
-        tasks[0](true);
+        run(0);
       } catch (...) {
         error = std::current_exception();
       }

@@ -45,8 +45,9 @@ inline void check_inner(Eigen::Index a, Eigen::Index b, const char* what) {
 }
 
 /// Runs work(b) for b = 0..blocks-1, on up to `threads` threads (the calling
-/// thread is one of them). Workers hold a SerialProductsScope and round as
-/// the calling thread does (fegetround: the rounding check's directed passes).
+/// thread is one of them). Workers hold a SerialProductsScope, round as the
+/// calling thread does (fegetround: the rounding check's directed passes)
+/// and take its MPFR exponent range (thread-local in MPFR).
 /// The first exception thrown by a block is rethrown after every thread has joined.
 template <class F> void run_blocks(std::size_t blocks, int threads, F&& work) {
   const std::size_t t = std::min<std::size_t>(blocks, static_cast<std::size_t>(std::max(threads, 1)));
@@ -59,9 +60,12 @@ template <class F> void run_blocks(std::size_t blocks, int threads, F&& work) {
   std::exception_ptr error;
   std::mutex mu;
   const int rounding = std::fegetround();
+  const mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
   auto body = [&] {
     SerialProductsScope serial;
     std::fesetround(rounding);  // per thread; the pool's threads end with the call
+    mpfr_set_emin(emin);
+    mpfr_set_emax(emax);
     for (;;) {
       const std::size_t b = next.fetch_add(1);
       if (b >= blocks || failed.load()) return;

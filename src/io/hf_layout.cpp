@@ -1,6 +1,6 @@
 #include "hf_layout.hpp"
 
-#include "sanpath/core/linalg.hpp"  // run_side_by_side
+#include "sanpath/core/linalg.hpp"  // run_at_once, product_threads
 #include "sanpath/core/resources.hpp"
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/model/layer_source.hpp"
@@ -401,15 +401,26 @@ void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefi
       file.release(t);
     }
   };
-  // Two halves of about equal work side by side (most of it is the kernel
-  // handing out fresh pages, which two cores do twice as fast). Each slot
-  // writes only its own matrices, and the first half's error is rethrown
-  // before the second's: the error reported is the one a single pass would
-  // meet first.
+  // Contiguous parts of about equal work, one per thread, at once (most of
+  // it is the kernel handing out fresh pages, which K cores do K times as
+  // fast). Each slot writes only its own matrices, and an earlier part's
+  // error is rethrown before a later one's: the error reported is the one a
+  // single pass would meet first.
   const std::uint64_t total = std::accumulate(work.begin(), work.end(), std::uint64_t{0});
-  std::size_t half = 0;
-  for (std::uint64_t done = 0; half < work.size() && 2 * (done + work[half]) <= total; ++half) done += work[half];
-  run_side_by_side([&] { decode_range(0, half); }, [&] { decode_range(half, s.list.size()); });
+  const std::size_t parts =
+      std::max<std::size_t>(1, std::min(static_cast<std::size_t>(product_threads()), s.list.size()));
+  std::vector<std::size_t> cut{0};
+  std::uint64_t done = 0;
+  for (std::size_t k = 1, i = 0; k < parts; ++k) {
+    // Part k ends where the work done reaches k/parts of the total.
+    while (i < work.size() && double(done + work[i]) * double(parts) <= double(total) * double(k)) done += work[i++];
+    cut.push_back(i);
+  }
+  cut.push_back(s.list.size());
+  std::vector<std::function<void(bool)>> tasks;
+  for (std::size_t k = 0; k < parts; ++k)
+    tasks.push_back([&decode_range, &cut, k](bool) { decode_range(cut[k], cut[k + 1]); });
+  run_at_once(tasks);
 }
 
 Model load_family(const Family& fam, const HfConfig& c, const std::shared_ptr<const TensorStore>& store,

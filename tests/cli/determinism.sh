@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Determinism: the same command writes byte-identical JSON on every run and
-# whatever the thread count: 1 or 2 worker threads (--threads, when the
-# command has it), one CPU or all of them (taskset), OMP_NUM_THREADS 1 or 2,
+# whatever the thread count: 1, 2 or 3 threads (--threads), one CPU or all
+# of them (taskset), OMP_NUM_THREADS 1 or 2,
 # and every instruction-set level of the double kernel (SANPATH_ISA).
 # Covers forward, and paths/bounds when this sanpath has those commands.
 #
@@ -38,7 +38,9 @@ same() {
   shift 2
   local variants=()
   for r in "${runners[@]}"; do variants+=("$r|"); done
-  if has_option "$cmd" --threads; then variants+=("threads1||--threads 1" "threads2||--threads 2"); fi
+  if has_option "$cmd" --threads; then
+    variants+=("threads1||--threads 1" "threads2||--threads 2" "threads3||--threads 3")
+  fi
   local ref="" refname="" problems=() runs=0
   for v in "${variants[@]}"; do
     IFS='|' read -r vname prefix extra <<<"$v"
@@ -80,6 +82,15 @@ echo "== forward"
 same forward-native-auto forward --model "$M" --random-input 6 --seed 2
 same forward-native-double forward --model "$M" --tokens 1,5,7,29,3 --precision double
 same forward-san-optimal-centre forward --model "$SAN" --random-input 5 --center optimal --precision 128
+# Wide enough for every parallel section to split (core/linalg: multiprecision
+# products of 64·128·128 = 2^20 multiply-adds, double ones of 64·128·512 =
+# 2^22; four heads at once): the same bytes at 1, 2 and 3 threads.
+WIDE=$T/wide.safetensors
+"$SANPATH" init --out "$WIDE" --layers 2 --heads 4 --d-model 128 --d-ff 512 --vocab 30 --seed 8 || exit 1
+same forward-wide-auto forward --model "$WIDE" --random-input 64 --seed 2
+same forward-wide-double forward --model "$WIDE" --random-input 64 --seed 2 --precision double
+same forward-wide-san-direct forward --model "$WIDE" --random-input 64 --seed 2 --skip off --mlp none --layernorm none \
+  --precision 513
 source "$(dirname "$0")/../support/shared.sh"
 have_real=0
 require_shared_in_ci "$REAL" && have_real=1

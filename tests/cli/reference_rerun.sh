@@ -61,7 +61,7 @@ PY
     shift
     "$SANPATH" paths --model "$WORK/r3.safetensors" --input "$WORK/x4" "$@" >"$WORK/u.out" 2>"$WORK/u.err"
     local rc=$?
-    if [ $rc -ne 2 ] || ! grep -q -- "$want" "$WORK/u.err" || [ -s "$WORK/u.out" ]; then
+    if [ $rc -ne 2 ] || ! grep -qF -- "$want" "$WORK/u.err" || [ -s "$WORK/u.out" ]; then
       echo "FAIL usage $*: exit $rc, stderr: $(cat "$WORK/u.err")"
       FAILS=$((FAILS + 1))
     fi
@@ -70,7 +70,7 @@ PY
   expect_usage "--rerun: at least 1" --effectiveness --rerun 0
   expect_usage "--repeats" --effectiveness --repeats 3
   expect_usage "--repeats: at least 1" --effectiveness --rerun 4 --repeats 0
-  expect_usage "--threads: only with --enumerate, --rerun or a batch" --effectiveness --threads 2
+  expect_usage "--threads: -1 is not a thread count in [0, 4096] (0: all cores)" --effectiveness --rerun 4 --threads -1
 }
 
 ref_finish

@@ -10,10 +10,14 @@
 
 #include "sanpath/core/linalg.hpp"
 
+#include <atomic>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 using namespace sanpath;
 using Eigen::MatrixXd;
@@ -252,4 +256,87 @@ TEST_CASE("gemm refuses mismatched inner sizes", "[linalg]") {
   CHECK_THROWS_AS(gemm(A, B, C), std::invalid_argument);
   CHECK_THROWS_AS(gemm_nt(A, B, C), std::invalid_argument);
   CHECK_THROWS_AS(gemm_weights(A, MatrixXd(4, 2), C), std::invalid_argument);
+}
+
+TEST_CASE("threads: shares, caps and passes side by side split the budget", "[linalg][threads]") {
+  // thread_share: total/parts, the first total%parts one more, at least 1.
+  CHECK(thread_share(16, 2, 0) == 8);
+  CHECK(thread_share(16, 2, 1) == 8);
+  CHECK(thread_share(7, 3, 0) == 3);
+  CHECK(thread_share(7, 3, 1) == 2);
+  CHECK(thread_share(7, 3, 2) == 2);
+  CHECK(thread_share(2, 4, 3) == 1);
+  CHECK(resolve_threads(5) == 5);
+  CHECK_THROWS_WITH(resolve_threads(-1), "threads: -1 is negative");
+  CHECK_THROWS_WITH(check_thread_count(-1), "--threads: -1 is not a thread count in [0, 4096] (0: all cores)");
+  CHECK_THROWS_WITH(check_thread_count(4097), "--threads: 4097 is not a thread count in [0, 4096] (0: all cores)");
+  CHECK_NOTHROW(check_thread_count(0));
+
+  set_product_threads(6);
+  CHECK(product_threads() == 6);
+  CHECK(resolve_threads(0) == 6);
+  {
+    ProductThreadsScope cap(4);
+    CHECK(product_threads() == 4);
+    {
+      ProductThreadsScope wider(5);  // never above an outer cap
+      CHECK(product_threads() == 4);
+      SerialProductsScope serial;
+      CHECK(product_threads() == 1);
+    }
+    CHECK(product_threads() == 4);
+  }
+  CHECK(product_threads() == 6);
+
+  // Tasks run at once share the budget for their own products: 6 over 4
+  // tasks is 2, 2, 1, 1; over 2 tasks, 3 each (read while all of them run).
+  for (const int tasks : {2, 4}) {
+    CAPTURE(tasks);
+    std::vector<int> seen(static_cast<std::size_t>(tasks), 0);
+    std::vector<bool> together(static_cast<std::size_t>(tasks), false);
+    std::atomic<int> arrived{0}, read{0};
+    std::vector<std::function<void(bool)>> work;
+    for (int i = 0; i < tasks; ++i)
+      work.push_back([&, i](bool t) {
+        ++arrived;
+        while (arrived.load() < tasks) std::this_thread::yield();
+        seen[static_cast<std::size_t>(i)] = product_threads();
+        together[static_cast<std::size_t>(i)] = t;
+        ++read;
+        while (read.load() < tasks) std::this_thread::yield();
+      });
+    run_at_once(work);
+    for (int i = 0; i < tasks; ++i) {
+      CHECK(seen[static_cast<std::size_t>(i)] == thread_share(6, tasks, i));
+      CHECK(together[static_cast<std::size_t>(i)]);
+    }
+    CHECK(product_threads() == 6);
+  }
+  // A task that ends hands its threads to the one still running.
+  {
+    std::atomic<bool> first_done{false};
+    int before = 0, after = 0;
+    run_side_by_side([&] { first_done = true; },
+                     [&] {
+                       before = product_threads();  // 3, or 6 if the first task has already ended
+                       while (!first_done.load()) std::this_thread::yield();
+                       for (int spin = 0; spin < 1000000 && product_threads() != 6; ++spin) std::this_thread::yield();
+                       after = product_threads();
+                     });
+    CHECK((before == 3 || before == 6));
+    CHECK(after == 6);
+  }
+  // A cap is kept inside a group.
+  {
+    ProductThreadsScope cap(2);
+    int inside = 0;
+    run_side_by_side([&] { inside = product_threads(); }, [] {});
+    CHECK((inside == 1 || inside == 2));
+  }
+  // One thread: the tasks run one after the other, each with that thread.
+  set_product_threads(1);
+  std::vector<int> seen(2, 0);
+  run_side_by_side([&] { seen[0] = product_threads(); }, [&] { seen[1] = product_threads(); });
+  CHECK(seen == std::vector<int>{1, 1});
+  set_product_threads(0);
 }

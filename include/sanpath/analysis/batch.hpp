@@ -64,8 +64,10 @@ std::vector<MeasureStatistic> summarize_measures(const std::vector<const LayerRe
 /// below 1 or sizes that differ.
 Quantity weighted_mean(const std::vector<Quantity>& values, const std::vector<long>& weights);
 
-/// Runs `task(i)` for i = 0..count−1 on `threads` worker threads (0: all
-/// cores; 1: the calling thread). Workers run their products serially. When
+/// Runs `task(i)` for i = 0..count−1, sharing `threads` threads (0:
+/// product_threads(), all cores by default): min(threads, count) inputs at
+/// once, each with its thread_share for its own products (one worker: the
+/// calling thread, with every thread for its products). When
 /// tasks throw, the exception of the lowest failing index is rethrown after
 /// every started task has finished.
 void for_each_input(std::size_t count, int threads, const std::function<void(std::size_t)>& task);

@@ -22,6 +22,7 @@
 
 #include "sanpath/core/scalar.hpp"
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -45,13 +46,32 @@ template <class S> Matrix<S> product(const Matrix<S>& A, const Matrix<S>& B) {
   return C;
 }
 
-/// Sets the number of threads one large product may use: 0 (the default)
-/// for the hardware concurrency, 1 for serial products. Thread-safe.
+/// Sets the threads sanpath may use: large products, passes run side by
+/// side, path shards and the inputs of a batch share them. 0 (the default)
+/// for the hardware concurrency, 1 for everything serial. Results never
+/// depend on it. Thread-safe.
 void set_product_threads(int threads);
 
-/// Threads one large product started from this thread may use (1 inside a
-/// SerialProductsScope).
+/// Threads one large product (or parallel section) started from this thread
+/// may use: the setting above, at most the cap of the innermost
+/// ProductThreadsScope alive on this thread and the current share of its
+/// ThreadGroupScope.
 int product_threads();
+
+/// `threads` resolved: 0 means product_threads(); a positive count is
+/// itself. Throws std::invalid_argument naming a negative count.
+int resolve_threads(int threads);
+
+/// The largest thread count sanpath accepts.
+inline constexpr int kMaxThreads = 4096;
+
+/// Throws std::invalid_argument "--threads: N is not a thread count in
+/// [0, 4096] (0: all cores)" unless 0 ≤ threads ≤ kMaxThreads.
+void check_thread_count(long threads);
+
+/// The threads that part `index` of `parts` parts sharing `total` threads
+/// gets: total/parts, the first total%parts parts one more, at least 1.
+int thread_share(int total, int parts, int index);
 
 /// Whether MPFR products may use the AVX-512 IFMA kernel (default true; it
 /// is used only when the CPU has it). false forces the portable GMP kernel,
@@ -78,34 +98,85 @@ std::vector<std::string> supported_double_products_isas();
 /// std::invalid_argument for an unknown name or a level the CPU lacks.
 void set_double_products_isa(const std::string& level);
 
+/// While alive, products and parallel sections started from the
+/// constructing thread use at most `cap` threads (≥ 1). Scopes nest: the
+/// innermost cap applies, never above an outer one.
+class ProductThreadsScope {
+ public:
+  explicit ProductThreadsScope(int cap);
+  ~ProductThreadsScope();
+  ProductThreadsScope(const ProductThreadsScope&) = delete;
+  ProductThreadsScope& operator=(const ProductThreadsScope&) = delete;
+
+ private:
+  int previous_;
+};
+
+/// Threads shared by tasks that run at once (passes side by side, the inputs
+/// of a batch): while r of its `tasks` tasks run, task i's products may use
+/// thread_share(total, r, i) threads, so the threads of a task that has
+/// ended go to those still running (their later products use them).
+class ThreadGroup {
+ public:
+  ThreadGroup(int total, int tasks);
+  /// The threads task `index` may use now.
+  int share(int index) const;
+  /// One task has ended.
+  void leave();
+
+ private:
+  int total_;
+  std::atomic<int> running_;
+};
+
+/// Task `index` of `group`, running on the constructing thread for the
+/// scope's life: its products and parallel sections use the task's share
+/// of the group (never above an outer cap or share), and its end hands its
+/// threads to the tasks still running. The group must outlive the scope.
+class ThreadGroupScope {
+ public:
+  ThreadGroupScope(ThreadGroup& group, int index);
+  ~ThreadGroupScope();
+  ThreadGroupScope(const ThreadGroupScope&) = delete;
+  ThreadGroupScope& operator=(const ThreadGroupScope&) = delete;
+
+ private:
+  ThreadGroup& group_;
+  const ThreadGroup* previous_group_;
+  int previous_index_;
+  int previous_cap_;
+};
+
 /// While alive, products started from the constructing thread run serially.
 /// The library's own worker threads (path enumeration, length sums, product
 /// blocks) hold one, so parallel work is never nested.
 class SerialProductsScope {
  public:
-  SerialProductsScope();
-  ~SerialProductsScope();
-  SerialProductsScope(const SerialProductsScope&) = delete;
-  SerialProductsScope& operator=(const SerialProductsScope&) = delete;
+  SerialProductsScope() : cap_(1) {}
+
+ private:
+  ProductThreadsScope cap_;
 };
 
 /// Runs two independent passes: side by side, `second` on a new thread and
-/// `first` on this one, each with serial products, when products may use two
-/// or more threads; otherwise (or when no thread can be started) one after
-/// the other on this thread. On two cores one pass a core beats two passes
-/// one after the other on both cores, since the products of a pass scale less
-/// than 2× on two threads. Returns when both have finished; an exception of
-/// either is rethrown then (first's before second's).
+/// `first` on this one, when products may use two or more threads (each
+/// pass then gets half of them for its own products); otherwise (or when no
+/// thread can be started) one after the other on this thread. On two cores
+/// one pass a core beats two passes one after the other on both cores, since
+/// the products of a pass scale less than 2× on two threads. Returns when
+/// both have finished; an exception of either is rethrown then (first's
+/// before second's).
 void run_side_by_side(const std::function<void()>& first, const std::function<void()>& second);
 
-/// Runs independent tasks at once, each on a thread of its own with serial
-/// products (the first on this thread; every thread starts in this
-/// thread's rounding mode), when products may use two or more threads and
-/// every thread can be started; otherwise one after the other on this
+/// Runs independent tasks at once, each on a thread of its own (the first
+/// on this thread; every thread starts in this thread's rounding mode), when
+/// products may use two or more threads and every thread can be started;
+/// the tasks then share product_threads() (thread_share), each using its
+/// share for its own products. Otherwise one after the other on this
 /// thread. Each task is told which: true when they all run together (no
 /// task starts before every thread is there). Returns when all have
 /// finished, rethrowing the exception of the first task (in order) that
-/// threw. More tasks than cores share the cores.
+/// threw. More tasks than threads share the cores, one product thread each.
 void run_at_once(const std::vector<std::function<void(bool together)>>& tasks);
 
 /// Converts a double matrix exactly into scalar S.
