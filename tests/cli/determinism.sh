@@ -37,7 +37,11 @@ same() {
   local name=$1 cmd=$2
   shift 2
   local variants=()
-  for r in "${runners[@]}"; do variants+=("$r|"); done
+  if [ "${THREADS_ONLY:-0}" = 1 ]; then
+    variants+=("plain||")  # the thread counts alone (the wide runs are the slow ones)
+  else
+    for r in "${runners[@]}"; do variants+=("$r|"); done
+  fi
   if has_option "$cmd" --threads; then
     variants+=("threads1||--threads 1" "threads2||--threads 2" "threads3||--threads 3")
   fi
@@ -87,9 +91,9 @@ same forward-san-optimal-centre forward --model "$SAN" --random-input 5 --center
 # 2^22; four heads at once): the same bytes at 1, 2 and 3 threads.
 WIDE=$T/wide.safetensors
 "$SANPATH" init --out "$WIDE" --layers 2 --heads 4 --d-model 128 --d-ff 512 --vocab 30 --seed 8 || exit 1
-same forward-wide-auto forward --model "$WIDE" --random-input 64 --seed 2
-same forward-wide-double forward --model "$WIDE" --random-input 64 --seed 2 --precision double
-same forward-wide-san-direct forward --model "$WIDE" --random-input 64 --seed 2 --skip off --mlp none --layernorm none \
+THREADS_ONLY=1 same forward-wide-auto forward --model "$WIDE" --random-input 64 --seed 2
+THREADS_ONLY=1 same forward-wide-double forward --model "$WIDE" --random-input 64 --seed 2 --precision double
+THREADS_ONLY=1 same forward-wide-san-direct forward --model "$WIDE" --random-input 64 --seed 2 --skip off --mlp none --layernorm none \
   --precision 513
 source "$(dirname "$0")/../support/shared.sh"
 have_real=0
