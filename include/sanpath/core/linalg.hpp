@@ -160,7 +160,8 @@ class SerialProductsScope {
 
 /// Runs two independent passes: side by side, `second` on a new thread and
 /// `first` on this one, when products may use two or more threads (each
-/// pass then gets half of them for its own products); otherwise (or when no
+/// pass then gets half of them for its own products, and all of them once
+/// the other has ended); otherwise (or when no
 /// thread can be started) one after the other on this thread. On two cores
 /// one pass a core beats two passes one after the other on both cores, since
 /// the products of a pass scale less than 2× on two threads. Returns when
@@ -171,8 +172,9 @@ void run_side_by_side(const std::function<void()>& first, const std::function<vo
 /// Runs independent tasks at once, each on a thread of its own (the first
 /// on this thread; every thread starts in this thread's rounding mode), when
 /// products may use two or more threads and every thread can be started;
-/// the tasks then share product_threads() (thread_share), each using its
-/// share for its own products. Otherwise one after the other on this
+/// the tasks then share product_threads() as a ThreadGroup, each using its
+/// share for its own products, and a task that ends hands its threads to
+/// those still running. Otherwise one after the other on this
 /// thread. Each task is told which: true when they all run together (no
 /// task starts before every thread is there). Returns when all have
 /// finished, rethrowing the exception of the first task (in order) that
