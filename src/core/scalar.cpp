@@ -99,4 +99,35 @@ int decimal_digits(long bits) { return static_cast<int>(std::floor(static_cast<d
 
 MpfrThreadCaches::~MpfrThreadCaches() { mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); }
 
+namespace {
+
+/// Boost 1.74 fills std::numeric_limits of an MPFR number lazily, on the
+/// first call, without a lock (a flag set before the value), and its
+/// start-up initializer fills only the expression-templates-on type, not
+/// mpfr_real's. Threads meeting a limit for the first time at once (the
+/// rounding check's three passes in Eigen's eigensolver) could read an
+/// unset epsilon or min. Every tier's limits are filled here, before main
+/// and before any thread of the library starts; min() takes MPFR's default
+/// exponent range, whatever range a caller sets later.
+template <class T> void fill_limits() {
+  using L = std::numeric_limits<T>;
+  (void)L::epsilon();
+  (void)L::round_error();
+  (void)(L::min)();
+  (void)(L::max)();
+  (void)L::infinity();
+  (void)L::quiet_NaN();
+}
+
+struct LimitsAtStartup {
+  LimitsAtStartup() {
+#define SANPATH_FILL_LIMITS(D) fill_limits<mpfr_real<D>>();
+    SANPATH_FOR_EACH_TIER(SANPATH_FILL_LIMITS)
+#undef SANPATH_FILL_LIMITS
+  }
+};
+const LimitsAtStartup limits_at_startup;
+
+}  // namespace
+
 }  // namespace sanpath
