@@ -15,8 +15,13 @@ def test_numbers_print_and_convert():
     r = sanpath.forward(san(), sanpath.random_input(6, seed=1), precision=257)
     x = r.layers[1].relative_residual
     assert float(x) == pytest.approx(10 ** x.log10, rel=1e-12)
-    assert str(x) == x.decimal(17) and len(x.decimal(5).split("e")[0]) == 6  # d.dddd
-    assert x.digits is not None and x.digits >= 17
+    assert x.digits is not None and x.digits >= 30
+    # str: min(confirmed, asked) significant digits, 20 asked by default.
+    assert str(x) == x.decimal(20) and len(x.decimal(5).split("e")[0]) == 6  # d.dddd
+    assert len(str(x).split("e")[0].replace(".", "")) == 20
+    r30 = sanpath.forward(san(), sanpath.random_input(6, seed=1), precision=257, digits=30)
+    y = r30.layers[1].relative_residual
+    assert str(y) == x.decimal(30) and len(str(y).split("e")[0].replace(".", "")) == 30
     assert repr(x).startswith("Number('")
 
 

@@ -14,21 +14,25 @@ namespace sanpath {
 
 namespace {
 
-/// A statistic known to `digits` (nullopt: unconfirmed).
-Quantity known(const BigReal& v, const std::optional<int>& digits) {
-  Quantity q = Quantity::unconfirmed(v);
-  q.digits = digits;
-  return q;
-}
-
 /// The values of a statistic at one working precision (the finest among
-/// them), their least confirmed digits and whether any is only a bound.
+/// them), their least confirmed digits, whether any is only a bound, and
+/// the least digits asked of them (printed at most).
 struct Collected {
   unsigned prec = 30;
   bool bounded = false;
   std::optional<int> digits;
+  std::optional<int> asked;
   std::vector<BigReal> x;
 };
+
+/// A statistic known to `digits` (nullopt: unconfirmed), printed as the
+/// collected values are.
+Quantity known(const BigReal& v, const std::optional<int>& digits, const Collected& c) {
+  Quantity q = Quantity::unconfirmed(v);
+  q.digits = digits;
+  q.asked = c.asked;
+  return q;
+}
 
 Collected collect(const std::vector<Quantity>& values) {
   Collected c;
@@ -36,6 +40,7 @@ Collected collect(const std::vector<Quantity>& values) {
   bool confirmed = true;
   int dmin = 1 << 30;
   for (const Quantity& q : values) {
+    if (q.asked) c.asked = std::min(c.asked.value_or(*q.asked), *q.asked);
     c.bounded = c.bounded || q.below_resolution;
     if (q.below_resolution) {
       c.x.emplace_back(q.bound, c.prec);
@@ -54,7 +59,7 @@ Collected collect(const std::vector<Quantity>& values) {
 /// value is at most its printed bound, up to the relative error of the
 /// confirmed ones).
 Quantity statistic_of(const BigReal& v, const Collected& c) {
-  if (!c.bounded) return known(v, c.digits);
+  if (!c.bounded) return known(v, c.digits, c);
   const BigReal margin =
       c.digits ? BigReal(1 + pow(BigReal(10, c.prec), BigReal(1 - *c.digits, c.prec))) : BigReal(2, c.prec);
   return below_resolution(v, BigReal(v * margin));
@@ -103,7 +108,7 @@ BatchStatistic summarize(const std::vector<Quantity>& values) {
   for (const BigReal& v : x) ss += (v - mean) * (v - mean);
   const BigReal sd = sqrt(ss / (b - 1));
   if (!digits) {
-    s.stddev = Quantity::unconfirmed(sd);
+    s.stddev = known(sd, std::nullopt, c);
     return s;
   }
   // |δσ| ≤ sqrt(b/(b−1)) · max_i |δx_i|, |δx_i| ≤ x_i · 10^(1−d_i).
@@ -113,10 +118,10 @@ BatchStatistic summarize(const std::vector<Quantity>& values) {
                      BigReal(abs(BigReal(q.value, prec)) * pow(BigReal(10, prec), BigReal(1 - *q.digits, prec))));
   const BigReal err = sqrt(b / (b - 1)) * worst;
   if (err == 0) {  // every value is exactly 0
-    s.stddev = known(sd, digits);
+    s.stddev = known(sd, digits, c);
   } else if (sd > 0 && err < sd) {
     const int d = static_cast<int>(std::floor(log10_abs(sd) - log10_abs(err))) + 1;
-    s.stddev = d >= 1 ? known(sd, std::min(*digits, d)) : below_resolution(sd, BigReal(sd + err));
+    s.stddev = d >= 1 ? known(sd, std::min(*digits, d), c) : below_resolution(sd, BigReal(sd + err));
   } else {
     s.stddev = below_resolution(sd, BigReal(sd + err));
   }

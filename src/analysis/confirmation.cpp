@@ -7,20 +7,23 @@
 
 namespace sanpath {
 
-Quantity confirmed(const BigReal& value, const BigReal* check, long bits) {
-  return check ? confirm(value, *check, bits) : Quantity::unconfirmed(value);
+Quantity confirmed(const BigReal& value, const BigReal* check, long bits, int asked) {
+  Quantity q = check ? confirm(value, *check, bits) : Quantity::unconfirmed(value);
+  q.asked = asked;
+  return q;
 }
 
 BigReal rounding_unit(long bits) { return pow(BigReal(2, 30), BigReal(1 - bits, 30)); }
 
-Quantity confirmed_residual(const BigReal& value, const BigReal* check, long bits, const BigReal& norm, long n,
-                            long d) {
+Quantity confirmed_residual(const BigReal& value, const BigReal* check, long bits, int asked, const BigReal& norm,
+                            long n, long d) {
   if (value == 0 && norm != 0) {
     Quantity q = below_resolution(value, BigReal(abs(norm) * rounding_unit(bits) * BigReal(n * d, 30)));
     if (check) q.digits = 0;  // checked, like every value below resolution: no digit confirmed
+    q.asked = asked;
     return q;
   }
-  return confirmed(value, check, bits);
+  return confirmed(value, check, bits, asked);
 }
 
 std::optional<int> least_digits(std::initializer_list<const Quantity*> qs) {

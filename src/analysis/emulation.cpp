@@ -39,7 +39,7 @@ const Quantity* find(const std::vector<MeasureReport>& in, const std::string& na
 }  // namespace
 
 EmulationReport analyze_emulation(const Model& model, const Variant& variant, const InputSpec& input,
-                                  EmulatedFormat format, Center center, const MeasureSet& measures,
+                                  EmulatedFormat format, Center center, const MeasureSet& measures, int asked,
                                   const ForwardAnalysis& exact) {
   const EmulatedTrace t =
       emulate_forward(model, variant, make_input<double>(model, input), format, measures.any_attention());
@@ -67,14 +67,14 @@ EmulationReport analyze_emulation(const Model& model, const Variant& variant, co
       out.layers.push_back(std::move(r));
       continue;
     }
-    r.relative_residual = confirmed(a[l].relative_residual, &b[l].relative_residual, bits);
+    r.relative_residual = confirmed(a[l].relative_residual, &b[l].relative_residual, bits, asked);
     r.correct_digits.emplace_back("relative_residual", correct_digits(r.relative_residual, x.relative_residual));
     for (const MeasureValue& v : a[l].measures) {
       const BigReal* check = nullptr;
       for (const MeasureValue& c : b[l].measures)
         if (c.name == v.name) check = &c.value;
       if (check == nullptr) continue;
-      r.measures.push_back({v.name, confirmed(v.value, check, bits)});
+      r.measures.push_back({v.name, confirmed(v.value, check, bits, asked)});
       const Quantity* e = find(x.measures, v.name);
       r.correct_digits.emplace_back(v.name, e ? correct_digits(r.measures.back().value, *e) : std::nullopt);
     }

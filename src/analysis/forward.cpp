@@ -177,7 +177,8 @@ Precision centred_start(const Model& model, const InputSpec& input, const Precis
 /// companions of the measures that tend to 1) are residuals: an exact 0 of
 /// a nonzero X is rounding, below resolution. A measure the check run did not
 /// compute (undefined there) is not reported.
-std::vector<MeasureReport> measure_reports(const LayerStats& s, const LayerStats* ck, long bits, long n, long d) {
+std::vector<MeasureReport> measure_reports(const LayerStats& s, const LayerStats* ck, long bits, int asked, long n,
+                                           long d) {
   std::vector<MeasureReport> out;
   for (const MeasureValue& v : s.measures) {
     const BigReal* check = nullptr;
@@ -189,16 +190,16 @@ std::vector<MeasureReport> measure_reports(const LayerStats& s, const LayerStats
     const bool residual = v.name == "mu" || v.name == "svd_residual" || v.name == "one_minus_cosine" ||
                           v.name == "stable_rank_minus_one" || v.name == "effective_rank_minus_one";
     const BigReal scale = v.name == "mu" ? s.norm_frobenius : BigReal(1, 30);
-    out.push_back({v.name, residual ? confirmed_residual(v.value, check, bits, scale, n, d)
-                                    : confirmed(v.value, check, bits)});
+    out.push_back({v.name, residual ? confirmed_residual(v.value, check, bits, asked, scale, n, d)
+                                    : confirmed(v.value, check, bits, asked)});
   }
   return out;
 }
 
 /// The reports of every layer: `stats` at precision p, confirmed by `checked`
-/// (null: no check run) at `check_bits`.
+/// (null: no check run) at `check_bits`, printed to at most `asked` digits.
 std::vector<LayerReport> layer_reports(const std::vector<LayerStats>& stats, const std::vector<LayerStats>* ck,
-                                       const Precision& p, long check_bits, long n, long d) {
+                                       const Precision& p, long check_bits, int asked, long n, long d) {
   std::vector<LayerReport> out;
   const long bits = ck ? std::min(p.bits, check_bits) : p.bits;  // digits the confirmation can give
   for (std::size_t l = 0; l < stats.size(); ++l) {
@@ -208,9 +209,11 @@ std::vector<LayerReport> layer_reports(const std::vector<LayerStats>& stats, con
     r.layer = static_cast<int>(l);
     const auto residual = [&](const BigReal& v, const BigReal& cv, const BigReal& norm) {
       // Without a check run (--no-confirm) the value as computed, unconfirmed.
-      return confirmed_residual(v, ck ? &cv : nullptr, bits, norm, n, d);
+      return confirmed_residual(v, ck ? &cv : nullptr, bits, asked, norm, n, d);
     };
-    const auto value = [&](const BigReal& v, const BigReal& cv) { return confirmed(v, ck ? &cv : nullptr, bits); };
+    const auto value = [&](const BigReal& v, const BigReal& cv) {
+      return confirmed(v, ck ? &cv : nullptr, bits, asked);
+    };
     r.res_one = residual(s.res_one, c.res_one, s.norm_composite);
     r.res_inf = residual(s.res_inf, c.res_inf, s.norm_composite);
     r.res_composite = residual(s.res_composite, c.res_composite, s.norm_composite);
@@ -226,7 +229,7 @@ std::vector<LayerReport> layer_reports(const std::vector<LayerStats>& stats, con
     r.norm_composite = value(s.norm_composite, c.norm_composite);
     r.norm_frobenius = value(s.norm_frobenius, c.norm_frobenius);
     r.relative_residual = residual(s.relative_residual, c.relative_residual, BigReal(1, 30));
-    r.measures = measure_reports(s, ck ? &c : nullptr, bits, n, d);
+    r.measures = measure_reports(s, ck ? &c : nullptr, bits, asked, n, d);
     const Quantity* lower = r.res_composite_lower ? &*r.res_composite_lower : &r.res_composite;
     // With a check run, a value below resolution has 0 confirmed digits.
     if (ck) {
@@ -374,7 +377,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     }
     out.precision = p;
     out.check = check;
-    out.layers = layer_reports(runs.at(p.bits), ck, p, check ? check->bits : p.bits, n, d);
+    out.layers = layer_reports(runs.at(p.bits), ck, p, check ? check->bits : p.bits, request.target_digits, n, d);
     if (!escalate || !check) break;
     if (least_rounding_digits(out.layers) >= request.target_digits) break;
     if (check->bits < p.bits || check->bits > max_bits) {
@@ -385,7 +388,8 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     out.tried_bits.push_back(p.bits);
   }
   if (request.emulate)
-    out.emulation = analyze_emulation(model, variant, input, *request.emulate, center, request.measures, out);
+    out.emulation =
+        analyze_emulation(model, variant, input, *request.emulate, center, request.measures, request.target_digits, out);
   return out;
 }
 

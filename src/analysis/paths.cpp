@@ -119,16 +119,17 @@ RawRecord raw_record(const PathRecord<S>& r) {
 }
 
 /// A path's reported entry: its record at the working precision confirmed
-/// by the record of the same path at the check precision (`y`, may be null).
-PathTermEntry term_entry(const RawRecord& x, const RawRecord* y, long bits, long n, long d) {
+/// by the record of the same path at the check precision (`y`, may be null),
+/// printed to at most `asked` digits.
+PathTermEntry term_entry(const RawRecord& x, const RawRecord* y, long bits, int asked, long n, long d) {
   const BigReal one(1, 30);
   PathTermEntry e;
   e.heads = x.heads;
   e.length = x.length;
-  e.norm_frobenius = confirmed(x.frobenius, y ? &y->frobenius : nullptr, bits);
-  e.norm_composite = confirmed(x.composite, y ? &y->composite : nullptr, bits);
-  e.residual_composite = confirmed_residual(x.residual, y ? &y->residual : nullptr, bits, x.composite, n, d);
-  e.stochastic_residual = confirmed_residual(x.stochastic, y ? &y->stochastic : nullptr, bits, one, n, n);
+  e.norm_frobenius = confirmed(x.frobenius, y ? &y->frobenius : nullptr, bits, asked);
+  e.norm_composite = confirmed(x.composite, y ? &y->composite : nullptr, bits, asked);
+  e.residual_composite = confirmed_residual(x.residual, y ? &y->residual : nullptr, bits, asked, x.composite, n, d);
+  e.stochastic_residual = confirmed_residual(x.stochastic, y ? &y->stochastic : nullptr, bits, asked, one, n, n);
   e.digits = least_digits({&e.norm_frobenius, &e.norm_composite, &e.residual_composite, &e.stochastic_residual});
   return e;
 }
@@ -323,6 +324,7 @@ LengthSumsReport analyze_length_sums(const Model& model, const Variant& variant,
   LengthSumsReport r;
   fill_base(r, model, variant, plan, a.n);
   const long bits = p.bits;
+  const int asked = request.target_digits;
   PathCount total = 0;
   for (std::size_t k = 0; k < a.counts.size(); ++k) {
     LengthSumEntry e;
@@ -332,15 +334,15 @@ LengthSumsReport analyze_length_sums(const Model& model, const Variant& variant,
     const auto ck = [&](const std::vector<BigReal> RawSums::*field) -> const BigReal* {
       return c ? &((*c).*field)[k] : nullptr;
     };
-    e.frobenius = confirmed(a.frobenius[k], ck(&RawSums::frobenius), bits);
-    e.residual = confirmed_residual(a.residual[k], ck(&RawSums::residual), bits, a.frobenius[k], a.n, a.d);
-    e.share = confirmed(a.share[k], ck(&RawSums::share), bits);
+    e.frobenius = confirmed(a.frobenius[k], ck(&RawSums::frobenius), bits, asked);
+    e.residual = confirmed_residual(a.residual[k], ck(&RawSums::residual), bits, asked, a.frobenius[k], a.n, a.d);
+    e.share = confirmed(a.share[k], ck(&RawSums::share), bits, asked);
     e.digits = least_digits({&e.frobenius, &e.residual, &e.share});
     r.lengths.push_back(std::move(e));
   }
   r.total_count = total.str();
-  r.decomposition_error = confirmed(a.error, c ? &c->error : nullptr, bits);
-  r.output_frobenius = confirmed(a.output_frobenius, c ? &c->output_frobenius : nullptr, bits);
+  r.decomposition_error = confirmed(a.error, c ? &c->error : nullptr, bits, asked);
+  r.output_frobenius = confirmed(a.output_frobenius, c ? &c->output_frobenius : nullptr, bits, asked);
   return r;
 }
 
@@ -393,6 +395,7 @@ PathEnumerationReport analyze_enumeration(const Model& model, const Variant& var
   r.all_paths = all_paths;
   r.search = a.search;
   const long bits = p.bits;
+  const int asked = request.target_digits;
   r.paths.reserve(a.records.size());
   for (std::size_t i = 0; i < a.records.size(); ++i) {
     const RawRecord& x = a.records[i];
@@ -400,9 +403,9 @@ PathEnumerationReport analyze_enumeration(const Model& model, const Variant& var
     if (y && y->heads != x.heads)
       throw std::logic_error("path enumeration: the confirming run's path " + std::to_string(i) +
                              " has a different head sequence");
-    r.paths.push_back(term_entry(x, y, bits, a.n, a.d));
+    r.paths.push_back(term_entry(x, y, bits, asked, a.n, a.d));
   }
-  if (a.error) r.decomposition_error = confirmed(*a.error, c && c->error ? &*c->error : nullptr, bits);
+  if (a.error) r.decomposition_error = confirmed(*a.error, c && c->error ? &*c->error : nullptr, bits, asked);
   return r;
 }
 
@@ -444,9 +447,9 @@ PathReportBase stream_enumeration(const Model& model, const Variant& variant, co
       const RawRecord x = raw_record(r);
       if (check) {
         const RawRecord y = check(x.heads);
-        visit(term_entry(x, &y, p.bits, n, d));
+        visit(term_entry(x, &y, p.bits, request.target_digits, n, d));
       } else {
-        visit(term_entry(x, nullptr, p.bits, n, d));
+        visit(term_entry(x, nullptr, p.bits, request.target_digits, n, d));
       }
     });
     report_progress(progress, stage, total, total);
@@ -489,12 +492,13 @@ PathSampleReport analyze_samples(const Model& model, const Variant& variant, con
   fill_base(r, model, variant, plan, a.n);
   r.seed = seed;
   const long bits = p.bits;
+  const int asked = request.target_digits;
   const auto stat = [&](const RawStat& x, const RawStat* y) {
     SampleStatistic s;
-    s.mean = confirmed(x.mean, y ? &y->mean : nullptr, bits);
-    s.stddev = confirmed(x.stddev, y ? &y->stddev : nullptr, bits);
-    s.low = confirmed(x.low, y ? &y->low : nullptr, bits);
-    s.high = confirmed(x.high, y ? &y->high : nullptr, bits);
+    s.mean = confirmed(x.mean, y ? &y->mean : nullptr, bits, asked);
+    s.stddev = confirmed(x.stddev, y ? &y->stddev : nullptr, bits, asked);
+    s.low = confirmed(x.low, y ? &y->low : nullptr, bits, asked);
+    s.high = confirmed(x.high, y ? &y->high : nullptr, bits, asked);
     return s;
   };
   for (std::size_t i = 0; i < a.lengths.size(); ++i) {
@@ -533,6 +537,7 @@ EffectivenessReport analyze_effectiveness(const Model& model, const Variant& var
     r.predictions = a.predictions;
   }
   const long bits = p.bits;
+  const int asked = request.target_digits;
   const std::vector<PathCount> counts = count_paths_by_length(model.arch().layers, model.arch().heads, variant.skip);
   PathCount upto = 0;
   for (std::size_t k = 0; k < a.distance.size(); ++k) {
@@ -540,7 +545,7 @@ EffectivenessReport analyze_effectiveness(const Model& model, const Variant& var
     e.length = static_cast<int>(k);
     upto += counts[k];
     e.count = upto.str();
-    e.distance = confirmed(a.distance[k], c ? &c->distance[k] : nullptr, bits);
+    e.distance = confirmed(a.distance[k], c ? &c->distance[k] : nullptr, bits, asked);
     if (head) {
       e.agree = a.agree[k];
       if (c) e.agree_check = c->agree[k];
@@ -549,14 +554,14 @@ EffectivenessReport analyze_effectiveness(const Model& model, const Variant& var
       if (a.kl[k] == 0 && a.distance[k] != 0)
         e.kl = below_resolution(a.kl[k], rounding_unit(bits) * BigReal(r.outputs, 30));
       else
-        e.kl = confirmed(a.kl[k], c ? &c->kl[k] : nullptr, bits);
+        e.kl = confirmed(a.kl[k], c ? &c->kl[k] : nullptr, bits, asked);
       e.digits = least_digits({&e.distance, &*e.kl});
     } else {
       e.digits = least_digits({&e.distance});
     }
     r.lengths.push_back(std::move(e));
   }
-  r.output_frobenius = confirmed(a.output_frobenius, c ? &c->output_frobenius : nullptr, bits);
+  r.output_frobenius = confirmed(a.output_frobenius, c ? &c->output_frobenius : nullptr, bits, asked);
   return r;
 }
 

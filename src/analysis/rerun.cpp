@@ -3,6 +3,7 @@
 // draw by draw and summarised over the repetitions, beside the exact sense.
 #include "sanpath/analysis/rerun.hpp"
 
+#include "sanpath/analysis/confirmation.hpp"
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/rerun.hpp"
 
@@ -58,18 +59,18 @@ RawRerun rerun_at(const Precision& p, const Model& model, const Variant& variant
 
 /// A value confirmed by its check value; an exact 0 is rounding (the
 /// sub-network outputs differ from X^L or X_{≤k} in general): below the
-/// resolution 2^(1-bits)·`scale`.
-Quantity measured(const BigReal& v, const BigReal* check, long bits, const BigReal& scale) {
+/// resolution 2^(1-bits)·`scale`. Printed to at most `asked` digits.
+Quantity measured(const BigReal& v, const BigReal* check, long bits, int asked, const BigReal& scale) {
   if (v == 0) return below_resolution(v, BigReal(pow(BigReal(2, 30), BigReal(1 - bits, 30)) * scale));
-  return check ? confirm(v, *check, bits) : Quantity::unconfirmed(v);
+  return confirmed(v, check, bits, asked);
 }
 
 /// The statistic of repetitions 0..R-1 (only the first when every path was run).
 BatchStatistic over_repeats(const std::vector<BigReal>& a, const std::vector<BigReal>* c, bool all_paths, long bits,
-                            const BigReal& scale) {
+                            int asked, const BigReal& scale) {
   std::vector<Quantity> q;
   const std::size_t R = all_paths ? 1 : a.size();
-  for (std::size_t r = 0; r < R; ++r) q.push_back(measured(a[r], c ? &(*c)[r] : nullptr, bits, scale));
+  for (std::size_t r = 0; r < R; ++r) q.push_back(measured(a[r], c ? &(*c)[r] : nullptr, bits, asked, scale));
   return summarize(q);
 }
 
@@ -119,6 +120,7 @@ RerunReport analyze_rerun(const Model& model, const Variant& variant, const Inpu
     r.predictions = a.predictions;
   }
   const long bits = p.bits;
+  const int asked = request.target_digits;
   for (std::size_t k = 0; k < a.points.size(); ++k) {
     const RerunPoint<BigReal>& x = a.points[k];
     const RerunPoint<BigReal>* y = c ? &c->points[k] : nullptr;
@@ -127,8 +129,8 @@ RerunReport analyze_rerun(const Model& model, const Variant& variant, const Inpu
     e.count = x.count.str();
     e.all_paths = x.all_paths;
     e.evaluated = x.evaluated;
-    e.distance = over_repeats(x.distance, y ? &y->distance : nullptr, x.all_paths, bits, BigReal(1, 30));
-    if (!x.gap.empty()) e.gap = over_repeats(x.gap, y ? &y->gap : nullptr, x.all_paths, bits, BigReal(1, 30));
+    e.distance = over_repeats(x.distance, y ? &y->distance : nullptr, x.all_paths, bits, asked, BigReal(1, 30));
+    if (!x.gap.empty()) e.gap = over_repeats(x.gap, y ? &y->gap : nullptr, x.all_paths, bits, asked, BigReal(1, 30));
     if (!x.head.empty()) {
       std::vector<BigReal> kl, klc;
       const std::size_t R = x.all_paths ? 1 : x.head.size();
@@ -140,11 +142,11 @@ RerunReport analyze_rerun(const Model& model, const Variant& variant, const Inpu
           klc.push_back(y->head[i].mean_kl);
         }
       }
-      e.kl = over_repeats(kl, y ? &klc : nullptr, false, bits, BigReal(r.outputs, 30));
+      e.kl = over_repeats(kl, y ? &klc : nullptr, false, bits, asked, BigReal(r.outputs, 30));
     }
     r.lengths.push_back(std::move(e));
   }
-  r.output_frobenius = measured(a.output_frobenius, c ? &c->output_frobenius : nullptr, bits, BigReal(1, 30));
+  r.output_frobenius = measured(a.output_frobenius, c ? &c->output_frobenius : nullptr, bits, asked, BigReal(1, 30));
   return r;
 }
 

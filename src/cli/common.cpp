@@ -231,7 +231,10 @@ void PrecisionOptions::add(CLI::App& app, const std::string& default_text) {
                  "forward pass: centred (X = 1cᵀ + R carried in two parts, every residual resolved at the precision "
                  "for the digits asked, any depth) | direct (X as one matrix: a collapsed residual needs its "
                  "cancellation's bits more) (default: centred with --precision auto, direct with a fixed precision)");
-  app.add_option("--digits", digits, "auto: significant digits wanted for every residual")->default_val(20);
+  app.add_option("--digits", digits,
+                 "significant digits asked for: --precision auto chooses the precision that confirms them for "
+                 "every residual; every mode prints each value to min(confirmed, asked) digits")
+      ->default_val(20);
   app.add_option("--max-bits", max_bits, "auto: precision ceiling in bits (default: the top tier)");
   app.add_flag("--no-confirm", no_confirm, "skip the confirming run (digits are then unconfirmed)");
 }

@@ -14,9 +14,9 @@ BigReal power_of_ten_above(const BigReal& x) {
 
 std::string Quantity::str() const {
   if (below_resolution) return "< " + to_sci(bound, 1);
-  int sig = 17;
-  if (digits && *digits < sig) sig = *digits < 1 ? 1 : *digits;
-  return to_sci(value, sig, rounding);
+  int sig = digits ? *digits : 17;
+  if (asked) sig = std::min(sig, *asked);
+  return to_sci(value, std::max(sig, 1), rounding);
 }
 
 Quantity Quantity::unconfirmed(const BigReal& v) {

@@ -269,11 +269,20 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(a.variant) << ", centre: " << to_string(a.center) << "\n";
   o << precision_line(a) << "\n\n";
-  o << pad("layer", 7) << pad("relative residual", 26) << pad("residual ‖·‖_{1,∞}", 28) << pad("‖X‖_{1,∞}", 26)
-    << "digits\n";
-  for (const LayerReport& r : a.layers)
-    o << pad(std::to_string(r.layer), 7) << pad(r.relative_residual.str(), 26) << pad(r.res_composite.str(), 26)
-      << pad(r.norm_composite.str(), 26) << digits_text(r.digits) << "\n";
+  // Columns as wide as their values (26 at least): --digits may ask for many.
+  std::vector<std::string> rel, res, norm;
+  for (const LayerReport& r : a.layers) {
+    rel.push_back(r.relative_residual.str());
+    res.push_back(r.res_composite.str());
+    norm.push_back(r.norm_composite.str());
+  }
+  const std::size_t w_rel = text_table::width_of(rel, 26), w_res = text_table::width_of(res, 26),
+                    w_norm = text_table::width_of(norm, 26);
+  o << pad("layer", 7) << pad("relative residual", w_rel) << pad("residual ‖·‖_{1,∞}", w_res + 2)
+    << pad("‖X‖_{1,∞}", w_norm) << "digits\n";
+  for (std::size_t i = 0; i < a.layers.size(); ++i)
+    o << pad(std::to_string(a.layers[i].layer), 7) << pad(rel[i], w_rel) << pad(res[i], w_res) << pad(norm[i], w_norm)
+      << digits_text(a.layers[i].digits) << "\n";
   if (!measures.empty()) o << "\n" << measures_table(a.layers, measures);
   if (a.emulation) o << "\n" << emulation_table(*a.emulation, measures);
   if (a.center == Center::optimal)

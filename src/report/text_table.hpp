@@ -2,6 +2,7 @@
 // Plain-text tables of the formatters (format*.cpp): column widths count
 // UTF-8 code points (‖, ∞ and ᵀ are one column each), and no line ends in
 // padding. Internal to the library (not installed).
+#include <algorithm>
 #include <cstddef>
 #include <sstream>
 #include <string>
@@ -21,6 +22,13 @@ inline std::size_t columns(const std::string& s) {
 inline std::string pad(const std::string& s, std::size_t w) {
   const std::size_t c = columns(s);
   return c >= w ? s + " " : s + std::string(w - c, ' ');
+}
+
+/// The width of a column: `least`, or its widest cell and two spaces.
+inline std::size_t width_of(const std::vector<std::string>& cells, std::size_t least) {
+  std::size_t w = least;
+  for (const std::string& c : cells) w = std::max(w, columns(c) + 2);
+  return w;
 }
 
 /// The text with the spaces before each newline (and at the end) removed.

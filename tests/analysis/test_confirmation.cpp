@@ -15,19 +15,23 @@ BigReal big(const char* text) { return BigReal(text, 100); }
 }  // namespace
 
 TEST_CASE("confirmed: no check run, agreement, disagreement in every digit", "[confirmation]") {
-  const Quantity u = confirmed(big("1.25"), nullptr, 257);
+  const Quantity u = confirmed(big("1.25"), nullptr, 257, 20);
   CHECK_FALSE(u.digits);
   CHECK_FALSE(u.below_resolution);
   CHECK(u.value == big("1.25"));
 
   const BigReal same = big("1.25");
-  const Quantity a = confirmed(big("1.25"), &same, 257);
+  const Quantity a = confirmed(big("1.25"), &same, 257, 20);
   REQUIRE(a.digits);
   CHECK(*a.digits == decimal_digits(257));  // every digit 257 bits carry agrees
+  CHECK(a.asked == 20);
+  CHECK(a.str() == "1.2500000000000000000e0");  // the 20 digits asked of the 77 confirmed
+  CHECK(u.asked == 20);
+  CHECK(u.str() == "1.2500000000000000e0");  // unconfirmed: the 17 digits of a double
 
   // 1 against −1: no digit agrees; |v| + |v − c| = 3, so |x| < 10.
   const BigReal minus_one = big("-1");
-  const Quantity d = confirmed(big("1"), &minus_one, 257);
+  const Quantity d = confirmed(big("1"), &minus_one, 257, 20);
   CHECK(d.below_resolution);
   CHECK(d.str() == "< 1e1");
 }
@@ -35,19 +39,21 @@ TEST_CASE("confirmed: no check run, agreement, disagreement in every digit", "[c
 TEST_CASE("confirmed_residual: an exact zero is rounding unless the matrix is zero", "[confirmation]") {
   const BigReal zero = big("0");
   // ‖M‖ = 1.5, n·d = 32, 257 bits: 1.5·32·2^-256 = 4.1e-76 < 1e-75.
-  const Quantity r = confirmed_residual(zero, &zero, 257, big("1.5"), 4, 8);
+  const Quantity r = confirmed_residual(zero, &zero, 257, 20, big("1.5"), 4, 8);
   CHECK(r.below_resolution);
   CHECK(r.str() == "< 1e-75");
   // M = 0: its residual is exactly 0, confirmed like any value.
-  const Quantity z = confirmed_residual(zero, &zero, 257, zero, 4, 8);
+  const Quantity z = confirmed_residual(zero, &zero, 257, 20, zero, 4, 8);
   CHECK_FALSE(z.below_resolution);
   CHECK(z.value == 0);
   REQUIRE(z.digits);
   // A nonzero residual is confirmed as a value.
   const BigReal c = big("2.5e-40");
-  const Quantity v = confirmed_residual(big("2.5e-40"), &c, 257, big("1.5"), 4, 8);
+  const Quantity v = confirmed_residual(big("2.5e-40"), &c, 257, 20, big("1.5"), 4, 8);
   CHECK_FALSE(v.below_resolution);
   CHECK(v.digits == decimal_digits(257));
+  CHECK(v.str() == "2.5000000000000000000e-40");
+  CHECK(r.asked == 20);
 }
 
 TEST_CASE("least_digits: the least count, none when a value has none", "[confirmation]") {

@@ -32,8 +32,13 @@ BigReal decimal(const char* text, long bits = 4000) {
 }
 
 /// A quantity confirmed to exactly `digits` digits: the check differs from
-/// the value in the digit after the last confirmed one.
-Quantity confirmed(const char* value, const char* check) { return confirm(decimal(value), decimal(check), 257); }
+/// the value in the digit after the last confirmed one. Printed to at most
+/// 17 digits, as if asked for 17 (--digits 17).
+Quantity confirmed(const char* value, const char* check) {
+  Quantity q = confirm(decimal(value), decimal(check), 257);
+  q.asked = 17;
+  return q;
+}
 
 ForwardAnalysis hand_made() {
   ForwardAnalysis a;
@@ -65,9 +70,38 @@ TEST_CASE("quantities print their confirmed digits only", "[format]") {
   CHECK(confirmed("1.23456789e-70000", "1.23451e-70000").str() == "1.235e-70000");
   CHECK(confirmed("1.23456789e-70000", "1.23451e-70000").digits == 4);
   CHECK(confirmed("0.5", "0.5").str() == "5.0000000000000000e-1");
+  CHECK(confirmed("0.5", "0.5").digits == 77);  // 257 bits carry 77 digits
   // The bound printed is the next power of ten above the stated bound.
   CHECK(below_resolution(decimal("0"), decimal("7e-301")).str() == "< 1e-300");
   CHECK(below_resolution(decimal("0"), decimal("1.5e-300")).str() == "< 1e-299");
+}
+
+TEST_CASE("quantities print min(confirmed, asked) significant digits", "[format]") {
+  // 1/3 at 257 bits against its 513-bit value: 77 digits agree.
+  const BigReal third = BigReal(1, 80) / BigReal(3, 80), third_check = BigReal(1, 160) / BigReal(3, 160);
+  Quantity q = confirm(third, third_check, 257);
+  REQUIRE(q.digits == 77);
+  const std::string threes = "3.33333333333333333333333333333333333333333333333333333333333333333333333333333";
+  CHECK(q.str() == threes.substr(0, 78) + "e-1");  // nothing asked: every confirmed digit
+  q.asked = 30;
+  CHECK(q.str() == threes.substr(0, 31) + "e-1");
+  q.asked = 1;
+  CHECK(q.str() == "3e-1");
+  // Fewer confirmed than asked: the confirmed ones.
+  Quantity four = confirm(decimal("1.23456789e-70000"), decimal("1.23451e-70000"), 257);
+  four.asked = 30;
+  CHECK(four.str() == "1.235e-70000");
+  // No check run: at most the 17 digits that hold a double, fewer when fewer are asked.
+  Quantity u = Quantity::unconfirmed(third);
+  CHECK(u.str() == threes.substr(0, 18) + "e-1");
+  u.asked = 30;
+  CHECK(u.str() == threes.substr(0, 18) + "e-1");
+  u.asked = 5;
+  CHECK(u.str() == "3.3333e-1");
+  // Below resolution: the bound, whatever is asked.
+  Quantity b = below_resolution(decimal("0"), decimal("7e-301"));
+  b.asked = 30;
+  CHECK(b.str() == "< 1e-300");
 }
 
 TEST_CASE("format_forward: table rows, JSON fields and CSV lines", "[format]") {

@@ -9,8 +9,8 @@
 ///
 /// \code
 ///   // v at 257 bits, c the same residual from the run at 513 bits:
-///   Quantity q = confirmed_residual(v, &c, 257, norm_X, n, d);
-///   q.str();  // "1.2345678901234567e-40", or "< 1e-75" when below resolution
+///   Quantity q = confirmed_residual(v, &c, 257, 20, norm_X, n, d);
+///   q.str();  // "1.2345678901234567890e-40" (20 digits asked), or "< 1e-75" when below resolution
 /// \endcode
 
 #include "sanpath/core/quantity.hpp"
@@ -22,16 +22,17 @@
 namespace sanpath {
 
 /// `value` confirmed by `check` (sanpath::confirm at `bits`), or unconfirmed
-/// when `check` is null (no check run).
-Quantity confirmed(const BigReal& value, const BigReal* check, long bits);
+/// when `check` is null (no check run); printed to at most `asked`
+/// significant digits (Quantity::asked: the digits asked, --digits).
+Quantity confirmed(const BigReal& value, const BigReal* check, long bits, int asked);
 
 /// A residual ‖res(M)‖ of an n×d matrix M of norm `norm`: like `confirmed`,
 /// except that an exact 0 of a nonzero M is rounding (its rows became
 /// identical), reported below the resolution 2^(1−bits)·‖M‖·n·d of the
 /// working precision, never as 0 (0 confirmed digits when `check` is given,
 /// as for any value below resolution). The residual of M = 0 is exactly 0.
-Quantity confirmed_residual(const BigReal& value, const BigReal* check, long bits, const BigReal& norm, long n,
-                            long d);
+Quantity confirmed_residual(const BigReal& value, const BigReal* check, long bits, int asked, const BigReal& norm,
+                            long n, long d);
 
 /// The least confirmed digits of `qs`; nullopt when one of them has no digit
 /// count (no check run, or a value below resolution without one).

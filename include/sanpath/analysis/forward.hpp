@@ -38,7 +38,9 @@ namespace sanpath {
 struct PrecisionRequest {
   bool automatic = true;
   Precision fixed = Precision::double_precision();  ///< when !automatic
-  /// auto: significant digits wanted for the smallest residual.
+  /// Significant digits asked for: auto wants them for the smallest
+  /// residual; every mode prints at most this many of each value's
+  /// confirmed digits (Quantity::asked).
   int target_digits = 20;
   /// auto: never go above this many bits (default: the top tier).
   long max_bits = 0;
@@ -164,11 +166,12 @@ struct ForwardAnalysis : Provenance {
 /// its relative residuals (for `center`) and measures computed exactly from
 /// the emulated values (at `exact`'s tier, at least 128 bits, confirmed one
 /// tier up), and their correct digits against `exact`, the exact analysis of
-/// the same model, variant and input. Layers from the first non-finite one on
+/// the same model, variant and input, each printed to at most `asked`
+/// significant digits. Layers from the first non-finite one on
 /// are not measured. Throws std::invalid_argument for an architecture the
 /// emulation does not run (emulation_supports).
 EmulationReport analyze_emulation(const Model& model, const Variant& variant, const InputSpec& input,
-                                  EmulatedFormat format, Center center, const MeasureSet& measures,
+                                  EmulatedFormat format, Center center, const MeasureSet& measures, int asked,
                                   const ForwardAnalysis& exact);
 
 /// The working precision of a request for computations on the direct pass.

@@ -23,10 +23,14 @@ struct Quantity {
   /// How str() rounds to its digits: down for the lower end of an
   /// enclosure, up for the upper end (the printed interval still encloses).
   Rounding rounding = Rounding::nearest;
+  /// The significant digits asked for (--digits): str() prints no more.
+  /// nullopt: every confirmed digit.
+  std::optional<int> asked;
 
-  /// Decimal string: 17 significant digits; fewer when fewer are confirmed
-  /// (never more than confirmed); "< 1e-N" when below resolution. Never
-  /// "0" for a nonzero value, never "inf".
+  /// Decimal string of min(digits, asked) significant digits (at least 1);
+  /// without a digit count (no check run) min(17, asked), the digits that
+  /// hold a double; "< 1e-N" when below resolution. Never "0" for a nonzero
+  /// value, never "inf".
   std::string str() const;
   /// A value with no check run.
   static Quantity unconfirmed(const BigReal& v);
