@@ -3,8 +3,8 @@
 # asked) significant digits, asked with --digits (default 20), in the table,
 # JSON and CSV, and in every mode: auto (the centred pass confirmed one tier
 # up: 37-38 digits at 128 bits), a fixed multiprecision tier, double (its
-# rounding check confirms 12-15), and a path decomposition. A value with no
-# digit confirmed stays "< 1e-N".
+# rounding check confirms 12-15), a path decomposition and the HTML report.
+# A value with no digit confirmed stays "< 1e-N".
 # Usage: bash printed_digits.sh <sanpath binary> <shared dir> <tmp dir>
 set -u
 source "$(dirname "$0")/../support/cli.sh"
@@ -84,6 +84,16 @@ for e in j['length_sums']:
         assert not v.startswith('<') and sig(v) == min(d, 25), (e['length'], v, d)
         n += d > 25
 assert n >= 6, n"
+
+# The HTML report: every variant's layers as collapse prints them, 30 digits.
+expect 0 "$SANPATH" report --model "$M" --random-input 5 --digits 30 --quiet --out "$dir/report.html"
+expect 0 "$SANPATH" collapse --model "$M" --random-input 5 --digits 30 --quiet --format json
+check "report --digits 30: the collapse values, 30 digits, in the HTML" "$SIG
+html = open('$dir/report.html', encoding='utf-8').read()
+vals = [L['relative_residual'] for v in j['variants'] for L in v['layers'] if not L['relative_residual'].startswith('<')]
+assert len(vals) == 16 and all(sig(v) == 30 for v in vals), vals
+missing = [v for v in vals if v not in html]
+assert not missing, missing"
 
 [ "$fails" -eq 0 ] && echo "printed_digits: all passed"
 [ "$fails" -eq 0 ]
