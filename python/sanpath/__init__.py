@@ -53,8 +53,12 @@ def kernels() -> dict:
     CPU's best unless the environment variable SANPATH_ISA chose one before
     the first product; ``double_products_levels``: the levels this CPU runs;
     ``multiprecision_products``: "AVX-512 IFMA kernel" or "GMP kernel" (the
-    same integers either way). An unknown SANPATH_ISA, or a level the CPU
-    lacks, raises InputError naming the variable.
+    same integers either way); ``mpi``: the MPI library this build links
+    ("Open MPI v4.1.4"; "" without MPI). Once mpi4py has initialised MPI
+    (``from mpi4py import MPI``, then ``mpirun -np K python3 script.py``),
+    every batch shares its inputs over the K ranks and every rank gets every
+    result, exactly what one process computes. An unknown SANPATH_ISA, or a
+    level the CPU lacks, raises InputError naming the variable.
     """
     return dict(_sanpath.kernels())
 

@@ -16,6 +16,7 @@
 #include "sanpath/analysis/paths.hpp"
 #include "sanpath/compute/path_graph.hpp"
 #include "sanpath/core/errors.hpp"
+#include "sanpath/core/distributed.hpp"
 #include "sanpath/core/linalg.hpp"
 #include "sanpath/core/resources.hpp"
 #include "sanpath/io/checkpoint.hpp"
@@ -405,6 +406,7 @@ PYBIND11_MODULE(_sanpath, m) {
     k["double_products"] = double_products_isa();
     k["double_products_levels"] = supported_double_products_isas();
     k["multiprecision_products"] = ifma_products_active() ? "AVX-512 IFMA kernel" : "GMP kernel";
+    k["mpi"] = mpi_library();
     return k;
   });
   m.def("layout_names", [] { return layout_names(); });

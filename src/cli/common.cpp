@@ -353,7 +353,8 @@ void add_memory_budget_option(CLI::App& app) {
 void add_threads_option(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
     sub->add_option("--threads", "threads for everything the command runs: the products of a pass, passes run side "
-                                 "by side, path shards and the inputs of a batch, which share them (0: all cores); "
+                                 "by side, path shards and the inputs of a batch, which share them (0: all cores, shared by the MPI "
+                                 "ranks on this machine); "
                                  "the output does not depend on it")
         ->type_name("INT")
         ->default_str("0")

@@ -2,10 +2,13 @@
 // formats; maps every exception to one documented exit code here.
 #include "common.hpp"
 
+#include "sanpath/core/distributed.hpp"
 #include "sanpath/core/errors.hpp"
 #include "sanpath/core/linalg.hpp"
 
+#include <chrono>
 #include <iostream>
+#include <thread>
 
 namespace {
 
@@ -15,7 +18,15 @@ const char* kExitCodes =
     "resource (path count, memory or size limit); 130 interrupted.";
 
 /// One line, whatever the message holds: control characters are escaped.
+/// Under MPI an error every rank shares (share_items) is printed by rank 0
+/// and the ranks end normally; any other error may be this rank's alone:
+/// it is printed (by a rank other than 0 after a moment, so that an error
+/// every rank meets is printed once, by rank 0) and ends the whole job.
 int fail(int code, const std::string& what) {
+  const sanpath::World w = sanpath::world();
+  const bool shared = w.size > 1 && sanpath::shared_error();
+  if (w.size > 1 && !shared && w.rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+  if (w.size > 1 && shared && w.rank != 0) return code;
   std::string line;
   for (const char ch : what) {
     const auto c = static_cast<unsigned char>(ch);
@@ -28,7 +39,9 @@ int fail(int code, const std::string& what) {
       line += ch;
     }
   }
-  std::cerr << "sanpath: error: " << line << "\n";
+  const std::string where = w.size > 1 && !shared && w.rank != 0 ? "rank " + std::to_string(w.rank) + ": " : "";
+  std::cerr << "sanpath: error: " << where << line << std::endl;
+  if (w.size > 1 && !shared) sanpath::abort_distributed(code);
   return code;
 }
 
@@ -46,9 +59,7 @@ std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e, i
   return std::string(e.what()) + " (see " + help + ")";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   using namespace sanpath::cli;
   std::string isa;  // SANPATH_ISA is checked before anything runs
   try {
@@ -66,7 +77,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("sanpath ") + SANPATH_VERSION + "\ndouble products: sanpath's kernel, " +
                                         isa + " (the same bits on every level; SANPATH_ISA chooses one)" +
                                         "\nmultiprecision products up to 1025 bits: " +
-                                        (sanpath::ifma_products_active() ? "AVX-512 IFMA kernel" : "GMP kernel"));
+                                        (sanpath::ifma_products_active() ? "AVX-512 IFMA kernel" : "GMP kernel") +
+                                        "\nMPI: " +
+                                        (sanpath::mpi_library().empty()
+                                             ? std::string("not in this build (one process)")
+                                             : sanpath::mpi_library() + " (mpirun -np K shares batches over K ranks)"));
   app.require_subcommand(1);
   register_collapse(app);
   register_forward(app);
@@ -106,4 +121,26 @@ int main(int argc, char** argv) {
     return fail(internal, std::string("internal: ") + e.what());
   }
   return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sanpath::World w;
+  try {
+    w = sanpath::start_distributed(&argc, &argv);
+  } catch (const std::exception& e) {
+    return fail(sanpath::cli::internal, e.what());
+  }
+  if (w.rank != 0) std::cout.rdbuf(nullptr);  // rank 0 prints what one process prints
+  const int code = run(argc, argv);
+  if (w.size > 1 && w.rank == 0) {
+    const std::vector<std::string> notes = sanpath::distribution_notes();
+    for (const std::string& note : notes) std::cerr << note << "\n";
+    if (notes.empty())
+      std::cerr << "mpi: " << w.size << " ranks, nothing shared: each rank ran the whole command (mpirun shares the "
+                << "inputs of a batch)\n";
+  }
+  sanpath::finish_distributed();
+  return code;
 }

@@ -1,5 +1,8 @@
 #include "progress.hpp"
 
+#include "sanpath/core/distributed.hpp"
+
+
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -120,7 +123,7 @@ void ProgressBar::update(const ProgressStep& step, Clock::time_point now) {
 }
 
 ProgressFn terminal_progress(bool quiet) {
-  if (quiet || !::isatty(STDERR_FILENO)) return {};
+  if (quiet || !::isatty(STDERR_FILENO) || world().rank != 0) return {};  // under MPI: rank 0's bar
   auto bar = std::make_shared<ProgressBar>(std::cerr, terminal_columns(STDERR_FILENO));
   return [bar](const ProgressStep& step) { bar->update(step); };
 }

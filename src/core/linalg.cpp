@@ -1,5 +1,7 @@
 #include "sanpath/core/linalg.hpp"
 
+#include "sanpath/core/distributed.hpp"
+
 #include "core/linalg_impl.hpp"  // SANPATH_IFMA_KERNEL
 
 #include <algorithm>
@@ -29,7 +31,8 @@ void set_product_threads(int threads) { product_threads_setting.store(threads < 
 int product_threads() {
   const int t = product_threads_setting.load();
   const unsigned hw = std::thread::hardware_concurrency();
-  int all = t > 0 ? t : (hw == 0 ? 1 : static_cast<int>(hw));
+  // By default the cores, shared by the MPI ranks on this machine.
+  int all = t > 0 ? t : std::max(1, (hw == 0 ? 1 : static_cast<int>(hw)) / local_processes());
   if (product_threads_cap > 0) all = std::min(all, product_threads_cap);
   if (thread_group) all = std::min(all, thread_group->share(thread_group_index));
   return all;

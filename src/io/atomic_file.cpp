@@ -1,5 +1,7 @@
 #include "sanpath/io/atomic_file.hpp"
 
+#include "sanpath/core/distributed.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +35,7 @@ struct TempFile {
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& content) {
+  if (world().rank != 0) return;  // under MPI, rank 0 writes what one process writes
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");

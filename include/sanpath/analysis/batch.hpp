@@ -17,6 +17,8 @@
 #include "sanpath/analysis/collapse.hpp"
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/analysis/paths.hpp"
+#include "sanpath/analysis/serialize.hpp"
+#include "sanpath/core/distributed.hpp"
 #include "sanpath/core/quantity.hpp"
 
 #include <cstddef>
@@ -74,7 +76,9 @@ void for_each_input(std::size_t count, int threads, const std::function<void(std
 
 /// run(i, progress of input i) for every input i (after
 /// check_batch_inputs), on `threads` workers (for_each_input), the results
-/// in input order. Throws std::invalid_argument for an empty batch.
+/// in input order. Under MPI (distributed.hpp) the inputs are shared over
+/// the ranks and every rank returns every result, exactly as computed
+/// (serialize.hpp). Throws std::invalid_argument for an empty batch.
 template <class R, class F>
 std::vector<R> map_inputs(const Model& model, const std::vector<InputSpec>& inputs, int threads,
                           const ProgressFn& progress, F&& run);
@@ -158,8 +162,12 @@ std::vector<R> map_inputs(const Model& model, const std::vector<InputSpec>& inpu
   if (inputs.empty()) throw std::invalid_argument("batch: no inputs");
   check_batch_inputs(model, inputs);
   std::vector<R> out(inputs.size());
-  for_each_input(inputs.size(), threads,
-                 [&](std::size_t i) { out[i] = run(i, batch_progress(progress, i, inputs.size())); });
+  share_items(
+      inputs.size(),
+      [threads](std::size_t n, const std::function<void(std::size_t)>& task) { for_each_input(n, threads, task); },
+      [&](std::size_t i) { out[i] = run(i, batch_progress(progress, i, inputs.size())); },
+      [&](std::size_t i) { return to_bytes(out[i]); },
+      [&](std::size_t i, const std::string& bytes) { from_bytes(bytes, out[i]); });
   return out;
 }
 
