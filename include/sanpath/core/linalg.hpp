@@ -48,8 +48,7 @@ template <class S> Matrix<S> product(const Matrix<S>& A, const Matrix<S>& B) {
 
 /// Sets the threads sanpath may use: large products, passes run side by
 /// side, path shards and the inputs of a batch share them. 0 (the default)
-/// for the hardware concurrency (divided by the MPI ranks on this machine,
-/// distributed.hpp), 1 for everything serial. Results never
+/// for the hardware concurrency, 1 for everything serial. Results never
 /// depend on it. Thread-safe.
 void set_product_threads(int threads);
 
