@@ -6,7 +6,7 @@
 # and on a real checkpoint. stderr gets one `mpi: 2 ranks, ...` line per
 # shared batch. An error of an input that rank 1 computes ends the job with
 # one process's message and exit code, printed once; so does a bad token
-# line; a failed job leaves no output file.
+# line; a failed job leaves no output file; Ctrl-C on mpirun ends every rank.
 #
 # Needs Open MPI (scripts/install-deps) and a sanpath built with it: fails
 # otherwise.
@@ -124,6 +124,26 @@ if cmp -s "$T/one.stdout" "$T/two.stdout" && grep -q "^mpi: 2 ranks, nothing sha
   ok "one input: the same output, and stderr says nothing was shared"
 else
   fail "one input under mpirun: $(head -c 400 "$T/two.err")"
+fi
+
+# Ctrl-C on mpirun ends every rank at once and leaves no output file.
+"${MPIRUN[@]}" "$SANPATH" collapse --random-input 32 --batch 4 -q --format json --output "$T/int.out" \
+  >/dev/null 2>"$T/int.err" &
+job=$!
+sleep 3
+kill -INT "$job"
+start=$SECONDS
+wait "$job"
+code=$?
+sleep 1
+if [ $code = 0 ]; then
+  fail "Ctrl-C on mpirun: the job went on to exit 0 (it ran $((SECONDS - start)) s more)"
+elif [ -e "$T/int.out" ]; then
+  fail "Ctrl-C on mpirun: an output file was written"
+elif pgrep -f "$T/int.out" >/dev/null; then
+  fail "Ctrl-C on mpirun: a rank is still running: $(pgrep -af "$T/int.out")"
+else
+  ok "Ctrl-C on mpirun: every rank ended within $((SECONDS - start)) s (exit $code), no output file"
 fi
 
 [ "$fails" = 0 ] || exit 1
