@@ -7,6 +7,8 @@
 /// choice and confirmation, structured results) → report (text, JSON, CSV,
 /// HTML). Include a single header instead to keep compile times short.
 
+#include "sanpath/core/bytes.hpp"
+#include "sanpath/core/distributed.hpp"
 #include "sanpath/core/errors.hpp"
 #include "sanpath/core/linalg.hpp"
 #include "sanpath/core/quantity.hpp"
@@ -38,6 +40,7 @@
 #include "sanpath/analysis/paths.hpp"
 #include "sanpath/analysis/provenance.hpp"
 #include "sanpath/analysis/search.hpp"
+#include "sanpath/analysis/serialize.hpp"
 #include "sanpath/report/format.hpp"
 #include "sanpath/report/html_report.hpp"
 #include "sanpath/report/svg_plot.hpp"
