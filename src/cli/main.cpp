@@ -25,23 +25,12 @@ const char* kExitCodes =
 int fail(int code, const std::string& what) {
   const sanpath::World w = sanpath::world();
   const bool shared = w.size > 1 && sanpath::shared_error();
-  if (w.size > 1 && !shared && w.rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
-  if (w.size > 1 && shared && w.rank != 0) return code;
-  std::string line;
-  for (const char ch : what) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      line += "\\x";
-      line += hex[c >> 4];
-      line += hex[c & 15];
-    } else {
-      line += ch;
-    }
-  }
-  const std::string where = w.size > 1 && !shared && w.rank != 0 ? "rank " + std::to_string(w.rank) + ": " : "";
-  std::cerr << "sanpath: error: " << where << line << std::endl;
-  if (w.size > 1 && !shared) sanpath::abort_distributed(code);
+  if (shared && w.rank != 0) return code;  // rank 0 prints it
+  const bool maybe_alone = w.size > 1 && !shared;
+  if (maybe_alone && w.rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+  const std::string where = maybe_alone && w.rank != 0 ? "rank " + std::to_string(w.rank) + ": " : "";
+  std::cerr << "sanpath: error: " << where << sanpath::printable(what) << std::endl;
+  if (maybe_alone) sanpath::abort_distributed(code);
   return code;
 }
 

@@ -2,7 +2,6 @@
 
 #include "sanpath/core/distributed.hpp"
 
-
 #include <cmath>
 #include <cstdio>
 #include <iostream>

@@ -44,7 +44,6 @@ struct RankShare {
 
 template <class A> void fields(A& a, RankShare& s) { a(s.seconds, s.items, s.bytes, s.errors); }
 
-
 #ifdef SANPATH_HAVE_MPI
 std::string seconds_text(double s) {
   char b[32];
