@@ -12,6 +12,8 @@
 #include <algorithm>
 
 using namespace sanpath;
+using sanpath::test::classifier_head;
+using sanpath::test::lm_head;
 using sanpath::test::with_digits;
 
 namespace {
@@ -27,34 +29,6 @@ Model small_model(std::uint64_t seed) {
   s.std = 0.5;
   s.seed = seed;
   return random_model(s);
-}
-
-/// A deterministic pseudo-random matrix (entries in [-1, 1]).
-Eigen::MatrixXd draw(long rows, long cols, std::uint64_t seed) {
-  Rng rng(seed);
-  Eigen::MatrixXd m(rows, cols);
-  for (long i = 0; i < rows; ++i)
-    for (long j = 0; j < cols; ++j) m(i, j) = 2 * rng.uniform() - 1;
-  return m;
-}
-
-TaskHead lm_head(long d, long vocab) {
-  TaskHead h;
-  h.kind = TaskHeadKind::language_model;
-  h.ln_g = draw(d, 1, 1);
-  h.ln_b = draw(d, 1, 2);
-  h.embedding = 3 * draw(vocab, d, 3);
-  return h;
-}
-
-TaskHead classifier_head(long d, long classes) {
-  TaskHead h;
-  h.kind = TaskHeadKind::classifier;
-  h.pooler_W = draw(d, d, 4);
-  h.pooler_b = draw(d, 1, 5);
-  h.classifier_W = 3 * draw(classes, d, 6);
-  h.classifier_b = draw(classes, 1, 7);
-  return h;
 }
 
 BigReal big(const Quantity& q) { return BigReal(q.below_resolution ? q.bound : q.value, 300); }

@@ -4,6 +4,7 @@
 // decodes and encodes again to the same bytes, and the report layer prints the
 // decoded result exactly as the original; truncated or padded bytes throw;
 // BigReal (precision included) and double values come back bit for bit.
+#include "support/batch_helpers.hpp"
 #include "support/helpers.hpp"
 
 #include "sanpath/analysis/serialize.hpp"
@@ -46,33 +47,6 @@ InputSpec small_input(int n = 5, std::optional<double> residual = std::nullopt, 
   return InputSpec::from_random(r);
 }
 
-/// A deterministic pseudo-random matrix (entries in [-1, 1]).
-Eigen::MatrixXd draw(long rows, long cols, std::uint64_t seed) {
-  Rng rng(seed);
-  Eigen::MatrixXd m(rows, cols);
-  for (long i = 0; i < rows; ++i)
-    for (long j = 0; j < cols; ++j) m(i, j) = 2 * rng.uniform() - 1;
-  return m;
-}
-
-TaskHead lm_head() {
-  TaskHead h;
-  h.kind = TaskHeadKind::language_model;
-  h.ln_g = draw(8, 1, 1);
-  h.ln_b = draw(8, 1, 2);
-  h.embedding = 3 * draw(11, 8, 3);
-  return h;
-}
-
-TaskHead classifier_head() {
-  TaskHead h;
-  h.kind = TaskHeadKind::classifier;
-  h.pooler_W = draw(8, 8, 4);
-  h.pooler_b = draw(8, 1, 5);
-  h.classifier_W = 3 * draw(3, 8, 6);
-  h.classifier_b = draw(3, 1, 7);
-  return h;
-}
 
 /// Measures on, emulated in `format`, auto precision.
 PrecisionRequest rich_request(std::optional<EmulatedFormat> format = EmulatedFormat::bf16) {
@@ -244,7 +218,7 @@ TEST_CASE("BoundsAnalysis: bytes round trip and identical reports", "[serialize]
 TEST_CASE("EffectivenessReport: bytes round trip and identical reports", "[serialize]") {
   const Model m = small_model();
   const auto report = [&](const EffectivenessReport& r, Format f) { return format_effectiveness(r, m, info, f); };
-  const TaskHead lm = lm_head(), classifier = classifier_head();
+  const TaskHead lm = test::lm_head(8, 11), classifier = test::classifier_head(8, 3);
   const EffectivenessReport r = analyze_effectiveness(m, attention_skip, small_input(), PrecisionRequest{}, &lm);
   REQUIRE(r.head);
   REQUIRE(r.lengths.front().kl);
@@ -256,7 +230,7 @@ TEST_CASE("EffectivenessReport: bytes round trip and identical reports", "[seria
 TEST_CASE("RerunReport: bytes round trip and identical reports", "[serialize]") {
   const Model m = small_model();
   const auto report = [&](const RerunReport& r, Format f) { return format_rerun(r, m, info, f); };
-  const TaskHead lm = lm_head();
+  const TaskHead lm = test::lm_head(8, 11);
   RerunRequest rr;
   rr.samples = 2;
   rr.repeats = 3;
