@@ -56,11 +56,22 @@ def kernels() -> dict:
     same integers either way); ``mpi``: the MPI library this build links
     ("Open MPI v4.1.4"; "" without MPI). Once mpi4py has initialised MPI
     (``from mpi4py import MPI``, then ``mpirun -np K python3 script.py``),
-    every batch shares its inputs over the K ranks and every rank gets every
-    result, exactly what one process computes. An unknown SANPATH_ISA, or a
+    every batch shares its inputs, and every path enumeration, top-K search
+    and sampling its path shards, over the K ranks; every rank gets every
+    result, exactly what one process computes (distribution_notes() says
+    what was shared). An unknown SANPATH_ISA, or a
     level the CPU lacks, raises InputError naming the variable.
     """
     return dict(_sanpath.kernels())
+
+
+def distribution_notes() -> list:
+    """How this process's shared work went under MPI: one line per shared
+    batch or path job so far, the lines `sanpath` prints on stderr, e.g.
+    ``mpi: 2 ranks, 5 inputs round robin (rank 0: 3 in 0.8 s, rank 1: 2 in
+    0.4 s), 60 KiB of results exchanged``. Empty in one process, and when
+    nothing was shared (a single input without path shards)."""
+    return list(_sanpath.distribution_notes())
 
 #: How the command line tool names its embedded default model in reports.
 EMBEDDED_NAME = "embedded default (random BERT-shaped, seed 0)"
@@ -1041,7 +1052,7 @@ __all__ = [
     "Error", "InputError", "NumericalError", "ResourceError", "Model", "Input", "Number", "Result",
     "ForwardResult", "CollapseResult", "load", "from_arrays", "random_model", "default_model", "tokens", "matrix",
     "random_input", "default_input", "forward", "collapse", "length_sums", "enumerate_paths", "iter_paths",
-    "sample_paths", "path_counts", "bounds", "report", "set_memory_budget", "set_threads", "threads", "Batch", "ForwardBatchResult",
+    "sample_paths", "path_counts", "distribution_notes", "bounds", "report", "set_memory_budget", "set_threads", "threads", "Batch", "ForwardBatchResult",
     "CollapseBatchResult", "EffectivenessResult", "EffectivenessBatchResult", "BoundsSearchResult", "batch", "token_file", "input_file",
     "random_batch", "effectiveness", "bounds_search", "RerunResult", "RerunBatchResult", "pixels", "load_pixels",
     "LAYOUTS", "kernels",

@@ -409,6 +409,7 @@ PYBIND11_MODULE(_sanpath, m) {
     k["mpi"] = mpi_library();
     return k;
   });
+  m.def("distribution_notes", [] { return distribution_notes(); });
   m.def("layout_names", [] { return layout_names(); });
   m.def("default_collapse_model", [] { return std::make_shared<Model>(random_model(default_collapse_model())); });
 

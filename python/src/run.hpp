@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 
 #include "sanpath/analysis/forward.hpp"
+#include "sanpath/core/distributed.hpp"
 #include "sanpath/core/resources.hpp"
 
 #include <chrono>
@@ -81,6 +82,7 @@ template <class F> auto run_released(F&& f, ProgressBridge* bridge = nullptr) ->
   std::condition_variable cv;
   bool done = false;
   std::thread worker([&] {
+    sanpath::SharingThreadScope sharing;  // under mpi4py this thread shares batches and path shards over the ranks
     try {
       result.emplace(f());
     } catch (...) {

@@ -14,6 +14,7 @@
 #include <new>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #ifdef SANPATH_HAVE_MPI
 #define OMPI_SKIP_MPICXX 1  // the C API only
@@ -63,12 +64,20 @@ bool mpi_running() {
 #endif
 }
 
-/// True when this thread may call MPI (the thread that initialised it).
+/// This thread shares work in place of MPI's main thread (SharingThreadScope).
+thread_local bool sharing_thread = false;
+
+/// True when this thread may call MPI: the thread that initialised it, or a
+/// SharingThreadScope's when MPI allows calls from other threads.
 bool mpi_thread() {
 #ifdef SANPATH_HAVE_MPI
   int main_thread = 0;
   MPI_Is_thread_main(&main_thread);
-  return main_thread != 0;
+  if (main_thread != 0) return true;
+  if (!sharing_thread) return false;
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  return level == MPI_THREAD_SERIALIZED || level == MPI_THREAD_MULTIPLE;
 #else
   return false;
 #endif
@@ -169,6 +178,9 @@ void abort_distributed(int code) {
 #endif
 }
 
+SharingThreadScope::SharingThreadScope() : previous_(sharing_thread) { sharing_thread = true; }
+SharingThreadScope::~SharingThreadScope() { sharing_thread = previous_; }
+
 int owner_of(std::size_t i, int size) { return size <= 1 ? 0 : static_cast<int>(i % static_cast<std::size_t>(size)); }
 
 ItemError current_item_error() {
@@ -215,35 +227,75 @@ std::vector<std::string> distribution_notes() {
   return notes;
 }
 
-void share_items(std::size_t count, const ParallelFor& parallel_for, const std::function<void(std::size_t)>& compute,
-                 const std::function<std::string(std::size_t)>& encode,
-                 const std::function<void(std::size_t, const std::string&)>& receive) {
-  const World w = mpi_running() && mpi_thread() ? world() : World{};
-  if (w.size <= 1) {
-    parallel_for(count, compute);
+namespace {
+/// Shared rounds computing their items now (on MPI's thread): a shared step
+/// started meanwhile runs in its process alone.
+std::atomic<int> rounds_computing{0};
+}  // namespace
+
+SharedJob::SharedJob(std::string item, std::string items) : item_(std::move(item)), items_(std::move(items)) {
+  if (mpi_running() && mpi_thread() && rounds_computing.load() == 0) {
+    const World w = world();
+    rank_ = w.rank;
+    size_ = w.size;
+  }
+  per_rank_.assign(static_cast<std::size_t>(size_), 0);
+  seconds_.assign(static_cast<std::size_t>(size_), 0.0);
+}
+
+SharedJob::~SharedJob() {
+#ifdef SANPATH_HAVE_MPI
+  if (size_ <= 1 || rounds_ == 0) return;
+  try {
+    std::string note = "mpi: " + std::to_string(size_) + " ranks, " + std::to_string(count_) + " " +
+                       (count_ == 1 ? item_ : items_) + " round robin" +
+                       (rounds_ > 1 ? " in " + std::to_string(rounds_) + " rounds" : std::string()) + " (";
+    for (std::size_t r = 0; r < per_rank_.size(); ++r)
+      note += (r ? ", rank " : "rank ") + std::to_string(r) + ": " + std::to_string(per_rank_[r]) + " in " +
+              seconds_text(seconds_[r]);
+    note += "), " + std::to_string((exchanged_ + 1023) / 1024) + " KiB of results exchanged";
+    std::lock_guard<std::mutex> guard(notes_lock);
+    notes.push_back(note);
+  } catch (...) {  // a note lost to a failed allocation is not worth a termination
+  }
+#endif
+}
+
+void SharedJob::round(std::size_t first, std::size_t count, const ParallelFor& parallel_for,
+                      const std::function<void(std::size_t)>& compute,
+                      const std::function<std::string(std::size_t)>& encode,
+                      const std::function<void(std::size_t, const std::string&)>& receive) {
+  if (size_ <= 1) {
+    parallel_for(count, [&](std::size_t k) { compute(first + k); });
     return;
   }
 #ifdef SANPATH_HAVE_MPI
   error_is_shared = false;
   RankShare mine;
-  for (std::size_t i = 0; i < count; ++i)
-    if (owner_of(i, w.size) == w.rank) mine.items.push_back(i);
+  for (std::size_t i = first; i < first + count; ++i)
+    if (owner_of(i, size_) == rank_) mine.items.push_back(i);
   mine.bytes.resize(mine.items.size());
   mine.errors.resize(mine.items.size());
   std::atomic<std::size_t> first_failure{mine.items.size()};
   const auto start = std::chrono::steady_clock::now();
-  parallel_for(mine.items.size(), [&](std::size_t k) {
-    if (k > first_failure.load()) return;  // a lower item failed here: this one cannot be the first failure
-    try {
-      compute(mine.items[k]);
-      mine.bytes[k] = encode(mine.items[k]);
-    } catch (...) {
-      mine.errors[k] = current_item_error();
-      std::size_t seen = first_failure.load();
-      while (k < seen && !first_failure.compare_exchange_weak(seen, k)) {
+  {
+    struct Computing {
+      Computing() { ++rounds_computing; }
+      ~Computing() { --rounds_computing; }
+    } computing;
+    parallel_for(mine.items.size(), [&](std::size_t k) {
+      if (k > first_failure.load()) return;  // a lower item failed here: this one cannot be the first failure
+      try {
+        compute(mine.items[k]);
+        mine.bytes[k] = encode(mine.items[k]);
+      } catch (...) {
+        mine.errors[k] = current_item_error();
+        std::size_t seen = first_failure.load();
+        while (k < seen && !first_failure.compare_exchange_weak(seen, k)) {
+        }
       }
-    }
-  });
+    });
+  }
   mine.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Items skipped after a failure travel as neither bytes nor error: drop them.
   const std::size_t keep = std::min(mine.items.size(), first_failure.load() + 1);
@@ -255,58 +307,61 @@ void share_items(std::size_t count, const ParallelFor& parallel_for, const std::
   writer(mine);
   std::vector<std::string> blobs;
   try {
-    blobs = all_gather(writer.bytes(), w.size);
+    blobs = all_gather(writer.bytes(), size_);
   } catch (...) {
     error_is_shared = true;  // every rank saw the same sizes
     throw;
   }
   std::vector<RankShare> shares(blobs.size());
-  std::size_t exchanged = 0;
   try {
     for (std::size_t r = 0; r < blobs.size(); ++r) {
       ByteReader reader(blobs[r]);
       reader(shares[r]);
       reader.finish();
-      exchanged += blobs[r].size();
+      exchanged_ += blobs[r].size();
     }
   } catch (...) {
     error_is_shared = true;  // every rank decodes the same bytes
     throw;
   }
-  // The lowest failing item of the job, as one process would report it.
+  ++rounds_;
+  count_ += count;
+  for (std::size_t r = 0; r < shares.size() && r < per_rank_.size(); ++r) {
+    per_rank_[r] += shares[r].items.size();
+    seconds_[r] += shares[r].seconds;
+  }
+  // The lowest failing item of the round, as one process would report it.
   std::optional<std::pair<std::size_t, ItemError>> failure;
   for (const RankShare& s : shares)
     for (std::size_t k = 0; k < s.items.size(); ++k)
       if (s.errors[k] && (!failure || s.items[k] < failure->first)) failure = std::make_pair(s.items[k], *s.errors[k]);
-  std::string note = "mpi: " + std::to_string(w.size) + " ranks, " + std::to_string(count) +
-                     (count == 1 ? " input" : " inputs") + " round robin (";
-  for (std::size_t r = 0; r < shares.size(); ++r)
-    note += (r ? ", rank " : "rank ") + std::to_string(r) + ": " + std::to_string(shares[r].items.size()) + " in " +
-            seconds_text(shares[r].seconds);
-  note += "), " + std::to_string((exchanged + 1023) / 1024) + " KiB of results exchanged";
-  {
-    std::lock_guard<std::mutex> guard(notes_lock);
-    notes.push_back(note);
-  }
   if (failure) {
     error_is_shared = true;
     rethrow_item_error(failure->second);
   }
   std::vector<const std::string*> received(count, nullptr);
   for (std::size_t r = 0; r < shares.size(); ++r)
-    if (static_cast<int>(r) != w.rank)
-      for (std::size_t k = 0; k < shares[r].items.size(); ++k)
-        if (shares[r].items[k] < count) received[shares[r].items[k]] = &shares[r].bytes[k];
-  for (std::size_t i = 0; i < count; ++i)
-    if (owner_of(i, w.size) != w.rank) {
-      if (!received[i]) throw std::runtime_error("mpi: item " + std::to_string(i) + " came back from no rank");
-      receive(i, *received[i]);
+    if (static_cast<int>(r) != rank_)
+      for (std::size_t k = 0; k < shares[r].items.size(); ++k) {
+        const std::size_t i = shares[r].items[k];
+        if (i >= first && i < first + count) received[i - first] = &shares[r].bytes[k];
+      }
+  for (std::size_t i = first; i < first + count; ++i)
+    if (owner_of(i, size_) != rank_) {
+      if (!received[i - first]) throw std::runtime_error("mpi: item " + std::to_string(i) + " came back from no rank");
+      receive(i, *received[i - first]);
     }
 #else
   (void)encode;
   (void)receive;
-  parallel_for(count, compute);
 #endif
+}
+
+void share_items(std::size_t count, const ParallelFor& parallel_for, const std::function<void(std::size_t)>& compute,
+                 const std::function<std::string(std::size_t)>& encode,
+                 const std::function<void(std::size_t, const std::string&)>& receive) {
+  SharedJob job("input", "inputs");
+  job.round(0, count, parallel_for, compute, encode, receive);
 }
 
 }  // namespace sanpath

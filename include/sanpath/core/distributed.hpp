@@ -8,8 +8,9 @@
 /// (a build without it, or a process not started by mpirun and not
 /// initialised by mpi4py) the world is one process and nothing changes.
 ///
-/// MPI is called only from the thread that initialised it; work shared
-/// from any other thread runs in this process alone.
+/// MPI is called only from the thread that initialised it, or from the
+/// thread of a SharingThreadScope; work shared from any other thread runs
+/// in this process alone.
 ///
 /// \code
 ///   start_distributed(&argc, &argv);        // the CLI: MPI_Init under mpirun
@@ -56,6 +57,24 @@ void finish_distributed();
 /// for an error that other ranks may not share. Returns only without MPI.
 void abort_distributed(int code);
 
+/// Makes the calling thread the one that shares work (share_items,
+/// SharedJob) while the scope lives, in place of the thread that initialised
+/// MPI. For a program that runs its work on a thread of its own while the
+/// initialising thread waits (Python's bindings, under mpi4py): MPI must
+/// then allow it (MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE, mpi4py's
+/// default), else the scope changes nothing. Scopes do not nest across
+/// threads: one thread at a time.
+class SharingThreadScope {
+ public:
+  SharingThreadScope();
+  ~SharingThreadScope();
+  SharingThreadScope(const SharingThreadScope&) = delete;
+  SharingThreadScope& operator=(const SharingThreadScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 /// The rank that computes item i of `count` (round robin: i mod size).
 int owner_of(std::size_t i, int size);
 
@@ -84,10 +103,46 @@ using ParallelFor = std::function<void(std::size_t n, const std::function<void(s
 /// bytes; then receive(i, bytes) is called, in item order, for every item
 /// another rank computed. When items fail, every rank throws the error of
 /// the lowest failing item (as one process would) and shared_error() is
-/// then true. Records a line for distribution_notes().
+/// then true. Records a line for distribution_notes(). A call made while
+/// another shared step computes its items (a batch's input running a path
+/// enumeration) runs in this process alone: the ranks are then busy with
+/// different items.
 void share_items(std::size_t count, const ParallelFor& parallel_for, const std::function<void(std::size_t)>& compute,
                  const std::function<std::string(std::size_t)>& encode,
                  const std::function<void(std::size_t, const std::string&)>& receive);
+
+/// One job shared over the ranks in rounds (path shards: the records of a
+/// round are consumed before the next round computes, which bounds the
+/// memory and lets a round use what the earlier ones found). Items are
+/// numbered over the whole job and item i belongs to owner_of(i); each
+/// round shares a range of them as share_items shares a batch. The job's
+/// note (one line, its rounds added up) is recorded when it ends.
+class SharedJob {
+ public:
+  /// `item` and `items`: the noun of the note ("path subtree", "path subtrees").
+  SharedJob(std::string item, std::string items);
+  ~SharedJob();
+  SharedJob(const SharedJob&) = delete;
+  SharedJob& operator=(const SharedJob&) = delete;
+
+  /// Whether the rounds are split over several ranks (MPI running, this
+  /// thread MPI's, no other shared step computing); false: every round
+  /// runs parallel_for over its items in this process.
+  bool distributed() const { return size_ > 1; }
+  int ranks() const { return size_; }
+
+  /// Items first..first+count−1, as share_items shares items 0..count−1.
+  void round(std::size_t first, std::size_t count, const ParallelFor& parallel_for,
+             const std::function<void(std::size_t)>& compute, const std::function<std::string(std::size_t)>& encode,
+             const std::function<void(std::size_t, const std::string&)>& receive);
+
+ private:
+  std::string item_, items_;
+  int rank_ = 0, size_ = 1;
+  std::size_t count_ = 0, rounds_ = 0, exchanged_ = 0;
+  std::vector<std::size_t> per_rank_;
+  std::vector<double> seconds_;
+};
 
 /// True while the exception in flight was thrown by share_items on every
 /// rank alike (the CLI then prints it once, on rank 0, and ends normally).
