@@ -1,6 +1,7 @@
 """Python under mpi4py: `mpirun -np 2 python3 script.py` shares a batch over
-the two ranks, and rank 0 gets exactly what one process computes (the same
-JSON, byte for byte); an error of an input that rank 1 computes (160 tokens,
+the two ranks (distribution_notes() says so), and rank 0 gets exactly what
+one process computes (the same JSON, byte for byte), for batches and for the
+path shards of one input (enumeration, top-K, sampling); an error of an input that rank 1 computes (160 tokens,
 over the memory budget that the two short inputs fit) raises the same exception with the same message on every rank."""
 import os
 import shutil
@@ -26,11 +27,20 @@ if out == "error":
     except sanpath.ResourceError as e:
         print(f"rank {MPI.COMM_WORLD.Get_rank()}: ResourceError: {e}", flush=True)
     sys.exit(0)
-r = sanpath.collapse(model, seqs, conventions="paper")
-s = sanpath.forward(model, seqs, skip="off", mlp="none", layernorm="none")
+if out.endswith("paths.json"):  # the path shards of one input
+    san = sanpath.random_model(5, 3, 12, std=0.4, seed=4)
+    x = sanpath.random_input(6, seed=1)
+    parts = [sanpath.enumerate_paths(san, x, skip="on", mlp="none", layernorm="none").to_json(),
+             sanpath.enumerate_paths(san, x, skip="on", mlp="none", layernorm="none", top=7).to_json(),
+             sanpath.sample_paths(san, x, 300, lengths=[3], seed=5, skip="on", mlp="none", layernorm="none").to_json()]
+else:
+    parts = [sanpath.collapse(model, seqs, conventions="paper").to_json(),
+             sanpath.forward(model, seqs, skip="off", mlp="none", layernorm="none").to_json()]
 if MPI.COMM_WORLD.Get_rank() == 0:
     with open(out, "w") as f:
-        f.write(r.to_json() + s.to_json())
+        f.write("".join(parts))
+    with open(out + ".notes", "w") as f:
+        f.write("\n".join(sanpath.distribution_notes()))
 """
 
 
@@ -64,6 +74,25 @@ def test_two_ranks_give_rank_0_what_one_process_computes(mpirun, models, tmp_pat
     one = sanpath.collapse(model, seqs, conventions="paper").to_json() + \
         sanpath.forward(model, seqs, skip="off", mlp="none", layernorm="none").to_json()
     assert out.read_text() == one
+    # The batches were shared, not run whole on each rank.
+    notes = (tmp_path / "two.json.notes").read_text().splitlines()
+    assert len(notes) == 2 and all(n.startswith("mpi: 2 ranks, 5 inputs round robin (rank 0: 3 in ") for n in notes), notes
+    assert sanpath.distribution_notes() == []  # one process shares nothing
+
+
+def test_path_shards_of_one_input_are_shared(mpirun, models, tmp_path):
+    out = tmp_path / "paths.json"
+    r = run_two_ranks(mpirun, tmp_path, os.path.join(models, "bert-ticket-classifier"), str(out))
+    assert r.returncode == 0, r.stderr
+    san = sanpath.random_model(5, 3, 12, std=0.4, seed=4)
+    x = sanpath.random_input(6, seed=1)
+    one = sanpath.enumerate_paths(san, x, skip="on", mlp="none", layernorm="none").to_json() + \
+        sanpath.enumerate_paths(san, x, skip="on", mlp="none", layernorm="none", top=7).to_json() + \
+        sanpath.sample_paths(san, x, 300, lengths=[3], seed=5, skip="on", mlp="none", layernorm="none").to_json()
+    assert out.read_text() == one
+    notes = (tmp_path / "paths.json.notes").read_text()
+    assert "256 path subtrees round robin in 2 rounds (rank 0: 128 in " in notes, notes
+    assert "5 blocks of 64 sampled paths round robin (rank 0: 3 in " in notes, notes
 
 
 def test_an_error_on_rank_1_reaches_every_rank(mpirun, models, tmp_path):

@@ -268,6 +268,7 @@ RawSamples samples_at(const Precision& p, const Model& model, const Variant& var
       o.lengths.push_back(lengths[i]);
       o.samples = samples;
       o.seed = seed;
+      o.threads = 0;  // the --threads setting
       const std::vector<LengthSample<S>> s = sample_paths<S>(model, t, o);
       out.lengths.push_back({s[0].length, s[0].samples, s[0].population, raw_stat(s[0].norm), raw_stat(s[0].residual)});
     }

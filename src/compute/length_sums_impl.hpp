@@ -122,6 +122,9 @@ template <class S> LengthSums<S> length_sums(const Model& model, const ForwardTr
 }
 
 namespace detail {
+/// Sampled paths per shared block of sample_paths.
+inline constexpr std::size_t sample_block = 64;
+
 template <class S> MeanInterval<S> mean_interval(const std::vector<S>& v) {
   using std::sqrt;
   const S N = S(static_cast<double>(v.size()));
@@ -159,20 +162,43 @@ std::vector<LengthSample<S>> sample_paths(const Model& model, const ForwardTrace
   const std::vector<PathCount> counts = count_paths_by_length(L, H, skip);
   const detail::PathContext<S> ctx(model, trace);
   const detail::PathPlan plan = detail::make_path_plan(L, H, skip, {});  // sample paths are complete prefixes
-  detail::PathWalker<S> walker(ctx, plan, false);
   std::vector<LengthSample<S>> out;
+  // Per length: the paths first (one generator, in sample order), then
+  // their terms in blocks shared over the threads and ranks (items numbered
+  // over every length): the values, and so the statistics, depend on neither.
+  const std::size_t block = detail::sample_block;
+  SharedJob job("block of " + std::to_string(block) + " sampled paths",
+                "blocks of " + std::to_string(block) + " sampled paths");
+  std::size_t first = 0;
   for (int k : options.lengths) {
     Rng rng(options.seed + static_cast<std::uint64_t>(k) * 0x9E3779B97F4A7C15ULL);
-    std::vector<S> norms, residuals;
-    norms.reserve(options.samples);
-    residuals.reserve(options.samples);
-    for (std::uint64_t s = 0; s < options.samples; ++s) {
-      const std::vector<int> heads = random_path(rng, L, H, skip, k);
-      walker.run(heads, [&](const std::vector<int>&, int, const Matrix<S>& T, const Matrix<S>*) {
-        norms.push_back(norm_composite(T));
-        residuals.push_back(detail::mean_residual_composite(T));
-      });
-    }
+    std::vector<std::vector<int>> paths(options.samples);
+    for (auto& heads : paths) heads = random_path(rng, L, H, skip, k);
+    std::vector<S> norms(paths.size()), residuals(paths.size());
+    const std::size_t blocks = (paths.size() + block - 1) / block;
+    const auto begin = [&](std::size_t item) { return (item - first) * block; };
+    const auto end = [&](std::size_t item) { return std::min(paths.size(), (item - first + 1) * block); };
+    job.round(
+        first, blocks, detail::task_parallel_for(options.threads),
+        [&](std::size_t item) {
+          detail::PathWalker<S> walker(ctx, plan, false);
+          for (std::size_t i = begin(item); i < end(item); ++i)
+            walker.run(paths[i], [&](const std::vector<int>&, int, const Matrix<S>& T, const Matrix<S>*) {
+              norms[i] = norm_composite(T);
+              residuals[i] = detail::mean_residual_composite(T);
+            });
+        },
+        [&](std::size_t item) {
+          ByteWriter w;
+          for (std::size_t i = begin(item); i < end(item); ++i) w(norms[i], residuals[i]);
+          return w.bytes();
+        },
+        [&](std::size_t item, const std::string& bytes) {
+          ByteReader r(bytes);
+          for (std::size_t i = begin(item); i < end(item); ++i) r(norms[i], residuals[i]);
+          r.finish();
+        });
+    first += blocks;
     LengthSample<S> ls;
     ls.length = k;
     ls.samples = options.samples;

@@ -3,6 +3,8 @@
 #include "sanpath/core/linalg.hpp"
 #include "sanpath/compute/norms.hpp"
 #include "compute/record_norms_impl.hpp"
+#include "sanpath/core/bytes.hpp"
+#include "sanpath/core/distributed.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +18,12 @@
 #include <type_traits>
 
 namespace sanpath {
+
+/// PathRecord's encoding (bytes.hpp; found by argument-dependent lookup).
+template <class A, class S> void fields(A& a, PathRecord<S>& r) {
+  a(r.heads, r.length, r.norm_composite, r.norm_frobenius, r.residual_composite, r.stochastic_residual);
+}
+
 namespace detail {
 
 /// The path tree after filtering (non-template, src/paths.cpp). choices[l]:
@@ -318,6 +326,73 @@ template <class S> struct TaskOutput {
   std::uint64_t paths = 0;
 };
 
+/// Runs task(k) for k = 0..n−1 on min(threads, n) workers (0: every core),
+/// each with serial products and its own MPFR caches; the calling thread
+/// alone when one worker suffices. Rethrows the exception of the lowest
+/// failing k after every worker has stopped.
+inline ParallelFor task_parallel_for(int threads) {
+  return [threads](std::size_t n, const std::function<void(std::size_t)>& task) {
+    const std::size_t workers = std::min(static_cast<std::size_t>(resolve_threads(threads)), n);
+    if (workers <= 1) {
+      for (std::size_t k = 0; k < n; ++k) task(k);
+      return;
+    }
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::vector<std::exception_ptr> errors(n);
+    std::vector<std::thread> pool;
+    for (std::size_t t = 0; t < workers; ++t)
+      pool.emplace_back([&] {
+        MpfrThreadCaches caches;
+        SerialProductsScope serial;  // the workers are the parallelism: products inside run serially
+        for (std::size_t k = next++; k < n && !failed.load(); k = next++) {
+          try {
+            task(k);
+          } catch (...) {
+            errors[k] = std::current_exception();
+            failed = true;
+          }
+        }
+      });
+    for (auto& t : pool) t.join();
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+  };
+}
+
+/// A matrix's exact bytes (bytes.hpp): its shape, then its entries column by column.
+template <class S> void put_matrix(ByteWriter& w, const Matrix<S>& m) {
+  w(static_cast<std::int64_t>(m.rows()), static_cast<std::int64_t>(m.cols()));
+  for (Eigen::Index j = 0; j < m.cols(); ++j)
+    for (Eigen::Index i = 0; i < m.rows(); ++i) w(m(i, j));
+}
+template <class S> void get_matrix(ByteReader& r, Matrix<S>& m) {
+  std::int64_t rows = 0, cols = 0;
+  r(rows, cols);
+  if (rows < 0 || cols < 0 || (rows > 0 && cols > (std::int64_t{1} << 40) / rows))
+    throw std::runtime_error("bytes: a matrix of " + std::to_string(rows) + "×" + std::to_string(cols) + " entries");
+  m.resize(rows, cols);
+  for (Eigen::Index j = 0; j < m.cols(); ++j)
+    for (Eigen::Index i = 0; i < m.rows(); ++i) r(m(i, j));
+}
+
+/// A task's output as it travels between ranks, every value exactly.
+template <class S> std::string task_bytes(const TaskOutput<S>& t) {
+  ByteWriter w;
+  w(t.paths, t.records, static_cast<std::uint64_t>(t.sums.size()));
+  for (const Matrix<S>& m : t.sums) put_matrix(w, m);
+  return w.bytes();
+}
+template <class S> void task_from_bytes(const std::string& bytes, TaskOutput<S>& t) {
+  ByteReader r(bytes);
+  std::uint64_t sums = 0;
+  r(t.paths, t.records, sums);
+  if (sums > 1u << 20) throw std::runtime_error("bytes: " + std::to_string(sums) + " length sums in one path subtree");
+  t.sums.resize(static_cast<std::size_t>(sums));
+  for (Matrix<S>& m : t.sums) get_matrix(r, m);
+  r.finish();
+}
+
 }  // namespace detail
 
 template <class S>
@@ -383,7 +458,25 @@ EnumerationResult<S> enumerate_paths(const Model& model, const ForwardTrace<S>& 
 
   const int threads = static_cast<int>(std::min<std::size_t>(
       static_cast<std::size_t>(resolve_threads(options.threads)), ntasks));
-  if (threads <= 1) {
+  SharedJob job("path subtree", "path subtrees");
+  if (job.distributed()) {
+    // Under MPI: rounds of subtrees shared over the ranks, each round's
+    // outputs consumed in task order, exactly as one process consumes them.
+    const std::size_t round = static_cast<std::size_t>(job.ranks()) * 4 * static_cast<std::size_t>(std::max(threads, 1));
+    for (std::size_t first = 0; first < ntasks; first += round) {
+      const std::size_t count = std::min(round, ntasks - first);
+      std::vector<detail::TaskOutput<S>> outs(count);
+      job.round(
+          first, count, detail::task_parallel_for(threads),
+          [&](std::size_t i) {
+            detail::PathWalker<S> walker(ctx, plan, want_records);
+            run_task(i, walker, outs[i - first]);
+          },
+          [&](std::size_t i) { return detail::task_bytes(outs[i - first]); },
+          [&](std::size_t i, const std::string& bytes) { detail::task_from_bytes(bytes, outs[i - first]); });
+      for (detail::TaskOutput<S>& out : outs) consume(out);
+    }
+  } else if (threads <= 1) {
     detail::PathWalker<S> walker(ctx, plan, want_records);
     for (std::size_t i = 0; i < ntasks; ++i) {
       detail::TaskOutput<S> out;

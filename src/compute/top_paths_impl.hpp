@@ -4,11 +4,7 @@
 
 #include <Eigen/Eigenvalues>
 
-#include <atomic>
 #include <cmath>
-#include <exception>
-#include <mutex>
-#include <thread>
 
 namespace sanpath {
 namespace detail {
@@ -169,6 +165,10 @@ template <class S> class TaskPruner {
   std::vector<S> r2_, fro_;
 };
 
+/// Subtree tasks per round of top_paths (fixed: the pruning, and so the
+/// node counts, must not depend on the threads or ranks).
+inline constexpr std::size_t top_paths_round = 128;
+
 /// Does `heads` pass the plan (allowed choices, length range)?
 inline bool plan_allows(const PathPlan& plan, const std::vector<int>& heads) {
   int len = 0;
@@ -220,18 +220,21 @@ TopPathsResult<S> top_paths(const Model& model, const ForwardTrace<S>& trace, co
     if (const auto* k = top.kth()) seed = k->norm_composite;
   }
 
+  // Rounds of subtree tasks: every task of a round prunes against the
+  // threshold of the rounds before it (the K-th best found so far, or the
+  // seed) and its own K best. The rounds are fixed by the filter alone, so
+  // records and counts do not depend on threads or ranks.
   const std::vector<std::vector<int>> prefixes = detail::task_prefixes(plan, 256);
   const std::size_t ntasks = prefixes.size();
   struct TaskResult {
     std::vector<PathRecord<S>> records;
     std::uint64_t nodes = 0, skipped = 0, leaves = 0;
   };
-  std::vector<TaskResult> results(ntasks);
-  auto run_task = [&](std::size_t i, detail::PathWalker<S>& walker) {
+  auto run_task = [&](std::size_t i, const S& threshold, TaskResult& r) {
+    detail::PathWalker<S> walker(ctx, plan, true);
     detail::TopK<S> top(options.k);
-    detail::TaskPruner<S> pruner(bound, seed, top, L);
+    detail::TaskPruner<S> pruner(bound, threshold, top, L);
     pruner.start(trace.X[0]);
-    TaskResult& r = results[i];
     walker.run(
         prefixes[i],
         [&](const std::vector<int>& heads, int len, const Matrix<S>& T, const Matrix<S>* P) {
@@ -244,39 +247,35 @@ TopPathsResult<S> top_paths(const Model& model, const ForwardTrace<S>& trace, co
     r.skipped = pruner.skipped;
   };
 
-  const int threads =
-      static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(resolve_threads(options.threads)), ntasks));
-  if (threads <= 1) {
-    detail::PathWalker<S> walker(ctx, plan, true);
-    for (std::size_t i = 0; i < ntasks; ++i) run_task(i, walker);
-  } else {
-    std::atomic<std::size_t> next{0};
-    std::atomic<bool> stop{false};
-    std::exception_ptr error;
-    std::mutex mu;
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&] {
-        MpfrThreadCaches caches;
-        SerialProductsScope serial;  // the workers are the parallelism: products inside run serially
-        try {
-          detail::PathWalker<S> walker(ctx, plan, true, &stop);
-          for (std::size_t i = next++; i < ntasks && !stop.load(); i = next++) run_task(i, walker);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!error) error = std::current_exception();
-          stop = true;
-        }
-      });
-    for (auto& t : pool) t.join();
-    if (error) std::rethrow_exception(error);
-  }
+  SharedJob job("path subtree", "path subtrees");
   detail::TopK<S> top(options.k);
-  for (TaskResult& r : results) {
-    result.nodes += r.nodes;
-    result.skipped += r.skipped;
-    result.leaves += r.leaves;
-    for (auto& rec : r.records) top.offer(std::move(rec));
+  S threshold = seed;
+  for (std::size_t first = 0; first < ntasks; first += detail::top_paths_round) {
+    const std::size_t count = std::min(detail::top_paths_round, ntasks - first);
+    std::vector<TaskResult> results(count);
+    job.round(
+        first, count, detail::task_parallel_for(options.threads),
+        [&](std::size_t i) { run_task(i, threshold, results[i - first]); },
+        [&](std::size_t i) {
+          const TaskResult& r = results[i - first];
+          ByteWriter w;
+          w(r.records, r.nodes, r.skipped, r.leaves);
+          return w.bytes();
+        },
+        [&](std::size_t i, const std::string& bytes) {
+          TaskResult& r = results[i - first];
+          ByteReader reader(bytes);
+          reader(r.records, r.nodes, r.skipped, r.leaves);
+          reader.finish();
+        });
+    for (TaskResult& r : results) {
+      result.nodes += r.nodes;
+      result.skipped += r.skipped;
+      result.leaves += r.leaves;
+      for (auto& rec : r.records) top.offer(std::move(rec));
+    }
+    if (const PathRecord<S>* kth = top.kth())
+      if (kth->norm_composite > threshold) threshold = kth->norm_composite;
   }
   result.records = top.take_sorted();
   return result;

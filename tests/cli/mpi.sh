@@ -3,8 +3,9 @@
 # two ranks, and rank 0 writes exactly what one process writes, byte for byte
 # (stdout and --output files), for forward, collapse, paths (--sums,
 # --effectiveness, --rerun), bounds and report batches, on a random model
-# and on a real checkpoint. stderr gets one `mpi: 2 ranks, ...` line per
-# shared batch. An error of an input that rank 1 computes ends the job with
+# and on a real checkpoint, and for the path shards of one input (paths
+# --enumerate, --top, --sample). stderr gets one `mpi: 2 ranks, ...` line
+# per shared batch or path job. An error of an input that rank 1 computes ends the job with
 # one process's message and exit code, printed once; so does a bad token
 # line; a failed job leaves no output file; Ctrl-C on mpirun ends every rank.
 #
@@ -35,7 +36,9 @@ MPIRUN=(mpirun -np 2 --oversubscribe)
 printf '1,2,3\n4,5,6,7,8\n9,10\n11,12,13,14,15,16,17\n18,19,20,21\n' >"$T/tokens.txt"
 
 # same NAME ARGS...: `sanpath ARGS` alone and under mpirun -np 2: identical
-# stdout, identical --output file, exit 0, and the mpi line on stderr.
+# stdout, identical --output file, exit 0, and the mpi line on stderr
+# (NOTE, a grep pattern: by default the line of the 5-input batches).
+NOTE="^mpi: 2 ranks, 5 inputs round robin (rank 0: 3 in .* s, rank 1: 2 in .* s)"
 same() {
   local name=$1
   shift
@@ -49,7 +52,7 @@ same() {
     fail "$name: the output file differs under mpirun -np 2: $(diff "$T/one.out" "$T/two.out" | head -5)"
   elif ! cmp -s "$T/one.stdout" "$T/two.stdout"; then
     fail "$name: stdout differs under mpirun -np 2"
-  elif ! grep -q "^mpi: 2 ranks, 5 inputs round robin (rank 0: 3 in .* s, rank 1: 2 in .* s)" "$T/two.err"; then
+  elif ! grep -q "$NOTE" "$T/two.err"; then
     fail "$name: no mpi line on stderr: $(head -c 600 "$T/two.err")"
   else
     ok "$name: 2 ranks = 1 process, $(wc -c <"$T/one.out") bytes; $(grep '^mpi:' "$T/two.err" | head -1)"
@@ -84,6 +87,24 @@ fi
 BERT=$REAL/bert-ticket-classifier
 printf '2,15,27,3\n5,6,7\n8,9,10,11,12\n2,40,41,3\n2,100,200,300,3\n' >"$T/bert.txt"
 same "bert-ticket-classifier collapse" collapse --model "$BERT" --tokens-file "$T/bert.txt" -q --format json
+
+# ---- path shards of one input ---------------------------------------------
+# 5 layers, 3 heads, skip on: 4^5 = 1024 paths in 256 subtrees (4 paths
+# each). Enumeration shares the subtrees in rounds, top-K its rounds of 128
+# subtrees with the best bound met between rounds (the node counts in the
+# JSON must match too), sampling its blocks of 64 paths.
+"$SANPATH" init --out "$T/m5" --layout bert --layers 5 --heads 3 --d-model 12 --d-ff 24 --vocab 50 --std 0.4 \
+  --seed 4 >/dev/null 2>&1 || fail "init m5"
+SAN=(--model "$T/m5" --tokens 1,2,3,4,5,6 --skip on --mlp none --layernorm none -q)
+NOTE="^mpi: 2 ranks, 256 path subtrees round robin in [0-9]* rounds (rank 0: 128 in .* s, rank 1: 128 in .* s)"
+same "paths --enumerate, auto (confirmed at a second precision)" paths "${SAN[@]}" --enumerate --format json
+same "paths --enumerate, double, csv" paths "${SAN[@]}" --enumerate --precision double --format csv
+NOTE="^mpi: 2 ranks, 256 path subtrees round robin in 2 rounds (rank 0: 128 in .* s, rank 1: 128 in .* s)"
+same "paths --enumerate --top 7" paths "${SAN[@]}" --enumerate --top 7 --format json
+grep -q '"nodes"' "$T/two.out" || fail "paths --top: no node count in the JSON"
+NOTE="^mpi: 2 ranks, 5 blocks of 64 sampled paths round robin (rank 0: 3 in .* s, rank 1: 2 in .* s)"
+same "paths --sample 300 --length 3" paths "${SAN[@]}" --sample 300 --length 3 --seed 5 --format json
+NOTE="^mpi: 2 ranks, 5 inputs round robin (rank 0: 3 in .* s, rank 1: 2 in .* s)"
 
 # ---- errors -----------------------------------------------------------------
 # expect_same_error NAME CODE ARGS...: alone and under mpirun, the same exit

@@ -37,6 +37,12 @@
 /// shallowest depth with at least 256 nodes); workers fill per-subtree
 /// buffers of records and the calling thread hands them to the visitor in
 /// enumeration order. MPFR must be thread-safe (Debian's is built with TLS).
+///
+/// Ranks (distributed.hpp): under MPI the subtrees of enumerate_paths and
+/// top_paths, and the blocks of sampled paths, are shared round robin over
+/// the ranks in rounds (SharedJob); every rank receives every record and sum
+/// exactly and goes on as one process does, so every rank returns the same
+/// result, bit for bit, as one process.
 
 #include "sanpath/core/errors.hpp"
 #include "sanpath/compute/forward.hpp"
@@ -205,6 +211,9 @@ struct SampleOptions {
   std::vector<int> lengths;    ///< lengths to sample (each in [0, L]; L only without skip)
   std::uint64_t samples = 1000;  ///< per length, with replacement; at least 2
   std::uint64_t seed = 0;      ///< length k uses Rng(seed + k·0x9E3779B97F4A7C15)
+  /// Workers for the terms (0: product_threads()), blocks of 64 sampled
+  /// paths each; the statistics do not depend on it.
+  int threads = 1;
 };
 
 /// Sample mean, standard deviation (N−1) and the normal-approximation 95%

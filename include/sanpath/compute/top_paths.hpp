@@ -22,13 +22,15 @@
 /// skipped when its bound is below the current K-th value; a head child is
 /// skipped before it is formed when the same bound, applied to
 /// r2(Y)·‖W_h‖_2 and √‖P_h‖_1·‖Y‖_F·‖W_h‖_2, is. The threshold starts at the
-/// K-th largest term among the paths of length ≤ 1 (formed first, cheap) and
-/// rises with the K best found in each subtree task.
+/// K-th largest term among the paths of length ≤ 1 (formed first, cheap).
 ///
-/// Threads: the tree is split into the subtree tasks of paths.hpp (fixed by
-/// the filter); each task prunes with the initial threshold and its own K
-/// best only, so the visited-node counts, like the records, do not depend on
-/// the thread count.
+/// Threads and ranks: the tree is split into the subtree tasks of paths.hpp
+/// (fixed by the filter), taken in rounds of 128 tasks. Every task of a
+/// round prunes against the best bound of the rounds before it (the K-th
+/// largest term found so far) and its own K best; the round's tasks run on
+/// the threads and, under MPI, are shared over the ranks, whose K best meet
+/// before the next round. The rounds do not depend on the threads or ranks,
+/// so neither do the records nor the node counts.
 
 #include "sanpath/compute/paths.hpp"
 
