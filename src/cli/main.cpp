@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     for (const std::string& note : notes) std::cerr << note << "\n";
     if (notes.empty())
       std::cerr << "mpi: " << w.size << " ranks, nothing shared: each rank ran the whole command (mpirun shares the "
-                << "inputs of a batch)\n";
+                << "inputs of a batch and the path shards of paths --enumerate, --top and --sample)\n";
   }
   sanpath::finish_distributed();
   return code;
