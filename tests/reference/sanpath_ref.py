@@ -56,6 +56,12 @@ import sys
 
 from mpmath import mp, mpf
 
+# Residuals of collapsed layers lie near 1e-30000: their digits pass through
+# Python integers far longer than the 4300 digits CPython converts by default
+# (mpmath's pure-Python backend, used when gmpy2 is absent, hits that limit).
+if hasattr(sys, "set_int_max_str_digits"):
+    sys.set_int_max_str_digits(0)
+
 # ---------------------------------------------------------------------------
 # safetensors
 # ---------------------------------------------------------------------------
