@@ -7,6 +7,7 @@
 /// choice and confirmation, structured results) → report (text, JSON, CSV,
 /// HTML). Include a single header instead to keep compile times short.
 
+#include "sanpath/core/ball.hpp"
 #include "sanpath/core/bytes.hpp"
 #include "sanpath/core/distributed.hpp"
 #include "sanpath/core/errors.hpp"
@@ -25,6 +26,7 @@
 #include "sanpath/compute/bounds.hpp"
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/emulate.hpp"
+#include "sanpath/compute/enclosure.hpp"
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/compute/forward_centred.hpp"
 #include "sanpath/compute/measures.hpp"
@@ -35,6 +37,7 @@
 #include "sanpath/analysis/batch.hpp"
 #include "sanpath/analysis/bounds.hpp"
 #include "sanpath/analysis/collapse.hpp"
+#include "sanpath/analysis/certified.hpp"
 #include "sanpath/analysis/confirmation.hpp"
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/analysis/paths.hpp"

@@ -90,7 +90,8 @@ class Number:
     holds the value and raises ``OverflowError`` outside double's range (never
     returns 0.0 or inf for a nonzero value); ``x.log10`` is the magnitude as a float;
     ``x.mpf()`` an ``mpmath.mpf`` with the confirmed digits; ``x.digits`` the number
-    of confirmed significant digits (None without a check run).
+    of confirmed significant digits (None without a check run; with ``check="certified"``
+    the digits proven by ``x.interval``, the enclosure of the exact value).
     """
 
     __slots__ = ("_n",)
@@ -124,6 +125,12 @@ class Number:
     def log10(self) -> Optional[float]:
         """log10 |x| as a float (any magnitude); None when zero or below resolution."""
         return self._n.log10
+
+    @property
+    def interval(self) -> Optional[Tuple[str, str]]:
+        """``check="certified"``: the enclosure (lo, hi) of the exact value as decimal strings rounded
+        outward (docs/math.md section 10); ``digits`` are then the digits it proves. None otherwise."""
+        return self._n.interval
 
     def decimal(self, digits: Optional[int] = None) -> str:
         """The decimal with up to ``digits`` significant digits, never more than confirmed."""
@@ -786,8 +793,13 @@ def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=No
     depend on it).
     ``precision``: "auto", "double" or bits; ``method``: "centred" (default with
     auto) or "direct" (default at a fixed precision); ``check``: "auto" (the
-    rounding check for double with centre mean/median, else mpfr), "rounding"
-    or "mpfr"; ``center``: mean|median|optimal; ``skip``/``mlp``/``layernorm``/
+    rounding check for double with centre mean/median, else mpfr), "rounding",
+    "mpfr" or "certified" (every digit proven by ball arithmetic, docs/math.md
+    §10: each Number's ``interval`` is then the enclosure (lo, hi) of the
+    exact value and ``digits`` the digits it proves; so far the direct pass of
+    every block without rotary or relative positions, X^0 given as numbers,
+    centre mean);
+    ``center``: mean|median|optimal; ``skip``/``mlp``/``layernorm``/
     ``mask`` override the model's own structure.
     ``measures``: "all", a list of names or "mu,cosine" (the CLI's
     ``--measures``, docs/math.md §8): each layer's ``measures`` is then a dict

@@ -253,7 +253,10 @@ PYBIND11_MODULE(_sanpath, m) {
       .def_property_readonly("bound", [](const Number& n) -> std::optional<std::string> {
         if (!n.q.below_resolution) return std::nullopt;
         return to_sci(n.q.bound, 1);
-      }, "The power of ten above |value| when below resolution, as a decimal string; else None.");
+      }, "The power of ten above |value| when below resolution, as a decimal string; else None.")
+      .def_property_readonly("interval", [](const Number& n) { return enclosure_text(n.q); },
+                             "check='certified': the enclosure (lo, hi) of the exact value as decimal strings "
+                             "rounded outward (math.md §10), `digits` then being the digits it proves; else None.");
 
   // ---- models
   py::class_<Model, ModelPtr>(m, "Model")

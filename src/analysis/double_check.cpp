@@ -106,7 +106,8 @@ CheckMethod parse_check_method(const std::string& text) {
   if (text == "auto") return CheckMethod::automatic;
   if (text == "rounding") return CheckMethod::rounding;
   if (text == "mpfr") return CheckMethod::mpfr;
-  throw std::invalid_argument("'" + text + "' is not auto, rounding or mpfr");
+  if (text == "certified") return CheckMethod::certified;
+  throw std::invalid_argument("'" + text + "' is not auto, rounding, mpfr or certified");
 }
 
 std::string to_string(CheckMethod m) {
@@ -117,6 +118,8 @@ std::string to_string(CheckMethod m) {
       return "rounding";
     case CheckMethod::mpfr:
       return "mpfr";
+    case CheckMethod::certified:
+      return "certified";
   }
   throw std::logic_error("to_string: unknown check method");
 }

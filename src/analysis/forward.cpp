@@ -1,4 +1,5 @@
 #include "sanpath/analysis/forward.hpp"
+#include "sanpath/analysis/certified.hpp"
 #include "sanpath/compute/forward_centred.hpp"
 
 #include "sanpath/analysis/double_check.hpp"
@@ -279,6 +280,8 @@ PrecisionChoice choose_precision(const Model& model, const Variant& variant, con
 
 ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, const InputSpec& input,
                                 const PrecisionRequest& request, Center center, const ProgressFn& progress) {
+  if (request.check == CheckMethod::certified)
+    return analyze_forward_certified(model, variant, input, request, center, progress);
   model.check_supports(variant);
   if (request.emulate) check_emulation_supports(model);  // before the exact runs, not after
   ForwardAnalysis out;

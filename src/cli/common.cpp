@@ -278,11 +278,14 @@ void PrecisionOptions::add_measures(CLI::App& app) {
 
 void PrecisionOptions::add_check(CLI::App& app) {
   app.add_option("--check", check,
-                 "how digits are confirmed: auto|rounding|mpfr. rounding: the double pass is re-run in double "
+                 "how digits are confirmed: auto|rounding|mpfr|certified. rounding: the double pass is re-run in double "
                  "rounded upward and downward, and a digit is printed when it survives 10 times the larger "
                  "difference (seconds, where mpfr takes a minute on BERT-base); mpfr: a run one precision tier up "
-                 "(128 bits for double). auto: rounding for --precision double with centre mean or median, mpfr "
-                 "otherwise")
+                 "(128 bits for double); certified: every printed digit proven, not confirmed (math.md §10): the "
+                 "direct pass in ball arithmetic at an MPFR tier encloses every exact value, JSON gives each "
+                 "layer's \"intervals\" [lo, hi] and digits_by_quantity the digits they prove (so far: the direct "
+                 "pass of every block without rotary or relative positions; --input or --random-input, taken as "
+                 "exact; centre mean). auto: rounding for --precision double with centre mean or median, mpfr otherwise")
       ->default_val("auto");
 }
 

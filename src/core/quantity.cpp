@@ -1,9 +1,71 @@
 #include "sanpath/core/quantity.hpp"
 
+#include <mpfr.h>
+
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 namespace sanpath {
+
+bool contains(const Interval& v, const BigReal& x) {
+  return mpfr_cmp(v.lo.backend().data(), x.backend().data()) <= 0 &&
+         mpfr_cmp(x.backend().data(), v.hi.backend().data()) <= 0;
+}
+
+int proven_digits(const Interval& v, const BigReal& value, int max_digits) {
+  mpfr_srcptr lo = v.lo.backend().data(), hi = v.hi.backend().data(), x = value.backend().data();
+  if (!mpfr_number_p(lo) || !mpfr_number_p(hi) || !mpfr_number_p(x) || max_digits < 1) return 0;
+  if (mpfr_zero_p(lo) && mpfr_zero_p(hi)) return mpfr_zero_p(x) ? max_digits : 0;  // exactly zero
+  if (mpfr_sgn(lo) <= 0 && mpfr_sgn(hi) >= 0) return 0;                              // the sign is unknown
+  if (mpfr_zero_p(x)) return 0;
+  const mpfr_prec_t prec =
+      std::max<mpfr_prec_t>({mpfr_get_prec(x), mpfr_get_prec(lo), mpfr_get_prec(hi), 64}) + 4 * max_digits + 64;
+  mpfr_t w, t, vd, vu, unit, bound;
+  mpfr_inits2(64, w, t, static_cast<mpfr_ptr>(nullptr));
+  mpfr_inits2(prec, vd, vu, unit, bound, static_cast<mpfr_ptr>(nullptr));
+  mpfr_sub(w, hi, lo, MPFR_RNDU);
+  mpfr_abs(t, x, MPFR_RNDD);
+  mpfr_div(w, w, t, MPFR_RNDU);  // (hi − lo)/|x|, rounded up
+  // First guess from the relative width, one digit high: each d is then checked exactly.
+  int d = max_digits;
+  const double wd = mpfr_get_d(w, MPFR_RNDU);
+  if (wd > 0 && std::isfinite(wd))
+    d = static_cast<int>(std::clamp(std::floor(1 - std::log10(wd)) + 1, 0.0, double(max_digits)));
+  if (!std::isfinite(wd)) d = 0;
+  int proven = 0;
+  std::vector<char> buf(static_cast<std::size_t>(max_digits) + 64);
+  for (; d >= 1; --d) {
+    // v: `value` printed with d digits (round to nearest), 0.DIGITS × 10^e10; its last digit's unit 10^(e10 − d)
+    mpfr_exp_t e10 = 0;
+    mpfr_get_str(buf.data(), &e10, 10, static_cast<std::size_t>(d), x, MPFR_RNDN);
+    std::string digits(buf.data());
+    const bool neg = !digits.empty() && digits[0] == '-';
+    if (neg) digits.erase(0, 1);
+    const std::string text = std::string(neg ? "-0." : "0.") + digits + "e" + std::to_string(static_cast<long>(e10));
+    mpfr_set_str(vd, text.c_str(), 10, MPFR_RNDD);
+    mpfr_set_str(vu, text.c_str(), 10, MPFR_RNDU);
+    mpfr_set_si(unit, 10, MPFR_RNDN);
+    mpfr_pow_si(unit, unit, static_cast<long>(e10) - d, MPFR_RNDD);  // a smaller unit is the stricter test
+    // proven: every point of [lo, hi] within one unit of v's last digit
+    mpfr_sub(bound, vu, unit, MPFR_RNDU);  // ≥ v − unit
+    const bool low_ok = mpfr_cmp(lo, bound) >= 0;
+    mpfr_add(bound, vd, unit, MPFR_RNDD);  // ≤ v + unit
+    if (low_ok && mpfr_cmp(hi, bound) <= 0) {
+      proven = d;
+      break;
+    }
+  }
+  mpfr_clears(w, t, vd, vu, unit, bound, static_cast<mpfr_ptr>(nullptr));
+  return proven;
+}
+
+std::optional<std::pair<std::string, std::string>> enclosure_text(const Quantity& q) {
+  if (!q.enclosure) return std::nullopt;
+  const int digits = std::max(6, q.digits.value_or(0) + 3);
+  return std::make_pair(to_sci(q.enclosure->lo, digits, Rounding::down), to_sci(q.enclosure->hi, digits, Rounding::up));
+}
 
 BigReal power_of_ten_above(const BigReal& x) {
   const double l = log10_abs(x);

@@ -182,6 +182,22 @@ std::string emulation_table(const EmulationReport& e, const std::vector<std::str
   return o.str();
 }
 
+/// Certified runs: each quantity's enclosure [lo, hi] (enclosure_text).
+ordered_json intervals_json(const LayerReport& r) {
+  ordered_json j = ordered_json::object();
+  const auto add = [&](const char* name, const Quantity& q) {
+    if (const auto t = enclosure_text(q)) j[name] = {t->first, t->second};
+  };
+  add("residual_composite", r.res_composite);
+  add("residual_one", r.res_one);
+  add("residual_inf", r.res_inf);
+  add("residual_frobenius", r.res_frobenius);
+  add("norm_composite", r.norm_composite);
+  add("norm_frobenius", r.norm_frobenius);
+  add("relative_residual", r.relative_residual);
+  return j;
+}
+
 ordered_json layer_json(const LayerReport& r) {
   ordered_json res = {{"composite", r.res_composite.str()},
                       {"one", r.res_one.str()},
@@ -195,6 +211,7 @@ ordered_json layer_json(const LayerReport& r) {
   add_measures_json(j, r);
   j["digits"] = digits_json(r.digits);
   j["digits_by_quantity"] = quantity_digits_json(r);
+  if (r.relative_residual.enclosure) j["intervals"] = intervals_json(r);
   return j;
 }
 

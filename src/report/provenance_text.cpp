@@ -19,6 +19,8 @@ std::string tried_list(const Provenance& p, const char* sep) {
 /// ", digits confirmed by …": how the check run confirmed the digits.
 /// `below` names a check by the tier below; `none` is the text without one.
 std::string check_clause(const Provenance& p, bool name_rounding, bool name_below, const std::string& none) {
+  if (p.check_method == CheckMethod::certified)
+    return ", digits proven: every value enclosed by ball arithmetic (math.md §10)";
   if (!p.check) return none;
   if (name_rounding && p.check_method == CheckMethod::rounding)
     return ", digits confirmed by double runs rounded upward and downward (margin 10x)";
@@ -34,7 +36,9 @@ ordered_json json(const Provenance& p, View view) {
   j["precision_bits"] = p.bits();
   j["precision"] = p.precision.name();
   j["check_precision_bits"] = p.check ? ordered_json(bits_of(*p.check)) : ordered_json(nullptr);
-  if (view == View::forward) j["check_method"] = p.check ? ordered_json(to_string(p.check_method)) : ordered_json(nullptr);
+  if (view == View::forward)
+    j["check_method"] = p.check || p.check_method == CheckMethod::certified ? ordered_json(to_string(p.check_method))
+                                                                           : ordered_json(nullptr);
   j["tried_bits"] = p.tried_bits;
   if (view == View::paths) j["precision_chosen_by"] = to_string(p.chosen_by);
   j["ceiling_reached"] = p.ceiling_reached;
@@ -64,6 +68,7 @@ std::string line(const Provenance& p, View view) {
     s += "; auto tried " + tried_list(p, " ");
   if (p.ceiling_reached)
     s += !forward ? "; CEILING REACHED: the smallest layer residuals are not resolved"
+         : p.check_method == CheckMethod::certified ? "; CEILING REACHED: fewer digits than asked are proven"
          : p.method == ForwardMethod::centred ? "; CEILING REACHED: fewer digits than asked are confirmed"
                                               : "; CEILING REACHED: the smallest residuals are not resolved";
   return s;

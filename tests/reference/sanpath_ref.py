@@ -1716,6 +1716,17 @@ class _Checker:
             self.worst = (ratio, where)
         return ok
 
+    def interval(self, where, lo, hi, ref):
+        """A certified enclosure [lo, hi] (decimal strings, math.md section 10) contains the reference value."""
+        self.checked += 1
+        a, b = mpf(lo), mpf(hi)
+        if not (a <= b):
+            self.fail(f"{where}: interval [{lo}, {hi}] is empty")
+        elif not (a <= ref <= b):
+            self.fail(f"{where}: interval [{lo}, {hi}] does not contain the reference {mp.nstr(ref, 30)}")
+        elif self.verbose:
+            print(f"ok {where}: {mp.nstr(ref, 30)} in [{lo}, {hi}]")
+
     def close_to(self, where, printed, ref, rel_tol, what="reference"):
         """printed (a decimal string) within rel_tol of ref (both mpf); for numbers without a digit count."""
         self.checked += 1
@@ -1839,6 +1850,13 @@ def _check_forward(a):
                 continue
             for q, pv in printed.items():
                 ck.number(f"{tag} layer {l} {q}", pv, dq[q], stats[l][q])
+            # certified runs (math.md section 10): every quantity's enclosure contains the exact value
+            if (j.get("check_method") == "certified" or a.check == "certified") and \
+                    set(rec.get("intervals", {})) != set(printed):
+                ck.fail(f"{tag} layer {l}: a certified run without an interval for every quantity: "
+                        f"{sorted(rec.get('intervals', {}))}")
+            for q, (lo, hi) in rec.get("intervals", {}).items():
+                ck.interval(f"{tag} layer {l} {q}", lo, hi, stats[l][q])
     return ck.summary(bits)
 
 
@@ -1901,9 +1919,13 @@ def _residual_norms(a):
     for l, X in enumerate(Xs):
         r, x = norm_frobenius(residual(X, "mean")), norm_frobenius(X)
         resolved = a.bits * math.log10(2) + (float(mp.log10(r / x)) if r else -math.inf)
-        out.append({"layer": l, "residual_frobenius": mp.nstr(r, a.digits, min_fixed=1, max_fixed=0),
-                    "norm_frobenius": mp.nstr(x, a.digits, min_fixed=1, max_fixed=0),
-                    "resolved_digits": math.floor(resolved) if resolved > -math.inf else 0})
+        rec = {"layer": l, "residual_frobenius": mp.nstr(r, a.digits, min_fixed=1, max_fixed=0),
+               "norm_frobenius": mp.nstr(x, a.digits, min_fixed=1, max_fixed=0),
+               "resolved_digits": math.floor(resolved) if resolved > -math.inf else 0}
+        if a.all_norms:
+            for k, v in layer_stats(X, "mean").items():
+                rec[k] = mp.nstr(v, a.digits, min_fixed=1, max_fixed=0)
+        out.append(rec)
     print(json.dumps({"bits": a.bits, "variant": want, "layers": out}))
     return 0
 
@@ -2398,6 +2420,8 @@ def main(argv=None):
     r.add_argument("--pixels")
     r.add_argument("--bits", type=int, required=True)
     r.add_argument("--digits", type=int, default=80)
+    r.add_argument("--all-norms", action="store_true",
+                   help="also every quantity `sanpath forward` reports per layer (mean centre)")
     for k, choices in (("skip", ["on", "off"]), ("mlp", ["none", "plain", "residual"]),
                        ("layernorm", ["none", "pre", "post"]), ("mask", ["none", "causal"])):
         r.add_argument("--" + k, choices=choices)
@@ -2418,6 +2442,11 @@ def main(argv=None):
             c.add_argument("--center", default="mean", choices=["mean", "median", "optimal"])
             c.add_argument("--measures", help="all|LIST: the measures given to `sanpath forward` (math.md section 9); "
                            "every layer must print exactly these (measures printed without it are checked too)")
+            c.add_argument("--check", choices=["auto", "rounding", "mpfr", "certified"],
+                           help="the --check given to `sanpath forward`: certified runs must print an interval "
+                                "for every quantity, each containing the reference value (math.md section 10)")
+            c.add_argument("--digits", type=int, help="the --digits given to `sanpath forward` (each number is "
+                           "checked to the digits it claims; no more than these may be printed)")
         if name == "check-paths":   # the mode and filters given to `sanpath paths` (the JSON does not echo them)
             c.add_argument("--sums", action="store_true")
             c.add_argument("--effectiveness", action="store_true")

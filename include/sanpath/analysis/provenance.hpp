@@ -36,7 +36,9 @@ ForwardMethod parse_method(const std::string& text);
 /// up; `rounding` re-runs a double pass rounded upward and downward
 /// (double_check.hpp); `automatic` is rounding for double with a mean or
 /// median centre, mpfr otherwise.
-enum class CheckMethod { automatic, rounding, mpfr };
+/// `certified` proves digits instead (math.md §10): ball arithmetic
+/// through the pass encloses every exact value (analysis/certified.hpp).
+enum class CheckMethod { automatic, rounding, mpfr, certified };
 
 struct Provenance {
   ForwardMethod method = ForwardMethod::direct;  ///< the pass that computed the reported values

@@ -9,8 +9,15 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace sanpath {
+
+/// A closed interval [lo, hi] containing an exact real value (lo ≤ hi):
+/// an enclosure (math.md §10), its ends rounded outward.
+struct Interval {
+  BigReal lo, hi;
+};
 
 struct Quantity {
   BigReal value;
@@ -26,6 +33,9 @@ struct Quantity {
   /// The significant digits asked for (--digits): str() prints no more.
   /// nullopt: every confirmed digit.
   std::optional<int> asked;
+  /// Certified runs (math.md §10): an enclosure of the exact value; `digits`
+  /// are then the digits it proves (proven_digits), not confirmed ones.
+  std::optional<Interval> enclosure;
 
   /// Decimal string of min(digits, asked) significant digits (at least 1);
   /// without a digit count (no check run) min(17, asked), the digits that
@@ -35,6 +45,21 @@ struct Quantity {
   /// A value with no check run.
   static Quantity unconfirmed(const BigReal& v);
 };
+
+/// Whether the exact value enclosed by `v` lies in it: lo ≤ x ≤ hi.
+bool contains(const Interval& v, const BigReal& x);
+
+/// The significant digits `v` proves (math.md §10) for `value` (a point of
+/// v, the value to print): the largest d ≤ max_digits such that `value`
+/// printed with d digits (rounded to nearest) is within one unit of its last
+/// digit of every point of [lo, hi] — the printed value is then a faithful
+/// rounding of the exact one, the same promise as a confirmed digit; 0 when
+/// none (an interval containing 0, or unbounded), max_digits for an exact zero.
+int proven_digits(const Interval& v, const BigReal& value, int max_digits);
+
+/// The enclosure of a certified quantity as decimal strings [lo, hi] rounded
+/// outward, three digits beyond those proven (at least six); nullopt without one.
+std::optional<std::pair<std::string, std::string>> enclosure_text(const Quantity& q);
 
 /// Significant digits that a value computed from the lower end L of an
 /// enclosure [L, U] of a positive quantity T carries as sqrt(c·T):

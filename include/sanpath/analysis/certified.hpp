@@ -1,0 +1,31 @@
+#pragma once
+/// \file certified.hpp
+/// The certified forward analysis (`--check certified`, math.md §10): the
+/// direct pass in ball arithmetic (compute/enclosure.hpp) at an MPFR tier,
+/// every layer's residual norms enclosed, every printed digit proven by its
+/// enclosure (Quantity::enclosure, proven_digits). With --precision auto the
+/// tier starts at the bits the digits asked need and rises until every
+/// nonzero value proves them, or the ceiling is reached (then said so).
+///
+/// \code
+///   PrecisionRequest r;
+///   r.check = CheckMethod::certified;
+///   const ForwardAnalysis a = analyze_forward(model, Variant::san(), InputSpec::from_random(spec), r);
+///   a.layers[3].relative_residual.enclosure->lo;  // ≤ the exact value ≤ ...->hi
+/// \endcode
+
+#include "sanpath/analysis/forward.hpp"
+
+namespace sanpath {
+
+/// What analyze_forward runs for request.check == certified. Throws
+/// std::invalid_argument naming what certified runs do not cover yet: a
+/// centre other than the mean, measures, emulation, the centred pass, double
+/// precision, inputs other than exact matrices (token ids and pixels go
+/// through embeddings that are not enclosed yet), and the model parts of
+/// check_enclosure_supports (rotary and relative positions, soft-capping).
+ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& variant, const InputSpec& input,
+                                          const PrecisionRequest& request, Center center = Center::mean,
+                                          const ProgressFn& progress = {});
+
+}  // namespace sanpath

@@ -1,0 +1,104 @@
+#pragma once
+/// \file enclosure.hpp
+/// Proven enclosures (math.md §10): the direct forward pass of math.md §1–2
+/// in ball arithmetic at an MPFR tier, and enclosures of every layer's
+/// mean-centred residual norms (math.md §3) that contain the exact real
+/// values. Midpoints are the tier's ordinary results (the same functions as
+/// forward.hpp: products, row softmax); each radius bounds, rounded up
+/// (core/ball.hpp), the propagated radii of the operands plus the rounding
+/// error of the operation at the tier:
+///   - products: the fixed-point kernel's error ≤ γ_k Σ|a||b| (linalg.hpp),
+///     with γ_k = k·u/(1 − k·u), u = 2^(1−p) (twice the unit roundoff);
+///     ball operands add |Ã|·r_B + r_A·(|B̃| + r_B);
+///   - every other correctly rounded MPFR operation: u·|result|;
+///   - row softmax: the computed row is within ε = 1.02·(m + 2D + 4)·u
+///     (relative, entry by entry) of the exact softmax of its midpoint logits
+///     (m visible keys, D the row's logit span), and logits moved by at most
+///     r change each probability by at most P·expm1(2r); a radius never
+///     exceeds 1 (both the exact and the computed probabilities lie in [0, 1]).
+///
+///   - LayerNorm, RMSNorm and the activations (relu, gelu, gelu_tanh,
+///     gelu_fast, silu; gated MLPs too): evaluated on each entry's interval
+///     [mid − rad, mid + rad] with every MPFR operation rounded outward (MPFR's
+///     erf, tanh and exp are correctly rounded in the direction asked), so no
+///     derivative bound is needed and GELU's and SiLU's minima need no care;
+///     the ball keeps the forward pass's value as midpoint, its radius
+///     covering the interval.
+///
+/// Covered: every block of math.md §2 (attention with any mask and window
+/// and the family's score scale, skip connections, MLPs, LayerNorm and
+/// RMSNorm pre, post and Gemma 2's sandwich, parallel blocks), the input as
+/// given (exact numbers). Refused, naming the part (check_enclosure_supports):
+/// rotary and relative positions (Llama family, XLNet, T5) and soft-capping.
+///
+/// \code
+///   const auto t = forward_enclosed<mpfr_real<77>>(model, Variant::san(), convert<mpfr_real<77>>(X0));
+///   const ResidualEnclosure e = enclose_residual(t.X[3]);
+///   to_sci(e.relative_residual.lo, 20, Rounding::down);  // the exact value is in [lo, hi] (quantity.hpp)
+/// \endcode
+
+#include "sanpath/core/ball.hpp"
+#include "sanpath/core/quantity.hpp"
+#include "sanpath/core/scalar.hpp"
+#include "sanpath/model/model.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace sanpath {
+
+/// Every exact entry lies in [mid − rad, mid + rad].
+template <class S> struct BallMatrix {
+  Matrix<S> mid;
+  RadiusMatrix rad;
+};
+
+/// X[0] the input, X[l] the enclosure of layer l's output (l = 1..L).
+template <class S> struct EnclosedTrace {
+  Variant variant;
+  std::vector<BallMatrix<S>> X;
+  int layers() const { return static_cast<int>(X.size()) - 1; }
+};
+
+struct EnclosureOptions {
+  /// Tests only: every radius the pass computes is multiplied by this. Below 1
+  /// the enclosures are no longer sound, which the containment tests must catch.
+  double radius_scale = 1.0;
+  /// Progress: on_layer(l, L) after layer l. May be empty.
+  std::function<void(int layer, int layers)> on_layer{};
+};
+
+/// Throws std::invalid_argument "certified enclosures: <part> is not
+/// supported yet (math.md §10)" naming the first part of `model` run with
+/// `variant` that forward_enclosed does not cover.
+void check_enclosure_supports(const Model& model, const Variant& variant);
+
+/// The direct pass in ball arithmetic at tier S (an MPFR tier; double throws
+/// std::invalid_argument): X0 (n×d_model) is taken as exact. Throws as
+/// forward() does, and as check_enclosure_supports.
+template <class S>
+EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, const Matrix<S>& X0,
+                                  const EnclosureOptions& options = {});
+
+/// Enclosures of the mean-centred residual R = X − 1 mean(X)ᵀ of an
+/// enclosed layer output X (math.md §3): its induced 1- and ∞-norms, the
+/// composite √(‖R‖₁‖R‖_∞), Frobenius, the same of X, and the relative
+/// residual ‖R‖_{1,∞} / ‖X‖_{1,∞} (its hi at most 2: the centring's
+/// induced 1- and ∞-norms are 2(1 − 1/n)).
+struct ResidualEnclosure {
+  Interval res_one, res_inf, res_composite, res_frobenius;
+  Interval norm_composite, norm_frobenius;
+  Interval relative_residual;
+};
+
+template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X);
+
+#define SANPATH_DECLARE_ENCLOSURE(S)                                                                       \
+  extern template EnclosedTrace<S> forward_enclosed<S>(const Model&, const Variant&, const Matrix<S>&,      \
+                                                       const EnclosureOptions&);                           \
+  extern template ResidualEnclosure enclose_residual<S>(const BallMatrix<S>&);
+SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_ENCLOSURE)
+#undef SANPATH_DECLARE_ENCLOSURE
+
+}  // namespace sanpath

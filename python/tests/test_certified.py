@@ -1,0 +1,64 @@
+"""check="certified" (docs/math.md section 10): enclosures of the exact values and the digits they prove.
+
+The enclosures' containment of the exact values is checked against the
+independent mpmath reference in tests/cli/certified.sh and
+tests/compute/test_enclosure.cpp; here: what Python returns is what the CLI
+prints, and the refusals are the CLI's messages as exceptions.
+"""
+import json
+
+import pytest
+
+import sanpath
+
+from conftest import cli_message, cli_ok
+
+
+def san():
+    return sanpath.random_model(4, 2, 8, skip=False, mlp="none", layernorm="none", d_ff=0, seed=2)
+
+
+def test_intervals_and_proven_digits(tmp_path):
+    r = sanpath.forward(san(), sanpath.random_input(6, seed=1), precision=257, check="certified", digits=30)
+    assert r.precision == "257 bits"
+    for layer in r.layers:
+        x = layer.relative_residual
+        lo, hi = x.interval
+        if x.below_resolution:
+            assert x.digits == 0 and float(hi) < float(x.bound)
+            continue
+        # the printed value has min(proven, asked) digits and lies in its enclosure
+        assert len(str(x).split("e")[0].lstrip("-").replace(".", "")) == min(x.digits, 30)
+        assert float(lo) <= float(x) <= float(hi)
+    assert max(l.relative_residual.digits for l in r.layers) == 30
+    # an unproven run has no interval
+    assert sanpath.forward(san(), sanpath.random_input(6, seed=1), precision=257).layers[1].relative_residual.interval is None
+
+
+def test_same_numbers_as_the_cli(cli, tmp_path):
+    m = tmp_path / "san.safetensors"
+    san().save(str(m))
+    out = tmp_path / "c.json"
+    cli_ok(cli, "forward", "--model", str(m), "--random-input", "6", "--seed", "1", "--check", "certified",
+           "--format", "json", "-o", str(out))
+    j = json.loads(out.read_text())
+    r = sanpath.forward(sanpath.load(str(m)), sanpath.random_input(6, seed=1), check="certified")
+    assert len(j["layers"]) == len(r.layers) == 5
+    for rec, layer in zip(j["layers"], r.layers):
+        assert rec["relative_residual"] == str(layer.relative_residual)
+        assert rec["intervals"]["relative_residual"] == list(layer.relative_residual.interval)
+        assert rec["digits_by_quantity"]["relative_residual"] == layer.relative_residual.digits
+
+
+def test_refusals_are_the_cli_messages(cli, tmp_path):
+    m = tmp_path / "san.safetensors"
+    san().save(str(m))
+    with pytest.raises(ValueError, match="--precision double"):
+        sanpath.forward(san(), sanpath.random_input(5, seed=1), check="certified", precision="double")
+    msg = cli_message(cli, "forward", "--model", str(m), "--random-input", "5", "--check", "certified",
+                      "--precision", "double")
+    assert "--precision double" in msg
+    with pytest.raises(ValueError) as e:
+        sanpath.forward(san(), sanpath.random_input(5, seed=1), check="certified", center="median")
+    assert str(e.value) == cli_message(cli, "forward", "--model", str(m), "--random-input", "5", "--check",
+                                       "certified", "--center", "median")

@@ -1,0 +1,157 @@
+#include "sanpath/analysis/certified.hpp"
+
+#include "sanpath/compute/embed.hpp"
+#include "sanpath/compute/enclosure.hpp"
+
+#include <mpfr.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace sanpath {
+
+namespace {
+
+void refuse(const std::string& what) {
+  throw std::invalid_argument("--check certified: " + what + " (math.md §10: not enclosed yet)");
+}
+
+void check_request(const Model& model, const Variant& variant, const InputSpec& input, const PrecisionRequest& request,
+                   Center center) {
+  if (center != Center::mean) refuse("the " + to_string(center) + " centre; use --center mean");
+  if (!request.measures.empty()) refuse("--measures");
+  if (request.emulate) refuse("--emulate");
+  if (request.method && *request.method == ForwardMethod::centred)
+    refuse("the centred pass; certified runs use the direct pass (--method direct)");
+  if (!request.automatic && request.fixed.native_double)
+    refuse("--precision double; give a precision in bits or auto (an MPFR tier)");
+  if (input.kind == InputSpec::Kind::tokens || input.kind == InputSpec::Kind::pixels)
+    refuse(std::string(input.kind == InputSpec::Kind::tokens ? "token ids" : "pixels") +
+           " (they go through the model's embeddings); give --input FILE or --random-input N, whose numbers are "
+           "taken as exact");
+  check_enclosure_supports(model, variant);
+}
+
+/// The enclosures of every layer at tier p.
+std::vector<ResidualEnclosure> enclose_at(const Precision& p, const Model& model, const Variant& variant,
+                                          const InputSpec& input, const ProgressFn& progress) {
+  return with_scalar(p, [&](auto tag) -> std::vector<ResidualEnclosure> {
+    using S = typename decltype(tag)::type;
+    if constexpr (!is_mpfr_v<S>) {
+      throw std::logic_error("analyze_forward_certified: double reached the enclosed pass");
+    } else {
+      EnclosureOptions opt;
+      opt.on_layer = layer_progress(progress, "enclosed direct pass at " + p.name(), model.arch().layers);
+      const EnclosedTrace<S> t = forward_enclosed<S>(model, variant, make_input<S>(model, input), opt);
+      std::vector<ResidualEnclosure> out;
+      for (const BallMatrix<S>& X : t.X) out.push_back(enclose_residual(X));
+      return out;
+    }
+  });
+}
+
+/// The value printed for an enclosure (its midpoint) with the digits it
+/// proves, at most `asked`. A value none of whose digits is proven is
+/// printed as the bound it is known by: |x| ≤ hi < the next power of ten.
+Quantity proven_quantity(const Interval& iv, int asked, const BigReal& fallback_bound) {
+  Quantity q;
+  q.asked = asked;
+  q.enclosure = iv;
+  const mpfr_prec_t prec = std::max(mpfr_get_prec(iv.lo.backend().data()), mpfr_get_prec(iv.hi.backend().data())) + 2;
+  q.value = BigReal(0, static_cast<unsigned>(std::ceil(prec * 0.30103)) + 2);
+  if (mpfr_inf_p(iv.hi.backend().data())) {
+    q.value = fallback_bound;
+  } else {
+    mpfr_add(q.value.backend().data(), iv.lo.backend().data(), iv.hi.backend().data(), MPFR_RNDN);
+    mpfr_div_2ui(q.value.backend().data(), q.value.backend().data(), 1, MPFR_RNDN);
+  }
+  const int d = proven_digits(iv, q.value, asked);
+  q.digits = d;
+  if (d == 0 && !(mpfr_zero_p(iv.lo.backend().data()) && mpfr_zero_p(iv.hi.backend().data()))) {
+    q.below_resolution = true;
+    q.bound = mpfr_inf_p(iv.hi.backend().data()) ? fallback_bound : power_of_ten_above(iv.hi);
+  }
+  return q;
+}
+
+LayerReport layer_report(int l, const ResidualEnclosure& e, int asked) {
+  // ‖X − 1 mean(X)ᵀ‖_{1,∞} < 2‖X‖_{1,∞} (the centring has induced norm 2(1 − 1/n) in both
+  // norms): the relative residual's bound where ‖X‖ is not bounded away from 0.
+  const BigReal ten(10, 20);
+  LayerReport r;
+  r.layer = l;
+  r.res_one = proven_quantity(e.res_one, asked, ten);
+  r.res_inf = proven_quantity(e.res_inf, asked, ten);
+  r.res_composite = proven_quantity(e.res_composite, asked, ten);
+  r.res_frobenius = proven_quantity(e.res_frobenius, asked, ten);
+  r.norm_composite = proven_quantity(e.norm_composite, asked, ten);
+  r.norm_frobenius = proven_quantity(e.norm_frobenius, asked, ten);
+  r.relative_residual = proven_quantity(e.relative_residual, asked, ten);
+  int least = asked;
+  for (const Quantity* q : {&r.res_one, &r.res_inf, &r.res_composite, &r.res_frobenius, &r.norm_composite,
+                            &r.norm_frobenius, &r.relative_residual})
+    least = std::min(least, *q->digits);
+  r.digits = least;
+  return r;
+}
+
+/// The least digits proven of a value that is not exactly zero (more bits prove more).
+int least_digits(const std::vector<LayerReport>& layers) {
+  int least = std::numeric_limits<int>::max();
+  for (const LayerReport& r : layers) least = std::min(least, *r.digits);
+  return least;
+}
+
+}  // namespace
+
+ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& variant, const InputSpec& input,
+                                          const PrecisionRequest& request, Center center,
+                                          const ProgressFn& progress) {
+  model.check_supports(variant);
+  check_request(model, variant, input, request, center);
+  ForwardAnalysis out;
+  out.variant = variant;
+  out.center = center;
+  out.method = ForwardMethod::direct;
+  out.chosen_by = ForwardMethod::direct;
+  out.check_method = CheckMethod::certified;
+  const int asked = request.target_digits;
+  // Auto: the digits asked, a 64-bit margin for what the layers amplify; then up a tier at a time.
+  Precision p = request.automatic
+                    ? Precision::at_least(std::min<long>(
+                          Precision::max_bits(), static_cast<long>(std::ceil(asked * 3.3219280948873623)) + 64))
+                    : request.fixed;
+  const long max_bits = request.automatic ? (request.max_bits > 0 ? request.max_bits : Precision::max_bits()) : p.bits;
+  if (request.automatic) out.ceiling_bits = max_bits;
+  if (p.bits > max_bits) p = Precision::at_least(std::max<long>(65, max_bits));
+  for (;;) {
+    const std::vector<ResidualEnclosure> enclosures = enclose_at(p, model, variant, input, progress);
+    out.tried_bits.push_back(p.bits);
+    out.precision = p;
+    out.layers.clear();
+    for (std::size_t l = 0; l < enclosures.size(); ++l)
+      out.layers.push_back(layer_report(static_cast<int>(l), enclosures[l], asked));
+    if (!request.automatic || least_digits(out.layers) >= asked) break;
+    if (p.is_top() || p.next().bits > max_bits) {
+      out.ceiling_reached = true;  // the digits asked need more bits than allowed
+      break;
+    }
+    // Jump to the tier the smallest residual seen needs (the digits asked
+    // beside its cancellation) rather than one tier at a time.
+    double deepest = 0;  // log10 of the smallest relative residual's upper end
+    for (const ResidualEnclosure& e : enclosures)
+      if (!mpfr_inf_p(e.relative_residual.hi.backend().data()) && !mpfr_zero_p(e.relative_residual.hi.backend().data()))
+        deepest = std::min(deepest, log10_abs(e.relative_residual.hi));
+    const double need = (asked - deepest) * 3.3219280948873623 + 64;
+    Precision next = p.next();
+    if (need > static_cast<double>(next.bits))
+      next = Precision::at_least(static_cast<long>(std::min<double>(need, static_cast<double>(max_bits))));
+    if (next.bits <= p.bits) next = p.next();
+    p = next;
+  }
+  return out;
+}
+
+}  // namespace sanpath

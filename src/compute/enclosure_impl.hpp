@@ -1,0 +1,595 @@
+#pragma once
+#include "sanpath/compute/enclosure.hpp"
+#include "sanpath/compute/norms.hpp"
+#include "compute/forward_impl.hpp"  // detail::pack_into, score_scale, window_of, add_row
+#include "sanpath/core/errors.hpp"
+
+#include <mpfr.h>
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+#include <utility>
+#include <string>
+#include <stdexcept>
+
+namespace sanpath {
+namespace enclosure_detail {
+
+/// u = 2^(1−p): twice the unit roundoff of a p-bit tier. Every bound below
+/// is stated with u, so each keeps a factor of two in hand.
+inline UpperBound unit(long p) { return UpperBound::pow2(1 - p); }
+
+/// γ_k = k·u/(1 − k·u) ≤ 1.002·k·u while k·u ≤ 2^-10; +inf beyond (the
+/// enclosure is then void, and says so by an infinite radius).
+inline UpperBound gamma_up(Eigen::Index k, long p) {
+  const UpperBound ku = UpperBound::of(static_cast<double>(std::max<Eigen::Index>(k, 1))) * unit(p);
+  if (!(ku <= UpperBound::pow2(-10))) return UpperBound::infinite();
+  return ku * UpperBound::of(1.002);
+}
+
+template <class S> RadiusMatrix abs_of(const Matrix<S>& M) { return RadiusMatrix::abs_of(M); }
+
+template <class S> BallMatrix<S> columns(const BallMatrix<S>& B, Eigen::Index first, Eigen::Index count) {
+  return {B.mid.middleCols(first, count), B.rad.block(0, first, B.rad.rows(), count)};
+}
+
+/// rad += u·|mid|: the rounding of an elementwise operation that produced mid.
+template <class S> void add_rounding(BallMatrix<S>& B, long p, double factor = 1.0) {
+  B.rad = B.rad + abs_of(B.mid) * (UpperBound::of(factor) * unit(p));
+}
+
+/// A·W with W exact (a model's weights): (r_A + γ_k|Ã|)·|W|.
+template <class S> BallMatrix<S> times_weights(const BallMatrix<S>& A, const MatrixXd& W, long p) {
+  BallMatrix<S> C;
+  gemm_weights(A.mid, W, C.mid);
+  const RadiusMatrix left = A.rad + abs_of(A.mid) * gamma_up(W.rows(), p);
+  C.rad = product_up(left, RadiusMatrix::of(W.cwiseAbs()));
+  return C;
+}
+
+/// A·B (transpose_b: A·Bᵀ) of two balls: |Ã|·(r_B + γ_k|B̃|) + r_A·(|B̃| + r_B).
+template <class S> BallMatrix<S> times(const BallMatrix<S>& A, const BallMatrix<S>& B, bool transpose_b, long p) {
+  BallMatrix<S> C;
+  if (transpose_b)
+    gemm_nt(A.mid, B.mid, C.mid);
+  else
+    gemm(A.mid, B.mid, C.mid);
+  RadiusMatrix absB = abs_of(B.mid), rB = B.rad;
+  if (transpose_b) {
+    absB = absB.transpose();
+    rB = rB.transpose();
+  }
+  const UpperBound g = gamma_up(A.mid.cols(), p);
+  C.rad = product_up(abs_of(A.mid), rB + absB * g) + product_up(A.rad, absB + rB);
+  return C;
+}
+
+/// B + 1bᵀ with b rounded to S from its double (exact at every MPFR tier).
+template <class S> void add_bias(BallMatrix<S>& B, const RowVector<S>& b, long p) {
+  detail::add_row(B.mid, b);
+  add_rounding(B, p);
+}
+
+/// Row softmax of a ball of logits (the header's bound), masked as row_softmax.
+template <class S> BallMatrix<S> softmax(const BallMatrix<S>& A, MaskKind mask, Eigen::Index window, long p) {
+  const Eigen::Index n = A.mid.rows(), m = A.mid.cols();
+  BallMatrix<S> P{row_softmax(A.mid, mask, window), RadiusMatrix{}};
+  const bool causal = mask == MaskKind::causal;
+  // Per row: ε (the computed row against the exact softmax of Ã, relative)
+  // and expm1(2r) (logits moved by at most r); unset: only the radius 1 holds.
+  std::vector<std::optional<std::pair<UpperBound, UpperBound>>> row(static_cast<std::size_t>(n));
+  mpfr_t span;
+  mpfr_init2(span, 64);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const Eigen::Index last = causal ? std::min(i + 1, m) : m;
+    const Eigen::Index first = causal && window > 0 ? std::max<Eigen::Index>(0, i - window + 1) : 0;
+    UpperBound r;
+    const S* mx = &A.mid(i, first);
+    const S* mn = mx;
+    for (Eigen::Index j = first; j < last; ++j) {
+      r = max(r, A.rad.at(i, j));
+      if (A.mid(i, j) > *mx) mx = &A.mid(i, j);
+      if (A.mid(i, j) < *mn) mn = &A.mid(i, j);
+    }
+    mpfr_sub(span, mx->backend().data(), mn->backend().data(), MPFR_RNDU);
+    const double D = UpperBound::abs_of(span).scaled(0);
+    const double terms = mul_up(1.02, add_up(static_cast<double>(last - first) + 4.0, mul_up(2.0, D)));
+    const UpperBound eps = UpperBound::of(terms) * unit(p);
+    const UpperBound e2r = expm1_up(UpperBound::of(2.0) * r);
+    // Beyond these the first-order bounds do not hold: a radius of 1 always does.
+    if (eps <= UpperBound::pow2(-20) && e2r.is_finite()) row[static_cast<std::size_t>(i)] = std::make_pair(eps, e2r);
+  }
+  const UpperBound one = UpperBound::of(1.0), c102 = UpperBound::of(1.02);
+  P.rad = radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) {
+    const Eigen::Index last = causal ? std::min(i + 1, m) : m;
+    const Eigen::Index first = causal && window > 0 ? std::max<Eigen::Index>(0, i - window + 1) : 0;
+    if (j < first || j >= last) return UpperBound{};  // masked: exactly 0 in both
+    const auto& f = row[static_cast<std::size_t>(i)];
+    if (!f) return one;
+    const auto& [eps, e2r] = *f;
+    // With P = softmax(Ã) (exact), P̃ the computed row and P' = softmax(A):
+    // |P̃ − P| ≤ 1.02·ε·P̃ (rounding), |P' − P| ≤ P·expm1(2r) and, as both rows
+    // sum to 1, ≤ (1 − P)·expm1(2r) (the other entries' changes); with
+    // P ≤ 1.02·P̃ and 1 − P ≤ (1 − P̃) + 1.02·ε·P̃. An underflowed P̃ = 0 stands for 1.
+    const bool zero = mpfr_zero_p(P.mid(i, j).backend().data());
+    const UpperBound pt = zero ? one : UpperBound::abs_of(P.mid(i, j).backend().data());
+    mpfr_ui_sub(span, 1, P.mid(i, j).backend().data(), MPFR_RNDU);
+    const UpperBound rest = (zero ? one : UpperBound::abs_of(span)) + c102 * eps * pt;
+    const UpperBound mass = c102 * pt <= rest ? c102 * pt : rest;
+    const UpperBound b = mass * e2r + c102 * eps * pt;
+    return b <= one ? b : one;
+  });
+  mpfr_clear(span);
+  return P;
+}
+
+/// Attention of math.md §1 on a ball (heads one after another).
+template <class S>
+BallMatrix<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const BallMatrix<S>& X, MaskKind mask,
+                        Eigen::Index window, long p) {
+  const Eigen::Index n = X.mid.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
+  BallMatrix<S> Q = times_weights(X, w.WQ, p), K = times_weights(X, w.WK, p), V = times_weights(X, w.WV, p);
+  add_bias(Q, w.bQ, p);
+  add_bias(K, w.bK, p);
+  add_bias(V, w.bV, p);
+  const S scale = detail::score_scale<S>(a);
+  // |s − s̃| ≤ 4u·s̃ (a decimal, a square root and a quotient, each rounded once).
+  const UpperBound u = unit(p);
+  const UpperBound s_up = UpperBound::abs_of(scale.backend().data()) * (UpperBound::of(1.0) + UpperBound::of(8.0) * u);
+  BallMatrix<S> heads_out{Matrix<S>(n, H * dv), RadiusMatrix{}};
+  std::vector<RadiusMatrix> head_rad(static_cast<std::size_t>(H));
+  for (Eigen::Index h = 0; h < H; ++h) {
+    check_interrupt();
+    BallMatrix<S> A = times(columns(Q, h * dq, dq), columns(K, h * dq, dq), true, p);
+    A.mid *= scale;
+    // |A s − RN(Ã s̃)| ≤ r_A·s + 7u·|result|
+    A.rad = A.rad * s_up;
+    add_rounding(A, p, 8.0);
+    const BallMatrix<S> Ph = softmax(A, mask, window, p);
+    const BallMatrix<S> PV = times(Ph, columns(V, h * dv, dv), false, p);
+    heads_out.mid.middleCols(h * dv, dv) = PV.mid;
+    head_rad[static_cast<std::size_t>(h)] = PV.rad;
+  }
+  // One radius for the heads side by side (radius_from picks the common exponent).
+  heads_out.rad = radius_from(n, H * dv, [&](Eigen::Index i, Eigen::Index j) {
+    return head_rad[static_cast<std::size_t>(j / dv)].at(i, j % dv);
+  });
+  BallMatrix<S> out = times_weights(heads_out, w.WO, p);
+  add_bias(out, w.bO, p);
+  return out;
+}
+
+// ---- interval arithmetic for the row-wise maps ---------------------------------
+// LayerNorm, RMSNorm and the activations are evaluated on each entry's
+// interval [mid − rad, mid + rad] with every MPFR operation rounded outward
+// (MPFR's functions are correctly rounded in the direction asked, erf and
+// tanh included), so the result interval contains the map's exact value on
+// every point of the ball without any derivative bound; the ball's midpoint
+// stays the forward pass's own value and its radius covers the interval.
+
+template <class S> struct Iv {
+  S lo, hi;
+};
+
+template <class S> mpfr_ptr ptr(S& x) { return x.backend().data(); }
+template <class S> mpfr_srcptr ptr(const S& x) { return x.backend().data(); }
+
+template <class S> Iv<S> iv_point(const S& x) { return {x, x}; }
+
+template <class S> Iv<S> iv_of(const S& mid, const UpperBound& r) {
+  Iv<S> v{mid, mid};
+  if (r.is_zero()) return v;
+  const BigReal b = r.to_big();
+  mpfr_sub(ptr(v.lo), ptr(mid), b.backend().data(), MPFR_RNDD);
+  mpfr_add(ptr(v.hi), ptr(mid), b.backend().data(), MPFR_RNDU);
+  return v;
+}
+
+/// A decimal constant (LayerNorm's eps, 0.044715) as the interval around its exact value.
+template <class S> Iv<S> iv_decimal(double x) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // the decimal it was written as
+  const std::string text(buf, r.ptr);
+  Iv<S> v;
+  mpfr_set_str(ptr(v.lo), text.c_str(), 10, MPFR_RNDD);
+  mpfr_set_str(ptr(v.hi), text.c_str(), 10, MPFR_RNDU);
+  return v;
+}
+
+template <class S> Iv<S> iv_add(const Iv<S>& a, const Iv<S>& b) {
+  Iv<S> v;
+  mpfr_add(ptr(v.lo), ptr(a.lo), ptr(b.lo), MPFR_RNDD);
+  mpfr_add(ptr(v.hi), ptr(a.hi), ptr(b.hi), MPFR_RNDU);
+  return v;
+}
+
+template <class S> Iv<S> iv_sub(const Iv<S>& a, const Iv<S>& b) {
+  Iv<S> v;
+  mpfr_sub(ptr(v.lo), ptr(a.lo), ptr(b.hi), MPFR_RNDD);
+  mpfr_sub(ptr(v.hi), ptr(a.hi), ptr(b.lo), MPFR_RNDU);
+  return v;
+}
+
+template <class S> Iv<S> iv_mul(const Iv<S>& a, const Iv<S>& b) {
+  Iv<S> v;
+  S t;
+  bool first = true;
+  for (const S* x : {&a.lo, &a.hi})
+    for (const S* y : {&b.lo, &b.hi}) {
+      mpfr_mul(ptr(t), ptr(*x), ptr(*y), MPFR_RNDD);
+      if (first || t < v.lo) v.lo = t;
+      mpfr_mul(ptr(t), ptr(*x), ptr(*y), MPFR_RNDU);
+      if (first || t > v.hi) v.hi = t;
+      first = false;
+    }
+  return v;
+}
+
+template <class S> Iv<S> iv_sqr(const Iv<S>& a) {
+  Iv<S> v;
+  if (mpfr_sgn(ptr(a.lo)) >= 0) {
+    mpfr_sqr(ptr(v.lo), ptr(a.lo), MPFR_RNDD);
+    mpfr_sqr(ptr(v.hi), ptr(a.hi), MPFR_RNDU);
+  } else if (mpfr_sgn(ptr(a.hi)) <= 0) {
+    mpfr_sqr(ptr(v.lo), ptr(a.hi), MPFR_RNDD);
+    mpfr_sqr(ptr(v.hi), ptr(a.lo), MPFR_RNDU);
+  } else {
+    v.lo = S(0);
+    S t;
+    mpfr_sqr(ptr(v.hi), ptr(a.lo), MPFR_RNDU);
+    mpfr_sqr(ptr(t), ptr(a.hi), MPFR_RNDU);
+    if (t > v.hi) v.hi = t;
+  }
+  return v;
+}
+
+/// a / k for a positive integer k.
+template <class S> Iv<S> iv_div_int(const Iv<S>& a, long k) {
+  Iv<S> v;
+  mpfr_div_si(ptr(v.lo), ptr(a.lo), k, MPFR_RNDD);
+  mpfr_div_si(ptr(v.hi), ptr(a.hi), k, MPFR_RNDU);
+  return v;
+}
+
+/// 1/√a for a > 0 (throws when a may be ≤ 0: the enclosure is void).
+template <class S> Iv<S> iv_rsqrt(const Iv<S>& a) {
+  if (mpfr_sgn(ptr(a.lo)) <= 0)
+    throw NumericalError("certified enclosures: a normalisation's variance + eps is not bounded away from 0 at " +
+                         std::to_string(precision_bits_v<S>) + " bits");
+  Iv<S> v;
+  mpfr_sqrt(ptr(v.hi), ptr(a.lo), MPFR_RNDD);
+  mpfr_ui_div(ptr(v.hi), 1, ptr(v.hi), MPFR_RNDU);
+  mpfr_sqrt(ptr(v.lo), ptr(a.hi), MPFR_RNDU);
+  mpfr_ui_div(ptr(v.lo), 1, ptr(v.lo), MPFR_RNDD);
+  return v;
+}
+
+/// The ball around `mid` covering v: radius max(hi − mid, mid − lo), rounded up.
+template <class S> UpperBound radius_around(const S& mid, const Iv<S>& v) {
+  mpfr_t a, b;
+  mpfr_inits2(64, a, b, static_cast<mpfr_ptr>(nullptr));
+  mpfr_sub(a, ptr(v.hi), ptr(mid), MPFR_RNDU);
+  mpfr_sub(b, ptr(mid), ptr(v.lo), MPFR_RNDU);
+  if (mpfr_cmp(b, a) > 0) mpfr_set(a, b, MPFR_RNDU);
+  if (mpfr_sgn(a) < 0) mpfr_set_zero(a, 1);
+  const UpperBound r = UpperBound::abs_of(a);
+  mpfr_clears(a, b, static_cast<mpfr_ptr>(nullptr));
+  return r;
+}
+
+/// LayerNorm (rms: RMSNorm, with gain 1 + g when unit_offset) of every row,
+/// math.md §2 and §8, as layer_norm / rms_norm compute it.
+template <class S>
+BallMatrix<S> normalize(const BallMatrix<S>& X, const VectorXd& gain, const VectorXd& bias, double eps, bool rms,
+                        bool unit_offset) {
+  const Eigen::Index n = X.mid.rows(), d = X.mid.cols();
+  BallMatrix<S> Y{rms ? rms_norm(X.mid, gain, bias, eps, unit_offset) : layer_norm(X.mid, gain, bias, eps),
+                  RadiusMatrix{}};
+  const Iv<S> e = iv_decimal<S>(eps);
+  const Iv<S> one = iv_point(S(1));
+  std::vector<UpperBound> rad(static_cast<std::size_t>(n * d));
+  std::vector<Iv<S>> c(static_cast<std::size_t>(d));
+  for (Eigen::Index i = 0; i < n; ++i) {
+    check_interrupt();
+    Iv<S> mean = iv_point(S(0));
+    for (Eigen::Index j = 0; j < d; ++j) {
+      c[static_cast<std::size_t>(j)] = iv_of(X.mid(i, j), X.rad.at(i, j));
+      if (!rms) mean = iv_add(mean, c[static_cast<std::size_t>(j)]);
+    }
+    if (!rms) {
+      mean = iv_div_int(mean, static_cast<long>(d));
+      for (Iv<S>& cj : c) cj = iv_sub(cj, mean);
+    }
+    Iv<S> var = iv_point(S(0));
+    for (const Iv<S>& cj : c) var = iv_add(var, iv_sqr(cj));
+    const Iv<S> inv = iv_rsqrt(iv_add(iv_div_int(var, static_cast<long>(d)), e));
+    for (Eigen::Index j = 0; j < d; ++j) {
+      Iv<S> g = iv_point(S(gain(j)));
+      if (unit_offset) g = iv_add(one, g);
+      const Iv<S> y = iv_add(iv_mul(iv_mul(c[static_cast<std::size_t>(j)], inv), g), iv_point(S(bias(j))));
+      rad[static_cast<std::size_t>(j * n + i)] = radius_around(Y.mid(i, j), y);
+    }
+  }
+  Y.rad = radius_from(n, d, [&](Eigen::Index i, Eigen::Index j) { return rad[static_cast<std::size_t>(j * n + i)]; });
+  return Y;
+}
+
+/// act(x) on an interval (math.md §2: relu, gelu = x·Φ(x), gelu_tanh and
+/// gelu_fast = ½x(1 + tanh(c(x + 0.044715x³))), silu = x·σ(x)).
+template <class S> Iv<S> iv_activate(const Iv<S>& x, Activation act) {
+  Iv<S> v;
+  switch (act) {
+    case Activation::relu:
+      v.lo = x.lo > 0 ? x.lo : S(0);
+      v.hi = x.hi > 0 ? x.hi : S(0);
+      return v;
+    case Activation::gelu: {
+      Iv<S> s;  // 1/√2
+      mpfr_sqrt_ui(ptr(s.lo), 2, MPFR_RNDU);
+      mpfr_ui_div(ptr(s.lo), 1, ptr(s.lo), MPFR_RNDD);
+      mpfr_sqrt_ui(ptr(s.hi), 2, MPFR_RNDD);
+      mpfr_ui_div(ptr(s.hi), 1, ptr(s.hi), MPFR_RNDU);
+      const Iv<S> a = iv_mul(x, s);
+      Iv<S> e;  // erf is increasing
+      mpfr_erf(ptr(e.lo), ptr(a.lo), MPFR_RNDD);
+      mpfr_erf(ptr(e.hi), ptr(a.hi), MPFR_RNDU);
+      v = iv_mul(x, iv_add(iv_point(S(1)), e));
+      mpfr_div_2ui(ptr(v.lo), ptr(v.lo), 1, MPFR_RNDD);  // exact
+      mpfr_div_2ui(ptr(v.hi), ptr(v.hi), 1, MPFR_RNDU);
+      return v;
+    }
+    case Activation::gelu_tanh:
+    case Activation::gelu_fast: {
+      Iv<S> c;
+      if (act == Activation::gelu_fast) {
+        c = iv_decimal<S>(0.7978845608);
+      } else {  // √(2/π)
+        mpfr_const_pi(ptr(c.hi), MPFR_RNDD);
+        mpfr_ui_div(ptr(c.hi), 2, ptr(c.hi), MPFR_RNDU);
+        mpfr_sqrt(ptr(c.hi), ptr(c.hi), MPFR_RNDU);
+        mpfr_const_pi(ptr(c.lo), MPFR_RNDU);
+        mpfr_ui_div(ptr(c.lo), 2, ptr(c.lo), MPFR_RNDD);
+        mpfr_sqrt(ptr(c.lo), ptr(c.lo), MPFR_RNDD);
+      }
+      const Iv<S> cube = iv_mul(x, iv_sqr(x));
+      const Iv<S> a = iv_mul(c, iv_add(x, iv_mul(iv_decimal<S>(0.044715), cube)));
+      Iv<S> t;  // tanh is increasing
+      mpfr_tanh(ptr(t.lo), ptr(a.lo), MPFR_RNDD);
+      mpfr_tanh(ptr(t.hi), ptr(a.hi), MPFR_RNDU);
+      v = iv_mul(x, iv_add(iv_point(S(1)), t));
+      mpfr_div_2ui(ptr(v.lo), ptr(v.lo), 1, MPFR_RNDD);
+      mpfr_div_2ui(ptr(v.hi), ptr(v.hi), 1, MPFR_RNDU);
+      return v;
+    }
+    case Activation::silu: {
+      Iv<S> sg;  // σ(x) = 1/(1 + e^{−x}) is increasing
+      S t;
+      mpfr_neg(ptr(t), ptr(x.lo), MPFR_RNDN);  // exact
+      mpfr_exp(ptr(t), ptr(t), MPFR_RNDU);
+      mpfr_add_ui(ptr(t), ptr(t), 1, MPFR_RNDU);
+      mpfr_ui_div(ptr(sg.lo), 1, ptr(t), MPFR_RNDD);
+      mpfr_neg(ptr(t), ptr(x.hi), MPFR_RNDN);
+      mpfr_exp(ptr(t), ptr(t), MPFR_RNDD);
+      mpfr_add_ui(ptr(t), ptr(t), 1, MPFR_RNDD);
+      mpfr_ui_div(ptr(sg.hi), 1, ptr(t), MPFR_RNDU);
+      return iv_mul(x, sg);
+    }
+  }
+  throw std::logic_error("iv_activate: unknown activation");
+}
+
+/// The MLP of math.md §2 (gated for Llama and Gemma: act(Z W_gate) ∘ (Z W_1 + b_1)).
+template <class S>
+BallMatrix<S> mlp(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
+                  const BallMatrix<S>& Z, long p) {
+  BallMatrix<S> Hid = times_weights(Z, lw.W_1, p);
+  add_bias(Hid, w.b1, p);
+  const Eigen::Index n = Hid.mid.rows(), m = Hid.mid.cols();
+  std::vector<UpperBound> rad(static_cast<std::size_t>(n * m));
+  if (lw.gated()) {
+    const BallMatrix<S> G = times_weights(Z, lw.W_gate, p);
+    for (Eigen::Index j = 0; j < m; ++j)
+      for (Eigen::Index i = 0; i < n; ++i) {
+        const Iv<S> y = iv_mul(iv_activate(iv_of(G.mid(i, j), G.rad.at(i, j)), a.activation),
+                               iv_of(Hid.mid(i, j), Hid.rad.at(i, j)));
+        Hid.mid(i, j) *= activate(G.mid(i, j), a.activation);  // the forward pass's value
+        rad[static_cast<std::size_t>(j * n + i)] = radius_around(Hid.mid(i, j), y);
+      }
+  } else {
+    for (Eigen::Index j = 0; j < m; ++j)
+      for (Eigen::Index i = 0; i < n; ++i) {
+        const Iv<S> y = iv_activate(iv_of(Hid.mid(i, j), Hid.rad.at(i, j)), a.activation);
+        Hid.mid(i, j) = activate(Hid.mid(i, j), a.activation);
+        rad[static_cast<std::size_t>(j * n + i)] = radius_around(Hid.mid(i, j), y);
+      }
+  }
+  Hid.rad = radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) { return rad[static_cast<std::size_t>(j * n + i)]; });
+  BallMatrix<S> out = times_weights(Hid, lw.W_2, p);
+  add_bias(out, w.b2, p);
+  return out;
+}
+
+/// X + Y, rounded once per entry.
+template <class S> BallMatrix<S> sum(const BallMatrix<S>& X, const BallMatrix<S>& Y, long p) {
+  BallMatrix<S> Z{X.mid + Y.mid, X.rad + Y.rad};
+  add_rounding(Z, p);
+  return Z;
+}
+
+/// The model's own normalisation (detail::norm), on a ball.
+template <class S>
+BallMatrix<S> norm(const Architecture& a, const BallMatrix<S>& X, const VectorXd& g, const VectorXd& b) {
+  return normalize(X, g, b, a.ln_eps, a.norm == NormKind::rms, a.norm_unit_offset);
+}
+
+/// One layer of `variant`, as detail::layer_map (math.md §2; families.md:
+/// parallel blocks, Gemma 2's four norms).
+template <class S>
+BallMatrix<S> layer_map(const Architecture& a, const Variant& variant, const detail::PackedLayer<S>& w,
+                        const LayerWeights& lw, const BallMatrix<S>& X, Eigen::Index window, long p) {
+  const bool pre = variant.layernorm == LayerNormKind::pre, post = variant.layernorm == LayerNormKind::post;
+  const bool sandwich = a.sandwich_norms && pre;
+  const VectorXd zero_bias = VectorXd::Zero(a.d_model);
+  BallMatrix<S> Z = attention(a, w, pre ? norm(a, X, lw.ln1_g, lw.ln1_b) : X, variant.mask, window, p);
+  if (sandwich) Z = norm(a, Z, lw.ln3_g, zero_bias);
+  if (a.parallel_residual) {
+    if (variant.mlp != MlpKind::none) Z = sum(Z, mlp(a, w, lw, pre ? norm(a, X, lw.ln2_g, lw.ln2_b) : X, p), p);
+    if (variant.skip) Z = sum(Z, X, p);
+    return Z;
+  }
+  if (variant.skip) Z = sum(Z, X, p);
+  if (post) Z = norm(a, Z, lw.ln1_g, lw.ln1_b);
+  if (variant.mlp == MlpKind::none) return Z;
+  BallMatrix<S> Xn = mlp(a, w, lw, pre ? norm(a, Z, lw.ln2_g, lw.ln2_b) : Z, p);
+  if (sandwich) Xn = norm(a, Xn, lw.ln4_g, zero_bias);
+  if (variant.mlp == MlpKind::residual) Xn = sum(Xn, Z, p);
+  if (post) Xn = norm(a, Xn, lw.ln2_g, lw.ln2_b);
+  return Xn;
+}
+
+/// Directed norms of an MPFR matrix (round toward `rnd` at every step).
+template <class S> BigReal directed_norm(const Matrix<S>& M, char which, mpfr_rnd_t rnd) {
+  const long p = precision_bits_v<S>;
+  BigReal out(0, decimal_digits(p) + 2);
+  mpfr_ptr r = out.backend().data();
+  mpfr_set_zero(r, 1);
+  mpfr_t s, t;
+  mpfr_init2(s, p);
+  mpfr_init2(t, p);
+  if (which == 'F') {
+    mpfr_set_zero(s, 1);
+    for (Eigen::Index j = 0; j < M.cols(); ++j)
+      for (Eigen::Index i = 0; i < M.rows(); ++i) {
+        mpfr_sqr(t, M(i, j).backend().data(), rnd);
+        mpfr_add(s, s, t, rnd);
+      }
+    mpfr_sqrt(r, s, rnd);
+  } else {
+    const bool by_cols = which == '1';
+    const Eigen::Index outer = by_cols ? M.cols() : M.rows(), inner = by_cols ? M.rows() : M.cols();
+    for (Eigen::Index o = 0; o < outer; ++o) {
+      mpfr_set_zero(s, 1);
+      for (Eigen::Index k = 0; k < inner; ++k) {
+        mpfr_abs(t, (by_cols ? M(k, o) : M(o, k)).backend().data(), MPFR_RNDN);  // exact
+        mpfr_add(s, s, t, rnd);
+      }
+      if (mpfr_cmp(s, r) > 0) mpfr_set(r, s, rnd);
+    }
+  }
+  mpfr_clear(s);
+  mpfr_clear(t);
+  return out;
+}
+
+/// [N_down(M̃) − ρ, N_up(M̃) + ρ] ∩ [0, ∞) for a norm N and ‖M − M̃‖ ≤ ρ.
+template <class S> Interval norm_interval(const Matrix<S>& mid, char which, const UpperBound& rho) {
+  Interval v{directed_norm(mid, which, MPFR_RNDD), directed_norm(mid, which, MPFR_RNDU)};
+  const BigReal r = rho.to_big();
+  mpfr_sub(v.lo.backend().data(), v.lo.backend().data(), r.backend().data(), MPFR_RNDD);
+  if (mpfr_sgn(v.lo.backend().data()) < 0) mpfr_set_zero(v.lo.backend().data(), 1);
+  mpfr_add(v.hi.backend().data(), v.hi.backend().data(), r.backend().data(), MPFR_RNDU);
+  return v;
+}
+
+/// √(a·b) of two norm intervals, rounded outward.
+inline Interval composite(const Interval& one, const Interval& inf) {
+  Interval v = one;
+  mpfr_mul(v.lo.backend().data(), one.lo.backend().data(), inf.lo.backend().data(), MPFR_RNDD);
+  mpfr_sqrt(v.lo.backend().data(), v.lo.backend().data(), MPFR_RNDD);
+  mpfr_mul(v.hi.backend().data(), one.hi.backend().data(), inf.hi.backend().data(), MPFR_RNDU);
+  mpfr_sqrt(v.hi.backend().data(), v.hi.backend().data(), MPFR_RNDU);
+  return v;
+}
+
+}  // namespace enclosure_detail
+
+template <class S>
+EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, const Matrix<S>& X0,
+                                  const EnclosureOptions& options) {
+  if constexpr (!is_mpfr_v<S>) {
+    (void)model;
+    (void)variant;
+    (void)X0;
+    (void)options;
+    throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
+  } else {
+    namespace E = enclosure_detail;
+    const Architecture& a = model.arch();
+    check_enclosure_supports(model, variant);
+    if (X0.cols() != a.d_model)
+      throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.cols()) +
+                                  " features (columns), the model expects d_model = " + std::to_string(a.d_model));
+    if (X0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
+    model.check_supports(variant);
+    const long p = precision_bits_v<S>;
+    const UpperBound scale = UpperBound::of(options.radius_scale);
+    EnclosedTrace<S> t;
+    t.variant = variant;
+    t.X.push_back({X0, RadiusMatrix::zero(X0.rows(), X0.cols())});
+    detail::PackedLayer<S> w;
+    for (int l = 0; l < a.layers; ++l) {
+      check_interrupt();
+      const std::shared_ptr<const LayerWeights> held = model.layer_for_pass(l);
+      detail::pack_into(w, a, *held, variant.mlp != MlpKind::none);
+      BallMatrix<S> Z = E::layer_map(a, variant, w, *held, t.X.back(), detail::window_of(a, l), p);
+      Z.rad = Z.rad * scale;
+      t.X.push_back(std::move(Z));
+      if (options.on_layer) options.on_layer(l + 1, a.layers);
+    }
+    return t;
+  }
+}
+
+template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X) {
+  if constexpr (!is_mpfr_v<S>) {
+    (void)X;
+    throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
+  } else {
+    namespace E = enclosure_detail;
+    const long p = precision_bits_v<S>;
+    const Eigen::Index n = X.mid.rows(), d = X.mid.cols();
+    const UpperBound u = E::unit(p);
+    const Matrix<S> R = residual(X.mid, column_means(X.mid));
+    // |R − R̃| ≤ r_X + mean(r_X) (the centring of the propagated error)
+    //         + (2n + 8)·u·max_i|X̃_ij| (the computed mean: n terms of size ≤ 2 max|X̃|)
+    //         + u·|R̃| (the subtraction).
+    const RadiusMatrix absX = E::abs_of(X.mid);
+    const RadiusMatrix col_rad = column_means_up(X.rad);
+    const UpperBound mean_factor = UpperBound::of(2.0 * static_cast<double>(n) + 8.0) * u;
+    RadiusMatrix col_max{MatrixXd(1, d), absX.exp};
+    for (Eigen::Index j = 0; j < d; ++j) col_max.m(0, j) = absX.m.col(j).maxCoeff();
+    const RadiusMatrix per_col = col_rad + col_max * mean_factor;
+    const RadiusMatrix Rr = X.rad + RadiusMatrix{per_col.m.replicate(n, 1), per_col.exp} + E::abs_of(R) * u;
+
+    ResidualEnclosure e;
+    e.res_one = E::norm_interval(R, '1', norm_1_up(Rr));
+    e.res_inf = E::norm_interval(R, 'I', norm_inf_up(Rr));
+    e.res_frobenius = E::norm_interval(R, 'F', frobenius_up(Rr));
+    e.res_composite = E::composite(e.res_one, e.res_inf);
+    const Interval x_one = E::norm_interval(X.mid, '1', norm_1_up(X.rad));
+    const Interval x_inf = E::norm_interval(X.mid, 'I', norm_inf_up(X.rad));
+    e.norm_frobenius = E::norm_interval(X.mid, 'F', frobenius_up(X.rad));
+    e.norm_composite = E::composite(x_one, x_inf);
+    e.relative_residual = e.res_composite;
+    mpfr_div(e.relative_residual.lo.backend().data(), e.res_composite.lo.backend().data(),
+             e.norm_composite.hi.backend().data(), MPFR_RNDD);
+    // The centring has induced norm 2(1 − 1/n) in the 1- and the ∞-norm, so
+    // the relative residual is below 2 even where ‖X‖ is not bounded away from 0.
+    mpfr_ptr hi = e.relative_residual.hi.backend().data();
+    if (mpfr_zero_p(e.norm_composite.lo.backend().data()))
+      mpfr_set_ui(hi, 2, MPFR_RNDU);
+    else
+      mpfr_div(hi, e.res_composite.hi.backend().data(), e.norm_composite.lo.backend().data(), MPFR_RNDU);
+    if (mpfr_cmp_ui(hi, 2) > 0) mpfr_set_ui(hi, 2, MPFR_RNDU);
+    return e;
+  }
+}
+
+}  // namespace sanpath
+
+#define SANPATH_INSTANTIATE_ENCLOSURE(S)                                                                     \
+  template sanpath::EnclosedTrace<S> sanpath::forward_enclosed<S>(const sanpath::Model&, const sanpath::Variant&, \
+                                                                  const sanpath::Matrix<S>&,                   \
+                                                                  const sanpath::EnclosureOptions&);            \
+  template sanpath::ResidualEnclosure sanpath::enclose_residual<S>(const sanpath::BallMatrix<S>&);

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# `sanpath forward --check certified` (math.md §10) end to end, against the
+# independent mpmath reference (tests/reference/sanpath_ref.py check-forward):
+# every printed number agrees with the reference to the digits it claims as
+# proven, and every layer's "intervals" [lo, hi] contain the reference's exact
+# value (computed at sanpath's bits + 128 and more). Also: printed digits =
+# min(proven, asked), the table says "proven", and what certified runs do not
+# cover yet is refused by name, with no output file.
+# Usage: bash certified.sh <sanpath binary> <shared dir> <tmp dir>
+set -u
+. "$(dirname "$0")/../reference/lib.sh"
+ref_init "$@"
+
+fail() {
+  echo "FAIL $1"
+  FAILS=$((FAILS + 1))
+}
+
+make_input x5 5 8 1
+make_input x6 6 8 2
+make_model san4.safetensors --layers 4 --heads 2 --d-model 8 --d-ff 0 --seed 5 --std 0.5 \
+  --skip off --mlp none --layernorm none
+make_model skip3.safetensors --layers 3 --heads 2 --d-model 8 --d-ff 0 --seed 6 --std 0.5 \
+  --skip on --mlp none --layernorm none --mask causal
+make_model full.safetensors --layers 2 --heads 2 --d-model 8 --seed 7 --std 0.3
+
+# (a) the reference's check of every printed digit and interval; auto rises until the digits asked are proven
+PRECISIONS="auto 257" forward_case san4 "$WORK/san4.safetensors" input "$WORK/x5" --check certified
+PRECISIONS="auto" forward_case skip3-30-digits "$WORK/skip3.safetensors" input "$WORK/x6" --check certified --digits 30
+PRECISIONS="65" forward_case san4-65-bits "$WORK/san4.safetensors" input "$WORK/x6" --check certified
+# a whole transformer block: skip, MLP (gelu), LayerNorm post
+PRECISIONS="auto 128" forward_case full "$WORK/full.safetensors" input "$WORK/x5" --check certified \
+  --skip on --mlp residual --layernorm post
+
+# (b) the JSON: check_method, an interval per quantity, each value printed with min(proven, asked) digits
+CASES=$((CASES + 1))
+"$SANPATH" forward --model "$WORK/san4.safetensors" --input "$WORK/x5" --check certified --digits 30 --format json \
+  -q -o "$WORK/c30.json" 2>"$WORK/c30.err" || fail "forward --check certified --digits 30: $(cat "$WORK/c30.err")"
+if ! "$REF_PY" - "$WORK/c30.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["check_method"] == "certified", j["check_method"]
+assert j["check_precision_bits"] is None
+for rec in j["layers"]:
+    dq = rec["digits_by_quantity"]
+    assert rec["digits"] == min(dq.values()), rec
+    iv = rec["intervals"]
+    assert set(iv) == set(dq), (sorted(iv), sorted(dq))
+    v = rec["relative_residual"]
+    if v.startswith("<"):
+        assert dq["relative_residual"] == 0, rec
+        continue
+    mant = v.split("e")[0].lstrip("-").replace(".", "")
+    assert len(mant) == min(dq["relative_residual"], 30), (v, dq["relative_residual"])
+assert max(r["digits"] for r in j["layers"]) == 30, "auto at --digits 30 proves 30 digits somewhere"
+EOF
+then
+  fail "certified JSON (intervals, digits printed = min(proven, asked))"
+fi
+
+# (c) the table states that the digits are proven
+CASES=$((CASES + 1))
+table=$("$SANPATH" forward --model "$WORK/san4.safetensors" --input "$WORK/x5" --check certified 2>&1) ||
+  fail "forward --check certified (table) exited non-zero: $table"
+grep -q "digits proven" <<<"$table" || fail "the table does not say the digits are proven: $table"
+
+# (d) what is not enclosed yet is refused by name (token ids: the embeddings), exit code 2 (usage) or 1, and no output file
+refused() {  # refused NAME EXPECTED-TEXT sanpath-forward-args...
+  local name=$1 text=$2
+  shift 2
+  CASES=$((CASES + 1))
+  rm -f "$WORK/refused.json"
+  local out rc
+  out=$("$SANPATH" forward --check certified --format json -o "$WORK/refused.json" "$@" 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ] || ! grep -qF -- "$text" <<<"$out" || [ -e "$WORK/refused.json" ] || [ "$(wc -l <<<"$out")" -ne 1 ]; then
+    fail "$name: expected one line naming '$text', a non-zero exit and no file; got rc $rc: $out"
+  fi
+}
+refused double "--precision double" --model "$WORK/san4.safetensors" --input "$WORK/x5" --precision double
+refused median "the median centre" --model "$WORK/san4.safetensors" --input "$WORK/x5" --center median
+refused centred "the centred pass" --model "$WORK/san4.safetensors" --input "$WORK/x5" --method centred
+refused measures "--measures" --model "$WORK/san4.safetensors" --input "$WORK/x5" --measures mu
+make_model bert --layout bert --layers 1 --heads 2 --d-model 8 --vocab 30 --seed 8 &&
+  refused tokens "token ids" --model "$WORK/bert" --tokens 1,2,3
+
+ref_finish
