@@ -5,6 +5,7 @@
 // enclosure must contain the reference's value, and an enclosure whose radii
 // are shrunk on purpose must be caught by the same check.
 #include "support/helpers.hpp"
+#include "support/width8_models.hpp"
 
 #include "sanpath/compute/enclosure.hpp"
 #include "compute/enclosure_impl.hpp"  // enclosure_detail::iv_activate
@@ -46,15 +47,7 @@ Model san_model(int layers, int heads, std::uint64_t seed, double std) {
   return random_model(s);
 }
 
-MatrixXd test_input(std::uint64_t seed, int n = 6) {
-  RandomInputSpec in;
-  in.n = n;
-  in.d = 8;
-  in.seed = seed;
-  in.offset = 1.0;
-  in.spread = 0.5;
-  return random_input(in);
-}
+MatrixXd test_input(std::uint64_t seed, int n = 6) { return test::width8_input(seed, n); }
 
 /// The mpmath reference's per-layer quantities (mean centre) at `bits` bits.
 std::vector<std::map<std::string, BigReal>> reference(const Model& m, const MatrixXd& X0, const Variant& v,
@@ -290,22 +283,7 @@ TEST_CASE("enclosed pass: MLP (every activation) and LayerNorm, pre and post, co
   };
   int k = 0;
   for (const Case& c : cases) {
-    RandomModelSpec s;
-    s.arch = {3, 2, 8, 4, 4, 16, Variant{}, c.act, 1e-5, false};
-    s.std = 0.5;
-    s.bias_std = 0.1;
-    s.seed = 40 + static_cast<std::uint64_t>(k);
-    Model m = random_model(s);
-    std::vector<LayerWeights> layers = m.layers();
-    Rng rng(s.seed + 1000);
-    for (LayerWeights& lw : layers)  // LayerNorm gains 1 ± 0.3, biases ± 0.1
-      for (Eigen::Index j = 0; j < lw.ln1_g.size(); ++j) {
-        lw.ln1_g(j) = 1 + 0.3 * rng.gaussian();
-        lw.ln2_g(j) = 1 + 0.3 * rng.gaussian();
-        lw.ln1_b(j) = 0.1 * rng.gaussian();
-        lw.ln2_b(j) = 0.1 * rng.gaussian();
-      }
-    m = Model(m.arch(), layers, std::nullopt, "test-model");
+    const Model m = test::width8_model(3, c.act, 40 + static_cast<std::uint64_t>(k), 0.5);
     const MatrixXd X0 = test_input(23);
     const auto ref = reference(m, X0, c.v, "full" + std::to_string(k++), 1500, 300);
     CAPTURE(to_string(c.act), to_string(c.v.mlp), to_string(c.v.layernorm));

@@ -3,6 +3,7 @@
 // resolves the residual: the residual R must keep the working precision's
 // relative accuracy, measured in units of the tier's epsilon relative to ‖R‖.
 #include "support/helpers.hpp"
+#include "support/width8_models.hpp"
 
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/compute/forward_centred.hpp"
@@ -25,35 +26,11 @@ using Ref = mpfr_real<308>;  // 1025 bits: the reference for inputs of ordinary 
 
 namespace {
 
-/// A random model of every part, with LayerNorm gains ~ 1 ± 0.3 and biases ~ ±0.1.
 Model test_model(int L, Activation act, std::uint64_t seed, double std, int H = 2, bool shared = false) {
-  RandomModelSpec s;
-  s.arch = {L, H, 8, 4, 4, 16, Variant{}, act, 1e-5, shared};
-  s.std = std;
-  s.bias_std = 0.1;
-  s.seed = seed;
-  const Model m = random_model(s);
-  std::vector<LayerWeights> layers = m.layers();
-  Rng rng(seed + 1000);
-  for (LayerWeights& lw : layers)
-    for (Eigen::Index j = 0; j < lw.ln1_g.size(); ++j) {
-      lw.ln1_g(j) = 1 + 0.3 * rng.gaussian();
-      lw.ln2_g(j) = 1 + 0.3 * rng.gaussian();
-      lw.ln1_b(j) = 0.1 * rng.gaussian();
-      lw.ln2_b(j) = 0.1 * rng.gaussian();
-    }
-  return Model(m.arch(), layers, std::nullopt, "test-model");
+  return test::width8_model(L, act, seed, std, H, shared);
 }
 
-MatrixXd test_input(std::uint64_t seed, int n = 6) {
-  RandomInputSpec in;
-  in.n = n;
-  in.d = 8;
-  in.seed = seed;
-  in.offset = 1.0;
-  in.spread = 0.5;
-  return random_input(in);
-}
+MatrixXd test_input(std::uint64_t seed, int n = 6) { return test::width8_input(seed, n); }
 
 /// max|a − b| / max|b| in units of S's epsilon (b at a higher precision T).
 template <class S, class T> double error_in_eps(const Matrix<S>& a, const Matrix<T>& b) {
