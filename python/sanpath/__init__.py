@@ -797,8 +797,8 @@ def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=No
     "mpfr" or "certified" (every digit proven by ball arithmetic, docs/math.md
     §10: each Number's ``interval`` is then the enclosure (lo, hi) of the
     exact value and ``digits`` the digits it proves; so far the direct pass of
-    every block without rotary or relative positions, X^0 given as numbers,
-    centre mean);
+    every block without rotary or relative positions, token ids of BERT-like
+    and GPT-2 embeddings or X^0 given as numbers, centre mean);
     ``center``: mean|median|optimal; ``skip``/``mlp``/``layernorm``/
     ``mask`` override the model's own structure.
     ``measures``: "all", a list of names or "mu,cosine" (the CLI's

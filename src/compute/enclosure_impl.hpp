@@ -2,6 +2,7 @@
 #include "sanpath/compute/enclosure.hpp"
 #include "sanpath/compute/norms.hpp"
 #include "compute/forward_impl.hpp"  // detail::pack_into, score_scale, window_of, add_row
+#include "sanpath/compute/embed.hpp"
 #include "sanpath/core/errors.hpp"
 
 #include <mpfr.h>
@@ -139,8 +140,10 @@ BallMatrix<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, 
   const UpperBound s_up = UpperBound::abs_of(scale.backend().data()) * (UpperBound::of(1.0) + UpperBound::of(8.0) * u);
   BallMatrix<S> heads_out{Matrix<S>(n, H * dv), RadiusMatrix{}};
   std::vector<RadiusMatrix> head_rad(static_cast<std::size_t>(H));
-  for (Eigen::Index h = 0; h < H; ++h) {
+  // Heads side by side, as forward() runs them (each head's products then serial).
+  detail::run_blocks(static_cast<std::size_t>(H), product_threads(), [&](std::size_t hu) {
     check_interrupt();
+    const auto h = static_cast<Eigen::Index>(hu);
     BallMatrix<S> A = times(columns(Q, h * dq, dq), columns(K, h * dq, dq), true, p);
     A.mid *= scale;
     // |A s − RN(Ã s̃)| ≤ r_A·s + 7u·|result|
@@ -148,9 +151,9 @@ BallMatrix<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, 
     add_rounding(A, p, 8.0);
     const BallMatrix<S> Ph = softmax(A, mask, window, p);
     const BallMatrix<S> PV = times(Ph, columns(V, h * dv, dv), false, p);
-    heads_out.mid.middleCols(h * dv, dv) = PV.mid;
-    head_rad[static_cast<std::size_t>(h)] = PV.rad;
-  }
+    heads_out.mid.middleCols(h * dv, dv) = PV.mid;  // disjoint columns per head
+    head_rad[hu] = PV.rad;
+  });
   // One radius for the heads side by side (radius_from picks the common exponent).
   heads_out.rad = radius_from(n, H * dv, [&](Eigen::Index i, Eigen::Index j) {
     return head_rad[static_cast<std::size_t>(j / dv)].at(i, j % dv);
@@ -278,41 +281,58 @@ template <class S> UpperBound radius_around(const S& mid, const Iv<S>& v) {
   return r;
 }
 
-/// LayerNorm (rms: RMSNorm, with gain 1 + g when unit_offset) of every row,
-/// math.md §2 and §8, as layer_norm / rms_norm compute it.
+/// LayerNorm (rms: RMSNorm, with gain 1 + g when unit_offset) of one row of
+/// intervals, in place: the interval of every output entry over the box.
+template <class S>
+void normalize_row(std::vector<Iv<S>>& c, const VectorXd& gain, const VectorXd& bias, double eps, bool rms,
+                   bool unit_offset) {
+  const auto d = static_cast<long>(c.size());
+  if (!rms) {
+    Iv<S> mean = iv_point(S(0));
+    for (const Iv<S>& cj : c) mean = iv_add(mean, cj);
+    mean = iv_div_int(mean, d);
+    for (Iv<S>& cj : c) cj = iv_sub(cj, mean);
+  }
+  Iv<S> var = iv_point(S(0));
+  for (const Iv<S>& cj : c) var = iv_add(var, iv_sqr(cj));
+  const Iv<S> inv = iv_rsqrt(iv_add(iv_div_int(var, d), iv_decimal<S>(eps)));
+  for (long j = 0; j < d; ++j) {
+    Iv<S> g = iv_point(S(gain(j)));
+    if (unit_offset) g = iv_add(iv_point(S(1)), g);
+    c[static_cast<std::size_t>(j)] =
+        iv_add(iv_mul(iv_mul(c[static_cast<std::size_t>(j)], inv), g), iv_point(S(bias(j))));
+  }
+}
+
+/// A ball around `mid` (n × d) covering the intervals row_interval(i) gives for each row.
+template <class S, class F> BallMatrix<S> ball_around(Matrix<S> mid, F&& row_interval) {
+  const Eigen::Index n = mid.rows(), d = mid.cols();
+  std::vector<UpperBound> rad(static_cast<std::size_t>(n * d));
+  detail::run_blocks(static_cast<std::size_t>(n), n * d >= 4096 ? product_threads() : 1, [&](std::size_t iu) {
+    check_interrupt();
+    const auto i = static_cast<Eigen::Index>(iu);
+    const std::vector<Iv<S>> y = row_interval(i);
+    for (Eigen::Index j = 0; j < d; ++j)
+      rad[static_cast<std::size_t>(j * n + i)] = radius_around(mid(i, j), y[static_cast<std::size_t>(j)]);
+  });
+  BallMatrix<S> B{std::move(mid), RadiusMatrix{}};
+  B.rad = radius_from(n, d, [&](Eigen::Index i, Eigen::Index j) { return rad[static_cast<std::size_t>(j * n + i)]; });
+  return B;
+}
+
+/// LayerNorm or RMSNorm of every row of a ball, math.md §2 and §8, its
+/// midpoint as layer_norm / rms_norm compute it.
 template <class S>
 BallMatrix<S> normalize(const BallMatrix<S>& X, const VectorXd& gain, const VectorXd& bias, double eps, bool rms,
                         bool unit_offset) {
-  const Eigen::Index n = X.mid.rows(), d = X.mid.cols();
-  BallMatrix<S> Y{rms ? rms_norm(X.mid, gain, bias, eps, unit_offset) : layer_norm(X.mid, gain, bias, eps),
-                  RadiusMatrix{}};
-  const Iv<S> e = iv_decimal<S>(eps);
-  const Iv<S> one = iv_point(S(1));
-  std::vector<UpperBound> rad(static_cast<std::size_t>(n * d));
-  std::vector<Iv<S>> c(static_cast<std::size_t>(d));
-  for (Eigen::Index i = 0; i < n; ++i) {
-    check_interrupt();
-    Iv<S> mean = iv_point(S(0));
-    for (Eigen::Index j = 0; j < d; ++j) {
-      c[static_cast<std::size_t>(j)] = iv_of(X.mid(i, j), X.rad.at(i, j));
-      if (!rms) mean = iv_add(mean, c[static_cast<std::size_t>(j)]);
-    }
-    if (!rms) {
-      mean = iv_div_int(mean, static_cast<long>(d));
-      for (Iv<S>& cj : c) cj = iv_sub(cj, mean);
-    }
-    Iv<S> var = iv_point(S(0));
-    for (const Iv<S>& cj : c) var = iv_add(var, iv_sqr(cj));
-    const Iv<S> inv = iv_rsqrt(iv_add(iv_div_int(var, static_cast<long>(d)), e));
-    for (Eigen::Index j = 0; j < d; ++j) {
-      Iv<S> g = iv_point(S(gain(j)));
-      if (unit_offset) g = iv_add(one, g);
-      const Iv<S> y = iv_add(iv_mul(iv_mul(c[static_cast<std::size_t>(j)], inv), g), iv_point(S(bias(j))));
-      rad[static_cast<std::size_t>(j * n + i)] = radius_around(Y.mid(i, j), y);
-    }
-  }
-  Y.rad = radius_from(n, d, [&](Eigen::Index i, Eigen::Index j) { return rad[static_cast<std::size_t>(j * n + i)]; });
-  return Y;
+  return ball_around(rms ? rms_norm(X.mid, gain, bias, eps, unit_offset) : layer_norm(X.mid, gain, bias, eps),
+                     [&](Eigen::Index i) {
+                       std::vector<Iv<S>> c(static_cast<std::size_t>(X.mid.cols()));
+                       for (Eigen::Index j = 0; j < X.mid.cols(); ++j)
+                         c[static_cast<std::size_t>(j)] = iv_of(X.mid(i, j), X.rad.at(i, j));
+                       normalize_row(c, gain, bias, eps, rms, unit_offset);
+                       return c;
+                     });
 }
 
 /// act(x) on an interval (math.md §2: relu, gelu = x·Φ(x), gelu_tanh and
@@ -389,20 +409,18 @@ BallMatrix<S> mlp(const Architecture& a, const detail::PackedLayer<S>& w, const 
   std::vector<UpperBound> rad(static_cast<std::size_t>(n * m));
   if (lw.gated()) {
     const BallMatrix<S> G = times_weights(Z, lw.W_gate, p);
-    for (Eigen::Index j = 0; j < m; ++j)
-      for (Eigen::Index i = 0; i < n; ++i) {
+    detail::for_each_entry<S>(n, m, [&](Eigen::Index i, Eigen::Index j) {
         const Iv<S> y = iv_mul(iv_activate(iv_of(G.mid(i, j), G.rad.at(i, j)), a.activation),
                                iv_of(Hid.mid(i, j), Hid.rad.at(i, j)));
         Hid.mid(i, j) *= activate(G.mid(i, j), a.activation);  // the forward pass's value
         rad[static_cast<std::size_t>(j * n + i)] = radius_around(Hid.mid(i, j), y);
-      }
+    });
   } else {
-    for (Eigen::Index j = 0; j < m; ++j)
-      for (Eigen::Index i = 0; i < n; ++i) {
+    detail::for_each_entry<S>(n, m, [&](Eigen::Index i, Eigen::Index j) {
         const Iv<S> y = iv_activate(iv_of(Hid.mid(i, j), Hid.rad.at(i, j)), a.activation);
         Hid.mid(i, j) = activate(Hid.mid(i, j), a.activation);
         rad[static_cast<std::size_t>(j * n + i)] = radius_around(Hid.mid(i, j), y);
-      }
+    });
   }
   Hid.rad = radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) { return rad[static_cast<std::size_t>(j * n + i)]; });
   BallMatrix<S> out = times_weights(Hid, lw.W_2, p);
@@ -507,6 +525,43 @@ inline Interval composite(const Interval& one, const Interval& inf) {
 template <class S>
 EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, const Matrix<S>& X0,
                                   const EnclosureOptions& options) {
+  return forward_enclosed(model, variant, BallMatrix<S>{X0, RadiusMatrix::zero(X0.rows(), X0.cols())}, options);
+}
+
+template <class S> BallMatrix<S> embed_enclosed(const Model& model, const std::vector<long>& ids) {
+  if constexpr (!is_mpfr_v<S>) {
+    (void)model;
+    (void)ids;
+    throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
+  } else {
+    namespace E = enclosure_detail;
+    Matrix<S> mid = embed_tokens<S>(model, ids);  // checks the ids and the model
+    const Embeddings& e = *model.embeddings();
+    if (token_rows_only(e.kind)) return {std::move(mid), RadiusMatrix::zero(mid.rows(), mid.cols())};  // rows as stored
+    const bool normed = e.kind != Layout::gpt2;
+    if (e.kind == Layout::opt || e.kind == Layout::gemma || e.kind == Layout::gemma2 || e.kind == Layout::albert ||
+        (normed && e.ln_g.size() == 0))
+      throw std::invalid_argument(model.source() + ": certified enclosures: the " + to_string(e.kind) +
+                                  " embeddings are not supported yet (math.md §10); give --input or --random-input");
+    // word + position (+ token type 0), then LayerNorm: on intervals from the exact stored rows
+    return E::ball_around(std::move(mid), [&](Eigen::Index i) {
+      const Eigen::Index row = e.word_row(ids[static_cast<std::size_t>(i)]);
+      std::vector<E::Iv<S>> c(static_cast<std::size_t>(e.word.cols()));
+      for (Eigen::Index j = 0; j < e.word.cols(); ++j) {
+        E::Iv<S> v = E::iv_point(S(e.word(row, j)));
+        if (e.has_position_table()) v = E::iv_add(v, E::iv_point(S(e.position(i, j))));
+        if (normed && e.token_type.rows() > 0) v = E::iv_add(v, E::iv_point(S(e.token_type(0, j))));
+        c[static_cast<std::size_t>(j)] = v;
+      }
+      if (normed) E::normalize_row(c, e.ln_g, e.ln_b, e.ln_eps, false, false);
+      return c;
+    });
+  }
+}
+
+template <class S>
+EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, const BallMatrix<S>& X0,
+                                  const EnclosureOptions& options) {
   if constexpr (!is_mpfr_v<S>) {
     (void)model;
     (void)variant;
@@ -517,16 +572,16 @@ EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, co
     namespace E = enclosure_detail;
     const Architecture& a = model.arch();
     check_enclosure_supports(model, variant);
-    if (X0.cols() != a.d_model)
-      throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.cols()) +
+    if (X0.mid.cols() != a.d_model)
+      throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.mid.cols()) +
                                   " features (columns), the model expects d_model = " + std::to_string(a.d_model));
-    if (X0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
+    if (X0.mid.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
     model.check_supports(variant);
     const long p = precision_bits_v<S>;
     const UpperBound scale = UpperBound::of(options.radius_scale);
     EnclosedTrace<S> t;
     t.variant = variant;
-    t.X.push_back({X0, RadiusMatrix::zero(X0.rows(), X0.cols())});
+    t.X.push_back(X0);
     detail::PackedLayer<S> w;
     for (int l = 0; l < a.layers; ++l) {
       check_interrupt();
@@ -592,4 +647,8 @@ template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X) {
   template sanpath::EnclosedTrace<S> sanpath::forward_enclosed<S>(const sanpath::Model&, const sanpath::Variant&, \
                                                                   const sanpath::Matrix<S>&,                   \
                                                                   const sanpath::EnclosureOptions&);            \
+  template sanpath::EnclosedTrace<S> sanpath::forward_enclosed<S>(const sanpath::Model&, const sanpath::Variant&, \
+                                                                  const sanpath::BallMatrix<S>&,               \
+                                                                  const sanpath::EnclosureOptions&);            \
+  template sanpath::BallMatrix<S> sanpath::embed_enclosed<S>(const sanpath::Model&, const std::vector<long>&);   \
   template sanpath::ResidualEnclosure sanpath::enclose_residual<S>(const sanpath::BallMatrix<S>&);

@@ -32,6 +32,24 @@ PRECISIONS="65" forward_case san4-65-bits "$WORK/san4.safetensors" input "$WORK/
 PRECISIONS="auto 128" forward_case full "$WORK/full.safetensors" input "$WORK/x5" --check certified \
   --skip on --mlp residual --layernorm post
 
+# token ids through the embeddings (LayerNorm of word + position + type; GPT-2's wte + wpe)
+make_model bert --layout bert --layers 2 --heads 2 --d-model 8 --vocab 30 --seed 8 --std 0.3 &&
+  PRECISIONS="auto 128" forward_case bert-tokens "$WORK/bert" tokens 3,1,4,1,5,9 --check certified
+# the real checkpoints as trained: every digit asked (20) proven at every layer, no ceiling
+real=$(real_models_dir)
+if [ -z "$real" ]; then
+  echo "SKIP real checkpoints: $SHARED/data/real-models is absent"
+else
+  PRECISIONS="auto" forward_case bert-real "$real/bert-ticket-classifier" tokens 2,15,27,3,40 --check certified
+  PRECISIONS="auto" forward_case gpt2-real "$real/gpt2-capp" tokens 1,5,9,13,20 --check certified
+  for j in "$WORK/bert-real.auto.json" "$WORK/gpt2-real.auto.json"; do
+    CASES=$((CASES + 1))
+    "$REF_PY" -c "import json, sys; j = json.load(open(sys.argv[1])); \
+assert not j['ceiling_reached'] and min(r['digits'] for r in j['layers']) == 20, [r['digits'] for r in j['layers']]" \
+      "$j" || fail "$j: 20 proven digits at every layer"
+  done
+fi
+
 # (b) the JSON: check_method, an interval per quantity, each value printed with min(proven, asked) digits
 CASES=$((CASES + 1))
 "$SANPATH" forward --model "$WORK/san4.safetensors" --input "$WORK/x5" --check certified --digits 30 --format json \
@@ -64,7 +82,7 @@ table=$("$SANPATH" forward --model "$WORK/san4.safetensors" --input "$WORK/x5" -
   fail "forward --check certified (table) exited non-zero: $table"
 grep -q "digits proven" <<<"$table" || fail "the table does not say the digits are proven: $table"
 
-# (d) what is not enclosed yet is refused by name (token ids: the embeddings), exit code 2 (usage) or 1, and no output file
+# (d) what is not enclosed yet is refused by name, exit code 2 (usage) or 1, and no output file
 refused() {  # refused NAME EXPECTED-TEXT sanpath-forward-args...
   local name=$1 text=$2
   shift 2
@@ -81,7 +99,9 @@ refused double "--precision double" --model "$WORK/san4.safetensors" --input "$W
 refused median "the median centre" --model "$WORK/san4.safetensors" --input "$WORK/x5" --center median
 refused centred "the centred pass" --model "$WORK/san4.safetensors" --input "$WORK/x5" --method centred
 refused measures "--measures" --model "$WORK/san4.safetensors" --input "$WORK/x5" --measures mu
-make_model bert --layout bert --layers 1 --heads 2 --d-model 8 --vocab 30 --seed 8 &&
-  refused tokens "token ids" --model "$WORK/bert" --tokens 1,2,3
+make_model opt --layout opt --layers 1 --heads 2 --d-model 8 --vocab 30 --seed 8 &&
+  refused opt-embeddings "the opt embeddings are not supported yet" --model "$WORK/opt" --tokens 1,2,3
+make_model gemma --layout gemma --layers 1 --heads 2 --d-model 8 --vocab 30 --seed 8 &&
+  refused rotary "rotary position embedding" --model "$WORK/gemma" --tokens 1,2,3
 
 ref_finish

@@ -21,9 +21,10 @@ namespace sanpath {
 /// What analyze_forward runs for request.check == certified. Throws
 /// std::invalid_argument naming what certified runs do not cover yet: a
 /// centre other than the mean, measures, emulation, the centred pass, double
-/// precision, inputs other than exact matrices (token ids and pixels go
-/// through embeddings that are not enclosed yet), and the model parts of
-/// check_enclosure_supports (rotary and relative positions, soft-capping).
+/// precision, pixels, the embeddings embed_enclosed does not cover, and the
+/// model parts of check_enclosure_supports (rotary and relative positions,
+/// soft-capping). Token ids go through embed_enclosed, matrices and random
+/// inputs are taken as exact.
 ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& variant, const InputSpec& input,
                                           const PrecisionRequest& request, Center center = Center::mean,
                                           const ProgressFn& progress = {});

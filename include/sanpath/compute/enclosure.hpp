@@ -27,8 +27,8 @@
 ///
 /// Covered: every block of math.md §2 (attention with any mask and window
 /// and the family's score scale, skip connections, MLPs, LayerNorm and
-/// RMSNorm pre, post and Gemma 2's sandwich, parallel blocks), the input as
-/// given (exact numbers). Refused, naming the part (check_enclosure_supports):
+/// RMSNorm pre, post and Gemma 2's sandwich, parallel blocks), inputs given
+/// as numbers (exact) and the token embeddings of embed_enclosed. Refused, naming the part (check_enclosure_supports):
 /// rotary and relative positions (Llama family, XLNet, T5) and soft-capping.
 ///
 /// \code
@@ -81,6 +81,19 @@ template <class S>
 EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, const Matrix<S>& X0,
                                   const EnclosureOptions& options = {});
 
+/// The same from an enclosed input (embed_enclosed).
+template <class S>
+EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, const BallMatrix<S>& X0,
+                                  const EnclosureOptions& options = {});
+
+/// X^0 of token ids (n × d_model) through the model's embeddings, enclosed:
+/// the rows as stored (Llama family), word + position (GPT-2), or LayerNorm of
+/// word + position + token type 0 (BERT, RoBERTa, DistilBERT), on intervals
+/// from the exact stored rows; the midpoint is embed_tokens'. Throws
+/// std::invalid_argument for bad ids (as embed_tokens) and for the embeddings
+/// not covered yet (ALBERT's mapping, OPT, Gemma, ViT's pixels).
+template <class S> BallMatrix<S> embed_enclosed(const Model& model, const std::vector<long>& ids);
+
 /// Enclosures of the mean-centred residual R = X − 1 mean(X)ᵀ of an
 /// enclosed layer output X (math.md §3): its induced 1- and ∞-norms, the
 /// composite √(‖R‖₁‖R‖_∞), Frobenius, the same of X, and the relative
@@ -97,6 +110,9 @@ template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X);
 #define SANPATH_DECLARE_ENCLOSURE(S)                                                                       \
   extern template EnclosedTrace<S> forward_enclosed<S>(const Model&, const Variant&, const Matrix<S>&,      \
                                                        const EnclosureOptions&);                           \
+  extern template EnclosedTrace<S> forward_enclosed<S>(const Model&, const Variant&, const BallMatrix<S>&,  \
+                                                       const EnclosureOptions&);                           \
+  extern template BallMatrix<S> embed_enclosed<S>(const Model&, const std::vector<long>&);                  \
   extern template ResidualEnclosure enclose_residual<S>(const BallMatrix<S>&);
 SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_ENCLOSURE)
 #undef SANPATH_DECLARE_ENCLOSURE
