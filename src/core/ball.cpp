@@ -194,6 +194,8 @@ RadiusMatrix product_up(const RadiusMatrix& a, const RadiusMatrix& b) {
     RoundUpward up;  // every FMA of the kernel rounds up, on every thread of the product
     gemm(x.m, y.m, r.m);
   }
+  // inf · 0 (a void radius times an exact zero) is NaN: no bound, so +inf.
+  r.m = r.m.unaryExpr([](double v) { return std::isnan(v) ? kInf : v; });
   r.exp = x.exp + y.exp;
   r.normalize();
   return r;

@@ -99,6 +99,9 @@ refused double "--precision double" --model "$WORK/san4.safetensors" --input "$W
 refused median "the median centre" --model "$WORK/san4.safetensors" --input "$WORK/x5" --center median
 refused centred "the centred pass" --model "$WORK/san4.safetensors" --input "$WORK/x5" --method centred
 refused measures "--measures" --model "$WORK/san4.safetensors" --input "$WORK/x5" --measures mu
+CASES=$((CASES + 1))
+out=$("$SANPATH" collapse --check certified 2>&1) && fail "collapse --check certified ran: $out"
+grep -qF "run \`sanpath forward --check certified\` on a variant" <<<"$out" || fail "collapse --check certified: $out"
 make_model opt --layout opt --layers 1 --heads 2 --d-model 8 --vocab 30 --seed 8 &&
   refused opt-embeddings "the opt embeddings are not supported yet" --model "$WORK/opt" --tokens 1,2,3
 make_model gemma --layout gemma --layers 1 --heads 2 --d-model 8 --vocab 30 --seed 8 &&
