@@ -437,17 +437,20 @@ std::string short_str(Quantity q, int digits) {
 /// "128 bits" or "128–257 bits (by input)", with how digits were confirmed.
 std::string batch_precision_text(const std::vector<const ForwardAnalysis*>& runs) {
   long lo = 0, hi = 0;
-  bool confirmed = true, ceiling = false;
+  bool confirmed = true, proven = !runs.empty(), ceiling = false;
   for (const ForwardAnalysis* a : runs) {
     const long b = provenance_text::bits_of(a->precision);
     lo = lo == 0 ? b : std::min(lo, b);
     hi = std::max(hi, b);
     confirmed = confirmed && a->check.has_value();
+    proven = proven && a->check_method == CheckMethod::certified;
     ceiling = ceiling || a->ceiling_reached;
   }
   std::string s = "precision: " + (lo == hi ? std::to_string(lo) + " bits" : std::to_string(lo) + "–" +
                                                                                std::to_string(hi) + " bits (by input)");
-  s += confirmed ? ", digits confirmed per input by a run one tier up" : ", not every input confirmed";
+  s += proven      ? ", digits proven per input: every value enclosed by ball arithmetic (math.md §10)"
+       : confirmed ? ", digits confirmed per input by a run one tier up"
+                   : ", not every input confirmed";
   if (ceiling) s += "; CEILING REACHED for some input: its smallest residuals are not resolved";
   return s;
 }

@@ -82,6 +82,13 @@ table=$("$SANPATH" forward --model "$WORK/san4.safetensors" --input "$WORK/x5" -
   fail "forward --check certified (table) exited non-zero: $table"
 grep -q "digits proven" <<<"$table" || fail "the table does not say the digits are proven: $table"
 
+# a batch of token sequences: each input proven, and said so
+CASES=$((CASES + 1))
+printf '3,1,4,1\n5,9,2,6,5\n' >"$WORK/tokens.txt"
+batch=$("$SANPATH" forward --model "$WORK/bert" --tokens-file "$WORK/tokens.txt" --check certified 2>&1) ||
+  fail "forward --tokens-file --check certified exited non-zero: $batch"
+grep -q "digits proven per input" <<<"$batch" || fail "a certified batch does not say its digits are proven: $batch"
+
 # (d) what is not enclosed yet is refused by name, exit code 2 (usage) or 1, and no output file
 refused() {  # refused NAME EXPECTED-TEXT sanpath-forward-args...
   local name=$1 text=$2
