@@ -53,12 +53,21 @@ def test_same_numbers_as_the_cli(cli, tmp_path):
 def test_refusals_are_the_cli_messages(cli, tmp_path):
     m = tmp_path / "san.safetensors"
     san().save(str(m))
-    with pytest.raises(ValueError, match="--precision double"):
-        sanpath.forward(san(), sanpath.random_input(5, seed=1), check="certified", precision="double")
+    with pytest.raises(ValueError, match="--measures"):
+        sanpath.forward(san(), sanpath.random_input(5, seed=1), check="certified", measures="mu")
     msg = cli_message(cli, "forward", "--model", str(m), "--random-input", "5", "--check", "certified",
-                      "--precision", "double")
-    assert "--precision double" in msg
+                      "--measures", "mu")
+    assert "--measures" in msg
     with pytest.raises(ValueError) as e:
         sanpath.forward(san(), sanpath.random_input(5, seed=1), check="certified", center="median")
     assert str(e.value) == cli_message(cli, "forward", "--model", str(m), "--random-input", "5", "--check",
                                        "certified", "--center", "median")
+
+
+def test_double_proven_after_the_fact():
+    r = sanpath.forward(san(), sanpath.random_input(6, seed=1), precision="double", check="certified")
+    assert r.precision == "double" and r.check.endswith("bits")  # the enclosing run's tier
+    for layer in r.layers:
+        x = layer.relative_residual
+        assert x.interval is not None and 0 <= x.digits <= 17
+    assert r.layers[1].relative_residual.digits >= 12  # a double pass keeps most of its digits at layer 1

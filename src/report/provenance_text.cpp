@@ -20,7 +20,8 @@ std::string tried_list(const Provenance& p, const char* sep) {
 /// `below` names a check by the tier below; `none` is the text without one.
 std::string check_clause(const Provenance& p, bool name_rounding, bool name_below, const std::string& none) {
   if (p.check_method == CheckMethod::certified)
-    return ", digits proven: every value enclosed by ball arithmetic (math.md §10)";
+    return p.check ? ", digits proven by enclosures at " + p.check->name() + " (ball arithmetic, math.md §10)"
+                   : ", digits proven: every value enclosed by ball arithmetic (math.md §10)";
   if (!p.check) return none;
   if (name_rounding && p.check_method == CheckMethod::rounding)
     return ", digits confirmed by double runs rounded upward and downward (margin 10x)";

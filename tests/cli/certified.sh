@@ -28,6 +28,8 @@ make_model full.safetensors --layers 2 --heads 2 --d-model 8 --seed 7 --std 0.3
 PRECISIONS="auto 257" forward_case san4 "$WORK/san4.safetensors" input "$WORK/x5" --check certified
 PRECISIONS="auto" forward_case skip3-30-digits "$WORK/skip3.safetensors" input "$WORK/x6" --check certified --digits 30
 PRECISIONS="65" forward_case san4-65-bits "$WORK/san4.safetensors" input "$WORK/x6" --check certified
+# double proven after the fact: the double values, each with the digits an enclosed run proves
+PRECISIONS="double" forward_case san4-double "$WORK/san4.safetensors" input "$WORK/x5" --check certified
 # a whole transformer block: skip, MLP (gelu), LayerNorm post
 PRECISIONS="auto 128" forward_case full "$WORK/full.safetensors" input "$WORK/x5" --check certified \
   --skip on --mlp residual --layernorm post
@@ -42,6 +44,8 @@ if [ -z "$real" ]; then
 else
   PRECISIONS="auto" forward_case bert-real "$real/bert-ticket-classifier" tokens 2,15,27,3,40 --check certified
   PRECISIONS="auto" forward_case gpt2-real "$real/gpt2-capp" tokens 1,5,9,13,20 --check certified
+  PRECISIONS="double" forward_case bert-real-double "$real/bert-ticket-classifier" tokens 2,15,27,3,40 \
+    --check certified
   for j in "$WORK/bert-real.auto.json" "$WORK/gpt2-real.auto.json"; do
     CASES=$((CASES + 1))
     "$REF_PY" -c "import json, sys; j = json.load(open(sys.argv[1])); \
@@ -102,7 +106,6 @@ refused() {  # refused NAME EXPECTED-TEXT sanpath-forward-args...
     fail "$name: expected one line naming '$text', a non-zero exit and no file; got rc $rc: $out"
   fi
 }
-refused double "--precision double" --model "$WORK/san4.safetensors" --input "$WORK/x5" --precision double
 refused median "the median centre" --model "$WORK/san4.safetensors" --input "$WORK/x5" --center median
 refused centred "the centred pass" --model "$WORK/san4.safetensors" --input "$WORK/x5" --method centred
 refused measures "--measures" --model "$WORK/san4.safetensors" --input "$WORK/x5" --measures mu

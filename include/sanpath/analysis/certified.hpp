@@ -6,6 +6,8 @@
 /// enclosure (Quantity::enclosure, proven_digits). With --precision auto the
 /// tier starts at the bits the digits asked need and rises until every
 /// nonzero value proves them, or the ceiling is reached (then said so).
+/// With --precision double the double run's values are printed, each with
+/// the digits one enclosed run proves (its tier recorded as the check).
 ///
 /// \code
 ///   PrecisionRequest r;
@@ -20,8 +22,8 @@ namespace sanpath {
 
 /// What analyze_forward runs for request.check == certified. Throws
 /// std::invalid_argument naming what certified runs do not cover yet: a
-/// centre other than the mean, measures, emulation, the centred pass, double
-/// precision, pixels, the embeddings embed_enclosed does not cover, and the
+/// centre other than the mean, measures, emulation, the centred pass,
+/// pixels, the embeddings embed_enclosed does not cover, and the
 /// model parts of check_enclosure_supports (rotary and relative positions,
 /// soft-capping). Token ids go through embed_enclosed, matrices and random
 /// inputs are taken as exact.
