@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""What proven digits cost: `sanpath forward --check certified` beside the confirmed run, end to end.
+
+    bench/cli_certified.py --sanpath BUILD/sanpath [--shared ../shared] [--bert-base] [--rounds N] [--json]
+
+Times whole commands as a user runs them (load included), alternating the
+two within each round, on:
+  real     the trained checkpoints of ../shared/data/real-models (bert-ticket-
+           classifier, gpt2-capp) as trained, 8 token ids
+  small    a BERT-shaped folder from `sanpath init --layout bert` (L 6, H 4,
+           d 64, d_ff 256, vocab 100, std 0.1, F32, seed 1), 32 seeded tokens
+  bertbase with --bert-base: the BERT-base-shaped F32 folder (L 12, H 12,
+           d 768, d_ff 3072, vocab 30522, std 0.02, seed 1), 128 seeded
+           tokens (minutes per run)
+each `sanpath forward --model M --tokens T --format json` with `--check auto`
+(confirmed: a second run one tier up) and `--check certified` (one run in
+ball arithmetic). Prints the median wall seconds of each, the ratio
+certified/confirmed (issue 27's target on BERT-base: <= 2), the working
+precision of each and the least digits of each run; the certified run's
+printed values must agree with the confirmed run's to the digits both claim.
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def agree(a, b, digits):
+    """The two printed numbers agree to `digits` significant digits (within one unit of the last)."""
+    if a.startswith("<") or b.startswith("<"):
+        return True
+    x, y = float(a), float(b)  # the real checkpoints' values are far inside double's range
+    return abs(x - y) <= 10 ** (1 - digits) * max(abs(x), abs(y)) or x == y
+
+
+def run(cmd):
+    t = time.perf_counter()
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return time.perf_counter() - t, json.loads(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sanpath", required=True)
+    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
+    ap.add_argument("--bert-base", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rng = random.Random(3)
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = []
+        real = os.path.join(args.shared, "data", "real-models")
+        for name in ("bert-ticket-classifier", "gpt2-capp"):
+            if os.path.isdir(os.path.join(real, name)):
+                cases.append((name, os.path.join(real, name), "2,15,27,3,40,11,8,19"))
+        sizes = [("small", ["--layers", "6", "--heads", "4", "--d-model", "64", "--d-ff", "256", "--vocab", "100",
+                            "--std", "0.1"], 100, 32)]
+        if args.bert_base:
+            sizes.append(("bertbase", ["--layers", "12", "--heads", "12", "--d-model", "768", "--d-ff", "3072",
+                                       "--vocab", "30522", "--std", "0.02"], 30522, 128))
+        for name, opts, vocab, n in sizes:
+            folder = os.path.join(tmp, name)
+            subprocess.run([args.sanpath, "init", "--out", folder, "--layout", "bert", "--seed", "1", "--dtype", "F32"]
+                           + opts, check=True, stdout=subprocess.DEVNULL)
+            cases.append((name, folder, ",".join(str(rng.randrange(1, vocab)) for _ in range(n))))
+        results = []
+        for name, model, tokens in cases:
+            base = [args.sanpath, "forward", "--model", model, "--tokens", tokens, "--format", "json", "-q"]
+            times = {"confirmed": [], "certified": []}
+            outs = {}
+            for _ in range(args.rounds):
+                for kind, check in (("confirmed", "auto"), ("certified", "certified")):
+                    t, j = run(base + ["--check", check])
+                    times[kind].append(t)
+                    outs[kind] = j
+            c, p = outs["confirmed"], outs["certified"]
+            for lc, lp in zip(c["layers"], p["layers"]):
+                d = min(lc["digits"] or 0, lp["digits"] or 0)
+                if d and not agree(lc["relative_residual"], lp["relative_residual"], d):
+                    sys.exit(f"cli_certified: {name} layer {lc['layer']}: confirmed {lc['relative_residual']} and "
+                             f"certified {lp['relative_residual']} disagree within {d} digits")
+            r = {"case": name, "confirmed_s": statistics.median(times["confirmed"]),
+                 "certified_s": statistics.median(times["certified"]),
+                 "confirmed_precision": c["precision"], "certified_precision": p["precision"],
+                 "confirmed_least_digits": min(l["digits"] for l in c["layers"]),
+                 "certified_least_digits": min(l["digits"] for l in p["layers"])}
+            r["ratio"] = r["certified_s"] / r["confirmed_s"]
+            results.append(r)
+        if args.json:
+            print(json.dumps(results, indent=1))
+            return
+        print(f"{'case':24} {'confirmed':>22} {'certified':>22} {'certified/confirmed':>20}  least digits")
+        for r in results:
+            print(f"{r['case']:24} {r['confirmed_s']:8.2f} s {r['confirmed_precision']:>11} "
+                  f"{r['certified_s']:8.2f} s {r['certified_precision']:>11} {r['ratio']:20.2f}  "
+                  f"{r['confirmed_least_digits']} confirmed, {r['certified_least_digits']} proven")
+
+
+if __name__ == "__main__":
+    main()
