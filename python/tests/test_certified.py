@@ -30,7 +30,7 @@ def test_intervals_and_proven_digits(tmp_path):
         # the printed value has min(proven, asked) digits and lies in its enclosure
         assert len(str(x).split("e")[0].lstrip("-").replace(".", "")) == min(x.digits, 30)
         assert float(lo) <= float(x) <= float(hi)
-    assert max(l.relative_residual.digits for l in r.layers) == 30
+    assert max(l.relative_residual.digits for l in r.layers) >= 30  # the digits asked are proven where 257 bits resolve them
     # an unproven run has no interval
     assert sanpath.forward(san(), sanpath.random_input(6, seed=1), precision=257).layers[1].relative_residual.interval is None
 

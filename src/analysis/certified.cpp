@@ -52,11 +52,12 @@ std::vector<ResidualEnclosure> enclose_at(const Precision& p, const Model& model
   });
 }
 
-/// A value with the digits its enclosure proves, at most `asked`: `printed`
+/// A value with the digits its enclosure proves (at most `most`: what the
+/// printed value can carry; it prints min(proven, asked) of them): `printed`
 /// (a double run's value) or else the enclosure's midpoint. A value none of
 /// whose digits is proven is printed as the bound it is known by: |x| ≤
 /// max(|lo|, |hi|) < the next power of ten.
-Quantity proven_quantity(const Interval& iv, const BigReal* printed, int asked) {
+Quantity proven_quantity(const Interval& iv, const BigReal* printed, int asked, int most) {
   Quantity q;
   q.asked = asked;
   q.enclosure = iv;
@@ -69,7 +70,7 @@ Quantity proven_quantity(const Interval& iv, const BigReal* printed, int asked) 
     mpfr_add(q.value.backend().data(), iv.lo.backend().data(), iv.hi.backend().data(), MPFR_RNDN);
     mpfr_div_2ui(q.value.backend().data(), q.value.backend().data(), 1, MPFR_RNDN);
   }
-  const int d = proven_digits(iv, q.value, asked);
+  const int d = proven_digits(iv, q.value, most);
   q.digits = d;
   if (d == 0 && !(mpfr_zero_p(iv.lo.backend().data()) && mpfr_zero_p(iv.hi.backend().data()))) {
     q.below_resolution = true;
@@ -80,18 +81,19 @@ Quantity proven_quantity(const Interval& iv, const BigReal* printed, int asked) 
 
 /// Layer l's report from its enclosures; with `computed` (a double run's
 /// report of the layer) its values are the ones printed, with the digits proven.
-LayerReport layer_report(int l, const ResidualEnclosure& e, int asked, const LayerReport* computed = nullptr) {
+LayerReport layer_report(int l, const ResidualEnclosure& e, int asked, int most,
+                         const LayerReport* computed = nullptr) {
   const auto value = [&](const Quantity LayerReport::*q) { return computed ? &((*computed).*q).value : nullptr; };
   LayerReport r;
   r.layer = l;
-  r.res_one = proven_quantity(e.res_one, value(&LayerReport::res_one), asked);
-  r.res_inf = proven_quantity(e.res_inf, value(&LayerReport::res_inf), asked);
-  r.res_composite = proven_quantity(e.res_composite, value(&LayerReport::res_composite), asked);
-  r.res_frobenius = proven_quantity(e.res_frobenius, value(&LayerReport::res_frobenius), asked);
-  r.norm_composite = proven_quantity(e.norm_composite, value(&LayerReport::norm_composite), asked);
-  r.norm_frobenius = proven_quantity(e.norm_frobenius, value(&LayerReport::norm_frobenius), asked);
-  r.relative_residual = proven_quantity(e.relative_residual, value(&LayerReport::relative_residual), asked);
-  int least = asked;
+  r.res_one = proven_quantity(e.res_one, value(&LayerReport::res_one), asked, most);
+  r.res_inf = proven_quantity(e.res_inf, value(&LayerReport::res_inf), asked, most);
+  r.res_composite = proven_quantity(e.res_composite, value(&LayerReport::res_composite), asked, most);
+  r.res_frobenius = proven_quantity(e.res_frobenius, value(&LayerReport::res_frobenius), asked, most);
+  r.norm_composite = proven_quantity(e.norm_composite, value(&LayerReport::norm_composite), asked, most);
+  r.norm_frobenius = proven_quantity(e.norm_frobenius, value(&LayerReport::norm_frobenius), asked, most);
+  r.relative_residual = proven_quantity(e.relative_residual, value(&LayerReport::relative_residual), asked, most);
+  int least = most;
   for (const Quantity* q : {&r.res_one, &r.res_inf, &r.res_composite, &r.res_frobenius, &r.norm_composite,
                             &r.norm_frobenius, &r.relative_residual})
     least = std::min(least, *q->digits);
@@ -133,7 +135,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
     const Precision p = Precision::at_least(std::min<long>(Precision::max_bits(), bits));
     const std::vector<ResidualEnclosure> enclosures = enclose_at(p, model, variant, input, progress);
     for (std::size_t l = 0; l < enclosures.size(); ++l)
-      d.layers[l] = layer_report(static_cast<int>(l), enclosures[l], std::min(asked, 17), &d.layers[l]);
+      d.layers[l] = layer_report(static_cast<int>(l), enclosures[l], asked, 17, &d.layers[l]);
     d.check = p;
     d.check_method = CheckMethod::certified;
     return d;
@@ -152,7 +154,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
     out.precision = p;
     out.layers.clear();
     for (std::size_t l = 0; l < enclosures.size(); ++l)
-      out.layers.push_back(layer_report(static_cast<int>(l), enclosures[l], asked));
+      out.layers.push_back(layer_report(static_cast<int>(l), enclosures[l], asked, decimal_digits(p.bits)));
     if (!request.automatic || least_digits(out.layers) >= asked) break;
     if (p.is_top() || p.next().bits > max_bits) {
       out.ceiling_reached = true;  // the digits asked need more bits than allowed

@@ -37,7 +37,7 @@ PRECISIONS="auto 128" forward_case full "$WORK/full.safetensors" input "$WORK/x5
 # token ids through the embeddings (LayerNorm of word + position + type; GPT-2's wte + wpe)
 make_model bert --layout bert --layers 2 --heads 2 --d-model 8 --vocab 30 --seed 8 --std 0.3 &&
   PRECISIONS="auto 128" forward_case bert-tokens "$WORK/bert" tokens 3,1,4,1,5,9 --check certified
-# the real checkpoints as trained: every digit asked (20) proven at every layer, no ceiling
+# the real checkpoints as trained: at least the 20 digits asked proven at every layer, no ceiling
 real=$(real_models_dir)
 if [ -z "$real" ]; then
   echo "SKIP real checkpoints: $SHARED/data/real-models is absent"
@@ -49,7 +49,7 @@ else
   for j in "$WORK/bert-real.auto.json" "$WORK/gpt2-real.auto.json"; do
     CASES=$((CASES + 1))
     "$REF_PY" -c "import json, sys; j = json.load(open(sys.argv[1])); \
-assert not j['ceiling_reached'] and min(r['digits'] for r in j['layers']) == 20, [r['digits'] for r in j['layers']]" \
+assert not j['ceiling_reached'] and min(r['digits'] for r in j['layers']) >= 20, [r['digits'] for r in j['layers']]" \
       "$j" || fail "$j: 20 proven digits at every layer"
   done
 fi
@@ -74,7 +74,7 @@ for rec in j["layers"]:
         continue
     mant = v.split("e")[0].lstrip("-").replace(".", "")
     assert len(mant) == min(dq["relative_residual"], 30), (v, dq["relative_residual"])
-assert max(r["digits"] for r in j["layers"]) == 30, "auto at --digits 30 proves 30 digits somewhere"
+assert min(r["digits"] for r in j["layers"]) >= 30, "auto at --digits 30 proves 30 digits everywhere"
 EOF
 then
   fail "certified JSON (intervals, digits printed = min(proven, asked))"
