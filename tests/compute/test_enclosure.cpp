@@ -52,24 +52,11 @@ MatrixXd test_input(std::uint64_t seed, int n = 6) { return test::width8_input(s
 /// The mpmath reference's per-layer quantities (mean centre) at `bits` bits.
 std::vector<std::map<std::string, BigReal>> reference(const Model& m, const MatrixXd& X0, const Variant& v,
                                                       const std::string& tag, int bits, int digits) {
-  const std::string model_path = test::tmp_path("enclosure_" + tag + ".safetensors");
-  const std::string input_path = test::tmp_path("enclosure_" + tag + "_x.safetensors");
-  const std::string out_path = test::tmp_path("enclosure_" + tag + "_ref.json");
-  save_native(m, model_path);
-  Tensor x{"X", "F64", {X0.rows(), X0.cols()}, {}};
-  for (Eigen::Index i = 0; i < X0.rows(); ++i)
-    for (Eigen::Index j = 0; j < X0.cols(); ++j) x.values.push_back(X0(i, j));
-  write_safetensors(input_path, {x});
-  const std::string script =
-      (std::filesystem::path(SANPATH_SOURCE_DIR) / "tests" / "reference" / "sanpath_ref.py").string();
-  const std::string cmd = "/usr/bin/python3 '" + script + "' residual-norms --all-norms --model '" + model_path +
-                          "' --input '" + input_path + "' --bits " + std::to_string(bits) + " --digits " +
-                          std::to_string(digits) + " --skip " + (v.skip ? "on" : "off") + " --mlp " +
-                          to_string(v.mlp) + " --layernorm " + to_string(v.layernorm) + " --mask " +
-                          to_string(v.mask) + " > '" + out_path + "'";
-  REQUIRE(std::system(cmd.c_str()) == 0);
-  std::ifstream in(out_path);
-  const nlohmann::json ref = nlohmann::json::parse(in);
+  const nlohmann::json ref = test::reference_residual_norms(
+      m, X0, "enclosure_" + tag,
+      "--all-norms --bits " + std::to_string(bits) + " --digits " + std::to_string(digits) + " --skip " +
+          (v.skip ? "on" : "off") + " --mlp " + to_string(v.mlp) + " --layernorm " + to_string(v.layernorm) +
+          " --mask " + to_string(v.mask));
   std::vector<std::map<std::string, BigReal>> out;
   for (const auto& rec : ref["layers"]) {
     std::map<std::string, BigReal> q;

@@ -262,21 +262,7 @@ TEST_CASE("deep pure SAN: residual norms at 257 bits match a 100,000-bit mpmath 
   s.seed = 91;
   const Model m = random_model(s);
   const MatrixXd X0 = test_input(92);
-  const std::string model_path = test::tmp_path("centred_deep_san.safetensors");
-  const std::string input_path = test::tmp_path("centred_deep_x.safetensors");
-  const std::string out_path = test::tmp_path("centred_deep_ref.json");
-  save_native(m, model_path);
-  Tensor x{"X", "F64", {X0.rows(), X0.cols()}, {}};
-  for (Eigen::Index i = 0; i < X0.rows(); ++i)
-    for (Eigen::Index j = 0; j < X0.cols(); ++j) x.values.push_back(X0(i, j));
-  write_safetensors(input_path, {x});
-  const std::string script =
-      (std::filesystem::path(SANPATH_SOURCE_DIR) / "tests" / "reference" / "sanpath_ref.py").string();
-  const std::string cmd = "/usr/bin/python3 '" + script + "' residual-norms --model '" + model_path + "' --input '" +
-                          input_path + "' --bits 100000 --digits 80 > '" + out_path + "'";
-  REQUIRE(std::system(cmd.c_str()) == 0);
-  std::ifstream in(out_path);
-  const nlohmann::json ref = nlohmann::json::parse(in);
+  const nlohmann::json ref = test::reference_residual_norms(m, X0, "centred_deep", "--bits 100000 --digits 80");
   REQUIRE(ref["layers"].size() == 10);
 
   ForwardOptions opt;

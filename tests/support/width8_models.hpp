@@ -1,9 +1,20 @@
 #pragma once
 // Width-8 random models and inputs shared by the centred-pass and enclosure
-// tests (tests/compute/test_forward_centred.cpp, test_enclosure.cpp).
+// tests (tests/compute/test_forward_centred.cpp, test_enclosure.cpp), and the
+// mpmath reference's residual norms of such a model (sanpath_ref.py).
+#include "support/helpers.hpp"
+
+#include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/safetensors.hpp"
 #include "sanpath/model/random.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 namespace sanpath::test {
@@ -38,6 +49,27 @@ inline MatrixXd width8_input(std::uint64_t seed, int n = 6) {
   in.offset = 1.0;
   in.spread = 0.5;
   return random_input(in);
+}
+
+/// `sanpath_ref.py residual-norms --model M --input X0 <args>` of model m on
+/// X0 (both written to the test tmp folder under `tag`), as parsed JSON.
+inline nlohmann::json reference_residual_norms(const Model& m, const MatrixXd& X0, const std::string& tag,
+                                               const std::string& args) {
+  const std::string model_path = tmp_path(tag + ".safetensors");
+  const std::string input_path = tmp_path(tag + "_x.safetensors");
+  const std::string out_path = tmp_path(tag + "_ref.json");
+  save_native(m, model_path);
+  Tensor x{"X", "F64", {X0.rows(), X0.cols()}, {}};
+  for (Eigen::Index i = 0; i < X0.rows(); ++i)
+    for (Eigen::Index j = 0; j < X0.cols(); ++j) x.values.push_back(X0(i, j));
+  write_safetensors(input_path, {x});
+  const std::string script =
+      (std::filesystem::path(SANPATH_SOURCE_DIR) / "tests" / "reference" / "sanpath_ref.py").string();
+  const std::string cmd = "/usr/bin/python3 '" + script + "' residual-norms --model '" + model_path + "' --input '" +
+                          input_path + "' " + args + " > '" + out_path + "'";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::ifstream in(out_path);
+  return nlohmann::json::parse(in);
 }
 
 }  // namespace sanpath::test
