@@ -2,6 +2,7 @@
 
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/enclosure.hpp"
+#include "sanpath/compute/enclosure_centred.hpp"
 
 #include <mpfr.h>
 
@@ -23,30 +24,40 @@ void check_request(const Model& model, const Variant& variant, const InputSpec& 
   if (center != Center::mean) refuse("the " + to_string(center) + " centre; use --center mean");
   if (!request.measures.empty()) refuse("--measures");
   if (request.emulate) refuse("--emulate");
-  if (request.method && *request.method == ForwardMethod::centred)
-    refuse("the centred pass; certified runs use the direct pass (--method direct)");
   if (input.kind == InputSpec::Kind::pixels)
     refuse("pixels (the ViT patch embedding); give --input FILE or --random-input N, whose numbers are taken as "
            "exact");
   check_enclosure_supports(model, variant);
+  if (request.resolved_method(model) == ForwardMethod::centred) check_centred_enclosure_supports(model, variant);
 }
 
-/// The enclosures of every layer at tier p.
+/// The enclosures of every layer at tier p, by the direct or the centred pass.
 std::vector<ResidualEnclosure> enclose_at(const Precision& p, const Model& model, const Variant& variant,
-                                          const InputSpec& input, const ProgressFn& progress) {
+                                          const InputSpec& input, ForwardMethod method, const ProgressFn& progress) {
   return with_scalar(p, [&](auto tag) -> std::vector<ResidualEnclosure> {
     using S = typename decltype(tag)::type;
     if constexpr (!is_mpfr_v<S>) {
       throw std::logic_error("analyze_forward_certified: double reached the enclosed pass");
     } else {
+      const bool centred = method == ForwardMethod::centred;
       EnclosureOptions opt;
-      opt.on_layer = layer_progress(progress, "enclosed direct pass at " + p.name(), model.arch().layers);
-      const EnclosedTrace<S> t =
-          input.kind == InputSpec::Kind::tokens
-              ? forward_enclosed<S>(model, variant, embed_enclosed<S>(model, input.tokens), opt)
-              : forward_enclosed<S>(model, variant, make_input<S>(model, input), opt);
+      opt.on_layer = layer_progress(progress, std::string("enclosed ") + (centred ? "centred" : "direct") +
+                                                  " pass at " + p.name(),
+                                    model.arch().layers);
+      const auto exact = [](Matrix<S> M) {  // numbers given are taken as exact
+        const Eigen::Index rows = M.rows(), cols = M.cols();
+        return BallMatrix<S>{std::move(M), RadiusMatrix::zero(rows, cols)};
+      };
+      const BallMatrix<S> X0 = input.kind == InputSpec::Kind::tokens ? embed_enclosed<S>(model, input.tokens)
+                                                                     : exact(make_input<S>(model, input));
       std::vector<ResidualEnclosure> out;
-      for (const BallMatrix<S>& X : t.X) out.push_back(enclose_residual(X));
+      if (centred) {
+        const EnclosedCentredTrace<S> t = forward_centred_enclosed<S>(model, variant, X0, opt);
+        for (std::size_t l = 0; l < t.R.size(); ++l) out.push_back(enclose_centred_residual(t.c[l], t.R[l]));
+      } else {
+        const EnclosedTrace<S> t = forward_enclosed<S>(model, variant, X0, opt);
+        for (const BallMatrix<S>& X : t.X) out.push_back(enclose_residual(X));
+      }
       return out;
     }
   });
@@ -118,8 +129,11 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
   ForwardAnalysis out;
   out.variant = variant;
   out.center = center;
-  out.method = ForwardMethod::direct;
-  out.chosen_by = ForwardMethod::direct;
+  // Auto runs the centred pass where it is enclosed (as uncertified runs
+  // do); --method direct or a fixed precision the direct pass.
+  const ForwardMethod method = request.resolved_method(model);
+  out.method = method;
+  out.chosen_by = method;
   out.check_method = CheckMethod::certified;
   const int asked = request.target_digits;
   if (!request.automatic && request.fixed.native_double) {
@@ -133,7 +147,8 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
     ForwardAnalysis d = analyze_forward(model, variant, input, plain, center, progress);
     const long bits = static_cast<long>(std::ceil(17 * 3.3219280948873623)) + 64 + 16L * model.arch().layers;
     const Precision p = Precision::at_least(std::min<long>(Precision::max_bits(), bits));
-    const std::vector<ResidualEnclosure> enclosures = enclose_at(p, model, variant, input, progress);
+    const std::vector<ResidualEnclosure> enclosures =
+        enclose_at(p, model, variant, input, ForwardMethod::direct, progress);
     for (std::size_t l = 0; l < enclosures.size(); ++l)
       d.layers[l] = layer_report(static_cast<int>(l), enclosures[l], asked, 17, &d.layers[l]);
     d.check = p;
@@ -149,7 +164,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
   if (request.automatic) out.ceiling_bits = max_bits;
   if (p.bits > max_bits) p = Precision::at_least(std::max<long>(65, max_bits));
   for (;;) {
-    const std::vector<ResidualEnclosure> enclosures = enclose_at(p, model, variant, input, progress);
+    const std::vector<ResidualEnclosure> enclosures = enclose_at(p, model, variant, input, method, progress);
     out.tried_bits.push_back(p.bits);
     out.precision = p;
     out.layers.clear();
@@ -160,10 +175,11 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
       out.ceiling_reached = true;  // the digits asked need more bits than allowed
       break;
     }
-    // Jump to the tier the smallest residual seen needs (the digits asked
-    // beside its cancellation) rather than one tier at a time.
+    // Direct: jump to the tier the smallest residual seen needs (the digits
+    // asked beside its cancellation) rather than one tier at a time. The
+    // centred pass has no such cancellation: one tier up.
     double deepest = 0;  // log10 of the smallest relative residual's upper end
-    for (const ResidualEnclosure& e : enclosures)
+    for (const ResidualEnclosure& e : method == ForwardMethod::direct ? enclosures : std::vector<ResidualEnclosure>{})
       if (!mpfr_inf_p(e.relative_residual.hi.backend().data()) && !mpfr_zero_p(e.relative_residual.hi.backend().data()))
         deepest = std::min(deepest, log10_abs(e.relative_residual.hi));
     const double need = (asked - deepest) * 3.3219280948873623 + 64;

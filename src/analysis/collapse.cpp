@@ -61,10 +61,6 @@ RandomInputSpec default_collapse_input() {
 
 CollapseResult run_collapse(const Model& model, const InputSpec& input, const PrecisionRequest& precision,
                             const ProgressFn& progress, CollapseConventions conventions) {
-  if (precision.check == CheckMethod::certified)
-    throw std::invalid_argument(
-        "--check certified: collapse's pure SAN collapses below what the enclosed direct pass can follow (the "
-        "centred pass is not enclosed yet, math.md §10); run `sanpath forward --check certified` on a variant");
   CollapseResult r;
   r.conventions = conventions;
   const std::vector<NamedVariant> all =

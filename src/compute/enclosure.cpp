@@ -1,4 +1,6 @@
 #include "sanpath/compute/enclosure.hpp"
+#include "sanpath/compute/enclosure_centred.hpp"
+#include "sanpath/compute/forward_centred.hpp"
 
 #include <mpfr.h>
 
@@ -20,6 +22,11 @@ void check_enclosure_supports(const Model& model, const Variant& variant) {
   if (a.xlnet_relative) refuse("XLNet's relative attention");
   if (a.rel_buckets > 0) refuse("T5's relative position bias");
   if (a.softcap) refuse("attention soft-capping");
+}
+
+void check_centred_enclosure_supports(const Model& model, const Variant& variant) {
+  check_enclosure_supports(model, variant);
+  if (!centred_pass_supports(model.arch())) throw std::invalid_argument(centred_pass_refusal(model.source()));
 }
 
 }  // namespace sanpath

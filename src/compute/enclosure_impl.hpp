@@ -520,6 +520,51 @@ inline Interval composite(const Interval& one, const Interval& inf) {
   return v;
 }
 
+/// Removes the column means of M in place (mid and radius) and returns
+/// them as a ball: for the exact M in the ball, its exact column means lie in
+/// the returned ball and its exact centred rows in M's new ball:
+///   mean: mean(r_M) + (2n + 8)·u·max_i|M̃_ij| (the computed mean: n terms);
+///   rows: r_M + the mean's radius + u·|result| (the subtraction).
+template <class S> BallMatrix<S> take_mean(BallMatrix<S>& M, long p) {
+  const Eigen::Index n = M.mid.rows(), d = M.mid.cols();
+  const UpperBound u = unit(p);
+  BallMatrix<S> mean{column_means(M.mid), RadiusMatrix{}};
+  const RadiusMatrix absM = abs_of(M.mid);
+  RadiusMatrix col_max{MatrixXd(1, d), absM.exp};
+  for (Eigen::Index j = 0; j < d; ++j) col_max.m(0, j) = n > 0 ? absM.m.col(j).maxCoeff() : 0.0;
+  mean.rad = column_means_up(M.rad) + col_max * (UpperBound::of(2.0 * static_cast<double>(n) + 8.0) * u);
+  M.mid = residual(M.mid, RowVector<S>(mean.mid));
+  M.rad = M.rad + RadiusMatrix{mean.rad.m.replicate(n, 1), mean.rad.exp};
+  add_rounding(M, p);
+  return mean;
+}
+
+/// The residual norms of math.md §3 from an enclosure R of the exact centred
+/// residual and an enclosure X of the layer output itself.
+template <class S> ResidualEnclosure residual_enclosure(const BallMatrix<S>& R, const BallMatrix<S>& X) {
+  ResidualEnclosure e;
+  e.res_one = norm_interval(R.mid, '1', norm_1_up(R.rad));
+  e.res_inf = norm_interval(R.mid, 'I', norm_inf_up(R.rad));
+  e.res_frobenius = norm_interval(R.mid, 'F', frobenius_up(R.rad));
+  e.res_composite = composite(e.res_one, e.res_inf);
+  const Interval x_one = norm_interval(X.mid, '1', norm_1_up(X.rad));
+  const Interval x_inf = norm_interval(X.mid, 'I', norm_inf_up(X.rad));
+  e.norm_frobenius = norm_interval(X.mid, 'F', frobenius_up(X.rad));
+  e.norm_composite = composite(x_one, x_inf);
+  e.relative_residual = e.res_composite;
+  mpfr_div(e.relative_residual.lo.backend().data(), e.res_composite.lo.backend().data(),
+           e.norm_composite.hi.backend().data(), MPFR_RNDD);
+  // The centring has induced norm 2(1 − 1/n) in the 1- and the ∞-norm, so
+  // the relative residual is below 2 even where ‖X‖ is not bounded away from 0.
+  mpfr_ptr hi = e.relative_residual.hi.backend().data();
+  if (mpfr_zero_p(e.norm_composite.lo.backend().data()))
+    mpfr_set_ui(hi, 2, MPFR_RNDU);
+  else
+    mpfr_div(hi, e.res_composite.hi.backend().data(), e.norm_composite.lo.backend().data(), MPFR_RNDU);
+  if (mpfr_cmp_ui(hi, 2) > 0) mpfr_set_ui(hi, 2, MPFR_RNDU);
+  return e;
+}
+
 }  // namespace enclosure_detail
 
 template <class S>
@@ -602,48 +647,15 @@ template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X) {
     throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
   } else {
     namespace E = enclosure_detail;
-    const long p = precision_bits_v<S>;
-    const Eigen::Index n = X.mid.rows(), d = X.mid.cols();
-    const UpperBound u = E::unit(p);
-    const Matrix<S> R = residual(X.mid, column_means(X.mid));
-    // |R − R̃| ≤ r_X + mean(r_X) (the centring of the propagated error)
-    //         + (2n + 8)·u·max_i|X̃_ij| (the computed mean: n terms of size ≤ 2 max|X̃|)
-    //         + u·|R̃| (the subtraction).
-    const RadiusMatrix absX = E::abs_of(X.mid);
-    const RadiusMatrix col_rad = column_means_up(X.rad);
-    const UpperBound mean_factor = UpperBound::of(2.0 * static_cast<double>(n) + 8.0) * u;
-    RadiusMatrix col_max{MatrixXd(1, d), absX.exp};
-    for (Eigen::Index j = 0; j < d; ++j) col_max.m(0, j) = absX.m.col(j).maxCoeff();
-    const RadiusMatrix per_col = col_rad + col_max * mean_factor;
-    const RadiusMatrix Rr = X.rad + RadiusMatrix{per_col.m.replicate(n, 1), per_col.exp} + E::abs_of(R) * u;
-
-    ResidualEnclosure e;
-    e.res_one = E::norm_interval(R, '1', norm_1_up(Rr));
-    e.res_inf = E::norm_interval(R, 'I', norm_inf_up(Rr));
-    e.res_frobenius = E::norm_interval(R, 'F', frobenius_up(Rr));
-    e.res_composite = E::composite(e.res_one, e.res_inf);
-    const Interval x_one = E::norm_interval(X.mid, '1', norm_1_up(X.rad));
-    const Interval x_inf = E::norm_interval(X.mid, 'I', norm_inf_up(X.rad));
-    e.norm_frobenius = E::norm_interval(X.mid, 'F', frobenius_up(X.rad));
-    e.norm_composite = E::composite(x_one, x_inf);
-    e.relative_residual = e.res_composite;
-    mpfr_div(e.relative_residual.lo.backend().data(), e.res_composite.lo.backend().data(),
-             e.norm_composite.hi.backend().data(), MPFR_RNDD);
-    // The centring has induced norm 2(1 − 1/n) in the 1- and the ∞-norm, so
-    // the relative residual is below 2 even where ‖X‖ is not bounded away from 0.
-    mpfr_ptr hi = e.relative_residual.hi.backend().data();
-    if (mpfr_zero_p(e.norm_composite.lo.backend().data()))
-      mpfr_set_ui(hi, 2, MPFR_RNDU);
-    else
-      mpfr_div(hi, e.res_composite.hi.backend().data(), e.norm_composite.lo.backend().data(), MPFR_RNDU);
-    if (mpfr_cmp_ui(hi, 2) > 0) mpfr_set_ui(hi, 2, MPFR_RNDU);
-    return e;
+    BallMatrix<S> R = X;
+    E::take_mean(R, precision_bits_v<S>);
+    return E::residual_enclosure(R, X);
   }
 }
 
 }  // namespace sanpath
 
-#define SANPATH_INSTANTIATE_ENCLOSURE(S)                                                                     \
+#define SANPATH_INSTANTIATE_ENCLOSURE_DIRECT(S)                                                                     \
   template sanpath::EnclosedTrace<S> sanpath::forward_enclosed<S>(const sanpath::Model&, const sanpath::Variant&, \
                                                                   const sanpath::Matrix<S>&,                   \
                                                                   const sanpath::EnclosureOptions&);            \

@@ -394,7 +394,11 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
       return q->str() + " [" + (q->digits ? std::to_string(*q->digits) : std::string("?")) + "]";
     });
   };
-  o << "relative residual ‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} per layer; digits confirmed in brackets\n\n";
+  const bool proven = !r.analyses.empty() && std::all_of(r.analyses.begin(), r.analyses.end(), [](const ForwardAnalysis& a) {
+    return a.check_method == CheckMethod::certified;
+  });
+  o << "relative residual ‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} per layer; digits "
+    << (proven ? "proven (enclosed by ball arithmetic, math.md §10)" : "confirmed") << " in brackets\n\n";
   table([](const LayerReport& lr) { return &lr.relative_residual; });
   for (const std::string& m : measures) {
     o << m << " (math.md §9) per layer\n\n";

@@ -1,7 +1,8 @@
 #pragma once
 /// \file certified.hpp
 /// The certified forward analysis (`--check certified`, math.md §10): the
-/// direct pass in ball arithmetic (compute/enclosure.hpp) at an MPFR tier,
+/// centred pass (auto, where centred_pass_supports; compute/enclosure_centred.hpp)
+/// or the direct pass (compute/enclosure.hpp) in ball arithmetic at an MPFR tier,
 /// every layer's residual norms enclosed, every printed digit proven by its
 /// enclosure (Quantity::enclosure, proven_digits). With --precision auto the
 /// tier starts at the bits the digits asked need and rises until every
@@ -22,8 +23,7 @@ namespace sanpath {
 
 /// What analyze_forward runs for request.check == certified. Throws
 /// std::invalid_argument naming what certified runs do not cover yet: a
-/// centre other than the mean, measures, emulation, the centred pass,
-/// pixels, the embeddings embed_enclosed does not cover, and the
+/// centre other than the mean, measures, emulation, pixels, the embeddings embed_enclosed does not cover, and the
 /// model parts of check_enclosure_supports (rotary and relative positions,
 /// soft-capping). Token ids go through embed_enclosed, matrices and random
 /// inputs are taken as exact.

@@ -1,0 +1,70 @@
+#pragma once
+/// \file enclosure_centred.hpp
+/// The centred forward pass of math.md §7 in ball arithmetic (math.md §10):
+/// every layer's output enclosed as X = 1cᵀ + R, the centre c (1×d) and the
+/// residual R (n×d, column sums 0 in exact arithmetic) as separate balls, so
+/// that R's radius stays relative to R however far it has collapsed
+/// (1e-1113622 for the embedded default's SAN). Each operation's radius is
+/// that of compute/enclosure.hpp (products, sums, centring), and:
+///   - attention: with Π the row softmax of v (masked per row) and e =
+///     expm1(S), P = Π + E exactly, E_ij = Π_ij (e_ij − s_i)/(1 + s_i),
+///     s_i = Σ_j Π_ij e_ij; Π, e, s and E are evaluated on intervals
+///     (MPFR's exp and expm1 rounded outward). Without a mask
+///     P R_V = 1 πᵀR_V + E R_V; with one, P R_V = 1 (R_V)_kᵀ + (P − 1e_kᵀ) R_V
+///     for the key k of most weight, (P − 1e_kᵀ)_ik = −Σ_{j≠k} P_ij;
+///   - LayerNorm through forward_centred's identity, exact for every r_i:
+///     with ĉ = c − mean(c), r̃ = r_i − mean(r_i), s² = var(c) + eps,
+///     δv = (2ĉ·r̃ + |r̃|²)/d and s'² = s² + δv,
+///     LN(c + r_i) − LN(c) = γ ∘ (r̃/s' − ĉ δv/(s s' (s + s'))), on intervals;
+///   - the MLP's activation, entry by entry, A = act(h + δ) − act(h): when
+///     |δ| is below the tier's unit roundoff (relative to max(1, |h|)) by the
+///     mean value form act'(box)·δ over the box h ± (r_h + |δ|), whose width
+///     is relative to δ (relu' ∈ [0, 1] across 0, gelu' = Φ + xφ,
+///     gelu_tanh' = ½(1 + t) + ½x(1 − t²)a(1 + 3kx²), silu' = σ(1 + x(1 − σ)));
+///     above 2^-8 as the difference of two interval evaluations; in between
+///     as act(h̃ + δ) − act(h̃) at the midpoint h̃ and twice the bits, plus
+///     r_h·max|act'(y + δ) − act'(y)| over y ∈ h̃ ± r_h.
+///
+/// Covers what the centred pass covers (centred_pass_supports, masks none
+/// and causal) and check_enclosure_supports.
+///
+/// \code
+///   const auto t = forward_centred_enclosed<mpfr_real<38>>(model, Variant::san(), ball_of(X0));
+///   const ResidualEnclosure e = enclose_centred_residual(t.c[12], t.R[12]);  // 1e-1113622 at 128 bits
+/// \endcode
+
+#include "sanpath/compute/enclosure.hpp"
+
+namespace sanpath {
+
+/// c[l] (1×d) and R[l] (n×d) enclose layer l's centre and residual, l = 0..L.
+template <class S> struct EnclosedCentredTrace {
+  Variant variant;
+  std::vector<BallMatrix<S>> c, R;
+  int layers() const { return static_cast<int>(R.size()) - 1; }
+};
+
+/// Throws std::invalid_argument naming what the enclosed centred pass does
+/// not cover in `model` run with `variant` (what forward_centred refuses,
+/// and what check_enclosure_supports refuses).
+void check_centred_enclosure_supports(const Model& model, const Variant& variant);
+
+/// The centred pass in ball arithmetic at tier S (an MPFR tier; double
+/// throws std::invalid_argument) from an enclosed input (X0.rad = 0: exact).
+template <class S>
+EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Variant& variant, const BallMatrix<S>& X0,
+                                                 const EnclosureOptions& options = {});
+
+/// The residual norms of X = 1cᵀ + R (math.md §3, mean centre: the residual
+/// is R itself), enclosed as enclose_residual does for a whole X.
+template <class S> ResidualEnclosure enclose_centred_residual(const BallMatrix<S>& c, const BallMatrix<S>& R);
+
+#define SANPATH_DECLARE_ENCLOSURE_CENTRED(S)                                                               \
+  extern template EnclosedCentredTrace<S> forward_centred_enclosed<S>(const Model&, const Variant&,         \
+                                                                      const BallMatrix<S>&,                 \
+                                                                      const EnclosureOptions&);             \
+  extern template ResidualEnclosure enclose_centred_residual<S>(const BallMatrix<S>&, const BallMatrix<S>&);
+SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_ENCLOSURE_CENTRED)
+#undef SANPATH_DECLARE_ENCLOSURE_CENTRED
+
+}  // namespace sanpath

@@ -1,0 +1,543 @@
+#pragma once
+/// \file enclosure_centred_impl.hpp
+/// The centred pass in ball arithmetic (enclosure_centred.hpp). The
+/// ENCLOSURE template module instantiates this file, which brings the direct
+/// pass (enclosure_impl.hpp) with it: one unit per tier for both.
+#include "sanpath/compute/enclosure_centred.hpp"
+#include "sanpath/compute/forward_centred.hpp"  // centred_pass_supports, use_full_mpfr_exponent_range
+#include "compute/enclosure_impl.hpp"
+
+namespace sanpath {
+namespace enclosure_detail {
+
+/// X = 1cᵀ + R, both enclosed.
+template <class S> struct BallSplit {
+  BallMatrix<S> c, R;
+};
+
+template <class S> Iv<S> iv_neg(const Iv<S>& a) {
+  Iv<S> v;
+  mpfr_neg(ptr(v.lo), ptr(a.hi), MPFR_RNDN);  // exact
+  mpfr_neg(ptr(v.hi), ptr(a.lo), MPFR_RNDN);
+  return v;
+}
+
+/// exp and expm1 (increasing), rounded outward.
+template <class S> Iv<S> iv_exp(const Iv<S>& a, bool minus_one) {
+  Iv<S> v;
+  const auto f = minus_one ? mpfr_expm1 : mpfr_exp;
+  f(ptr(v.lo), ptr(a.lo), MPFR_RNDD);
+  f(ptr(v.hi), ptr(a.hi), MPFR_RNDU);
+  return v;
+}
+
+/// a / b for b > 0 (a softmax's denominator, 1 + s with s > −1).
+template <class S> Iv<S> iv_div_positive(const Iv<S>& a, const Iv<S>& b) {
+  if (mpfr_sgn(ptr(b.lo)) <= 0)
+    throw NumericalError("certified enclosures: a softmax denominator is not bounded away from 0 at " +
+                         std::to_string(precision_bits_v<S>) + " bits");
+  Iv<S> v;
+  mpfr_div(ptr(v.lo), ptr(a.lo), mpfr_sgn(ptr(a.lo)) < 0 ? ptr(b.lo) : ptr(b.hi), MPFR_RNDD);
+  mpfr_div(ptr(v.hi), ptr(a.hi), mpfr_sgn(ptr(a.hi)) < 0 ? ptr(b.hi) : ptr(b.lo), MPFR_RNDU);
+  return v;
+}
+
+/// [mid − r_mid − extra, mid + r_mid + extra].
+template <class S> Iv<S> iv_widened(const S& mid, const UpperBound& r, const UpperBound& extra) {
+  return iv_of(mid, r + extra);
+}
+
+/// The ball of n×d intervals filled by fill(i, row) (row: the d intervals of
+/// row i): midpoints rounded to nearest, radii covering. Rows in parallel,
+/// each worker with MPFR's full exponent range.
+template <class S, class F> BallMatrix<S> ball_of_rows(Eigen::Index n, Eigen::Index d, F&& fill) {
+  Matrix<S> mid(n, d);
+  std::vector<UpperBound> rad(static_cast<std::size_t>(n * d));
+  detail::run_blocks(static_cast<std::size_t>(n), n * d >= 4096 ? product_threads() : 1, [&](std::size_t iu) {
+    use_full_mpfr_exponent_range();
+    check_interrupt();
+    const auto i = static_cast<Eigen::Index>(iu);
+    std::vector<Iv<S>> row(static_cast<std::size_t>(d));
+    fill(i, row);
+    for (Eigen::Index j = 0; j < d; ++j) {
+      const Iv<S>& v = row[static_cast<std::size_t>(j)];
+      mpfr_add(ptr(mid(i, j)), ptr(v.lo), ptr(v.hi), MPFR_RNDN);
+      mpfr_div_2ui(ptr(mid(i, j)), ptr(mid(i, j)), 1, MPFR_RNDN);
+      rad[static_cast<std::size_t>(j * n + i)] = radius_around(mid(i, j), v);
+    }
+  });
+  BallMatrix<S> B{std::move(mid), RadiusMatrix{}};
+  B.rad = radius_from(n, d, [&](Eigen::Index i, Eigen::Index j) { return rad[static_cast<std::size_t>(j * n + i)]; });
+  return B;
+}
+
+/// Rows [first, first + count) of a ball.
+template <class S> BallMatrix<S> rows_of(const BallMatrix<S>& B, Eigen::Index first, Eigen::Index count) {
+  return {B.mid.middleRows(first, count), B.rad.block(first, 0, count, B.rad.cols())};
+}
+
+/// Balls side by side (the same rows).
+template <class S> BallMatrix<S> side_by_side(const std::vector<BallMatrix<S>>& parts) {
+  Eigen::Index cols = 0;
+  for (const BallMatrix<S>& b : parts) cols += b.mid.cols();
+  const Eigen::Index rows = parts.empty() ? 0 : parts.front().mid.rows();
+  BallMatrix<S> out{Matrix<S>(rows, cols), RadiusMatrix{}};
+  std::vector<std::pair<std::size_t, Eigen::Index>> owner;  // column → (part, column in it)
+  Eigen::Index at = 0;
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    out.mid.middleCols(at, parts[k].mid.cols()) = parts[k].mid;
+    for (Eigen::Index j = 0; j < parts[k].mid.cols(); ++j) owner.emplace_back(k, j);
+    at += parts[k].mid.cols();
+  }
+  out.rad = radius_from(rows, cols, [&](Eigen::Index i, Eigen::Index j) {
+    const auto& [k, jj] = owner[static_cast<std::size_t>(j)];
+    return parts[k].rad.at(i, jj);
+  });
+  return out;
+}
+
+/// One head's P R_V split as 1 wᵀ + F (w: 1×d_v, F: n×d_v), from the ball
+/// logits v (n×1, the first-order part) and S (n×n, the second-order part):
+/// see the header. Every entry of Π, e, s, E and P is an interval.
+template <class S> BallSplit<S> head_split(const BallMatrix<S>& v, const BallMatrix<S>& Sm, const BallMatrix<S>& RV,
+                                           MaskKind mask, long p) {
+  const Eigen::Index n = Sm.mid.rows();
+  const bool causal = mask == MaskKind::causal;
+  // Π's row i: the softmax of v over the keys row i sees (all rows alike without a mask).
+  const auto pi_row = [&](Eigen::Index keys) {
+    const S* top = &v.mid(0, 0);
+    for (Eigen::Index j = 0; j < keys; ++j)
+      if (v.mid(j, 0) > *top) top = &v.mid(j, 0);
+    std::vector<Iv<S>> a(static_cast<std::size_t>(keys));
+    Iv<S> sum = iv_point(S(0));
+    for (Eigen::Index j = 0; j < keys; ++j) {
+      a[static_cast<std::size_t>(j)] = iv_exp(iv_sub(iv_of(v.mid(j, 0), v.rad.at(j, 0)), iv_point(*top)), false);
+      sum = iv_add(sum, a[static_cast<std::size_t>(j)]);
+    }
+    for (Iv<S>& x : a) x = iv_div_positive(x, sum);
+    return a;
+  };
+  const std::vector<Iv<S>> pi_all = causal ? std::vector<Iv<S>>{} : pi_row(n);
+  // Row i of E (no mask) or of P (mask). Rows whose logits S all lie within
+  // ½ of 0: from e = expm1(S) and s = Σ Π e (no cancellation against 1);
+  // other rows: P from the stable softmax of v + S (1 + s would cancel), and
+  // E = P − Π.
+  const S half = S(1) / S(2);
+  const BallMatrix<S> A = ball_of_rows<S>(n, n, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
+    const Eigen::Index keys = causal ? i + 1 : n;
+    const std::vector<Iv<S>> pi = causal ? pi_row(keys) : pi_all;
+    for (Eigen::Index j = keys; j < n; ++j) row[static_cast<std::size_t>(j)] = iv_point(S(0));  // masked: exactly 0
+    bool small = true;
+    for (Eigen::Index j = 0; j < keys; ++j) small = small && abs(Sm.mid(i, j)) <= half;
+    if (!small) {
+      std::vector<Iv<S>> logits(static_cast<std::size_t>(keys));
+      S at;  // a shift near the largest logit (any shift is exact for a softmax)
+      for (Eigen::Index j = 0; j < keys; ++j) {
+        logits[static_cast<std::size_t>(j)] =
+            iv_add(iv_of(v.mid(j, 0), v.rad.at(j, 0)), iv_of(Sm.mid(i, j), Sm.rad.at(i, j)));
+        const S mid = v.mid(j, 0) + Sm.mid(i, j);
+        if (j == 0 || mid > at) at = mid;
+      }
+      Iv<S> sum = iv_point(S(0));
+      for (Iv<S>& x : logits) {
+        x = iv_exp(iv_sub(x, iv_point(at)), false);
+        sum = iv_add(sum, x);
+      }
+      for (Eigen::Index j = 0; j < keys; ++j) {
+        const Iv<S> P = iv_div_positive(logits[static_cast<std::size_t>(j)], sum);
+        row[static_cast<std::size_t>(j)] = causal ? P : iv_sub(P, pi[static_cast<std::size_t>(j)]);
+      }
+      return;
+    }
+    std::vector<Iv<S>> e(static_cast<std::size_t>(keys));
+    Iv<S> s = iv_point(S(0));
+    for (Eigen::Index j = 0; j < keys; ++j) {
+      e[static_cast<std::size_t>(j)] = iv_exp(iv_of(Sm.mid(i, j), Sm.rad.at(i, j)), true);
+      s = iv_add(s, iv_mul(pi[static_cast<std::size_t>(j)], e[static_cast<std::size_t>(j)]));
+    }
+    const Iv<S> one = iv_point(S(1)), denominator = iv_add(one, s);
+    for (Eigen::Index j = 0; j < keys; ++j) {
+      const Iv<S>& ej = e[static_cast<std::size_t>(j)];
+      const Iv<S> top = causal ? iv_add(one, ej) : iv_sub(ej, s);
+      row[static_cast<std::size_t>(j)] = iv_div_positive(iv_mul(pi[static_cast<std::size_t>(j)], top), denominator);
+    }
+  });
+  BallSplit<S> out;
+  if (!causal) {
+    // P R_V = 1 πᵀR_V + E R_V.
+    const BallMatrix<S> pi = ball_of_rows<S>(1, n, [&](Eigen::Index, std::vector<Iv<S>>& row) { row = pi_all; });
+    out.c = times(pi, RV, false, p);
+    out.R = times(A, RV, false, p);
+    return out;
+  }
+  // P R_V = 1 (R_V)_kᵀ + (P − 1e_kᵀ) R_V, k the key of largest column sum;
+  // (P − 1e_kᵀ)_ik = −Σ_{j≠k} P_ij on the intervals of P's row.
+  Eigen::Index k = 0;
+  S best(-1);
+  for (Eigen::Index j = 0; j < n; ++j) {
+    S col(0);
+    for (Eigen::Index i = 0; i < n; ++i) col += A.mid(i, j);
+    if (col > best) {
+      best = col;
+      k = j;
+    }
+  }
+  const BallMatrix<S> F = ball_of_rows<S>(n, n, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
+    Iv<S> rest = iv_point(S(0));
+    for (Eigen::Index j = 0; j < n; ++j) {
+      row[static_cast<std::size_t>(j)] = iv_of(A.mid(i, j), A.rad.at(i, j));
+      if (mpfr_zero_p(ptr(A.mid(i, j))) && A.rad.at(i, j).is_zero()) row[static_cast<std::size_t>(j)] = iv_point(S(0));
+      if (j != k) rest = iv_add(rest, row[static_cast<std::size_t>(j)]);
+    }
+    row[static_cast<std::size_t>(k)] = iv_neg(rest);
+  });
+  out.c = rows_of(RV, k, 1);
+  out.R = times(F, RV, false, p);
+  return out;
+}
+
+/// Attn(1cᵀ + R) as an enclosed split (math.md §7 with the header's rules).
+template <class S>
+BallSplit<S> attention_centred(const Architecture& a, const detail::PackedLayer<S>& w, const BallSplit<S>& x,
+                               MaskKind mask, long p) {
+  const Eigen::Index H = a.heads, dq = a.d_qk, dv = a.d_v;
+  BallMatrix<S> q0 = times_weights(x.c, w.WQ, p), cv = times_weights(x.c, w.WV, p);
+  add_bias(q0, w.bQ, p);
+  add_bias(cv, w.bV, p);
+  const BallMatrix<S> QR = times_weights(x.R, w.WQ, p), KR = times_weights(x.R, w.WK, p),
+                      VR = times_weights(x.R, w.WV, p);
+  const S scale = detail::score_scale<S>(a);
+  const UpperBound s_up =
+      UpperBound::abs_of(scale.backend().data()) * (UpperBound::of(1.0) + UpperBound::of(8.0) * unit(p));
+  const auto scaled = [&](BallMatrix<S> B) {  // |B s − RN(B̃ s̃)| ≤ r_B·s + 7u·|result|
+    B.mid *= scale;
+    B.rad = B.rad * s_up;
+    add_rounding(B, p, 8.0);
+    return B;
+  };
+  std::vector<BallMatrix<S>> centre(static_cast<std::size_t>(H)), rest(static_cast<std::size_t>(H));
+  detail::run_blocks(static_cast<std::size_t>(H), product_threads(), [&](std::size_t hu) {
+    use_full_mpfr_exponent_range();
+    check_interrupt();
+    const auto h = static_cast<Eigen::Index>(hu);
+    const BallMatrix<S> Kh = columns(KR, h * dq, dq);
+    const BallMatrix<S> v = scaled(times(Kh, columns(q0, h * dq, dq), true, p));  // n×1
+    const BallMatrix<S> Sm = scaled(times(columns(QR, h * dq, dq), Kh, true, p));
+    BallSplit<S> part = head_split(v, Sm, columns(VR, h * dv, dv), mask, p);
+    centre[hu] = std::move(part.c);
+    rest[hu] = std::move(part.R);
+  });
+  BallMatrix<S> Mr = side_by_side(rest);
+  BallMatrix<S> Mc = sum(cv, side_by_side(centre), p);
+  Mc = sum(Mc, take_mean(Mr, p), p);
+  BallSplit<S> out{times_weights(Mc, w.WO, p), times_weights(Mr, w.WO, p)};
+  add_bias(out.c, w.bO, p);
+  return out;
+}
+
+/// 1 g(c)ᵀ + Δ → (g(c) + mean Δ, Δ − 1 mean(Δ)ᵀ).
+template <class S> BallSplit<S> recentre(BallMatrix<S> gc, BallMatrix<S> Delta, long p) {
+  const BallMatrix<S> m = take_mean(Delta, p);
+  return {sum(gc, m, p), std::move(Delta)};
+}
+
+/// |r̃_ij| + r_ij, the reach of row i's residual beyond the centre.
+template <class S> UpperBound reach(const BallMatrix<S>& R, Eigen::Index i, Eigen::Index j) {
+  return UpperBound::abs_of(R.mid(i, j).backend().data()) + R.rad.at(i, j);
+}
+
+/// √a for a > 0, rounded outward (throws when a may be ≤ 0).
+template <class S> Iv<S> iv_sqrt_positive(const Iv<S>& a) {
+  if (mpfr_sgn(ptr(a.lo)) <= 0)
+    throw NumericalError("certified enclosures: a LayerNorm variance + eps is not bounded away from 0 at " +
+                         std::to_string(precision_bits_v<S>) + " bits");
+  Iv<S> v;
+  mpfr_sqrt(ptr(v.lo), ptr(a.lo), MPFR_RNDD);
+  mpfr_sqrt(ptr(v.hi), ptr(a.hi), MPFR_RNDU);
+  return v;
+}
+
+/// x − mean(x) of a row of intervals.
+template <class S> std::vector<Iv<S>> iv_centred(std::vector<Iv<S>> x) {
+  Iv<S> mean = iv_point(S(0));
+  for (const Iv<S>& v : x) mean = iv_add(mean, v);
+  mean = iv_div_int(mean, static_cast<long>(x.size()));
+  for (Iv<S>& v : x) v = iv_sub(v, mean);
+  return x;
+}
+
+/// LN(1cᵀ + R) enclosed through the identity of forward_centred (exact for
+/// every r_i, and without cancellation against c): with ĉ = c − mean(c),
+/// r̃_i = r_i − mean(r_i), s² = var(c) + eps, δv_i = (2ĉ·r̃_i + |r̃_i|²)/d and
+/// s'_i² = s² + δv_i, LN(c + r_i) − LN(c) = γ ∘ (r̃_i/s'_i − ĉ δv_i/(s s'_i (s + s'_i))),
+/// every operation on intervals.
+template <class S>
+BallSplit<S> layer_norm_centred(const BallSplit<S>& x, const VectorXd& gain, const VectorXd& bias, double eps,
+                                long p) {
+  const Eigen::Index n = x.R.mid.rows(), d = x.R.mid.cols();
+  std::vector<Iv<S>> c(static_cast<std::size_t>(d));
+  for (Eigen::Index j = 0; j < d; ++j) c[static_cast<std::size_t>(j)] = iv_of(x.c.mid(0, j), x.c.rad.at(0, j));
+  std::vector<Iv<S>> gc_iv = c;
+  normalize_row(gc_iv, gain, bias, eps, false, false);
+  BallMatrix<S> gc = ball_of_rows<S>(1, d, [&](Eigen::Index, std::vector<Iv<S>>& row) { row = gc_iv; });
+  const std::vector<Iv<S>> ch = iv_centred(c);
+  Iv<S> s2 = iv_point(S(0));
+  for (const Iv<S>& v : ch) s2 = iv_add(s2, iv_sqr(v));
+  s2 = iv_add(iv_div_int(s2, static_cast<long>(d)), iv_decimal<S>(eps));
+  const Iv<S> s = iv_sqrt_positive(s2);
+  BallMatrix<S> Delta = ball_of_rows<S>(n, d, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
+    std::vector<Iv<S>> r(static_cast<std::size_t>(d));
+    for (Eigen::Index j = 0; j < d; ++j) r[static_cast<std::size_t>(j)] = iv_of(x.R.mid(i, j), x.R.rad.at(i, j));
+    r = iv_centred(std::move(r));
+    Iv<S> cr = iv_point(S(0)), rr = iv_point(S(0));
+    for (Eigen::Index j = 0; j < d; ++j) {
+      cr = iv_add(cr, iv_mul(ch[static_cast<std::size_t>(j)], r[static_cast<std::size_t>(j)]));
+      rr = iv_add(rr, iv_sqr(r[static_cast<std::size_t>(j)]));
+    }
+    const Iv<S> dv = iv_div_int(iv_add(iv_add(cr, cr), rr), static_cast<long>(d));
+    const Iv<S> s1 = iv_sqrt_positive(iv_add(s2, dv));
+    const Iv<S> k = iv_div_positive(dv, iv_mul(iv_mul(s, s1), iv_add(s, s1)));
+    for (Eigen::Index j = 0; j < d; ++j) {
+      const auto ju = static_cast<std::size_t>(j);
+      row[ju] = iv_mul(iv_sub(iv_div_positive(r[ju], s1), iv_mul(ch[ju], k)), iv_point(S(gain(j))));
+    }
+  });
+  return recentre(std::move(gc), std::move(Delta), p);
+}
+
+/// act'(x) on an interval (a bound of every difference quotient of act over
+/// it: relu's is [0, 1] across 0).
+template <class S> Iv<S> iv_derivative(const Iv<S>& x, Activation act) {
+  const Iv<S> one = iv_point(S(1));
+  switch (act) {
+    case Activation::relu: {
+      Iv<S> v;
+      v.lo = x.lo > 0 ? S(1) : S(0);
+      v.hi = x.hi > 0 ? S(1) : S(0);
+      return v;
+    }
+    case Activation::gelu: {  // Φ(x) + x φ(x); Φ = (gelu(x)/x) read off iv_activate's erf
+      Iv<S> s;                // 1/√2
+      mpfr_sqrt_ui(ptr(s.lo), 2, MPFR_RNDU);
+      mpfr_ui_div(ptr(s.lo), 1, ptr(s.lo), MPFR_RNDD);
+      mpfr_sqrt_ui(ptr(s.hi), 2, MPFR_RNDD);
+      mpfr_ui_div(ptr(s.hi), 1, ptr(s.hi), MPFR_RNDU);
+      const Iv<S> a = iv_mul(x, s);
+      Iv<S> Phi;
+      mpfr_erf(ptr(Phi.lo), ptr(a.lo), MPFR_RNDD);
+      mpfr_erf(ptr(Phi.hi), ptr(a.hi), MPFR_RNDU);
+      Phi = iv_add(one, Phi);
+      mpfr_div_2ui(ptr(Phi.lo), ptr(Phi.lo), 1, MPFR_RNDD);
+      mpfr_div_2ui(ptr(Phi.hi), ptr(Phi.hi), 1, MPFR_RNDU);
+      Iv<S> g = iv_neg(iv_sqr(x));  // exp(−x²/2)/√(2π)
+      mpfr_div_2ui(ptr(g.lo), ptr(g.lo), 1, MPFR_RNDD);
+      mpfr_div_2ui(ptr(g.hi), ptr(g.hi), 1, MPFR_RNDU);
+      g = iv_exp(g, false);
+      Iv<S> root;  // √(2π)
+      mpfr_const_pi(ptr(root.lo), MPFR_RNDD);
+      mpfr_mul_2ui(ptr(root.lo), ptr(root.lo), 1, MPFR_RNDD);
+      mpfr_sqrt(ptr(root.lo), ptr(root.lo), MPFR_RNDD);
+      mpfr_const_pi(ptr(root.hi), MPFR_RNDU);
+      mpfr_mul_2ui(ptr(root.hi), ptr(root.hi), 1, MPFR_RNDU);
+      mpfr_sqrt(ptr(root.hi), ptr(root.hi), MPFR_RNDU);
+      return iv_add(Phi, iv_div_positive(iv_mul(x, g), root));
+    }
+    case Activation::gelu_tanh:
+    case Activation::gelu_fast: {  // ½(1 + t) + ½ x (1 − t²) a (1 + 3k x²), t = tanh(a(x + k x³))
+      Iv<S> c;
+      if (act == Activation::gelu_fast) {
+        c = iv_decimal<S>(0.7978845608);
+      } else {  // √(2/π)
+        mpfr_const_pi(ptr(c.hi), MPFR_RNDD);
+        mpfr_ui_div(ptr(c.hi), 2, ptr(c.hi), MPFR_RNDU);
+        mpfr_sqrt(ptr(c.hi), ptr(c.hi), MPFR_RNDU);
+        mpfr_const_pi(ptr(c.lo), MPFR_RNDU);
+        mpfr_ui_div(ptr(c.lo), 2, ptr(c.lo), MPFR_RNDD);
+        mpfr_sqrt(ptr(c.lo), ptr(c.lo), MPFR_RNDD);
+      }
+      const Iv<S> k = iv_decimal<S>(0.044715), x2 = iv_sqr(x);
+      const Iv<S> y = iv_mul(c, iv_add(x, iv_mul(k, iv_mul(x, x2))));
+      Iv<S> t;  // tanh is increasing
+      mpfr_tanh(ptr(t.lo), ptr(y.lo), MPFR_RNDD);
+      mpfr_tanh(ptr(t.hi), ptr(y.hi), MPFR_RNDU);
+      const Iv<S> dy = iv_mul(c, iv_add(one, iv_mul(iv_point(S(3)), iv_mul(k, x2))));
+      Iv<S> v = iv_add(iv_add(one, t), iv_mul(iv_mul(x, iv_sub(one, iv_sqr(t))), dy));
+      mpfr_div_2ui(ptr(v.lo), ptr(v.lo), 1, MPFR_RNDD);
+      mpfr_div_2ui(ptr(v.hi), ptr(v.hi), 1, MPFR_RNDU);
+      return v;
+    }
+    case Activation::silu: {  // σ(1 + x(1 − σ))
+      const Iv<S> sg = iv_div_positive(one, iv_add(one, iv_exp(iv_neg(x), false)));
+      return iv_mul(sg, iv_add(one, iv_mul(x, iv_sub(one, sg))));
+    }
+  }
+  throw std::logic_error("iv_derivative: unknown activation");
+}
+
+/// Intervals at a wider precision (the difference act(h + δ) − act(h) where
+/// |δ| is between u and 2^-8 of |h|: its cancellation costs up to p bits).
+template <class S> struct wider;
+template <unsigned D> struct wider<mpfr_real<D>> {
+  using type = mpfr_real<2 * D + 2>;
+};
+
+template <class T, class S> Iv<T> iv_convert(const Iv<S>& a) {  // exact: T has more bits
+  Iv<T> v;
+  mpfr_set(ptr(v.lo), ptr(a.lo), MPFR_RNDD);
+  mpfr_set(ptr(v.hi), ptr(a.hi), MPFR_RNDU);
+  return v;
+}
+
+/// act(h + δ) − act(h) for h, δ in intervals, |δ| measured against
+/// t = max(1, |h|): by the mean value form act'(h ± (|δ| + r_h))·δ when
+/// |δ| ≤ 2^-p·t (relu: also whenever the box stays on one side of 0, where
+/// it is exact); as the difference of the two evaluations when |δ| > 2^-8·t
+/// (at most 8 bits lost to cancellation); in between, at the midpoint h̃ and
+/// twice the bits (the cancellation of up to p bits then costs none), plus
+/// r_h·max|act'(y + δ) − act'(y)| over y ∈ h̃ ± r_h for h's own radius.
+template <class S>
+Iv<S> activation_difference(const S& h_mid, const UpperBound& h_rad, const Iv<S>& h, const Iv<S>& act_h,
+                            const Iv<S>& delta, const UpperBound& reach, Activation act, long p) {
+  const UpperBound scale = max(UpperBound::of(1.0), UpperBound::abs_of(h_mid.backend().data()));
+  const Iv<S> box = iv_widened(h_mid, h_rad, reach);
+  const bool one_side = mpfr_sgn(ptr(box.lo)) > 0 || mpfr_sgn(ptr(box.hi)) < 0;
+  if (reach <= scale * UpperBound::pow2(-p) || (act == Activation::relu && one_side))
+    return iv_mul(iv_derivative(box, act), delta);
+  if (!(reach <= scale * UpperBound::pow2(-8))) return iv_sub(iv_activate(iv_add(h, delta), act), act_h);
+  // A = [act(h̃ + δ) − act(h̃)] + [g(h) − g(h̃)], g(y) = act(y + δ) − act(y), h̃ the
+  // midpoint (a point: no dependency between the two evaluations); the first
+  // at twice the bits, the second within r_h·max|g'| over Y = h̃ ± r_h, where
+  // g'(y) = act'(y + δ) − act'(y) (relative to δ: no cancellation against c).
+  using T = typename wider<S>::type;
+  const Iv<T> hw = iv_convert<T>(iv_point(h_mid)), dw = iv_convert<T>(delta);
+  const Iv<T> first = iv_sub(iv_activate(iv_add(hw, dw), act), iv_activate(hw, act));
+  Iv<S> v;
+  mpfr_set(ptr(v.lo), ptr(first.lo), MPFR_RNDD);
+  mpfr_set(ptr(v.hi), ptr(first.hi), MPFR_RNDU);
+  if (h_rad.is_zero()) return v;
+  const Iv<S> Y = iv_of(h_mid, h_rad);
+  const Iv<S> slope = iv_sub(iv_derivative(iv_add(Y, delta), act), iv_derivative(Y, act));
+  UpperBound steepest = max(UpperBound::abs_of(ptr(slope.lo)), UpperBound::abs_of(ptr(slope.hi)));
+  const Iv<S> second = iv_of(S(0), steepest * h_rad);
+  return iv_add(v, second);
+}
+
+/// The MLP f(z) = act(z W_1 + b_1) W_2 + b_2 on 1cᵀ + R: with h = cᵀW_1 + b_1
+/// and D = R W_1, A_ij = act(h_j + D_ij) − act(h_j) (activation_difference);
+/// c' = (act(h) + mean A) W_2 + b_2, R' = (A − 1 mean(A)ᵀ) W_2.
+template <class S>
+BallSplit<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
+                         const BallSplit<S>& x, long p) {
+  BallMatrix<S> h = times_weights(x.c, lw.W_1, p);
+  add_bias(h, w.b1, p);
+  const BallMatrix<S> D = times_weights(x.R, lw.W_1, p);
+  const Eigen::Index n = D.mid.rows(), m = D.mid.cols();
+  std::vector<Iv<S>> hv(static_cast<std::size_t>(m)), act_h(static_cast<std::size_t>(m));
+  for (Eigen::Index j = 0; j < m; ++j) {
+    hv[static_cast<std::size_t>(j)] = iv_of(h.mid(0, j), h.rad.at(0, j));
+    act_h[static_cast<std::size_t>(j)] = iv_activate(hv[static_cast<std::size_t>(j)], a.activation);
+  }
+  BallMatrix<S> gc = ball_of_rows<S>(1, m, [&](Eigen::Index, std::vector<Iv<S>>& row) { row = act_h; });
+  BallMatrix<S> A = ball_of_rows<S>(n, m, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
+    for (Eigen::Index j = 0; j < m; ++j) {
+      const auto ju = static_cast<std::size_t>(j);
+      row[ju] = activation_difference(h.mid(0, j), h.rad.at(0, j), hv[ju], act_h[ju], iv_of(D.mid(i, j), D.rad.at(i, j)),
+                                      reach(D, i, j), a.activation, p);
+    }
+  });
+  BallSplit<S> y = recentre(std::move(gc), std::move(A), p);
+  BallSplit<S> out{times_weights(y.c, lw.W_2, p), times_weights(y.R, lw.W_2, p)};
+  add_bias(out.c, w.b2, p);
+  return out;
+}
+
+template <class S> BallSplit<S> added(const BallSplit<S>& y, const BallSplit<S>& x, long p) {
+  return {sum(y.c, x.c, p), sum(y.R, x.R, p)};
+}
+
+}  // namespace enclosure_detail
+
+template <class S>
+EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Variant& variant, const BallMatrix<S>& X0,
+                                                 const EnclosureOptions& options) {
+  if constexpr (!is_mpfr_v<S>) {
+    (void)model;
+    (void)variant;
+    (void)X0;
+    (void)options;
+    throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
+  } else {
+    namespace E = enclosure_detail;
+    const Architecture& a = model.arch();
+    check_centred_enclosure_supports(model, variant);
+    if (X0.mid.cols() != a.d_model)
+      throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.mid.cols()) +
+                                  " features (columns), the model expects d_model = " + std::to_string(a.d_model));
+    if (X0.mid.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
+    model.check_supports(variant);
+    use_full_mpfr_exponent_range();
+    const long p = precision_bits_v<S>;
+    const UpperBound scale = UpperBound::of(options.radius_scale);
+    const bool with_mlp = variant.mlp != MlpKind::none, pre = variant.layernorm == LayerNormKind::pre,
+               post = variant.layernorm == LayerNormKind::post;
+    EnclosedCentredTrace<S> t;
+    t.variant = variant;
+    {
+      E::BallSplit<S> x{BallMatrix<S>{}, X0};
+      x.c = E::take_mean(x.R, p);
+      t.c.push_back(std::move(x.c));
+      t.R.push_back(std::move(x.R));
+    }
+    detail::PackedLayer<S> w;
+    for (int l = 0; l < a.layers; ++l) {
+      check_interrupt();
+      const std::shared_ptr<const LayerWeights> held = model.layer_for_pass(l);
+      const LayerWeights& lw = *held;
+      detail::pack_into(w, a, lw, with_mlp);
+      const E::BallSplit<S> x{t.c.back(), t.R.back()};
+      E::BallSplit<S> z = E::attention_centred(
+          a, w, pre ? E::layer_norm_centred(x, lw.ln1_g, lw.ln1_b, a.ln_eps, p) : x, variant.mask, p);
+      if (variant.skip) z = E::added(z, x, p);
+      if (post) z = E::layer_norm_centred(z, lw.ln1_g, lw.ln1_b, a.ln_eps, p);
+      if (with_mlp) {
+        E::BallSplit<S> y = E::mlp_centred(a, w, lw, pre ? E::layer_norm_centred(z, lw.ln2_g, lw.ln2_b, a.ln_eps, p) : z, p);
+        if (variant.mlp == MlpKind::residual) y = E::added(y, z, p);
+        if (post) y = E::layer_norm_centred(y, lw.ln2_g, lw.ln2_b, a.ln_eps, p);
+        z = std::move(y);
+      }
+      z.c.rad = z.c.rad * scale;
+      z.R.rad = z.R.rad * scale;
+      t.c.push_back(std::move(z.c));
+      t.R.push_back(std::move(z.R));
+      if (options.on_layer) options.on_layer(l + 1, a.layers);
+    }
+    return t;
+  }
+}
+
+template <class S> ResidualEnclosure enclose_centred_residual(const BallMatrix<S>& c, const BallMatrix<S>& R) {
+  if constexpr (!is_mpfr_v<S>) {
+    (void)c;
+    (void)R;
+    throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
+  } else {
+    namespace E = enclosure_detail;
+    use_full_mpfr_exponent_range();
+    const Eigen::Index n = R.mid.rows();
+    // X = 1cᵀ + R, rounded once per entry.
+    BallMatrix<S> X{R.mid, R.rad + RadiusMatrix{c.rad.m.replicate(n, 1), c.rad.exp}};
+    detail::add_row(X.mid, RowVector<S>(c.mid));
+    E::add_rounding(X, precision_bits_v<S>);
+    return E::residual_enclosure(R, X);
+  }
+}
+
+}  // namespace sanpath
+
+#define SANPATH_INSTANTIATE_ENCLOSURE(S)                                                                       \
+  SANPATH_INSTANTIATE_ENCLOSURE_DIRECT(S)                                                                      \
+  template sanpath::EnclosedCentredTrace<S> sanpath::forward_centred_enclosed<S>(                              \
+      const sanpath::Model&, const sanpath::Variant&, const sanpath::BallMatrix<S>&,                           \
+      const sanpath::EnclosureOptions&);                                                                       \
+  template sanpath::ResidualEnclosure sanpath::enclose_centred_residual<S>(const sanpath::BallMatrix<S>&,       \
+                                                                          const sanpath::BallMatrix<S>&);
