@@ -41,6 +41,23 @@ echo "     (auto, centred: table in $((SECONDS - t0)) s)"
 
 # Every printed number against the reference; writes $WORK/deep.auto.json.
 PRECISIONS=auto forward_case deep "$WORK/deep" tokens 2,15,27,3,8,11 "${SAN[@]}"
+# Proven (math.md §10): the centred pass in ball arithmetic; every interval must contain the reference.
+t0=$SECONDS
+PRECISIONS=auto forward_case deep-certified "$WORK/deep" tokens 2,15,27,3,8,11 "${SAN[@]}" --check certified
+echo "     (certified, reference included: $((SECONDS - t0)) s)"
+CASES=$((CASES + 1))
+if /usr/bin/python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["method"] == "centred" and j["check_method"] == "certified" and not j["ceiling_reached"], j["method"]
+assert min(l["digits"] for l in j["layers"]) >= 20, [l["digits"] for l in j["layers"]]
+assert j["layers"][10]["relative_residual"].split("e")[1].startswith("-2"), j["layers"][10]["relative_residual"]
+' "$WORK/deep-certified.auto.json"; then
+  echo "ok   certified: 20 digits proven at every layer, down to layer 10 near 1e-26000"
+else
+  echo "FAIL certified: 20 digits proven at every layer"
+  FAILS=$((FAILS + 1))
+fi
 
 check "centred: every layer a number with >= 20 confirmed digits, layer 10 near 1e-26000" '
 assert c["method"] == "centred" and not c["ceiling_reached"], (c["method"], c["ceiling_reached"])

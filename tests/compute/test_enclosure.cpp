@@ -8,7 +8,8 @@
 #include "support/width8_models.hpp"
 
 #include "sanpath/compute/enclosure.hpp"
-#include "compute/enclosure_impl.hpp"  // enclosure_detail::iv_activate
+#include "sanpath/compute/enclosure_centred.hpp"
+#include "compute/enclosure_centred_impl.hpp"  // enclosure_detail::iv_activate, iv_derivative
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/safetensors.hpp"
@@ -83,14 +84,28 @@ std::map<std::string, const Interval*> named(const ResidualEnclosure& e) {
 /// on these models, measured when this test was written): a guard against
 /// radii that are sound but useless, not a tolerance of the soundness checks.
 int loose = 0;
+std::string least_where;  ///< the layer and quantity of the fewest digits proven
 
-template <class S>
-int misses(const EnclosedTrace<S>& t, const std::vector<std::map<std::string, BigReal>>& ref, int& min_digits) {
-  REQUIRE(static_cast<std::size_t>(t.layers() + 1) == ref.size());
+template <class S> std::vector<ResidualEnclosure> enclosures(const EnclosedTrace<S>& t) {
+  std::vector<ResidualEnclosure> out;
+  for (const BallMatrix<S>& X : t.X) out.push_back(enclose_residual(X));
+  return out;
+}
+
+template <class S> std::vector<ResidualEnclosure> enclosures(const EnclosedCentredTrace<S>& t) {
+  std::vector<ResidualEnclosure> out;
+  for (std::size_t l = 0; l < t.R.size(); ++l) out.push_back(enclose_centred_residual(t.c[l], t.R[l]));
+  return out;
+}
+
+template <class Trace>
+int misses(const Trace& t, const std::vector<std::map<std::string, BigReal>>& ref, int& min_digits) {
+  const std::vector<ResidualEnclosure> all = enclosures(t);
+  REQUIRE(all.size() == ref.size());
   int missed = 0;
   min_digits = 1 << 20;
-  for (int l = 0; l <= t.layers(); ++l) {
-    const ResidualEnclosure e = enclose_residual(t.X[static_cast<std::size_t>(l)]);
+  for (int l = 0; l < static_cast<int>(all.size()); ++l) {
+    const ResidualEnclosure& e = all[static_cast<std::size_t>(l)];
     for (const auto& [name, iv] : named(e)) {
       const BigReal& truth = ref[static_cast<std::size_t>(l)].at(name);
       if (!contains(*iv, truth)) {
@@ -105,6 +120,9 @@ int misses(const EnclosedTrace<S>& t, const std::vector<std::map<std::string, Bi
       mpfr_div_2ui(mid.backend().data(), mid.backend().data(), 1, MPFR_RNDN);
       if (l > 0) {
         const int proven = proven_digits(*iv, mid, 200);
+        if (proven < min_digits)
+          least_where = "layer " + std::to_string(l) + " " + name + " in [" + to_sci(iv->lo, 25, Rounding::down) +
+                        ", " + to_sci(iv->hi, 25, Rounding::up) + "], exact " + to_sci(truth, 25);
         min_digits = std::min(min_digits, proven);
         // tight: the enclosure proves nearly every digit the midpoint has right
         const int correct = agreeing_digits(mid, truth, 200);
@@ -280,6 +298,103 @@ TEST_CASE("enclosed pass: MLP (every activation) and LayerNorm, pre and post, co
     CHECK(misses(forward_enclosed<mpfr_real<77>>(m, c.v, convert<mpfr_real<77>>(X0)), ref, d257) == 0);
     CAPTURE(d128, d257);
     CHECK(loose == 0);
+  }
+}
+
+/// X0 as an exact ball.
+template <class S> BallMatrix<S> exact_ball(const MatrixXd& X0) {
+  return {convert<S>(X0), RadiusMatrix::zero(X0.rows(), X0.cols())};
+}
+
+TEST_CASE("enclosed centred pass: every variant's enclosures contain the mpmath values (128, 257 bits)") {
+  struct Case {
+    Variant v;
+    Activation act;
+  };
+  const Case cases[] = {
+      {Variant::san(), Activation::gelu},
+      {Variant::san(MaskKind::causal), Activation::gelu},
+      {{true, MlpKind::none, LayerNormKind::none, MaskKind::causal}, Activation::gelu},
+      {{true, MlpKind::residual, LayerNormKind::post, MaskKind::none}, Activation::gelu},
+      {{false, MlpKind::residual, LayerNormKind::post, MaskKind::none}, Activation::gelu_tanh},
+      {{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}, Activation::gelu_fast},
+      {{false, MlpKind::plain, LayerNormKind::none, MaskKind::none}, Activation::relu},
+      {{false, MlpKind::residual, LayerNormKind::pre, MaskKind::none}, Activation::silu},
+  };
+  int k = 0;
+  for (const Case& c : cases) {
+    const Model m = test::width8_model(4, c.act, 140 + static_cast<std::uint64_t>(k), 0.6);
+    const MatrixXd X0 = test_input(24);
+    const auto ref = reference(m, X0, c.v, "centred" + std::to_string(k++), 1500, 300);
+    CAPTURE(k, to_string(c.act), to_string(c.v));
+    int d128 = 0, d257 = 0;
+    loose = 0;
+    CHECK(misses(forward_centred_enclosed<mpfr_real<38>>(m, c.v, exact_ball<mpfr_real<38>>(X0)), ref, d128) == 0);
+    CHECK(misses(forward_centred_enclosed<mpfr_real<77>>(m, c.v, exact_ball<mpfr_real<77>>(X0)), ref, d257) == 0);
+    CAPTURE(d128, d257);
+    CHECK(loose == 0);
+    CHECK(d257 >= 40);
+  }
+}
+
+TEST_CASE("enclosed centred pass: a collapsing SAN to below 1e-200 proven at 128 bits; shrunk radii caught") {
+  // The direct pass needs 4,096 bits for this model (the test above); the
+  // centred one keeps the residual's relative accuracy at 128.
+  const Model m = san_model(6, 1, 91, 1.0);
+  const MatrixXd X0 = test_input(92);
+  const auto ref = reference(m, X0, Variant::san(), "deep", 6000, 1600);
+  REQUIRE(log10_abs(ref.back().at("relative_residual")) < -200);
+  int digits = 0;
+  loose = 0;
+  using S = mpfr_real<38>;
+  CHECK(misses(forward_centred_enclosed<S>(m, Variant::san(), exact_ball<S>(X0)), ref, digits) == 0);
+  CAPTURE(digits);
+  CHECK(loose == 0);
+  CHECK(digits >= 20);
+  EnclosureOptions opt;
+  opt.radius_scale = 0.0;  // no longer an enclosure: the midpoints alone miss the exact values
+  CHECK(misses(forward_centred_enclosed<S>(m, Variant::san(), exact_ball<S>(X0), opt), ref, digits) > 0);
+}
+
+TEST_CASE("enclosed centred pass: a collapsing SAN+MLP through the mean value form, to below 1e-100") {
+  // LayerNorm and the MLP's activation on 1cᵀ + R with R far below c: every
+  // regime of the activation difference is crossed on the way down.
+  const Variant v{false, MlpKind::residual, LayerNormKind::post, MaskKind::none};
+  for (const Activation act : {Activation::gelu, Activation::relu}) {
+    const Model m = test::width8_model(7, act, 171, 0.8);
+    const MatrixXd X0 = test_input(25);
+    const auto ref = reference(m, X0, v, std::string("deep_mlp_") + to_string(act), 4000, 1000);
+    CAPTURE(to_string(act));
+    REQUIRE(log10_abs(ref.back().at("relative_residual")) < -100);
+    int digits = 0;
+    loose = 0;
+    // 257 bits: ball arithmetic's radii outgrow the true errors by 4 to 5 digits a layer here
+    using S = mpfr_real<77>;
+    CHECK(misses(forward_centred_enclosed<S>(m, v, exact_ball<S>(X0)), ref, digits) == 0);
+    CAPTURE(digits, least_where);
+    CHECK(digits >= 15);
+  }
+}
+
+TEST_CASE("derivative intervals bound every difference quotient, across GELU's and SiLU's minimum") {
+  using S = mpfr_real<38>;
+  namespace E = enclosure_detail;
+  for (const Activation act :
+       {Activation::relu, Activation::gelu, Activation::gelu_tanh, Activation::gelu_fast, Activation::silu}) {
+    for (const double centre : {-1.28, -0.75, 0.0, 0.4, 2.5}) {
+      const S mid(centre);
+      const auto box = E::iv_of(mid, UpperBound::of(0.25));
+      const auto dv = E::iv_derivative(box, act);
+      CAPTURE(to_string(act), centre);
+      for (double a = -0.25; a <= 0.25; a += 0.05)
+        for (double b = a + 0.01; b <= 0.25; b += 0.07) {
+          const S x = mid + S(a), y = mid + S(b);
+          const S q = S(activate(y, act) - activate(x, act)) / S(y - x);
+          CHECK(dv.lo <= q + S(1e-30));
+          CHECK(q - S(1e-30) <= dv.hi);
+        }
+      CHECK(dv.hi - dv.lo < S(2));  // and not vacuous
+    }
   }
 }
 

@@ -1812,6 +1812,8 @@ def _check_forward(a):
         ck.header(path, j, model, want)
         if j.get("center") != a.center:
             ck.fail(f"{path}: center {j.get('center')}, requested {a.center}")
+        if a.method and j.get("method") != a.method:
+            ck.fail(f"{path}: method {j.get('method')}, requested {a.method}")
         if len(j["layers"]) != model.L + 1:
             ck.fail(f"{path}: {len(j['layers'])} layer records, expected {model.L + 1}")
     if ck.failures:
@@ -2449,6 +2451,9 @@ def main(argv=None):
                                 "for every quantity, each containing the reference value (math.md section 10)")
             c.add_argument("--digits", type=int, help="the --digits given to `sanpath forward` (each number is "
                            "checked to the digits it claims; no more than these may be printed)")
+            c.add_argument("--method", choices=["direct", "centred"],
+                           help="the --method given to `sanpath forward`: the exact values do not depend on it; "
+                                "each JSON's \"method\" must be this one")
         if name == "check-paths":   # the mode and filters given to `sanpath paths` (the JSON does not echo them)
             c.add_argument("--sums", action="store_true")
             c.add_argument("--effectiveness", action="store_true")
