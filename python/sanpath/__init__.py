@@ -796,7 +796,8 @@ def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=No
     rounding check for double with centre mean/median, else mpfr), "rounding",
     "mpfr" or "certified" (every digit proven by ball arithmetic, docs/math.md
     §10: each Number's ``interval`` is then the enclosure (lo, hi) of the
-    exact value and ``digits`` the digits it proves; so far the direct pass of
+    exact value and ``digits`` the digits it proves; the centred pass with
+    auto, the direct one with ``method="direct"`` or a fixed precision; so far
     every block without rotary or relative positions, token ids of BERT-like
     and GPT-2 embeddings or X^0 given as numbers, centre mean);
     ``center``: mean|median|optimal; ``skip``/``mlp``/``layernorm``/

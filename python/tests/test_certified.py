@@ -71,3 +71,18 @@ def test_double_proven_after_the_fact():
         x = layer.relative_residual
         assert x.interval is not None and 0 <= x.digits <= 17
     assert r.layers[1].relative_residual.digits >= 12  # a double pass keeps most of its digits at layer 1
+
+
+def test_collapse_certified_is_the_cli_table(cli, tmp_path):
+    # The README's Figure-2 table with proven digits (the centred pass in ball arithmetic).
+    r = sanpath.collapse(check="certified")
+    assert r.variants == ["SAN", "SAN+MLP", "SAN+skip", "full"]
+    for name, values in r.relative_residuals().items():
+        assert len(values) == 13
+        for x in values:
+            assert x.interval is not None and x.digits >= 20, (name, str(x), x.digits)
+    san = r.relative_residuals()["SAN"]
+    assert str(san[12]).endswith("e-1113622")  # far below what the direct pass could enclose
+    out = tmp_path / "c.json"
+    cli_ok(cli, "collapse", "--check", "certified", "--format", "json", "-o", str(out))
+    assert json.loads(out.read_text()) == json.loads(r.to_json())

@@ -282,9 +282,10 @@ void PrecisionOptions::add_check(CLI::App& app) {
                  "rounded upward and downward, and a digit is printed when it survives 10 times the larger "
                  "difference (seconds, where mpfr takes a minute on BERT-base); mpfr: a run one precision tier up "
                  "(128 bits for double); certified: every printed digit proven, not confirmed (math.md §10): the "
-                 "direct pass in ball arithmetic at an MPFR tier encloses every exact value, JSON gives each "
-                 "layer's \"intervals\" [lo, hi] and digits_by_quantity the digits they prove (so far: the direct "
-                 "pass of every block without rotary or relative positions; token ids of BERT-like and GPT-2 "
+                 "pass (centred with auto, as without it; direct with --method direct or a fixed precision) runs "
+                 "in ball arithmetic at an MPFR tier and encloses every exact value, JSON gives each layer's "
+                 "\"intervals\" [lo, hi] and digits_by_quantity the digits they prove (forward and collapse; so "
+                 "far every block without rotary or relative positions; token ids of BERT-like and GPT-2 "
                  "embeddings, --input or --random-input taken as exact; centre mean). auto: rounding for --precision double with centre mean or median, mpfr otherwise")
       ->default_val("auto");
 }
