@@ -40,11 +40,26 @@ echo "     (auto, centred: table in $((SECONDS - t0)) s)"
   { echo "FAIL forward --method direct exited non-zero"; FAILS=$((FAILS + 1)); }
 
 # Every printed number against the reference; writes $WORK/deep.auto.json.
-PRECISIONS=auto forward_case deep "$WORK/deep" tokens 2,15,27,3,8,11 "${SAN[@]}"
-# Proven (math.md §10): the centred pass in ball arithmetic; every interval must contain the reference.
+# The confirmed run and the proven one (math.md §10: the centred pass in ball arithmetic) against one
+# reference computation: every printed digit, and every interval of the certified run containing the truth.
+CASES=$((CASES + 1))
 t0=$SECONDS
-PRECISIONS=auto forward_case deep-certified "$WORK/deep" tokens 2,15,27,3,8,11 "${SAN[@]}" --check certified
-echo "     (certified, reference included: $((SECONDS - t0)) s)"
+if "$SANPATH" forward --model "$WORK/deep" --tokens 2,15,27,3,8,11 "${SAN[@]}" --format json -q \
+  -o "$WORK/deep.auto.json" &&
+  "$SANPATH" forward --model "$WORK/deep" --tokens 2,15,27,3,8,11 "${SAN[@]}" --check certified --format json -q \
+    -o "$WORK/deep-certified.auto.json"; then
+  if result=$(ref check-forward --model "$WORK/deep" --tokens 2,15,27,3,8,11 "${SAN[@]}" "$WORK/deep.auto.json" \
+    "$WORK/deep-certified.auto.json"); then
+    echo "ok   deep, confirmed and certified ($((SECONDS - t0)) s): ${result#ok }"
+  else
+    echo "FAIL deep: confirmed and certified runs against the reference"
+    printf '%s\n' "$result" | sed 's/^/     /'
+    FAILS=$((FAILS + 1))
+  fi
+else
+  echo "FAIL deep: forward (confirmed or certified) exited non-zero"
+  FAILS=$((FAILS + 1))
+fi
 CASES=$((CASES + 1))
 if /usr/bin/python3 -c '
 import json, sys
