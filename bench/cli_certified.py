@@ -64,7 +64,8 @@ def main():
         real = os.path.join(args.shared, "data", "real-models")
         for name in ("bert-ticket-classifier", "gpt2-capp"):
             if os.path.isdir(os.path.join(real, name)):
-                cases.append((name, os.path.join(real, name), "2,15,27,3,40,11,8,19"))
+                cases.append((name, [args.sanpath, "forward", "--model", os.path.join(real, name), "--tokens",
+                                     "2,15,27,3,40,11,8,19"]))
         sizes = [("small", ["--layers", "6", "--heads", "4", "--d-model", "64", "--d-ff", "256", "--vocab", "100",
                             "--std", "0.1"], 100, 32)]
         if args.bert_base:
