@@ -172,16 +172,7 @@ template <class S> BallSplit<S> head_split(const BallMatrix<S>& v, const BallMat
   }
   // P R_V = 1 (R_V)_kᵀ + (P − 1e_kᵀ) R_V, k the key of largest column sum;
   // (P − 1e_kᵀ)_ik = −Σ_{j≠k} P_ij on the intervals of P's row.
-  Eigen::Index k = 0;
-  S best(-1);
-  for (Eigen::Index j = 0; j < n; ++j) {
-    S col(0);
-    for (Eigen::Index i = 0; i < n; ++i) col += A.mid(i, j);
-    if (col > best) {
-      best = col;
-      k = j;
-    }
-  }
+  const Eigen::Index k = detail::heaviest_key(A.mid);
   const BallMatrix<S> F = ball_of_rows<S>(n, n, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
     Iv<S> rest = iv_point(S(0));
     for (Eigen::Index j = 0; j < n; ++j) {
@@ -470,11 +461,7 @@ EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Varia
     namespace E = enclosure_detail;
     const Architecture& a = model.arch();
     check_centred_enclosure_supports(model, variant);
-    if (X0.mid.cols() != a.d_model)
-      throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.mid.cols()) +
-                                  " features (columns), the model expects d_model = " + std::to_string(a.d_model));
-    if (X0.mid.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
-    model.check_supports(variant);
+    E::check_input(model, variant, X0);
     use_full_mpfr_exponent_range();
     const long p = precision_bits_v<S>;
     const UpperBound scale = UpperBound::of(options.radius_scale);

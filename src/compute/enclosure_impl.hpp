@@ -565,6 +565,17 @@ template <class S> ResidualEnclosure residual_enclosure(const BallMatrix<S>& R, 
   return e;
 }
 
+/// Throws as forward() does for an input of the wrong width or without
+/// rows, and for a variant the model refuses.
+template <class S> void check_input(const Model& model, const Variant& variant, const BallMatrix<S>& X0) {
+  if (X0.mid.cols() != model.arch().d_model)
+    throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.mid.cols()) +
+                                " features (columns), the model expects d_model = " +
+                                std::to_string(model.arch().d_model));
+  if (X0.mid.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
+  model.check_supports(variant);
+}
+
 }  // namespace enclosure_detail
 
 template <class S>
@@ -617,11 +628,7 @@ EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, co
     namespace E = enclosure_detail;
     const Architecture& a = model.arch();
     check_enclosure_supports(model, variant);
-    if (X0.mid.cols() != a.d_model)
-      throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.mid.cols()) +
-                                  " features (columns), the model expects d_model = " + std::to_string(a.d_model));
-    if (X0.mid.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
-    model.check_supports(variant);
+    E::check_input(model, variant, X0);
     const long p = precision_bits_v<S>;
     const UpperBound scale = UpperBound::of(options.radius_scale);
     EnclosedTrace<S> t;

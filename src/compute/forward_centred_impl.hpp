@@ -181,16 +181,7 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
                        } else {
                          // A mask makes Π V first order; large S makes P far from Π. P V = 1 V_kᵀ + (P − 1e_kᵀ) V
                          // for the key k of most weight: rows that all (nearly) attend to k keep their digits.
-                         Eigen::Index k = 0;
-                         S best(-1);
-                         for (Eigen::Index j = 0; j < n; ++j) {
-                           S col(0);
-                           for (Eigen::Index i = 0; i < n; ++i) col += att.P(i, j);
-                           if (col > best) {
-                             best = col;
-                             k = j;
-                           }
-                         }
+                         const Eigen::Index k = detail::heaviest_key(att.P);
                          Matrix<S> D = att.P;
                          for (Eigen::Index i = 0; i < n; ++i) {
                            S rest(0);

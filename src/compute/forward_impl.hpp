@@ -533,6 +533,22 @@ Matrix<S> layer_map(const Architecture& a, const Variant& variant, const PackedL
   return Xn;
 }
 
+/// The key (column) of P with the largest column sum: the one rows attend
+/// to most (the centred pass splits P V = 1 V_kᵀ + (P − 1e_kᵀ) V on it).
+template <class S> Eigen::Index heaviest_key(const Matrix<S>& P) {
+  Eigen::Index k = 0;
+  S best(-1);
+  for (Eigen::Index j = 0; j < P.cols(); ++j) {
+    S col(0);
+    for (Eigen::Index i = 0; i < P.rows(); ++i) col += P(i, j);
+    if (col > best) {
+      best = col;
+      k = j;
+    }
+  }
+  return k;
+}
+
 }  // namespace detail
 
 template <class S>
