@@ -4,7 +4,7 @@
 
 namespace sanpath::io {
 
-namespace {
+namespace albert_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 void read_config(const HfConfig& c, Architecture& a, EmbeddingSizes& e) {
   read_shape(c, bert_keys, a);
@@ -58,9 +58,10 @@ json write_config(const Model& m, const EmbeddingSizes* e) {
   return c;
 }
 
-}  // namespace
+}  // namespace albert_layout
 
 Family albert_family() {
+  using namespace albert_layout;
   Family f{Layout::albert, "albert.", {"albert"}, "Albert", "albert_layer_groups."};
   f.shared_layers = true;
   return f.described_by(read_config, write_config, layer, embeddings);

@@ -5,7 +5,7 @@
 
 namespace sanpath::io {
 
-namespace {
+namespace bert_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 void read_config(const HfConfig& c, Architecture& a, EmbeddingSizes& e) {
   read_shape(c, bert_keys, a);
@@ -63,14 +63,16 @@ json write_roberta(const Model& m, const EmbeddingSizes* e) {
   return c;
 }
 
-}  // namespace
+}  // namespace bert_layout
 
 Family bert_family() {
+  using namespace bert_layout;
   Family f{Layout::bert, "bert.", {"bert"}, "Bert", "encoder.layer."};
   return f.described_by(read_config, write_bert, layer, embeddings);
 }
 
 Family roberta_family() {
+  using namespace bert_layout;
   Family f{Layout::roberta, "roberta.", {"roberta"}, "Roberta", "roberta.encoder.layer."};
   f.written_position_offset = 2;  // pad_token_id 1, written by write_roberta
   return f.described_by(read_roberta_config, write_roberta, layer, embeddings);

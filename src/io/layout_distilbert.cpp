@@ -4,7 +4,7 @@
 
 namespace sanpath::io {
 
-namespace {
+namespace distilbert_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 const ShapeKeys keys{"n_layers", "n_heads", "dim", "hidden_dim", "activation"};
 
@@ -44,9 +44,10 @@ json write_config(const Model& m, const EmbeddingSizes* e) {
   return c;
 }
 
-}  // namespace
+}  // namespace distilbert_layout
 
 Family distilbert_family() {
+  using namespace distilbert_layout;
   Family f{Layout::distilbert, "distilbert.", {"distilbert"}, "DistilBert", ".attention.q_lin."};
   f.fixed_ln_eps = 1e-12;
   return f.described_by(read_config, write_config, layer, embeddings);

@@ -27,7 +27,7 @@
 
 namespace sanpath::io {
 
-namespace {
+namespace gemma_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 /// hidden_activation (families.md §1): absent or null is the tanh form,
 /// whatever hidden_act says.
@@ -368,11 +368,12 @@ Family make(Layout layout, const std::string& architecture, const std::string& m
   return f;
 }
 
-}  // namespace
+}  // namespace gemma_layout
 
 // Gemma's tensor names are Llama's: the names identify llama.
-Family gemma_family() { return make(Layout::gemma, "Gemma", "", gemma_structure, {}); }
+Family gemma_family() { return gemma_layout::make(Layout::gemma, "Gemma", "", gemma_layout::gemma_structure, {}); }
 Family gemma2_family() {
+  using namespace gemma_layout;
   return make(Layout::gemma2, "Gemma2", ".pre_feedforward_layernorm.", gemma2_structure,
               {"sliding_window", "softcap", "query_pre_attn_scalar"});
 }

@@ -6,7 +6,7 @@
 
 namespace sanpath::io {
 
-namespace {
+namespace gpt2_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 const ShapeKeys keys{"n_layer", "n_head", "n_embd", "n_inner", "activation_function"};
 
@@ -59,9 +59,10 @@ json write_config(const Model& m, const EmbeddingSizes* e) {
   return c;
 }
 
-}  // namespace
+}  // namespace gpt2_layout
 
 Family gpt2_family() {
+  using namespace gpt2_layout;
   Family f{Layout::gpt2, "transformer.", {"gpt2"}, "GPT2", ".attn.c_attn."};
   return f.described_by(read_config, write_config, layer, embeddings);
 }

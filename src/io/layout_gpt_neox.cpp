@@ -30,12 +30,12 @@
 
 namespace sanpath::io {
 
-namespace {
+namespace gpt_neox_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 /// A double as JSON shows it (for messages).
 std::string number(double x) { return brief(json(x)); }
 
-}  // namespace
+}  // namespace gpt_neox_layout
 
 // ---- partial rotary embeddings (families.md §1), shared with layout_phi.cpp ----
 
@@ -101,6 +101,7 @@ double written_rotary_fraction(int r, int dh) {
 /// r = int(d_h·φ) for a random model's FamilyOptions::rotary_fraction φ;
 /// std::invalid_argument("rotary_fraction: …") for φ outside [0, 1] or an odd r.
 int random_rotary_dims(double phi, int dh) {
+  using namespace gpt_neox_layout;
   if (!std::isfinite(phi) || phi < 0 || phi > 1)
     throw std::invalid_argument("rotary_fraction: " + number(phi) + " is outside [0, 1]");
   const int r = static_cast<int>(static_cast<double>(dh) * phi);
@@ -110,7 +111,7 @@ int random_rotary_dims(double phi, int dh) {
   return r;
 }
 
-namespace {
+namespace gpt_neox_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 /// The slots of layer l (names without the prefix).
 void layer_slots(const Dims& k, bool attention_bias, int l, LayerWeights& w, Slots& s) {
@@ -283,9 +284,10 @@ void structure(RandomModelSpec& spec, const FamilyOptions& o) {
   set_partial_rotary(a, r, a.rope_theta.value_or(10000.0));
 }
 
-}  // namespace
+}  // namespace gpt_neox_layout
 
 Family gpt_neox_family() {
+  using namespace gpt_neox_layout;
   Family f;
   f.layout = Layout::gpt_neox;
   f.prefix = "gpt_neox.";

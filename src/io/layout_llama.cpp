@@ -24,7 +24,7 @@
 
 namespace sanpath::io {
 
-namespace {
+namespace llama_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const TensorStore>& store,
            const std::string& source, const LoadOptions& options) {
@@ -195,11 +195,11 @@ Family make(Layout layout, const std::string& architecture, const std::string& m
   return f;
 }
 
-}  // namespace
+}  // namespace llama_layout
 
 // Tensor names do not tell the three apart: the names identify llama.
-Family llama_family() { return make(Layout::llama, "Llama", ".self_attn.q_proj."); }
-Family mistral_family() { return make(Layout::mistral, "Mistral", ""); }
-Family qwen2_family() { return make(Layout::qwen2, "Qwen2", ""); }
+Family llama_family() { return llama_layout::make(Layout::llama, "Llama", ".self_attn.q_proj."); }
+Family mistral_family() { return llama_layout::make(Layout::mistral, "Mistral", ""); }
+Family qwen2_family() { return llama_layout::make(Layout::qwen2, "Qwen2", ""); }
 
 }  // namespace sanpath::io

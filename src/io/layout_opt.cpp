@@ -27,7 +27,7 @@
 
 namespace sanpath::io {
 
-namespace {
+namespace opt_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 /// OPT's LayerNorm epsilon (there is no config key).
 constexpr double kOptEps = 1e-5;
@@ -281,9 +281,10 @@ void structure(RandomModelSpec& spec, const FamilyOptions& o) {
   a.own_norm_placement_only = true;
 }
 
-}  // namespace
+}  // namespace opt_layout
 
 Family opt_family() {
+  using namespace opt_layout;
   Family f;
   f.layout = Layout::opt;
   f.prefix = "model.decoder.";

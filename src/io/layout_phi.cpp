@@ -25,7 +25,7 @@
 
 namespace sanpath::io {
 
-namespace {
+namespace phi_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 /// The slots of layer l (names without the prefix); `a` gives the key/value
 /// head of each query head.
@@ -177,9 +177,10 @@ void structure(RandomModelSpec& spec, const FamilyOptions& o) {
   set_partial_rotary(a, r, a.rope_theta.value_or(10000.0));
 }
 
-}  // namespace
+}  // namespace phi_layout
 
 Family phi_family() {
+  using namespace phi_layout;
   Family f;
   f.layout = Layout::phi;
   f.prefix = "model.";

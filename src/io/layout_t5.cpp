@@ -23,7 +23,7 @@
 
 namespace sanpath::io {
 
-namespace {
+namespace t5_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 /// config.json's feed_forward_proj, read as HF reads it.
 struct FeedForward {
@@ -336,9 +336,10 @@ void structure(RandomModelSpec& spec, const FamilyOptions& o) {
   spec.embeddings = Layout::t5;
 }
 
-}  // namespace
+}  // namespace t5_layout
 
 Family t5_family() {
+  using namespace t5_layout;
   Family f;
   f.layout = Layout::t5;
   f.prefix = "";

@@ -20,7 +20,7 @@
 
 namespace sanpath::io {
 
-namespace {
+namespace vit_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
@@ -278,9 +278,10 @@ void vit_structure(RandomModelSpec& spec, const FamilyOptions& o) {
   a.window_layers.clear();
 }
 
-}  // namespace
+}  // namespace vit_layout
 
 Family vit_family() {
+  using namespace vit_layout;
   Family f;
   f.layout = Layout::vit;
   f.prefix = "vit.";

@@ -25,7 +25,7 @@
 
 namespace sanpath::io {
 
-namespace {
+namespace xlnet_layout {  // this file's pieces (named: the library compiles in unity batches)
 
 Activation read_activation(const HfConfig& c) {
   const std::string act = c.string_or("ff_activation", "gelu");
@@ -277,9 +277,10 @@ void structure(RandomModelSpec& spec, const FamilyOptions& o) {
   spec.embeddings = Layout::xlnet;
 }
 
-}  // namespace
+}  // namespace xlnet_layout
 
 Family xlnet_family() {
+  using namespace xlnet_layout;
   Family f;
   f.layout = Layout::xlnet;
   f.prefix = "transformer.";

@@ -3,6 +3,7 @@
 
 #include "sanpath/io/atomic_file.hpp"
 #include "dtypes.hpp"
+#include "hf_config.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -38,12 +39,7 @@ constexpr std::uint64_t kMaxHeader = 100ull * 1000 * 1000;  // 100 MB
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
 
-/// A JSON value shown in a message: one line, at most ~60 characters.
-std::string brief(const json& j) {
-  std::string s = j.dump(-1, ' ', true, json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
+using io::brief;
 
 std::string shape_str(const std::vector<std::int64_t>& shape) {
   std::string s = "[";

@@ -3,6 +3,7 @@
 #include "sanpath/io/task_head.hpp"
 
 #include "sanpath/io/safetensors.hpp"
+#include "hf_config.hpp"
 
 #include <filesystem>
 #include <stdexcept>
@@ -14,9 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void fail(const std::string& file, const std::string& field, const std::string& why) {
-  throw std::invalid_argument(file + ": " + field + ": " + why);
-}
+using io::fail;
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "[";

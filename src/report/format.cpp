@@ -27,9 +27,8 @@ Format parse_format(const std::string& t) {
 namespace {
 
 using json_parts::model_json;
+using json_parts::optional_digits_json;
 using json_parts::variant_json;
-
-ordered_json digits_json(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
 
 ordered_json precision_json(const ForwardAnalysis& a) {
   return provenance_text::json(a, provenance_text::View::forward);
@@ -37,15 +36,15 @@ ordered_json precision_json(const ForwardAnalysis& a) {
 
 /// Confirmed digits of every quantity of a layer (null: no check run).
 ordered_json quantity_digits_json(const LayerReport& r) {
-  ordered_json j = {{"residual_composite", digits_json(r.res_composite.digits)},
-                    {"residual_one", digits_json(r.res_one.digits)},
-                    {"residual_inf", digits_json(r.res_inf.digits)},
-                    {"residual_frobenius", digits_json(r.res_frobenius.digits)},
-                    {"norm_composite", digits_json(r.norm_composite.digits)},
-                    {"norm_frobenius", digits_json(r.norm_frobenius.digits)},
-                    {"relative_residual", digits_json(r.relative_residual.digits)}};
-  if (r.res_composite_lower) j["residual_composite_lower"] = digits_json(r.res_composite_lower->digits);
-  for (const MeasureReport& m : r.measures) j[m.name] = digits_json(m.value.digits);
+  ordered_json j = {{"residual_composite", optional_digits_json(r.res_composite.digits)},
+                    {"residual_one", optional_digits_json(r.res_one.digits)},
+                    {"residual_inf", optional_digits_json(r.res_inf.digits)},
+                    {"residual_frobenius", optional_digits_json(r.res_frobenius.digits)},
+                    {"norm_composite", optional_digits_json(r.norm_composite.digits)},
+                    {"norm_frobenius", optional_digits_json(r.norm_frobenius.digits)},
+                    {"relative_residual", optional_digits_json(r.relative_residual.digits)}};
+  if (r.res_composite_lower) j["residual_composite_lower"] = optional_digits_json(r.res_composite_lower->digits);
+  for (const MeasureReport& m : r.measures) j[m.name] = optional_digits_json(m.value.digits);
   return j;
 }
 
@@ -106,18 +105,18 @@ ordered_json emulation_json(const EmulationReport& e) {
       continue;
     }
     L["relative_residual"] = r.relative_residual.str();
-    ordered_json digits = {{"relative_residual", digits_json(r.relative_residual.digits)}};
+    ordered_json digits = {{"relative_residual", optional_digits_json(r.relative_residual.digits)}};
     if (!r.measures.empty()) {
       ordered_json m = ordered_json::object();
       for (const MeasureReport& x : r.measures) {
         m[x.name] = x.value.str();
-        digits[x.name] = digits_json(x.value.digits);
+        digits[x.name] = optional_digits_json(x.value.digits);
       }
       L["measures"] = m;
     }
     L["digits_by_quantity"] = digits;
     ordered_json correct = ordered_json::object();
-    for (const auto& [name, d] : r.correct_digits) correct[name] = digits_json(d);
+    for (const auto& [name, d] : r.correct_digits) correct[name] = optional_digits_json(d);
     L["correct_digits"] = correct;
     layers.push_back(L);
   }
@@ -209,13 +208,13 @@ ordered_json layer_json(const LayerReport& r) {
                     {"norm", {{"composite", r.norm_composite.str()}, {"frobenius", r.norm_frobenius.str()}}},
                     {"relative_residual", r.relative_residual.str()}};
   add_measures_json(j, r);
-  j["digits"] = digits_json(r.digits);
+  j["digits"] = optional_digits_json(r.digits);
   j["digits_by_quantity"] = quantity_digits_json(r);
   if (r.relative_residual.enclosure) j["intervals"] = intervals_json(r);
   return j;
 }
 
-std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
+using text_table::digits_text;
 
 /// One row per layer, one column per measure (math.md §9), each value with
 /// its confirmed digits in brackets; "–" where a layer has no such measure.

@@ -22,6 +22,8 @@ using nlohmann::ordered_json;
 
 namespace {
 
+using json_parts::optional_digits_json;
+
 // ---- numbers as strings ---------------------------------------------------------
 
 /// Significant digits worth printing for an enclosure end with `digits`
@@ -40,7 +42,6 @@ ordered_json log_or_null(const std::optional<LogReal>& x, int sig = 17) {
 ordered_json decimal_or_null(const std::optional<BigReal>& x, int sig = 17) {
   return x ? ordered_json(to_decimal(*x, sig)) : ordered_json(nullptr);
 }
-ordered_json digits_json(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
 
 /// "[lo, up]" (directed outwards) or "< 1e-N" for an upper bound only.
 std::string measured_text(const MeasuredDepth& m, int cap) {
@@ -65,7 +66,7 @@ ordered_json measured_json(const MeasuredDepth& m) {
   j["upper_end"] = m.upper.str();  // the optimal-centre enclosure's ends with their confirmed digits
   j["lower_end"] = m.lower.str();
   j["relative"] = m.relative.str();
-  j["digits"] = digits_json(m.digits);
+  j["digits"] = optional_digits_json(m.digits);
   return j;
 }
 

@@ -25,7 +25,7 @@ namespace {
 using json_parts::model_json;
 using json_parts::variant_json;
 using path_parts::add_common;
-using path_parts::digits_text;
+using text_table::digits_text;
 using path_parts::digits_value;
 using path_parts::header_text;
 

@@ -20,7 +20,6 @@ namespace sanpath {
 namespace {
 
 using html_parts::band_of;
-using html_parts::digits_text;
 using html_parts::effectiveness_section;
 using html_parts::point_of;
 using svg::escape;
@@ -222,7 +221,7 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
         continue;
       }
       const LayerReport& lr = c.analyses[i].layers[l];
-      o << escape(lr.relative_residual.str()) << " <span class=\"digits\">[" << digits_text(lr.relative_residual.digits)
+      o << escape(lr.relative_residual.str()) << " <span class=\"digits\">[" << html_parts::digits_text(lr.relative_residual.digits)
         << "]</span></td>";
     }
     o << "</tr>\n";
@@ -393,7 +392,7 @@ void paths_section(std::ostringstream& o, const HtmlReport& r) {
   for (const LengthSumEntry& e : p.lengths) {
     o << "<tr><th>" << e.length << "</th><td class=\"count\">" << escape(e.count) << "</td><td>"
       << escape(e.share.str()) << "</td><td>" << escape(e.frobenius.str()) << "</td><td>" << escape(e.residual.str())
-      << "</td><td>" << digits_text(e.digits) << "</td></tr>\n";
+      << "</td><td>" << html_parts::digits_text(e.digits) << "</td></tr>\n";
   }
   o << "</tbody>\n</table>\n<p class=\"caption\">" << escape(p.total_count)
     << " paths in all. Decomposition check (Theorem 2.1): max |Σ<sub>k</sub> S<sub>k</sub> + 1bᵀ − X<sup>L</sup>| / "

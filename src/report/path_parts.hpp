@@ -37,6 +37,4 @@ inline std::string header_text(const PathReportBase& r, const Model& model, cons
   return o.str();
 }
 
-inline std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
-
 }  // namespace sanpath::path_parts

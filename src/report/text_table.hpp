@@ -4,6 +4,7 @@
 // padding. Internal to the library (not installed).
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,5 +69,8 @@ inline std::string mean_agreement_text(const std::vector<long>& agree, const std
   if (!check.empty() && check != agree) s += " (check " + mean(check) + "/" + std::to_string(predictions) + ")";
   return s;
 }
+
+/// Confirmed digits as a table cell: the number, or "unconfirmed".
+inline std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
 
 }  // namespace sanpath::text_table
