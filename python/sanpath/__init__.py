@@ -914,11 +914,15 @@ def path_counts(layers: int, heads: int, skip: bool) -> Result:
 def bounds(model: Model, input: InputLike, *, theorem: str = "auto", gamma: Union[str, float] = "1",
            skip=None, mlp=None, layernorm=None, mask=None, precision: Union[str, int] = "auto", digits: int = 20,
            max_bits: Optional[int] = None, confirm: bool = True, method: Optional[str] = None,
-           name: Optional[str] = None, progress=None) -> Result:
-    """``sanpath bounds``: Theorems 2.2/2.3 and Corollary 3.2 against measured residuals, with verdicts."""
+           check: str = "auto", name: Optional[str] = None, progress=None) -> Result:
+    """``sanpath bounds``: Theorems 2.2/2.3 and Corollary 3.2 against measured residuals, with verdicts.
+
+    ``check="certified"`` (``sanpath bounds --check certified``): the measured residuals are enclosed by a
+    certified run, so ``verdicts_proven`` is True and every HOLDS or VIOLATED in ``verdicts`` is a proof
+    (math.md §10); "auto" and "mpfr" confirm the digits by a second run one tier up."""
     model, name = _name(model, name)
     return Result(_sanpath.bounds(model, _input(input), name, *_variant_args(skip, mlp, layernorm, mask),
-                                  _request(precision, digits, max_bits, confirm, method), theorem, str(gamma),
+                                  _request(precision, digits, max_bits, confirm, method, check), theorem, str(gamma),
                                   _progress(progress)))
 
 

@@ -150,6 +150,7 @@ class BoundsResult(_Formatted):
     theorem: str
     measured: List[MeasuredDepth]
     verdicts: List[str]
+    verdicts_proven: bool
     notes: List[str]
     precision: str
 

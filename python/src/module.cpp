@@ -681,6 +681,7 @@ PYBIND11_MODULE(_sanpath, m) {
         for (const DepthComparison& d : r.a.report.depths) out.push_back(to_string(d.verdict));
         return out;
       })
+      .def_property_readonly("verdicts_proven", [](const BoundsResult& r) { return r.a.verdicts_proven; })
       .def_property_readonly("notes", [](const BoundsResult& r) { return bounds_notes(r.a); })
       .def_property_readonly("precision", [](const BoundsResult& r) { return r.a.precision().name(); });
   m.def("bounds", [](ModelPtr model, const InputSpec& input, const std::string& name, std::optional<std::string> skip,

@@ -56,6 +56,15 @@ def test_bounds(cli, san):
     assert r.to_json() == cli_ok(cli, "bounds", "--model", san, "--random-input", "8", "--seed", "1",
                                  "--input-residual", "0.05", "--format", "json")
     assert r.verdicts == ["HOLDS"] * 6
+    assert not r.verdicts_proven  # confirmed by a second run, not proven
+
+
+def test_bounds_certified(cli, san):
+    """check="certified": the same JSON as `bounds --check certified`, every HOLDS proven (math.md §10)."""
+    r = sanpath.bounds(sanpath.load(san), sanpath.random_input(8, seed=1, residual=0.05), check="certified")
+    assert r.to_json() == cli_ok(cli, "bounds", "--model", san, "--random-input", "8", "--seed", "1",
+                                 "--input-residual", "0.05", "--check", "certified", "--format", "json")
+    assert r.verdicts == ["HOLDS"] * 6 and r.verdicts_proven
 
 
 def test_collapse_bert(cli, models):

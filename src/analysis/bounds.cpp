@@ -107,9 +107,21 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
   }
 
   const long p_bits = s.bits();
+  const bool certified = fa.check_method == CheckMethod::certified;
   // The enclosures the verdicts use.
   for (MeasuredDepth& m : s.depths) {
     MeasuredResidual& e = m.enclosure;
+    if (certified) {
+      // Proven ends (math.md §10): the upper end's enclosure bounds the
+      // residual at the best centre, so r_l from above; the lower end's
+      // bounds r_l from below. Nothing to widen.
+      e.lower = m.lower.enclosure->lo;
+      e.upper = m.upper.enclosure->hi;
+      e.below_resolution = m.upper.below_resolution;
+      if (e.below_resolution) s.upper_bound_only.push_back(m.layer);
+      m.digits = std::min(*m.upper.digits, *m.lower.digits);
+      continue;
+    }
     if (m.upper.below_resolution) {
       e.lower = BigReal(0);
       e.upper = m.upper.bound;
@@ -167,6 +179,7 @@ BoundsAnalysis analyze_bounds(const Model& model, const Variant& variant, const 
   bi.theorem = request.theorem;
   bi.coverage = out.coverage;
   out.report = compare_bounds(bi, ms);
+  out.verdicts_proven = out.measured.check_method == CheckMethod::certified && out.weights.exact_products;
   // â_l and q_l are point estimates from two measurements: meaningless when
   // either is only an upper bound (below resolution), so they are dropped.
   for (DepthComparison& dc : out.report.depths) {

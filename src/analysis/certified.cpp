@@ -21,7 +21,7 @@ void refuse(const std::string& what) {
 
 void check_request(const Model& model, const Variant& variant, const InputSpec& input, const PrecisionRequest& request,
                    Center center) {
-  if (center != Center::mean) refuse("the " + to_string(center) + " centre; use --center mean");
+  if (center == Center::median) refuse("the median centre; use --center mean or optimal");
   if (!request.measures.empty()) refuse("--measures");
   if (request.emulate) refuse("--emulate");
   if (input.kind == InputSpec::Kind::pixels)
@@ -33,7 +33,8 @@ void check_request(const Model& model, const Variant& variant, const InputSpec& 
 
 /// The enclosures of every layer at tier p, by the direct or the centred pass.
 std::vector<ResidualEnclosure> enclose_at(const Precision& p, const Model& model, const Variant& variant,
-                                          const InputSpec& input, ForwardMethod method, const ProgressFn& progress) {
+                                          const InputSpec& input, ForwardMethod method, Center center,
+                                          const ProgressFn& progress) {
   return with_scalar(p, [&](auto tag) -> std::vector<ResidualEnclosure> {
     using S = typename decltype(tag)::type;
     if constexpr (!is_mpfr_v<S>) {
@@ -53,10 +54,10 @@ std::vector<ResidualEnclosure> enclose_at(const Precision& p, const Model& model
       std::vector<ResidualEnclosure> out;
       if (centred) {
         const EnclosedCentredTrace<S> t = forward_centred_enclosed<S>(model, variant, X0, opt);
-        for (std::size_t l = 0; l < t.R.size(); ++l) out.push_back(enclose_centred_residual(t.c[l], t.R[l]));
+        for (std::size_t l = 0; l < t.R.size(); ++l) out.push_back(enclose_centred_residual(t.c[l], t.R[l], center));
       } else {
         const EnclosedTrace<S> t = forward_enclosed<S>(model, variant, X0, opt);
-        for (const BallMatrix<S>& X : t.X) out.push_back(enclose_residual(X));
+        for (const BallMatrix<S>& X : t.X) out.push_back(enclose_residual(X, center));
       }
       return out;
     }
@@ -104,10 +105,15 @@ LayerReport layer_report(int l, const ResidualEnclosure& e, int asked, int most,
   r.norm_composite = proven_quantity(e.norm_composite, value(&LayerReport::norm_composite), asked, most);
   r.norm_frobenius = proven_quantity(e.norm_frobenius, value(&LayerReport::norm_frobenius), asked, most);
   r.relative_residual = proven_quantity(e.relative_residual, value(&LayerReport::relative_residual), asked, most);
+  if (e.res_composite_lower) {
+    const BigReal* printed = computed && computed->res_composite_lower ? &computed->res_composite_lower->value : nullptr;
+    r.res_composite_lower = proven_quantity(*e.res_composite_lower, printed, asked, most);
+  }
   int least = most;
   for (const Quantity* q : {&r.res_one, &r.res_inf, &r.res_composite, &r.res_frobenius, &r.norm_composite,
                             &r.norm_frobenius, &r.relative_residual})
     least = std::min(least, *q->digits);
+  if (r.res_composite_lower) least = std::min(least, *r.res_composite_lower->digits);
   r.digits = least;
   return r;
 }
@@ -148,7 +154,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
     const long bits = static_cast<long>(std::ceil(17 * 3.3219280948873623)) + 64 + 16L * model.arch().layers;
     const Precision p = Precision::at_least(std::min<long>(Precision::max_bits(), bits));
     const std::vector<ResidualEnclosure> enclosures =
-        enclose_at(p, model, variant, input, ForwardMethod::direct, progress);
+        enclose_at(p, model, variant, input, ForwardMethod::direct, center, progress);
     for (std::size_t l = 0; l < enclosures.size(); ++l)
       d.layers[l] = layer_report(static_cast<int>(l), enclosures[l], asked, 17, &d.layers[l]);
     d.check = p;
@@ -164,7 +170,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
   if (request.automatic) out.ceiling_bits = max_bits;
   if (p.bits > max_bits) p = Precision::at_least(std::max<long>(65, max_bits));
   for (;;) {
-    const std::vector<ResidualEnclosure> enclosures = enclose_at(p, model, variant, input, method, progress);
+    const std::vector<ResidualEnclosure> enclosures = enclose_at(p, model, variant, input, method, center, progress);
     out.tried_bits.push_back(p.bits);
     out.precision = p;
     out.layers.clear();

@@ -27,6 +27,7 @@ namespace sanpath {
 
 // core/, model/, compute/
 template <class A> void fields(A& a, Precision& x);
+template <class A> void fields(A& a, Interval& x);
 template <class A> void fields(A& a, Quantity& x);
 template <class A> void fields(A& a, Variant& x);
 template <class A> void fields(A& a, MeasureSet& x);
@@ -68,8 +69,10 @@ template <class A> void fields(A& a, RerunReport& x);
 
 template <class A> void fields(A& a, Precision& x) { a(x.native_double, x.bits); }
 
+template <class A> void fields(A& a, Interval& x) { a(x.lo, x.hi); }
+
 template <class A> void fields(A& a, Quantity& x) {
-  a(x.value, x.digits, x.below_resolution, x.bound, x.rounding, x.asked);
+  a(x.value, x.digits, x.below_resolution, x.bound, x.rounding, x.asked, x.enclosure);
 }
 
 template <class A> void fields(A& a, Variant& x) { a(x.skip, x.mlp, x.layernorm, x.mask); }
@@ -107,7 +110,8 @@ template <class A> void fields(A& a, HeadQuantities& x) { a(x.qk_norm_1, x.vo_co
 template <class A> void fields(A& a, LayerQuantities& x) { a(x.heads, x.beta, x.lambda); }
 
 template <class A> void fields(A& a, WeightQuantities& x) {
-  a(x.heads, x.d_model, x.d_qk, x.d_v, x.d_ff, x.activation, x.layers, x.beta, x.lambda, x.relative_error);
+  a(x.heads, x.d_model, x.d_qk, x.d_v, x.d_ff, x.activation, x.layers, x.beta, x.lambda, x.relative_error,
+    x.exact_products);
 }
 
 template <class A> void fields(A& a, Coverage& x) { a(x.rotary, x.gated_mlp, x.position_terms, x.softcap); }
@@ -188,7 +192,7 @@ template <class A> void fields(A& a, ResidualSeries& x) {
 }
 
 template <class A> void fields(A& a, BoundsAnalysis& x) {
-  a(x.request, x.weights, x.report, x.measured, x.without_skip, x.coverage);
+  a(x.request, x.weights, x.report, x.measured, x.without_skip, x.coverage, x.verdicts_proven);
 }
 
 template <class A> void fields(A& a, EffectivenessEntry& x) {

@@ -49,6 +49,7 @@ void register_bounds(CLI::App& app) {
   cmd->add_option("--gamma", o->gamma, "the factor gamma of arXiv v2 (> 0; 1 = the ICML 2021 statement)")
       ->default_val("1");
   o->precision.add(*cmd);
+  o->precision.add_check(*cmd);
   o->out.add(*cmd);
   auto* g = cmd->add_option_group("search", "counterexample search over small random SANs (--search)");
   g->add_flag("--search", o->search, "search for weights and input maximising measured/bound (log ratio)");
@@ -89,7 +90,7 @@ void register_bounds(CLI::App& app) {
     const Format fmt = o->out.parsed();
     const Theorem theorem = as_usage("--theorem", [&] { return parse_theorem(o->theorem); });
     const BigReal gamma = as_usage("--gamma", [&] { return BoundsRequest::parse_gamma(o->gamma); });
-    const PrecisionRequest req = o->precision.request();
+    const PrecisionRequest req = o->precision.request_for(Center::optimal);
     const VariantOverride ov = o->variant.overrides();
     if (o->search) {
       if (!o->model.path.empty() || o->input.given())

@@ -268,7 +268,8 @@ int exponent_span(const MatrixXd& M) {
 
 /// f(C) for C = A·op(B) at the lowest tier that holds every exact entry
 /// (exact_weight_product).
-template <class F> decltype(auto) with_exact_product(const MatrixXd& A, const MatrixXd& B, bool transpose_b, F&& f) {
+template <class F>
+decltype(auto) with_exact_product(const MatrixXd& A, const MatrixXd& B, bool transpose_b, F&& f, bool* exact = nullptr) {
   // An entry Σ_p a_p b_p of doubles (a = m·2^(e−52), |a| < 2^(e+1)) is an
   // integer multiple of 2^(E_min − 104) below k·2^(E_max + 2), E = e_a + e_b
   // over the nonzero products: it has at most span_A + span_B + 106 +
@@ -292,6 +293,7 @@ template <class F> decltype(auto) with_exact_product(const MatrixXd& A, const Ma
   if (bits <= precision_bits_v<mpfr_real<38>>) return at(scalar_tag<mpfr_real<38>>{});
   if (bits <= precision_bits_v<mpfr_real<77>>) return at(scalar_tag<mpfr_real<77>>{});
   if (bits <= precision_bits_v<mpfr_real<154>>) return at(scalar_tag<mpfr_real<154>>{});
+  if (exact && bits > precision_bits_v<W>) *exact = false;
   return at(scalar_tag<W>{});  // exact unless the weights span ~900 binades (bounds.hpp)
 }
 
@@ -366,8 +368,10 @@ WeightQuantities weight_quantities(const Model& model) {
     for (const HeadWeights& hw : lw.heads) {
       // ‖W_Q W_Kᵀ‖_1 (d×d_qk · (d×d_qk)ᵀ) and ‖W_V W_O‖_{1,∞} (d×d_v · d_v×d)
       // of the exact products, as norm_1 and norm_composite at 1025 bits.
-      const W n1 = with_exact_product(hw.W_Q, hw.W_K, true, [](const auto& C) { return one_and_inf(C).one; });
-      const W comp = with_exact_product(hw.W_V, hw.W_O, false, [](const auto& C) { return composite_norm(C); });
+      const W n1 = with_exact_product(
+          hw.W_Q, hw.W_K, true, [](const auto& C) { return one_and_inf(C).one; }, &q.exact_products);
+      const W comp = with_exact_product(
+          hw.W_V, hw.W_O, false, [](const auto& C) { return composite_norm(C); }, &q.exact_products);
       const W beta = n1 * comp;
       if (beta > beta_l) beta_l = beta;
       lq.heads.push_back({BigReal(n1), BigReal(comp), BigReal(beta)});

@@ -502,10 +502,12 @@ EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Varia
   }
 }
 
-template <class S> ResidualEnclosure enclose_centred_residual(const BallMatrix<S>& c, const BallMatrix<S>& R) {
+template <class S>
+ResidualEnclosure enclose_centred_residual(const BallMatrix<S>& c, const BallMatrix<S>& R, Center center) {
   if constexpr (!is_mpfr_v<S>) {
     (void)c;
     (void)R;
+    (void)center;
     throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
   } else {
     namespace E = enclosure_detail;
@@ -515,7 +517,7 @@ template <class S> ResidualEnclosure enclose_centred_residual(const BallMatrix<S
     BallMatrix<S> X{R.mid, R.rad + RadiusMatrix{c.rad.m.replicate(n, 1), c.rad.exp}};
     detail::add_row(X.mid, RowVector<S>(c.mid));
     E::add_rounding(X, precision_bits_v<S>);
-    return E::residual_enclosure(R, X);
+    return E::residual_enclosure(R, X, center);
   }
 }
 
@@ -527,4 +529,5 @@ template <class S> ResidualEnclosure enclose_centred_residual(const BallMatrix<S
       const sanpath::Model&, const sanpath::Variant&, const sanpath::BallMatrix<S>&,                           \
       const sanpath::EnclosureOptions&);                                                                       \
   template sanpath::ResidualEnclosure sanpath::enclose_centred_residual<S>(const sanpath::BallMatrix<S>&,       \
-                                                                          const sanpath::BallMatrix<S>&);
+                                                                          const sanpath::BallMatrix<S>&,       \
+                                                                          sanpath::Center);

@@ -466,8 +466,11 @@ BallMatrix<S> layer_map(const Architecture& a, const Variant& variant, const det
   return Xn;
 }
 
-/// Directed norms of an MPFR matrix (round toward `rnd` at every step).
-template <class S> BigReal directed_norm(const Matrix<S>& M, char which, mpfr_rnd_t rnd) {
+/// Directed norms of an MPFR matrix M, or of M − 1cᵀ for a centre c (round
+/// toward `rnd` at every step: |M_ij − c_j| is formed as the difference of
+/// the larger and the smaller, rounded toward `rnd`).
+template <class S>
+BigReal directed_norm(const Matrix<S>& M, char which, mpfr_rnd_t rnd, const RowVector<S>* c = nullptr) {
   const long p = precision_bits_v<S>;
   BigReal out(0, decimal_digits(p) + 2);
   mpfr_ptr r = out.backend().data();
@@ -475,11 +478,24 @@ template <class S> BigReal directed_norm(const Matrix<S>& M, char which, mpfr_rn
   mpfr_t s, t;
   mpfr_init2(s, p);
   mpfr_init2(t, p);
+  const auto abs_entry = [&](Eigen::Index i, Eigen::Index j) {
+    mpfr_srcptr m = M(i, j).backend().data();
+    if (!c) {
+      mpfr_abs(t, m, MPFR_RNDN);  // exact
+      return;
+    }
+    mpfr_srcptr cj = (*c)(j).backend().data();
+    if (mpfr_cmp(m, cj) >= 0)
+      mpfr_sub(t, m, cj, rnd);
+    else
+      mpfr_sub(t, cj, m, rnd);
+  };
   if (which == 'F') {
     mpfr_set_zero(s, 1);
     for (Eigen::Index j = 0; j < M.cols(); ++j)
       for (Eigen::Index i = 0; i < M.rows(); ++i) {
-        mpfr_sqr(t, M(i, j).backend().data(), rnd);
+        abs_entry(i, j);
+        mpfr_sqr(t, t, rnd);
         mpfr_add(s, s, t, rnd);
       }
     mpfr_sqrt(r, s, rnd);
@@ -489,7 +505,10 @@ template <class S> BigReal directed_norm(const Matrix<S>& M, char which, mpfr_rn
     for (Eigen::Index o = 0; o < outer; ++o) {
       mpfr_set_zero(s, 1);
       for (Eigen::Index k = 0; k < inner; ++k) {
-        mpfr_abs(t, (by_cols ? M(k, o) : M(o, k)).backend().data(), MPFR_RNDN);  // exact
+        if (by_cols)
+          abs_entry(k, o);
+        else
+          abs_entry(o, k);
         mpfr_add(s, s, t, rnd);
       }
       if (mpfr_cmp(s, r) > 0) mpfr_set(r, s, rnd);
@@ -500,9 +519,11 @@ template <class S> BigReal directed_norm(const Matrix<S>& M, char which, mpfr_rn
   return out;
 }
 
-/// [N_down(M̃) − ρ, N_up(M̃) + ρ] ∩ [0, ∞) for a norm N and ‖M − M̃‖ ≤ ρ.
-template <class S> Interval norm_interval(const Matrix<S>& mid, char which, const UpperBound& rho) {
-  Interval v{directed_norm(mid, which, MPFR_RNDD), directed_norm(mid, which, MPFR_RNDU)};
+/// [N_down(M̃) − ρ, N_up(M̃) + ρ] ∩ [0, ∞) for a norm N and ‖M − M̃‖ ≤ ρ
+/// (of M − 1cᵀ and M̃ − 1cᵀ with a centre c: the same ρ bounds their difference).
+template <class S>
+Interval norm_interval(const Matrix<S>& mid, char which, const UpperBound& rho, const RowVector<S>* c = nullptr) {
+  Interval v{directed_norm(mid, which, MPFR_RNDD, c), directed_norm(mid, which, MPFR_RNDU, c)};
   const BigReal r = rho.to_big();
   mpfr_sub(v.lo.backend().data(), v.lo.backend().data(), r.backend().data(), MPFR_RNDD);
   if (mpfr_sgn(v.lo.backend().data()) < 0) mpfr_set_zero(v.lo.backend().data(), 1);
@@ -539,14 +560,60 @@ template <class S> BallMatrix<S> take_mean(BallMatrix<S>& M, long p) {
   return mean;
 }
 
-/// The residual norms of math.md §3 from an enclosure R of the exact centred
-/// residual and an enclosure X of the layer output itself.
-template <class S> ResidualEnclosure residual_enclosure(const BallMatrix<S>& R, const BallMatrix<S>& X) {
-  ResidualEnclosure e;
-  e.res_one = norm_interval(R.mid, '1', norm_1_up(R.rad));
-  e.res_inf = norm_interval(R.mid, 'I', norm_inf_up(R.rad));
-  e.res_frobenius = norm_interval(R.mid, 'F', frobenius_up(R.rad));
+/// The optimal-centre residual of the exact X whose residual about some
+/// centre R encloses (ResidualEnclosure, Center::optimal): the norms of
+/// R − 1c*ᵀ at optimal_residual's best centre c* of the midpoint, and the
+/// lower end √(min_c‖·‖₁ · L_∞): min_c‖R̃ − 1cᵀ‖₁ exactly at the column
+/// medians (a minimiser, math.md §3) in directed rounding, and
+/// L_∞ = optimal_residual's min_inf.lower, a weak-duality bound already
+/// shrunk by (n + d + 8)ε for its own rounding (so the value it bounds,
+/// evaluated exactly, is at most (1 + 4(n + d + 8)ε) times it); each widened
+/// by ‖R − R̃‖ in its norm.
+template <class S> void optimal_centre_norms(const BallMatrix<S>& R, ResidualEnclosure& e) {
+  const UpperBound rho_one = norm_1_up(R.rad), rho_inf = norm_inf_up(R.rad);
+  const OptimalResidual<S> best = optimal_residual(R.mid);
+  e.res_one = norm_interval(R.mid, '1', rho_one, &best.best_center);
+  e.res_inf = norm_interval(R.mid, 'I', rho_inf, &best.best_center);
+  e.res_frobenius = norm_interval(R.mid, 'F', frobenius_up(R.rad), &best.best_center);
   e.res_composite = composite(e.res_one, e.res_inf);
+
+  const RowVector<S> medians = column_medians(R.mid);
+  const Interval min_one = norm_interval(R.mid, '1', rho_one, &medians);
+  const long p = precision_bits_v<S>;
+  const Eigen::Index n = R.mid.rows(), d = R.mid.cols();
+  const BigReal rho = rho_inf.to_big();
+  Interval dual{BigReal(0, decimal_digits(p) + 2), BigReal(0, decimal_digits(p) + 2)};
+  mpfr_ptr lo = dual.lo.backend().data(), hi = dual.hi.backend().data();
+  mpfr_set(lo, best.min_inf.lower.backend().data(), MPFR_RNDD);  // exact: as many bits
+  mpfr_set(hi, best.min_inf.lower.backend().data(), MPFR_RNDU);
+  mpfr_sub(lo, lo, rho.backend().data(), MPFR_RNDD);
+  if (mpfr_sgn(lo) < 0) mpfr_set_zero(lo, 1);
+  const BigReal widen = (UpperBound::of(4.0 * static_cast<double>(n + d + 8)) * unit(p)).to_big();
+  mpfr_t factor;
+  mpfr_init2(factor, p + 64);
+  mpfr_add_ui(factor, widen.backend().data(), 1, MPFR_RNDU);
+  mpfr_mul(hi, hi, factor, MPFR_RNDU);
+  mpfr_clear(factor);
+  mpfr_add(hi, hi, rho.backend().data(), MPFR_RNDU);
+  e.res_composite_lower = composite(min_one, dual);
+}
+
+/// The residual norms of math.md §3 from an enclosure R of the exact
+/// residual about some centre (the mean, for Center::mean) and an enclosure
+/// X of the layer output itself.
+template <class S>
+ResidualEnclosure residual_enclosure(const BallMatrix<S>& R, const BallMatrix<S>& X, Center center = Center::mean) {
+  if (center == Center::median)
+    throw std::invalid_argument("certified enclosures: the median centre is not enclosed; use the mean or the optimal centre");
+  ResidualEnclosure e;
+  if (center == Center::optimal) {
+    optimal_centre_norms(R, e);
+  } else {
+    e.res_one = norm_interval(R.mid, '1', norm_1_up(R.rad));
+    e.res_inf = norm_interval(R.mid, 'I', norm_inf_up(R.rad));
+    e.res_frobenius = norm_interval(R.mid, 'F', frobenius_up(R.rad));
+    e.res_composite = composite(e.res_one, e.res_inf);
+  }
   const Interval x_one = norm_interval(X.mid, '1', norm_1_up(X.rad));
   const Interval x_inf = norm_interval(X.mid, 'I', norm_inf_up(X.rad));
   e.norm_frobenius = norm_interval(X.mid, 'F', frobenius_up(X.rad));
@@ -555,7 +622,8 @@ template <class S> ResidualEnclosure residual_enclosure(const BallMatrix<S>& R, 
   mpfr_div(e.relative_residual.lo.backend().data(), e.res_composite.lo.backend().data(),
            e.norm_composite.hi.backend().data(), MPFR_RNDD);
   // The centring has induced norm 2(1 − 1/n) in the 1- and the ∞-norm, so
-  // the relative residual is below 2 even where ‖X‖ is not bounded away from 0.
+  // the relative residual is below 2 even where ‖X‖ is not bounded away from 0
+  // (at the optimal centre too: it is at most the mean centre's).
   mpfr_ptr hi = e.relative_residual.hi.backend().data();
   if (mpfr_zero_p(e.norm_composite.lo.backend().data()))
     mpfr_set_ui(hi, 2, MPFR_RNDU);
@@ -648,15 +716,16 @@ EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, co
   }
 }
 
-template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X) {
+template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X, Center center) {
   if constexpr (!is_mpfr_v<S>) {
     (void)X;
+    (void)center;
     throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
   } else {
     namespace E = enclosure_detail;
     BallMatrix<S> R = X;
     E::take_mean(R, precision_bits_v<S>);
-    return E::residual_enclosure(R, X);
+    return E::residual_enclosure(R, X, center);
   }
 }
 
@@ -670,4 +739,4 @@ template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X) {
                                                                   const sanpath::BallMatrix<S>&,               \
                                                                   const sanpath::EnclosureOptions&);            \
   template sanpath::BallMatrix<S> sanpath::embed_enclosed<S>(const sanpath::Model&, const std::vector<long>&);   \
-  template sanpath::ResidualEnclosure sanpath::enclose_residual<S>(const sanpath::BallMatrix<S>&);
+  template sanpath::ResidualEnclosure sanpath::enclose_residual<S>(const sanpath::BallMatrix<S>&, sanpath::Center);

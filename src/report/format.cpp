@@ -194,6 +194,7 @@ ordered_json intervals_json(const LayerReport& r) {
   add("norm_composite", r.norm_composite);
   add("norm_frobenius", r.norm_frobenius);
   add("relative_residual", r.relative_residual);
+  if (r.res_composite_lower) add("residual_composite_lower", *r.res_composite_lower);
   return j;
 }
 

@@ -114,6 +114,9 @@ std::vector<Note> notes_of(const BoundsAnalysis& a) {
                     std::to_string(undecided) + " UNDECIDED of " + std::to_string(r.depths.size()) + " depths";
     if (on_upper > 0) v += " (" + std::to_string(on_upper) + " decided on an upper bound of the measured residual)";
     v += ".";
+    if (a.verdicts_proven && held + violated > 0)
+      v += " HOLDS and VIOLATED are proven (math.md §10): the measured enclosures come from a certified run and "
+           "the bound's from exact weight products, every rounding bounded.";
     if (violated > 0)
       v += " A VIOLATED depth with gamma = 1 contradicts the theorem as stated in ICML 2021: keep the weights and "
            "the input.";
@@ -241,6 +244,7 @@ ordered_json bounds_json(const BoundsAnalysis& a) {
   j["beta_heads"] = heads;
   j.update(series_json(a.measured));
   j["r0"] = measured_json(a.measured.depths.front());
+  j["verdicts_proven"] = a.verdicts_proven;
   ordered_json depths = ordered_json::array();
   for (const DepthComparison& d : r.depths) {
     const MeasuredDepth& m = a.measured.depths[static_cast<std::size_t>(d.layer)];
@@ -257,6 +261,7 @@ ordered_json bounds_json(const BoundsAnalysis& a) {
     dj["log10_measured_upper"] =
         d.measured.upper > 0 ? ordered_json(LogReal::from_value(d.measured.upper).log10_string(17)) : ordered_json(nullptr);
     dj["verdict"] = to_string(d.verdict);
+    dj["verdict_proven"] = a.verdicts_proven && (d.verdict == Verdict::holds || d.verdict == Verdict::violated);
     dj["verdict_on_upper_bound"] = d.measured.below_resolution;
     dj["layerwise_verdict"] = to_string(d.layerwise_verdict);
     dj["slack_log10"] = decimal_or_null(d.slack_log10);

@@ -37,7 +37,7 @@ ordered_json json(const Provenance& p, View view) {
   j["precision_bits"] = p.bits();
   j["precision"] = p.precision.name();
   j["check_precision_bits"] = p.check ? ordered_json(bits_of(*p.check)) : ordered_json(nullptr);
-  if (view == View::forward)
+  if (view == View::forward || view == View::bounds)
     j["check_method"] = p.check || p.check_method == CheckMethod::certified ? ordered_json(to_string(p.check_method))
                                                                            : ordered_json(nullptr);
   j["tried_bits"] = p.tried_bits;
@@ -50,7 +50,10 @@ ordered_json json(const Provenance& p, View view) {
 std::string line(const Provenance& p, View view) {
   if (view == View::bounds) {
     std::string s = "measured with the " + to_string(p.method) + " forward pass at " + p.precision.name();
-    if (!p.check)
+    if (p.check_method == CheckMethod::certified)
+      s += p.check ? ", every end of each enclosure proven by ball arithmetic at " + p.check->name() + " (math.md §10)"
+                   : " in ball arithmetic, every end of each enclosure proven (math.md §10)";
+    else if (!p.check)
       s += ", no confirming run: resolution is judged from the rounding floor, a heuristic (digits and verdicts are "
            "not confirmed)";
     else if (p.checked_below())

@@ -48,6 +48,39 @@ done
 PRECISIONS="auto" forward_case deep-causal-pre "$WORK/deep-relu.safetensors" input "$WORK/x5" --check certified \
   --skip off --mlp plain --layernorm pre --mask causal
 
+# the optimal centre (math.md §3): the norms at the best centre and the lower end enclosed, each checked
+# against what the reference knows of the true minimum; the centred and the direct pass
+PRECISIONS="auto" forward_case san4-optimal "$WORK/san4.safetensors" input "$WORK/x5" --check certified \
+  --center optimal
+PRECISIONS="257" forward_case san4-optimal-direct "$WORK/san4.safetensors" input "$WORK/x6" --check certified \
+  --center optimal --method direct
+
+# bounds --check certified: HOLDS and VIOLATED proven (verdicts_proven, each depth's verdict_proven), none
+# contradicting the reference's facts on r_0 and r_l; a gamma so small that the bound falls below the
+# measured residuals makes them VIOLATED, proven; a fixed 65-bit direct pass leaves deep layers UNDECIDED
+PRECISIONS="auto" bounds_case san4-bounds "$WORK/san4.safetensors" input "$WORK/x5" --check certified
+PRECISIONS="auto" bounds_case san4-bounds-violated "$WORK/san4.safetensors" input "$WORK/x5" --check certified \
+  --gamma 1e-30
+CASES=$((CASES + 1))
+"$SANPATH" bounds --model "$WORK/san4.safetensors" --input "$WORK/x5" --check certified --gamma 1e-30 \
+  --precision 65 --method direct --format json -q -o "$WORK/undecided.json" 2>"$WORK/undecided.err" ||
+  fail "bounds --check certified --precision 65 exited non-zero: $(cat "$WORK/undecided.err")"
+"$REF_PY" - "$WORK/undecided.json" <<'PYEOF' || fail "bounds at 65 bits: expected proven VIOLATED and UNDECIDED depths"
+import json, sys
+j = json.load(open(sys.argv[1]))
+v = [(d["verdict"], d["verdict_proven"]) for d in j["depths"]]
+assert j["verdicts_proven"] is True, j["verdicts_proven"]
+assert ("VIOLATED", True) in v and ("UNDECIDED", False) in v, v
+assert all(p == (x in ("HOLDS", "VIOLATED")) for x, p in v), v
+PYEOF
+table=$("$SANPATH" bounds --model "$WORK/san4.safetensors" --input "$WORK/x5" --check certified 2>&1) ||
+  fail "bounds --check certified (table) exited non-zero: $table"
+grep -q "HOLDS and VIOLATED are proven" <<<"$table" || fail "the bounds table does not say its verdicts are proven: $table"
+refused_bounds=$("$SANPATH" bounds --model "$WORK/san4.safetensors" --input "$WORK/x5" --check rounding \
+  --precision double 2>&1)
+[ $? -eq 2 ] && grep -q "optimal centre" <<<"$refused_bounds" ||
+  fail "bounds --check rounding: expected a usage error naming the optimal centre, got: $refused_bounds"
+
 # token ids through the embeddings (LayerNorm of word + position + type; GPT-2's wte + wpe)
 make_model bert --layout bert --layers 2 --heads 2 --d-model 8 --vocab 30 --seed 8 --std 0.3 &&
   PRECISIONS="auto 128" forward_case bert-tokens "$WORK/bert" tokens 3,1,4,1,5,9 --check certified

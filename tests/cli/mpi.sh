@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # MPI: the same binary under `mpirun -np 2` shares the inputs of a batch over
 # two ranks, and rank 0 writes exactly what one process writes, byte for byte
-# (stdout and --output files), for forward, collapse, paths (--sums,
+# (stdout and --output files), for forward (certified too), collapse, paths (--sums,
 # --effectiveness, --rerun), bounds and report batches, on a random model
 # and on a real checkpoint, and for the path shards of one input (paths
 # --enumerate, --top, --sample). stderr gets one `mpi: 2 ranks, ...` line
@@ -70,6 +70,10 @@ same "paths --effectiveness" paths "${TOK[@]}" --skip on --mlp none --layernorm 
 same "paths --rerun" paths "${TOK[@]}" --skip on --mlp none --layernorm none --effectiveness --rerun 2 --repeats 2 \
   --seed 1 --format json
 same "bounds json" bounds "${TOK[@]}" --skip off --mlp none --layernorm none --format json
+# certified runs: every quantity's enclosure travels with it (JSON "intervals", proven verdicts)
+same "forward certified json" forward "${TOK[@]}" --check certified --format json
+same "bounds certified json" bounds "${TOK[@]}" --skip off --mlp none --layernorm none --check certified \
+  --format json
 same "random batch" collapse --model "$T/m" --random-input 6 --batch 5 --seed 2 -q --format json
 
 # report: the HTML file (its --out) is the output.

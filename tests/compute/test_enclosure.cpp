@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 
 using namespace sanpath;
 
@@ -415,6 +416,66 @@ TEST_CASE("activation intervals enclose the function on both sides of GELU's and
     }
     CHECK(v.hi - v.lo < S(1));  // and not vacuous
   }
+}
+
+/// Two rows: min_c ‖X − 1cᵀ‖_{1,∞} = √(max_j |Δ_j| · Σ_j |Δ_j| / 2), Δ = x_1 − x_2, at
+/// the midpoint of the rows (each column's 1-norm is at least |Δ_j|, the larger row sum
+/// at least half of Σ|Δ_j|, and the midpoint attains both), at 1,200 bits.
+BigReal two_row_minimum(const MatrixXd& X) {
+  BigReal most(0, 400), sum(0, 400);
+  for (Eigen::Index j = 0; j < X.cols(); ++j) {
+    const BigReal delta = abs(BigReal(X(0, j), 400) - BigReal(X(1, j), 400));
+    if (delta > most) most = delta;
+    sum += delta;
+  }
+  return BigReal(sqrt(most * sum / 2), 400);
+}
+
+bool within(const BigReal& lo, const BigReal& x, const BigReal& hi) {
+  return mpfr_cmp(lo.backend().data(), x.backend().data()) <= 0 &&
+         mpfr_cmp(x.backend().data(), hi.backend().data()) <= 0;
+}
+
+TEST_CASE("optimal centre: two rows' exact minimum lies in every enclosure; a shrunk radius is caught") {
+  using S = mpfr_real<38>;
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> g(0.0, 1.0);
+  for (int trial = 0; trial < 4; ++trial) {
+    const Eigen::Index d = 3 + trial;
+    MatrixXd X(2, d);
+    for (Eigen::Index j = 0; j < d; ++j)
+      for (Eigen::Index i = 0; i < 2; ++i) X(i, j) = g(rng);
+    const BigReal truth = two_row_minimum(X);
+    const auto lower_end = [](const ResidualEnclosure& e) { return e.res_composite_lower->lo; };
+    // The exact matrix as a ball of radius 0: lower and upper ends within double's search of the optimum.
+    const BallMatrix<S> exact{convert<S>(X), RadiusMatrix::zero(2, d)};
+    const ResidualEnclosure e = enclose_residual(exact, Center::optimal);
+    REQUIRE(e.res_composite_lower);
+    CHECK(within(lower_end(e), truth, e.res_composite.hi));
+    CHECK(BigReal(e.res_composite.hi / truth - 1) < BigReal(1e-12));
+    CHECK(BigReal(1 - lower_end(e) / truth) < BigReal(1e-30));
+    // The same as X = 1cᵀ + R with an exact centre c (the centred pass's form).
+    RowVector<S> c(d);
+    for (Eigen::Index j = 0; j < d; ++j) c(j) = S(std::ldexp(std::round(std::ldexp(X(0, j), 20)), -20));
+    Matrix<S> R = convert<S>(X);
+    for (Eigen::Index j = 0; j < d; ++j)
+      for (Eigen::Index i = 0; i < 2; ++i) R(i, j) -= c(j);  // exact at 128 bits
+    const ResidualEnclosure ec = enclose_centred_residual(BallMatrix<S>{Matrix<S>(c), RadiusMatrix::zero(1, d)},
+                                                          BallMatrix<S>{R, RadiusMatrix::zero(2, d)}, Center::optimal);
+    CHECK(within(lower_end(ec), truth, ec.res_composite.hi));
+    // A midpoint 1e-10 (relative) off the exact matrix: its radius 1.5e-10·|X| covers it; radius 0 is caught.
+    Matrix<S> off = convert<S>(X);
+    for (Eigen::Index j = 0; j < d; ++j)
+      for (Eigen::Index i = 0; i < 2; ++i) off(i, j) *= S(1 + 1e-10);
+    MatrixXd cover = X.cwiseAbs() * 1.5e-10;
+    const ResidualEnclosure wide = enclose_residual(BallMatrix<S>{off, RadiusMatrix::of(cover)}, Center::optimal);
+    CHECK(within(lower_end(wide), truth, wide.res_composite.hi));
+    const ResidualEnclosure shrunk = enclose_residual(BallMatrix<S>{off, RadiusMatrix::zero(2, d)}, Center::optimal);
+    CHECK_FALSE(within(lower_end(shrunk), truth, shrunk.res_composite.hi));
+  }
+  // The median centre is not enclosed.
+  const BallMatrix<mpfr_real<38>> any{convert<mpfr_real<38>>(MatrixXd::Ones(2, 2)), RadiusMatrix::zero(2, 2)};
+  CHECK_THROWS_WITH(enclose_residual(any, Center::median), Catch::Contains("median centre is not enclosed"));
 }
 
 TEST_CASE("enclosed pass: parts it does not cover are refused by name, double too") {

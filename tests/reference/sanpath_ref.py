@@ -1604,6 +1604,29 @@ def check_number(printed, digits, ref):
 
 
 
+def _check_optimal_intervals(ck, where, rec, printed, X, stats):
+    """A certified run at the optimal centre (math.md sections 3 and 10): an interval for every printed
+    quantity and for composite_lower; the centre-free norms of X contain the exact values; the composite at
+    the best centre found lies between the true minimum (>= lower_lo) and the mean's and median's composites
+    (both are candidates), and the lower end is at most the true minimum (<= upper_hi)."""
+    iv = rec.get("intervals", {})
+    want = set(printed) | {"residual_composite_lower"}
+    ck.checked += 1
+    if set(iv) != want:
+        ck.fail(f"{where}: a certified optimal-centre run with intervals {sorted(iv)}, expected {sorted(want)}")
+        return
+    for q in ("norm_composite", "norm_frobenius"):
+        ck.interval(f"{where} {q}", iv[q][0], iv[q][1], stats[q])
+    lo_lo, _, up_hi = optimal_enclosure_checks(X)
+    c_lo, c_hi = mpf(iv["residual_composite"][0]), mpf(iv["residual_composite"][1])
+    l_lo = mpf(iv["residual_composite_lower"][0])
+    ck.checked += 1
+    if not (c_hi >= lo_lo and c_lo <= up_hi and l_lo <= up_hi):
+        ck.fail(f"{where}: residual_composite [{iv['residual_composite'][0]}, {iv['residual_composite'][1]}] and "
+                f"residual_composite_lower from {iv['residual_composite_lower'][0]} contradict the true minimum's "
+                f"enclosure [{mp.nstr(lo_lo, 17)}, {mp.nstr(up_hi, 17)}]")
+
+
 def _check_optimal(where, rec, X, fail):
     """The optimal centre's enclosure [composite_lower, composite] against certified facts.
 
@@ -1851,6 +1874,8 @@ def _check_forward(a):
                 for q in ("norm_composite", "norm_frobenius"):   # the only centre-free numbers
                     ck.number(f"{tag} layer {l} {q}", printed[q], dq[q], stats[l][q])
                 ck.checked += _check_optimal(f"{tag} layer {l}", rec, Xs[l], ck.fail)
+                if j.get("check_method") == "certified" or a.check == "certified":
+                    _check_optimal_intervals(ck, f"{tag} layer {l}", rec, printed, Xs[l], stats[l])
                 continue
             for q, pv in printed.items():
                 ck.number(f"{tag} layer {l} {q}", pv, dq[q], stats[l][q])
@@ -2212,7 +2237,38 @@ def _check_bounds(a):
             if dep["verdict"] != verdict:
                 ck.fail(f"{tag} depth {L}: verdict {dep['verdict']}, but measured [{m['lower']}, {m['upper']}] "
                         f"vs bound [{dep.get('bound_lower')}, {dep.get('bound_upper')}] gives {verdict}")
+            if getattr(a, "check", None) == "certified":
+                _check_proven_verdict(ck, f"{tag} depth {L}", dep, Xs[0], Xs[L], a_ref, L)
+        if getattr(a, "check", None) == "certified":
+            ck.checked += 1
+            if j.get("verdicts_proven") is not True:
+                ck.fail(f"{tag}: a certified run with verdicts_proven {j.get('verdicts_proven')!r}")
     return ck.summary(bits)
+
+
+def _check_proven_verdict(ck, where, dep, X0, XL, a_ref, L):
+    """A certified verdict (math.md section 10) against what the reference knows of the exact values: the
+    true r_0 and r_L lie in [lower_lo, upper_hi] of optimal_enclosure_checks, and the bound is increasing in
+    r_0. A proven HOLDS claims r_L <= bound(r_0): false if r_L's least possible value exceeds the bound's
+    greatest; a proven VIOLATED claims r_L > bound(r_0): false if r_L's greatest possible value is at most
+    the bound's least. verdict_proven must be set exactly for HOLDS and VIOLATED."""
+    decided = dep["verdict"] in ("HOLDS", "VIOLATED")
+    ck.checked += 1
+    if dep.get("verdict_proven") is not decided:
+        ck.fail(f"{where}: verdict {dep['verdict']} with verdict_proven {dep.get('verdict_proven')!r}")
+    if not decided:
+        return
+    r0_lo, _, r0_hi = optimal_enclosure_checks(X0)
+    rL_lo, _, rL_hi = optimal_enclosure_checks(XL)
+    ck.checked += 1
+    top = uniform_bound_log10(a_ref, r0_hi, L)
+    if dep["verdict"] == "HOLDS" and rL_lo > 0 and mp.log10(rL_lo) > top + mpf(10) ** -25 * (1 + abs(top)):
+        ck.fail(f"{where}: proven HOLDS, but r_L >= {mp.nstr(rL_lo, 17)} exceeds the bound at r_0 <= "
+                f"{mp.nstr(r0_hi, 17)} (log10 {mp.nstr(uniform_bound_log10(a_ref, r0_hi, L), 17)})")
+    if dep["verdict"] == "VIOLATED" and r0_lo > 0 and \
+            mp.log10(rL_hi) <= uniform_bound_log10(a_ref, r0_lo, L):
+        ck.fail(f"{where}: proven VIOLATED, but r_L <= {mp.nstr(rL_hi, 17)} is within the bound at r_0 >= "
+                f"{mp.nstr(r0_lo, 17)} (log10 {mp.nstr(uniform_bound_log10(a_ref, r0_lo, L), 17)})")
 
 
 def task_head(path):
@@ -2464,6 +2520,9 @@ def main(argv=None):
             c.add_argument("--top", type=int, default=0)
         if name == "check-bounds":
             c.add_argument("--gamma", default="1")
+            c.add_argument("--check", choices=["auto", "mpfr", "certified"],
+                           help="the --check given to `sanpath bounds`: certified runs must call their HOLDS and "
+                                "VIOLATED proven, and none may contradict the reference's facts on r_0 and r_l")
         c.add_argument("--max-ref-bits", type=int, default=4400)
         c.add_argument("--verbose", action="store_true")
         c.add_argument("json", nargs="+")

@@ -85,7 +85,7 @@ struct MeasuredDepth {
   /// below_resolution set when the upper end is not resolved; otherwise
   /// [lower, upper] widened by the unconfirmed digits.
   MeasuredResidual enclosure;
-  /// Least confirmed digits of lower and upper; nullopt without a check run.
+  /// Least confirmed (certified: proven) digits of lower and upper; nullopt without a check run.
   std::optional<int> digits;
 };
 
@@ -116,6 +116,12 @@ struct BoundsAnalysis {
   /// Structure the theorems do not cover (rotary embeddings: §5's cubic
   /// bounds; gated MLP: Corollary 3.2); the reports state it in a sentence.
   Coverage coverage;
+  /// The verdicts HOLDS and VIOLATED are proofs (math.md §10): the measured
+  /// residuals were enclosed by a certified run (precision.check certified:
+  /// every end of each r_l's enclosure, r_0 included, computed with its
+  /// rounding bounded) and the weight products were exact, so the bound's
+  /// enclosure contains the exact formula's value.
+  bool verdicts_proven = false;
 
   bool applicable() const { return report.theorem.applicable; }
   const Precision& precision() const { return measured.precision; }

@@ -155,6 +155,10 @@ struct WeightQuantities {
   /// (recursive-summation counts with a factor 2 to spare; assumes the
   /// weight products are exact, see the file comment).
   BigReal relative_error;
+  /// Every W_Q W_Kᵀ and W_V W_O entry was computed exactly (so relative_error
+  /// bounds every rounding): false only for weights spanning ~900 binades
+  /// (possible for F64 weights only; F32, BF16 and F16 span at most 277).
+  bool exact_products = true;
   int depth() const { return static_cast<int>(layers.size()); }
 };
 

@@ -40,9 +40,11 @@
 #include "sanpath/core/ball.hpp"
 #include "sanpath/core/quantity.hpp"
 #include "sanpath/core/scalar.hpp"
+#include "sanpath/compute/norms.hpp"
 #include "sanpath/model/model.hpp"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,18 +96,31 @@ EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, co
 /// not covered yet (ALBERT's mapping, OPT, Gemma, ViT's pixels).
 template <class S> BallMatrix<S> embed_enclosed(const Model& model, const std::vector<long>& ids);
 
-/// Enclosures of the mean-centred residual R = X − 1 mean(X)ᵀ of an
-/// enclosed layer output X (math.md §3): its induced 1- and ∞-norms, the
-/// composite √(‖R‖₁‖R‖_∞), Frobenius, the same of X, and the relative
-/// residual ‖R‖_{1,∞} / ‖X‖_{1,∞} (its hi at most 2: the centring's
-/// induced 1- and ∞-norms are 2(1 − 1/n)).
+/// Enclosures of the residual R = X − 1cᵀ of an enclosed layer output X
+/// (math.md §3): its induced 1- and ∞-norms, the composite √(‖R‖₁‖R‖_∞),
+/// Frobenius, the same of X, and the relative residual ‖R‖_{1,∞} / ‖X‖_{1,∞}.
+///  - Center::mean: c = mean(X) (the relative residual's hi is at most 2:
+///    the centring's induced 1- and ∞-norms are 2(1 − 1/n)).
+///  - Center::optimal: the enclosure of min_c ‖X − 1cᵀ‖_{1,∞} of math.md §3
+///    with every end proven. c is the best centre c* that optimal_residual
+///    finds on the midpoint (an exact number), and res_one, res_inf,
+///    res_composite and res_frobenius enclose the norms of X − 1c*ᵀ, so
+///    res_composite.hi bounds the minimum from above;
+///    res_composite_lower encloses the lower end √(min_c‖X − 1cᵀ‖₁ · L_∞)
+///    (the median centre's 1-norm, and L_∞ the weak-duality bound of the
+///    ∞-norm LP with optimal_residual's row weights), so its lo bounds the
+///    minimum from below. Each is the midpoint's value computed with
+///    directed rounding, widened by the radius's norm: for any centre c,
+///    |‖X − 1cᵀ‖ − ‖X̃ − 1cᵀ‖| ≤ ‖X − X̃‖.
+///  - Center::median is not enclosed (std::invalid_argument).
 struct ResidualEnclosure {
   Interval res_one, res_inf, res_composite, res_frobenius;
   Interval norm_composite, norm_frobenius;
   Interval relative_residual;
+  std::optional<Interval> res_composite_lower;  ///< Center::optimal only
 };
 
-template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X);
+template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X, Center center = Center::mean);
 
 #define SANPATH_DECLARE_ENCLOSURE(S)                                                                       \
   extern template EnclosedTrace<S> forward_enclosed<S>(const Model&, const Variant&, const Matrix<S>&,      \
@@ -113,7 +128,7 @@ template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X);
   extern template EnclosedTrace<S> forward_enclosed<S>(const Model&, const Variant&, const BallMatrix<S>&,  \
                                                        const EnclosureOptions&);                           \
   extern template BallMatrix<S> embed_enclosed<S>(const Model&, const std::vector<long>&);                  \
-  extern template ResidualEnclosure enclose_residual<S>(const BallMatrix<S>&);
+  extern template ResidualEnclosure enclose_residual<S>(const BallMatrix<S>&, Center);
 SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_ENCLOSURE)
 #undef SANPATH_DECLARE_ENCLOSURE
 

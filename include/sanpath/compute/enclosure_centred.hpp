@@ -55,15 +55,18 @@ template <class S>
 EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Variant& variant, const BallMatrix<S>& X0,
                                                  const EnclosureOptions& options = {});
 
-/// The residual norms of X = 1cᵀ + R (math.md §3, mean centre: the residual
-/// is R itself), enclosed as enclose_residual does for a whole X.
-template <class S> ResidualEnclosure enclose_centred_residual(const BallMatrix<S>& c, const BallMatrix<S>& R);
+/// The residual norms of X = 1cᵀ + R (math.md §3), enclosed as
+/// enclose_residual does for a whole X: mean centre, the residual is R
+/// itself; optimal centre, that of R (the least residual over centres is
+/// the same for X and R).
+template <class S>
+ResidualEnclosure enclose_centred_residual(const BallMatrix<S>& c, const BallMatrix<S>& R, Center center = Center::mean);
 
 #define SANPATH_DECLARE_ENCLOSURE_CENTRED(S)                                                               \
   extern template EnclosedCentredTrace<S> forward_centred_enclosed<S>(const Model&, const Variant&,         \
                                                                       const BallMatrix<S>&,                 \
                                                                       const EnclosureOptions&);             \
-  extern template ResidualEnclosure enclose_centred_residual<S>(const BallMatrix<S>&, const BallMatrix<S>&);
+  extern template ResidualEnclosure enclose_centred_residual<S>(const BallMatrix<S>&, const BallMatrix<S>&, Center);
 SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_ENCLOSURE_CENTRED)
 #undef SANPATH_DECLARE_ENCLOSURE_CENTRED
 
