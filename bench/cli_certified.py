@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """What proven digits cost: `sanpath forward --check certified` beside the confirmed run, end to end.
 
-    bench/cli_certified.py --sanpath BUILD/sanpath [--shared ../shared] [--bert-base] [--rounds N] [--json]
+    bench/cli_certified.py --sanpath BUILD/sanpath [--shared ../shared] [--bert-base] [--cases A,B] [--rounds N]
+                           [--json]
 
 Times whole commands as a user runs them (load included), alternating the
 two within each round, on:
@@ -17,7 +18,9 @@ each `sanpath forward --model M --tokens T --format json` with `--check auto`
 ball arithmetic); the small and BERT-base folders also as pure SANs (`--skip
 off --mlp none --layernorm none`: the centred pass, residuals far below 1e-100
 in BERT-base's last layers); and `sanpath collapse` on its embedded default
-(the README's Figure-2 table, four variants to 1e-1113622). Prints the median wall seconds of each, the ratio
+(the README's Figure-2 table, four variants to 1e-1113622); and `sanpath bounds` on
+the small folder's pure SAN (the optimal centre's enclosures; certified: proven verdicts).
+Prints the median wall seconds of each, the ratio
 certified/confirmed (issue 27's target on BERT-base: <= 2), the working
 precision of each and the least digits of each run; the certified run's
 printed values must agree with the confirmed run's to the digits both claim.
@@ -42,6 +45,16 @@ def agree(a, b, digits):
     return abs(x - y) <= decimal.Decimal(10) ** (1 - digits) * max(abs(x), abs(y))
 
 
+def values(j):
+    """[(label, printed value, digits)] of a forward, collapse or bounds JSON, and its working precision."""
+    if "depths" in j:  # bounds: r_0 .. r_L, the upper ends of the optimal centre's enclosures
+        ms = [j["r0"]] + [d["measured"] for d in j["depths"]]
+        return [(f"r_{l}", m["upper_end"], m["digits"]) for l, m in enumerate(ms)], j["precision"]
+    runs = j["variants"] if "variants" in j else [j]
+    return ([(f"{v.get('name', '')} layer {l['layer']}", l["relative_residual"], l["digits"])
+             for v in runs for l in v["layers"]], runs[0]["precision"])
+
+
 def run(cmd):
     t = time.perf_counter()
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -56,6 +69,7 @@ def main():
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
     ap.add_argument("--bert-base", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--cases", help="comma-separated case names to run (default: all), e.g. bertbase-san")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rng = random.Random(3)
@@ -76,10 +90,21 @@ def main():
             subprocess.run([args.sanpath, "init", "--out", folder, "--layout", "bert", "--seed", "1", "--dtype", "F32"]
                            + opts, check=True, stdout=subprocess.DEVNULL)
             tokens = ",".join(str(rng.randrange(1, vocab)) for _ in range(n))
+            if name == "small":
+                small_tokens = tokens
             cases.append((name, [args.sanpath, "forward", "--model", folder, "--tokens", tokens]))
             cases.append((name + "-san", [args.sanpath, "forward", "--model", folder, "--tokens", tokens,
                                           "--skip", "off", "--mlp", "none", "--layernorm", "none"]))
         cases.append(("collapse", [args.sanpath, "collapse"]))
+        folder = os.path.join(tmp, "small")
+        cases.append(("small-san-bounds", [args.sanpath, "bounds", "--model", folder, "--tokens", small_tokens,
+                                           "--skip", "off", "--mlp", "none", "--layernorm", "none"]))
+        if args.cases:
+            wanted = args.cases.split(",")
+            unknown = sorted(set(wanted) - {name for name, _ in cases})
+            if unknown:
+                sys.exit(f"cli_certified: unknown cases {unknown}; there are {[name for name, _ in cases]}")
+            cases = [(name, cmd) for name, cmd in cases if name in wanted]
         results = []
         for name, cmd in cases:
             base = cmd + ["--format", "json", "-q"]
@@ -90,19 +115,17 @@ def main():
                     t, j = run(base + ["--check", check])
                     times[kind].append(t)
                     outs[kind] = j
-            c, p = outs["confirmed"], outs["certified"]
-            runs_c, runs_p = (c["variants"], p["variants"]) if "variants" in c else ([c], [p])
-            for vc, vp in zip(runs_c, runs_p):
-                for lc, lp in zip(vc["layers"], vp["layers"]):
-                    d = min(lc["digits"] or 0, lp["digits"] or 0)
-                    if d and not agree(lc["relative_residual"], lp["relative_residual"], d):
-                        sys.exit(f"cli_certified: {name} layer {lc['layer']}: confirmed {lc['relative_residual']} and "
-                                 f"certified {lp['relative_residual']} disagree within {d} digits")
+            (vc, prec_c), (vp, prec_p) = values(outs["confirmed"]), values(outs["certified"])
+            for (label, xc, dc), (_, xp, dp) in zip(vc, vp):
+                d = min(dc or 0, dp or 0)
+                if d and not agree(xc, xp, d):
+                    sys.exit(f"cli_certified: {name} {label}: confirmed {xc} and certified {xp} disagree within "
+                             f"{d} digits")
             r = {"case": name, "confirmed_s": statistics.median(times["confirmed"]),
                  "certified_s": statistics.median(times["certified"]),
-                 "confirmed_precision": runs_c[0]["precision"], "certified_precision": runs_p[0]["precision"],
-                 "confirmed_least_digits": min(l["digits"] for v in runs_c for l in v["layers"]),
-                 "certified_least_digits": min(l["digits"] for v in runs_p for l in v["layers"])}
+                 "confirmed_precision": prec_c, "certified_precision": prec_p,
+                 "confirmed_least_digits": min((d or 0) for _, _, d in vc),
+                 "certified_least_digits": min((d or 0) for _, _, d in vp)}
             r["ratio"] = r["certified_s"] / r["confirmed_s"]
             results.append(r)
         if args.json:

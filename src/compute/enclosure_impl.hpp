@@ -622,14 +622,21 @@ ResidualEnclosure residual_enclosure(const BallMatrix<S>& R, const BallMatrix<S>
   mpfr_div(e.relative_residual.lo.backend().data(), e.res_composite.lo.backend().data(),
            e.norm_composite.hi.backend().data(), MPFR_RNDD);
   // The centring has induced norm 2(1 − 1/n) in the 1- and the ∞-norm, so
-  // the relative residual is below 2 even where ‖X‖ is not bounded away from 0
-  // (at the optimal centre too: it is at most the mean centre's).
+  // the mean's relative residual is below 2 even where ‖X‖ is not bounded
+  // away from 0. The best centre c* is a number chosen on the midpoint: as X
+  // tends to 0 in its ball, ‖X − 1c*ᵀ‖/‖X‖ has no bound, so a ball reaching
+  // ‖X‖ = 0 is refused rather than given one.
   mpfr_ptr hi = e.relative_residual.hi.backend().data();
-  if (mpfr_zero_p(e.norm_composite.lo.backend().data()))
+  const bool zero_norm = mpfr_zero_p(e.norm_composite.lo.backend().data());
+  if (center == Center::optimal && zero_norm)
+    throw std::runtime_error("certified enclosures: the enclosure of ‖X‖ reaches 0, so the relative residual at the "
+                             "optimal centre has no bound at " + std::to_string(precision_bits_v<S>) +
+                             " bits; raise the precision");
+  if (zero_norm)
     mpfr_set_ui(hi, 2, MPFR_RNDU);
   else
     mpfr_div(hi, e.res_composite.hi.backend().data(), e.norm_composite.lo.backend().data(), MPFR_RNDU);
-  if (mpfr_cmp_ui(hi, 2) > 0) mpfr_set_ui(hi, 2, MPFR_RNDU);
+  if (center == Center::mean && mpfr_cmp_ui(hi, 2) > 0) mpfr_set_ui(hi, 2, MPFR_RNDU);
   return e;
 }
 
