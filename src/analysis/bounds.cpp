@@ -119,10 +119,7 @@ ResidualSeries measure_residuals(const Model& model, const Variant& variant, con
       e.upper = m.upper.enclosure->hi;
       e.below_resolution = m.upper.below_resolution;
       if (e.below_resolution) s.upper_bound_only.push_back(m.layer);
-      m.digits = std::min(*m.upper.digits, *m.lower.digits);
-      continue;
-    }
-    if (m.upper.below_resolution) {
+    } else if (m.upper.below_resolution) {
       e.lower = BigReal(0);
       e.upper = m.upper.bound;
       e.below_resolution = true;

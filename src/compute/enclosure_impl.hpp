@@ -519,16 +519,21 @@ BigReal directed_norm(const Matrix<S>& M, char which, mpfr_rnd_t rnd, const RowV
   return out;
 }
 
-/// [N_down(M̃) − ρ, N_up(M̃) + ρ] ∩ [0, ∞) for a norm N and ‖M − M̃‖ ≤ ρ
-/// (of M − 1cᵀ and M̃ − 1cᵀ with a centre c: the same ρ bounds their difference).
-template <class S>
-Interval norm_interval(const Matrix<S>& mid, char which, const UpperBound& rho, const RowVector<S>* c = nullptr) {
-  Interval v{directed_norm(mid, which, MPFR_RNDD, c), directed_norm(mid, which, MPFR_RNDU, c)};
+/// [lo − ρ, hi + ρ] ∩ [0, ∞), rounded outward: the enclosure of a non-negative
+/// quantity that moves by at most ρ.
+inline Interval widened(Interval v, const UpperBound& rho) {
   const BigReal r = rho.to_big();
   mpfr_sub(v.lo.backend().data(), v.lo.backend().data(), r.backend().data(), MPFR_RNDD);
   if (mpfr_sgn(v.lo.backend().data()) < 0) mpfr_set_zero(v.lo.backend().data(), 1);
   mpfr_add(v.hi.backend().data(), v.hi.backend().data(), r.backend().data(), MPFR_RNDU);
   return v;
+}
+
+/// [N_down(M̃) − ρ, N_up(M̃) + ρ] ∩ [0, ∞) for a norm N and ‖M − M̃‖ ≤ ρ
+/// (of M − 1cᵀ and M̃ − 1cᵀ with a centre c: the same ρ bounds their difference).
+template <class S>
+Interval norm_interval(const Matrix<S>& mid, char which, const UpperBound& rho, const RowVector<S>* c = nullptr) {
+  return widened({directed_norm(mid, which, MPFR_RNDD, c), directed_norm(mid, which, MPFR_RNDU, c)}, rho);
 }
 
 /// √(a·b) of two norm intervals, rounded outward.
@@ -581,21 +586,13 @@ template <class S> void optimal_centre_norms(const BallMatrix<S>& R, ResidualEnc
   const Interval min_one = norm_interval(R.mid, '1', rho_one, &medians);
   const long p = precision_bits_v<S>;
   const Eigen::Index n = R.mid.rows(), d = R.mid.cols();
-  const BigReal rho = rho_inf.to_big();
   Interval dual{BigReal(0, decimal_digits(p) + 2), BigReal(0, decimal_digits(p) + 2)};
-  mpfr_ptr lo = dual.lo.backend().data(), hi = dual.hi.backend().data();
-  mpfr_set(lo, best.min_inf.lower.backend().data(), MPFR_RNDD);  // exact: as many bits
-  mpfr_set(hi, best.min_inf.lower.backend().data(), MPFR_RNDU);
-  mpfr_sub(lo, lo, rho.backend().data(), MPFR_RNDD);
-  if (mpfr_sgn(lo) < 0) mpfr_set_zero(lo, 1);
-  const BigReal widen = (UpperBound::of(4.0 * static_cast<double>(n + d + 8)) * unit(p)).to_big();
-  mpfr_t factor;
-  mpfr_init2(factor, p + 64);
-  mpfr_add_ui(factor, widen.backend().data(), 1, MPFR_RNDU);
-  mpfr_mul(hi, hi, factor, MPFR_RNDU);
-  mpfr_clear(factor);
-  mpfr_add(hi, hi, rho.backend().data(), MPFR_RNDU);
-  e.res_composite_lower = composite(min_one, dual);
+  mpfr_set(dual.lo.backend().data(), best.min_inf.lower.backend().data(), MPFR_RNDD);  // exact: as many bits
+  const BigReal shrink = (UpperBound::of(4.0 * static_cast<double>(n + d + 8)) * unit(p)).to_big();
+  BigReal factor(0, decimal_digits(p + 64));
+  mpfr_add_ui(factor.backend().data(), shrink.backend().data(), 1, MPFR_RNDU);
+  mpfr_mul(dual.hi.backend().data(), best.min_inf.lower.backend().data(), factor.backend().data(), MPFR_RNDU);
+  e.res_composite_lower = composite(min_one, widened(dual, rho_inf));
 }
 
 /// The residual norms of math.md §3 from an enclosure R of the exact
