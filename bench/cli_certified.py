@@ -7,7 +7,8 @@
 Times whole commands as a user runs them (load included), alternating the
 two within each round, on:
   real     the trained checkpoints of ../shared/data/real-models (bert-ticket-
-           classifier, gpt2-capp) as trained, 8 token ids
+           classifier, gpt2-capp, llama-stories260k, llama-tinystories-xs) as
+           trained, 8 token ids
   small    a BERT-shaped folder from `sanpath init --layout bert` (L 6, H 4,
            d 64, d_ff 256, vocab 100, std 0.1, F32, seed 1), 32 seeded tokens
   bertbase with --bert-base: the BERT-base-shaped F32 folder (L 12, H 12,
@@ -80,6 +81,10 @@ def main():
             if os.path.isdir(os.path.join(real, name)):
                 cases.append((name, [args.sanpath, "forward", "--model", os.path.join(real, name), "--tokens",
                                      "2,15,27,3,40,11,8,19"]))
+        for name in ("llama-stories260k", "llama-tinystories-xs"):  # the direct pass: rotary
+            if os.path.isdir(os.path.join(real, name)):
+                cases.append((name, [args.sanpath, "forward", "--model", os.path.join(real, name), "--tokens",
+                                     "1,403,407,261,378,432,383,286"]))
         sizes = [("small", ["--layers", "6", "--heads", "4", "--d-model", "64", "--d-ff", "256", "--vocab", "100",
                             "--std", "0.1"], 100, 32)]
         if args.bert_base:

@@ -797,9 +797,10 @@ def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=No
     "mpfr" or "certified" (every digit proven by ball arithmetic, docs/math.md
     §10: each Number's ``interval`` is then the enclosure (lo, hi) of the
     exact value and ``digits`` the digits it proves; the centred pass with
-    auto, the direct one with ``method="direct"`` or a fixed precision; so far
-    every block without rotary or relative positions, token ids of BERT-like
-    and GPT-2 embeddings or X^0 given as numbers, centre mean);
+    auto where docs/math.md §7 covers the family, the direct one with
+    ``method="direct"``, a fixed precision or a family it does not cover;
+    every family, token ids or pixels through its embeddings or X^0
+    given as numbers, centre mean or optimal);
     ``center``: mean|median|optimal; ``skip``/``mlp``/``layernorm``/
     ``mask`` override the model's own structure.
     ``measures``: "all", a list of names or "mu,cosine" (the CLI's
@@ -849,12 +850,18 @@ def collapse(model: Optional[Model] = None, input: Optional[BatchLike] = None, *
 
 def length_sums(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,
                 precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
-                confirm: bool = True, method: Optional[str] = None, name: Optional[str] = None,
+                confirm: bool = True, method: Optional[str] = None, check: str = "auto", name: Optional[str] = None,
                 progress=None) -> Result:
-    """``sanpath paths --sums``: the sum S_k of all path terms of each length (no enumeration)."""
+    """``sanpath paths --sums``: the sum S_k of all path terms of each length (no enumeration).
+
+    ``check="certified"`` (``paths --sums --check certified``): every digit
+    proven by ball arithmetic (docs/math.md §10), each Number's ``interval``
+    the enclosure of its exact value; the decomposition error is then the
+    bound its enclosure proves (its exact value is 0)."""
     model, name = _name(model, name)
     return Result(_sanpath.length_sums(model, _input(input), name, *_variant_args(skip, mlp, layernorm, mask),
-                                       _request(precision, digits, max_bits, confirm, method), _progress(progress)))
+                                       _request(precision, digits, max_bits, confirm, method, check),
+                                       _progress(progress)))
 
 
 def enumerate_paths(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,

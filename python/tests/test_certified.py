@@ -86,3 +86,26 @@ def test_collapse_certified_is_the_cli_table(cli, tmp_path):
     out = tmp_path / "c.json"
     cli_ok(cli, "collapse", "--check", "certified", "--format", "json", "-o", str(out))
     assert json.loads(out.read_text()) == json.loads(r.to_json())
+
+
+def test_length_sums_certified_is_the_cli(cli, tmp_path):
+    # paths --sums --check certified: the same JSON, with an interval for every length's quantities, for
+    # ||X^L||_F and for the decomposition error (exactly 0 by Theorem 2.1: printed as the bound "< 1e-N")
+    m = tmp_path / "skip.safetensors"
+    sanpath.random_model(3, 2, 8, skip=True, mlp="none", layernorm="none", d_ff=0, seed=3).save(str(m))
+    r = sanpath.length_sums(sanpath.load(str(m)), sanpath.random_input(6, seed=1), check="certified")
+    assert r.to_json() == cli_ok(cli, "paths", "--model", str(m), "--random-input", "6", "--seed", "1", "--sums",
+                                 "--check", "certified", "--format", "json")
+    j = r.to_dict()
+    assert j["check_method"] == "certified" and j["decomposition_holds"] is True
+    assert j["decomposition_error"].startswith("< 1e-")
+    lo, hi = j["intervals"]["decomposition_error"]
+    assert float(lo) == 0 and float(hi) < float(j["decomposition_error"][2:])
+    for row in j["length_sums"]:
+        assert set(row["intervals"]) == {"frobenius", "residual", "share"}
+        assert row["digits"] >= 20
+    with pytest.raises(ValueError) as e:
+        sanpath.length_sums(sanpath.load(str(m)), sanpath.random_input(6, seed=1), check="certified",
+                            precision="double")
+    assert str(e.value) == cli_message(cli, "paths", "--model", str(m), "--random-input", "6", "--seed", "1",
+                                       "--sums", "--check", "certified", "--precision", "double")

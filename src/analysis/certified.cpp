@@ -1,8 +1,9 @@
 #include "sanpath/analysis/certified.hpp"
 
-#include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/enclosure.hpp"
 #include "sanpath/compute/enclosure_centred.hpp"
+#include "sanpath/compute/enclosure_paths.hpp"
+#include "sanpath/compute/paths.hpp"
 
 #include <mpfr.h>
 
@@ -19,15 +20,10 @@ void refuse(const std::string& what) {
   throw std::invalid_argument("--check certified: " + what + " (math.md §10: not enclosed yet)");
 }
 
-void check_request(const Model& model, const Variant& variant, const InputSpec& input, const PrecisionRequest& request,
-                   Center center) {
+void check_request(const Model& model, const Variant& variant, const PrecisionRequest& request, Center center) {
   if (center == Center::median) refuse("the median centre; use --center mean or optimal");
   if (!request.measures.empty()) refuse("--measures");
   if (request.emulate) refuse("--emulate");
-  if (input.kind == InputSpec::Kind::pixels)
-    refuse("pixels (the ViT patch embedding); give --input FILE or --random-input N, whose numbers are taken as "
-           "exact");
-  check_enclosure_supports(model, variant);
   if (request.resolved_method(model) == ForwardMethod::centred) check_centred_enclosure_supports(model, variant);
 }
 
@@ -45,12 +41,7 @@ std::vector<ResidualEnclosure> enclose_at(const Precision& p, const Model& model
       opt.on_layer = layer_progress(progress, std::string("enclosed ") + (centred ? "centred" : "direct") +
                                                   " pass at " + p.name(),
                                     model.arch().layers);
-      const auto exact = [](Matrix<S> M) {  // numbers given are taken as exact
-        const Eigen::Index rows = M.rows(), cols = M.cols();
-        return BallMatrix<S>{std::move(M), RadiusMatrix::zero(rows, cols)};
-      };
-      const BallMatrix<S> X0 = input.kind == InputSpec::Kind::tokens ? embed_enclosed<S>(model, input.tokens)
-                                                                     : exact(make_input<S>(model, input));
+      const BallMatrix<S> X0 = input_enclosed<S>(model, input);
       std::vector<ResidualEnclosure> out;
       if (centred) {
         const EnclosedCentredTrace<S> t = forward_centred_enclosed<S>(model, variant, X0, opt);
@@ -118,6 +109,13 @@ LayerReport layer_report(int l, const ResidualEnclosure& e, int asked, int most,
   return r;
 }
 
+/// The bits a certified run starts at: the digits asked, 64 bits of margin and 16 a layer for the radii's
+/// growth (ball arithmetic adds errors in absolute value: 4 to 5.5 digits a layer measured in
+/// tests/compute/test_enclosure.cpp).
+long start_bits(int asked, int layers) {
+  return static_cast<long>(std::ceil(asked * 3.3219280948873623)) + 64 + 16L * layers;
+}
+
 /// The least digits proven of a value that is not exactly zero (more bits prove more).
 int least_digits(const std::vector<LayerReport>& layers) {
   int least = std::numeric_limits<int>::max();
@@ -131,7 +129,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
                                           const PrecisionRequest& request, Center center,
                                           const ProgressFn& progress) {
   model.check_supports(variant);
-  check_request(model, variant, input, request, center);
+  check_request(model, variant, request, center);
   ForwardAnalysis out;
   out.variant = variant;
   out.center = center;
@@ -151,7 +149,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
     plain.confirm = false;
     plain.method = ForwardMethod::direct;
     ForwardAnalysis d = analyze_forward(model, variant, input, plain, center, progress);
-    const long bits = static_cast<long>(std::ceil(17 * 3.3219280948873623)) + 64 + 16L * model.arch().layers;
+    const long bits = start_bits(17, model.arch().layers);
     const Precision p = Precision::at_least(std::min<long>(Precision::max_bits(), bits));
     const std::vector<ResidualEnclosure> enclosures =
         enclose_at(p, model, variant, input, ForwardMethod::direct, center, progress);
@@ -161,10 +159,8 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
     d.check_method = CheckMethod::certified;
     return d;
   }
-  // Auto: the digits asked, 64 bits of margin and 16 a layer for the radii's growth (ball
-  // arithmetic adds errors in absolute value: 4 to 5.5 digits a layer measured in
-  // tests/compute/test_enclosure.cpp); then up to the tier the residuals need.
-  const long start = static_cast<long>(std::ceil(asked * 3.3219280948873623)) + 64 + 16L * model.arch().layers;
+  // Auto: start_bits, then up to the tier the residuals need.
+  const long start = start_bits(asked, model.arch().layers);
   Precision p = request.automatic ? Precision::at_least(std::min<long>(Precision::max_bits(), start)) : request.fixed;
   const long max_bits = request.automatic ? (request.max_bits > 0 ? request.max_bits : Precision::max_bits()) : p.bits;
   if (request.automatic) out.ceiling_bits = max_bits;
@@ -196,6 +192,81 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
     p = next;
   }
   return out;
+}
+
+LengthSumsReport analyze_length_sums_certified(const Model& model, const Variant& variant, const InputSpec& input,
+                                               const PrecisionRequest& request, const ProgressFn& progress) {
+  require_attention_only(variant);
+  model.check_supports(variant);
+  if (!request.automatic && request.fixed.native_double)
+    refuse("--precision double for the length sums (they are enclosed at an MPFR tier: give a precision in bits or "
+           "auto)");
+  const Architecture& a = model.arch();
+  const int asked = request.target_digits;
+  LengthSumsReport r;
+  r.variant = variant;
+  r.method = ForwardMethod::direct;  // the decomposition is of the direct pass
+  r.chosen_by = ForwardMethod::direct;
+  r.check_method = CheckMethod::certified;
+  r.layers = a.layers;
+  r.heads = a.heads;
+  const std::vector<PathCount> counts = count_paths_by_length(a.layers, a.heads, variant.skip);
+  Precision p =
+      request.automatic ? Precision::at_least(std::min<long>(Precision::max_bits(), start_bits(asked, a.layers)))
+                        : request.fixed;
+  const long max_bits = request.automatic ? (request.max_bits > 0 ? request.max_bits : Precision::max_bits()) : p.bits;
+  if (request.automatic) r.ceiling_bits = max_bits;
+  if (p.bits > max_bits) p = Precision::at_least(std::max<long>(65, max_bits));
+  for (;;) {
+    const EnclosedLengthSums s = with_scalar(p, [&](auto tag) -> EnclosedLengthSums {
+      using S = typename decltype(tag)::type;
+      if constexpr (!is_mpfr_v<S>) {
+        throw std::logic_error("analyze_length_sums_certified: double reached the enclosed pass");
+      } else {
+        EnclosureOptions opt;
+        opt.record_attention = true;
+        opt.on_layer = layer_progress(progress, "enclosed direct pass at " + p.name(), a.layers);
+        const EnclosedTrace<S> t = forward_enclosed<S>(model, variant, input_enclosed<S>(model, input), opt);
+        report_progress(progress, "enclosed length sums at " + p.name(), 0, 0);
+        r.tokens = static_cast<long>(t.X[0].mid.rows());
+        return enclose_length_sums(model, t);
+      }
+    });
+    r.tried_bits.push_back(p.bits);
+    r.precision = p;
+    const int most = decimal_digits(p.bits);
+    r.lengths.clear();
+    PathCount total = 0;
+    int least = most;
+    for (std::size_t k = 0; k < counts.size(); ++k) {
+      LengthSumEntry e;
+      e.length = static_cast<int>(k);
+      e.count = counts[k].str();
+      total += counts[k];
+      if (s.terms[k]) {
+        e.frobenius = proven_quantity(s.terms[k]->norm_frobenius, nullptr, asked, most);
+        e.residual = proven_quantity(s.terms[k]->res_composite, nullptr, asked, most);
+      } else {  // no path of this length: S_k = 0 exactly
+        e.frobenius = proven_quantity(s.share[k], nullptr, asked, most);
+        e.residual = e.frobenius;
+      }
+      e.share = proven_quantity(s.share[k], nullptr, asked, most);
+      e.digits = std::min({*e.frobenius.digits, *e.residual.digits, *e.share.digits});
+      if (s.terms[k]) least = std::min(least, *e.digits);
+      r.lengths.push_back(std::move(e));
+    }
+    r.total_count = total.str();
+    r.output_frobenius = proven_quantity(s.output_frobenius, nullptr, asked, most);
+    r.decomposition_error = proven_quantity(s.error, nullptr, asked, most);
+    least = std::min(least, *r.output_frobenius.digits);
+    if (!request.automatic || least >= asked) break;
+    if (p.is_top() || p.next().bits > max_bits) {
+      r.ceiling_reached = true;  // the digits asked need more bits than allowed
+      break;
+    }
+    p = p.next();
+  }
+  return r;
 }
 
 }  // namespace sanpath

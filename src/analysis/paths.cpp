@@ -6,6 +6,7 @@
 // The text form of a head filter is parsed in paths_heads.cpp.
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/analysis/paths.hpp"
+#include "sanpath/analysis/certified.hpp"
 #include "sanpath/analysis/confirmation.hpp"
 
 #include "sanpath/compute/effectiveness.hpp"
@@ -315,6 +316,8 @@ RawEffectiveness effectiveness_at(const Precision& p, const Model& model, const 
 
 LengthSumsReport analyze_length_sums(const Model& model, const Variant& variant, const InputSpec& input,
                                      const PrecisionRequest& request, const ProgressFn& progress) {
+  if (request.check == CheckMethod::certified)
+    return analyze_length_sums_certified(model, variant, input, request, progress);
   require_decomposable(model, variant);
   const Plan plan = plan_precision(model, variant, input, request, progress);
   const Precision p = plan.choice.precision;
@@ -571,6 +574,7 @@ EffectivenessReport analyze_effectiveness(const Model& model, const Variant& var
 BigReal decomposition_tolerance(const Precision& p) { return pow(BigReal(2, 30), BigReal(-(p.bits / 2), 30)); }
 
 bool decomposition_holds(const Quantity& error, const Precision& p) {
+  if (error.enclosure) return error.enclosure->hi <= decomposition_tolerance(p);  // certified: proven
   return abs(error.value) <= decomposition_tolerance(p);
 }
 

@@ -48,6 +48,7 @@ void register_paths(CLI::App& app) {
     PrecisionOptions precision;
     OutputOptions out;
     bool enumerate = false, sums = false, effectiveness = false, check = false;
+    std::string check_text;  ///< --check's value: empty (or "true") given alone, else "certified"
     std::uint64_t sample = 0, rerun = 0;
     int repeats = 5;
     int length = -1;
@@ -108,9 +109,15 @@ void register_paths(CLI::App& app) {
                                 "(--top searches by branch and bound without visiting every path)")
                     ->default_val(1000000)
                     ->check(unsigned_integer);
-  cmd->add_flag("--check", o->check,
-                "verify Theorem 2.1: exit code 4 unless the reconstruction error is at most 2^-(bits/2) (--sums, or "
-                "--enumerate of every path)");
+  auto* check =
+      cmd->add_option("--check", o->check_text,
+                      "verify Theorem 2.1 (default: off): exit code 4 unless the reconstruction error is at most "
+                      "2^-(bits/2) (--sums, or --enumerate of every path). --check certified (--sums): every printed "
+                      "digit proven, not confirmed (math.md §10): the direct pass and the sums run in ball arithmetic "
+                      "at an MPFR tier, JSON gives each length's \"intervals\" [lo, hi], the reconstruction error is "
+                      "the upper end of its enclosure (its exact value is 0), and the verification, implied, is a "
+                      "proof")
+          ->expected(0, 1);
   o->out.add(*cmd);
   cmd->footer(
       "\nThe attention matrices P_h^l of the forward pass are frozen; for attention-only variants (--mlp none "
@@ -144,8 +151,15 @@ void register_paths(CLI::App& app) {
       "--repeats 5 --seed 1\n"
       "  sanpath paths --model ../shared/data/real-models/bert-ticket-classifier --tokens-file tokens.txt --skip on "
       "--mlp none --layernorm none --effectiveness --threads 2\n");
-  cmd->callback([o, seed, sample, length, lengths, heads, top, limit, rerun, repeats] {
+  cmd->callback([o, seed, sample, length, lengths, heads, top, limit, rerun, repeats, check] {
     const Format fmt = o->out.parsed();
+    o->check = check->count() > 0;
+    if (o->check_text == "certified") {
+      if (!o->sums) throw UsageError("--check certified: only with --sums so far (math.md §10)");
+      o->precision.check = "certified";
+    } else if (!o->check_text.empty() && o->check_text != "true") {
+      throw UsageError("--check: '" + o->check_text + "': give --check alone (verify Theorem 2.1) or --check certified");
+    }
     const PrecisionRequest req = o->precision.request();
     const VariantOverride ov = o->variant.overrides();
     if (seed->count() > 0 && o->input.random_n == 0 && o->sample == 0 && rerun->count() == 0)

@@ -285,10 +285,9 @@ void PrecisionOptions::add_check(CLI::App& app) {
                  "pass (centred with auto, as without it; direct with --method direct or a fixed precision) runs "
                  "in ball arithmetic at an MPFR tier and encloses every exact value, JSON gives each layer's "
                  "\"intervals\" [lo, hi] and digits_by_quantity the digits they prove (forward, collapse and bounds, "
-                 "whose verdicts HOLDS and VIOLATED are then proven; so far every block without rotary or relative "
-                 "positions; token ids of BERT-like and GPT-2 embeddings, --input or --random-input taken as exact; "
-                 "centre mean or optimal). auto: rounding for --precision double with centre mean or median, mpfr "
-                 "otherwise")
+                 "whose verdicts HOLDS and VIOLATED are then proven; every family, token ids or pixels "
+                 "through its embeddings, --input or --random-input taken as exact; centre mean or optimal). auto: "
+                 "rounding for --precision double with centre mean or median, mpfr otherwise")
       ->default_val("auto");
 }
 

@@ -452,11 +452,7 @@ template <class S>
 EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Variant& variant, const BallMatrix<S>& X0,
                                                  const EnclosureOptions& options) {
   if constexpr (!is_mpfr_v<S>) {
-    (void)model;
-    (void)variant;
-    (void)X0;
-    (void)options;
-    throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
+    enclosure_detail::refuse_double(model, variant, X0, options);
   } else {
     namespace E = enclosure_detail;
     const Architecture& a = model.arch();
@@ -505,10 +501,7 @@ EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Varia
 template <class S>
 ResidualEnclosure enclose_centred_residual(const BallMatrix<S>& c, const BallMatrix<S>& R, Center center) {
   if constexpr (!is_mpfr_v<S>) {
-    (void)c;
-    (void)R;
-    (void)center;
-    throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
+    enclosure_detail::refuse_double(c, R, center);
   } else {
     namespace E = enclosure_detail;
     use_full_mpfr_exponent_range();

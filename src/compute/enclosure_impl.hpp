@@ -2,7 +2,7 @@
 #include "sanpath/compute/enclosure.hpp"
 #include "sanpath/compute/norms.hpp"
 #include "compute/forward_impl.hpp"  // detail::pack_into, score_scale, window_of, add_row
-#include "sanpath/compute/embed.hpp"
+#include "compute/embed_impl.hpp"  // embed_pixels
 #include "sanpath/core/errors.hpp"
 
 #include <mpfr.h>
@@ -10,12 +10,19 @@
 #include <algorithm>
 #include <charconv>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <string>
 #include <stdexcept>
 
 namespace sanpath {
 namespace enclosure_detail {
+
+/// The enclosed passes run at the MPFR tiers; their double instantiations
+/// throw this (the arguments, unused, are only named).
+template <class... T> [[noreturn]] void refuse_double(const T&...) {
+  throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
+}
 
 /// u = 2^(1−p): twice the unit roundoff of a p-bit tier. Every bound below
 /// is stated with u, so each keeps a factor of two in hand.
@@ -123,44 +130,6 @@ template <class S> BallMatrix<S> softmax(const BallMatrix<S>& A, MaskKind mask, 
   });
   mpfr_clear(span);
   return P;
-}
-
-/// Attention of math.md §1 on a ball (heads one after another).
-template <class S>
-BallMatrix<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const BallMatrix<S>& X, MaskKind mask,
-                        Eigen::Index window, long p) {
-  const Eigen::Index n = X.mid.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
-  BallMatrix<S> Q = times_weights(X, w.WQ, p), K = times_weights(X, w.WK, p), V = times_weights(X, w.WV, p);
-  add_bias(Q, w.bQ, p);
-  add_bias(K, w.bK, p);
-  add_bias(V, w.bV, p);
-  const S scale = detail::score_scale<S>(a);
-  // |s − s̃| ≤ 4u·s̃ (a decimal, a square root and a quotient, each rounded once).
-  const UpperBound u = unit(p);
-  const UpperBound s_up = UpperBound::abs_of(scale.backend().data()) * (UpperBound::of(1.0) + UpperBound::of(8.0) * u);
-  BallMatrix<S> heads_out{Matrix<S>(n, H * dv), RadiusMatrix{}};
-  std::vector<RadiusMatrix> head_rad(static_cast<std::size_t>(H));
-  // Heads side by side, as forward() runs them (each head's products then serial).
-  detail::run_blocks(static_cast<std::size_t>(H), product_threads(), [&](std::size_t hu) {
-    check_interrupt();
-    const auto h = static_cast<Eigen::Index>(hu);
-    BallMatrix<S> A = times(columns(Q, h * dq, dq), columns(K, h * dq, dq), true, p);
-    A.mid *= scale;
-    // |A s − RN(Ã s̃)| ≤ r_A·s + 7u·|result|
-    A.rad = A.rad * s_up;
-    add_rounding(A, p, 8.0);
-    const BallMatrix<S> Ph = softmax(A, mask, window, p);
-    const BallMatrix<S> PV = times(Ph, columns(V, h * dv, dv), false, p);
-    heads_out.mid.middleCols(h * dv, dv) = PV.mid;  // disjoint columns per head
-    head_rad[hu] = PV.rad;
-  });
-  // One radius for the heads side by side (radius_from picks the common exponent).
-  heads_out.rad = radius_from(n, H * dv, [&](Eigen::Index i, Eigen::Index j) {
-    return head_rad[static_cast<std::size_t>(j / dv)].at(i, j % dv);
-  });
-  BallMatrix<S> out = times_weights(heads_out, w.WO, p);
-  add_bias(out, w.bO, p);
-  return out;
 }
 
 // ---- interval arithmetic for the row-wise maps ---------------------------------
@@ -399,6 +368,233 @@ template <class S> Iv<S> iv_activate(const Iv<S>& x, Activation act) {
   throw std::logic_error("iv_activate: unknown activation");
 }
 
+// ---- positions: rotary angles, T5's bucket bias, Gemma 2's soft cap ---------------
+
+/// θ^(−2i/r) for θ ≥ 1 (`base`, enclosed), rounded outward: the exponent
+/// −2i/r ≤ 0 enclosed first; the power rises with it and falls with θ.
+template <class S> Iv<S> inverse_frequency(const Iv<S>& base, long i, long r) {
+  if (mpfr_cmp_ui(ptr(base.lo), 1) < 0)
+    throw std::invalid_argument("certified enclosures: a position base below 1 is not enclosed");
+  Iv<S> e, f;
+  mpfr_set_si(ptr(e.lo), -2 * i, MPFR_RNDN);  // exact
+  mpfr_div_si(ptr(e.hi), ptr(e.lo), r, MPFR_RNDU);
+  mpfr_div_si(ptr(e.lo), ptr(e.lo), r, MPFR_RNDD);
+  mpfr_pow(ptr(f.lo), ptr(base.hi), ptr(e.lo), MPFR_RNDD);
+  mpfr_pow(ptr(f.hi), ptr(base.lo), ptr(e.hi), MPFR_RNDU);
+  return f;
+}
+
+/// The radii of computed cos and sin values (`c`, `s`) of the angle q·f
+/// (q an integer of either sign, f in `freq`): the angle enclosed in
+/// directed rounding, then cos and sin at one end, widened by the angle's
+/// width (both are 1-Lipschitz).
+template <class S> std::pair<UpperBound, UpperBound> angle_radii(const Iv<S>& freq, long q, const S& c, const S& s) {
+  Iv<S> angle, cv, sv;
+  S t, width;
+  mpfr_mul_si(ptr(angle.lo), ptr(freq.lo), q, MPFR_RNDD);
+  mpfr_mul_si(ptr(t), ptr(freq.hi), q, MPFR_RNDD);
+  if (t < angle.lo) angle.lo = t;
+  mpfr_mul_si(ptr(angle.hi), ptr(freq.hi), q, MPFR_RNDU);
+  mpfr_mul_si(ptr(t), ptr(freq.lo), q, MPFR_RNDU);
+  if (t > angle.hi) angle.hi = t;
+  mpfr_sub(ptr(width), ptr(angle.hi), ptr(angle.lo), MPFR_RNDU);
+  mpfr_cos(ptr(cv.lo), ptr(angle.lo), MPFR_RNDD);
+  mpfr_sub(ptr(cv.lo), ptr(cv.lo), ptr(width), MPFR_RNDD);
+  mpfr_cos(ptr(cv.hi), ptr(angle.lo), MPFR_RNDU);
+  mpfr_add(ptr(cv.hi), ptr(cv.hi), ptr(width), MPFR_RNDU);
+  mpfr_sin(ptr(sv.lo), ptr(angle.lo), MPFR_RNDD);
+  mpfr_sub(ptr(sv.lo), ptr(sv.lo), ptr(width), MPFR_RNDD);
+  mpfr_sin(ptr(sv.hi), ptr(angle.lo), MPFR_RNDU);
+  mpfr_add(ptr(sv.hi), ptr(sv.hi), ptr(width), MPFR_RNDU);
+  return {radius_around(c, cv), radius_around(s, sv)};
+}
+
+/// rotary_table() as balls: each midpoint the forward pass's own cos or sin,
+/// each radius covering cos and sin of the exact angle p·θ^(−2i/r) (θ the
+/// config's decimal).
+template <class S> struct BallRotary {
+  RotaryTable<S> mid;
+  RadiusMatrix rcos, rsin;
+};
+
+template <class S> BallRotary<S> rotary_enclosed(Eigen::Index n, int r, double theta) {
+  BallRotary<S> t{rotary_table<S>(n, r, theta), {}, {}};  // throws for an odd r
+  const Eigen::Index half = r / 2;
+  const Iv<S> base = iv_decimal<S>(theta);
+  std::vector<UpperBound> rc(static_cast<std::size_t>(n * half)), rs(rc.size());
+  for (Eigen::Index i = 0; i < half; ++i) {
+    const Iv<S> freq = inverse_frequency(base, static_cast<long>(i), r);
+    for (Eigen::Index q = 0; q < n; ++q) {
+      const auto k = static_cast<std::size_t>(i * n + q);
+      std::tie(rc[k], rs[k]) = angle_radii(freq, static_cast<long>(q), t.mid.cos(q, i), t.mid.sin(q, i));
+    }
+  }
+  t.rcos = radius_from(n, half, [&](Eigen::Index q, Eigen::Index i) { return rc[static_cast<std::size_t>(i * n + q)]; });
+  t.rsin = radius_from(n, half, [&](Eigen::Index q, Eigen::Index i) { return rs[static_cast<std::size_t>(i * n + q)]; });
+  return t;
+}
+
+/// xlnet_sinusoid() as a ball: row r ↔ p = r − (n − 1) (clamped), the sines
+/// of p·10000^(−2k/d) then the cosines, each radius covering the exact value.
+template <class S> BallMatrix<S> xlnet_sinusoid_enclosed(Eigen::Index n, int d, int clamp_len) {
+  BallMatrix<S> R{xlnet_sinusoid<S>(n, d, clamp_len), RadiusMatrix{}};  // throws for an odd d
+  const Eigen::Index half = d / 2, rows = R.mid.rows();
+  const Iv<S> base = iv_point(S(10000));
+  std::vector<UpperBound> rad(static_cast<std::size_t>(rows * d));
+  for (Eigen::Index k = 0; k < half; ++k) {
+    const Iv<S> freq = inverse_frequency(base, static_cast<long>(k), d);
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      Eigen::Index q = r - (n - 1);
+      if (clamp_len > 0) q = std::max<Eigen::Index>(-clamp_len, std::min<Eigen::Index>(clamp_len, q));
+      std::tie(rad[static_cast<std::size_t>((half + k) * rows + r)], rad[static_cast<std::size_t>(k * rows + r)]) =
+          angle_radii(freq, static_cast<long>(q), R.mid(r, half + k), R.mid(r, k));
+    }
+  }
+  R.rad = radius_from(rows, d, [&](Eigen::Index r, Eigen::Index j) { return rad[static_cast<std::size_t>(j * rows + r)]; });
+  return R;
+}
+
+/// Rotates the first 2·half columns of every head block (`heads` blocks of
+/// `width` columns) as apply_rotary does, on a ball: the pair (x, y) of a row
+/// becomes x·c − y·s (and y·c + x·s), whose exact value moves from the
+/// computed one by at most r_x(|c̃| + r_c) + |x̃|r_c + r_y(|s̃| + r_s) + |ỹ|r_s
+/// plus the three roundings, u·(|x̃c̃| + |ỹs̃| + |result|).
+template <class S>
+void rotate_heads(BallMatrix<S>& M, const BallRotary<S>& t, Eigen::Index heads, Eigen::Index width, long p) {
+  const Eigen::Index n = M.mid.rows(), half = t.mid.cos.cols();
+  const Matrix<S> before = M.mid;
+  const RadiusMatrix r0 = M.rad;
+  for (Eigen::Index h = 0; h < heads; ++h) apply_rotary(M.mid, t.mid, h * width);
+  const UpperBound u = unit(p);
+  const auto abs = [](const S& x) { return UpperBound::abs_of(x.backend().data()); };
+  M.rad = radius_from(n, M.mid.cols(), [&](Eigen::Index i, Eigen::Index j) {
+    const Eigen::Index h = j / width, k = j % width;
+    if (k >= 2 * half) return r0.at(i, j);  // partial rotary: not rotated
+    const bool first = k < half;
+    const Eigen::Index pair = first ? k : k - half;
+    const Eigen::Index jx = h * width + (first ? pair : pair + half), jy = h * width + (first ? pair + half : pair);
+    const UpperBound ax = abs(before(i, jx)), ay = abs(before(i, jy));
+    const UpperBound c = abs(t.mid.cos(i, pair)), s = abs(t.mid.sin(i, pair));
+    const UpperBound rc = t.rcos.at(i, pair), rs = t.rsin.at(i, pair);
+    return r0.at(i, jx) * (c + rc) + ax * rc + r0.at(i, jy) * (s + rs) + ay * rs +
+           u * (ax * c + ay * s + abs(M.mid(i, j)));
+  });
+}
+
+/// What a pass encloses once from n and shares with every layer (as PositionTables).
+template <class S> struct BallPositions {
+  std::optional<BallRotary<S>> rotary;
+  std::optional<BallMatrix<S>> sinusoid;  ///< XLNet: (2n − 1) × d
+  static BallPositions make(const Architecture& a, Eigen::Index n) {
+    BallPositions t;
+    if (a.rope_theta) t.rotary = rotary_enclosed<S>(n, a.rotated_dims(), *a.rope_theta);
+    if (a.xlnet_relative) t.sinusoid = xlnet_sinusoid_enclosed<S>(n, a.d_model, a.clamp_len);
+    return t;
+  }
+};
+
+/// c·tanh(A/c) on a ball of logits (Gemma 2): the midpoint as attention()
+/// computes it, the radius covering the interval (tanh is increasing).
+template <class S> void soft_cap(BallMatrix<S>& A, double softcap) {
+  using std::tanh;
+  const Eigen::Index n = A.mid.rows(), m = A.mid.cols();
+  const S cap = decimal_constant<S>(softcap);
+  const Iv<S> c = iv_decimal<S>(softcap);
+  if (mpfr_sgn(ptr(c.lo)) <= 0) throw std::invalid_argument("certified enclosures: a soft cap ≤ 0 is not enclosed");
+  Iv<S> inv;
+  mpfr_ui_div(ptr(inv.lo), 1, ptr(c.hi), MPFR_RNDD);
+  mpfr_ui_div(ptr(inv.hi), 1, ptr(c.lo), MPFR_RNDU);
+  std::vector<UpperBound> rad(static_cast<std::size_t>(n * m));
+  for (Eigen::Index j = 0; j < m; ++j)
+    for (Eigen::Index i = 0; i < n; ++i) {
+      Iv<S> x = iv_mul(iv_of(A.mid(i, j), A.rad.at(i, j)), inv);
+      mpfr_tanh(ptr(x.lo), ptr(x.lo), MPFR_RNDD);
+      mpfr_tanh(ptr(x.hi), ptr(x.hi), MPFR_RNDU);
+      A.mid(i, j) = cap * S(tanh(S(A.mid(i, j) / cap)));
+      rad[static_cast<std::size_t>(j * n + i)] = radius_around(A.mid(i, j), iv_mul(c, x));
+    }
+  A.rad = radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) { return rad[static_cast<std::size_t>(j * n + i)]; });
+}
+
+/// Attention of math.md §1 on a ball (heads one after another), with the
+/// position terms attention() adds: rotary queries and keys, XLNet's
+/// relative terms, T5's bucket bias, Gemma 2's soft cap.
+template <class S>
+BallMatrix<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const BallMatrix<S>& X, MaskKind mask,
+                        Eigen::Index window, const BallPositions<S>& pos, long p,
+                        std::vector<BallMatrix<S>>* record = nullptr) {
+  const Eigen::Index n = X.mid.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
+  BallMatrix<S> Q = times_weights(X, w.WQ, p), K = times_weights(X, w.WK, p), V = times_weights(X, w.WV, p);
+  add_bias(Q, w.bQ, p);
+  add_bias(K, w.bK, p);
+  add_bias(V, w.bV, p);
+  if (pos.rotary) {
+    rotate_heads(Q, *pos.rotary, H, dq, p);
+    rotate_heads(K, *pos.rotary, H, dq, p);
+  }
+  const S scale = detail::score_scale<S>(a);
+  // |s − s̃| ≤ 4u·s̃ (a decimal, a square root and a quotient, each rounded once).
+  const UpperBound u = unit(p);
+  const UpperBound s_up = UpperBound::abs_of(scale.backend().data()) * (UpperBound::of(1.0) + UpperBound::of(8.0) * u);
+  BallMatrix<S> RK;  // XLNet: the sinusoid projected by every head's W_R
+  if (a.xlnet_relative) {
+    if (!pos.sinusoid || pos.sinusoid->mid.rows() != 2 * n - 1)
+      throw std::logic_error("attention: XLNet's sinusoid table is missing or of another length");
+    RK = times_weights(*pos.sinusoid, w.WR, p);
+  }
+  BallMatrix<S> heads_out{Matrix<S>(n, H * dv), RadiusMatrix{}};
+  std::vector<RadiusMatrix> head_rad(static_cast<std::size_t>(H));
+  if (record) record->assign(static_cast<std::size_t>(H), BallMatrix<S>{});
+  // Heads side by side, as forward() runs them (each head's products then serial).
+  detail::run_blocks(static_cast<std::size_t>(H), product_threads(), [&](std::size_t hu) {
+    check_interrupt();
+    const auto h = static_cast<Eigen::Index>(hu);
+    BallMatrix<S> A;
+    if (a.xlnet_relative) {  // (q_i + r_w)·k_j + (q_i + r_r)·(R(i − j) W_R), each sum rounded once
+      BallMatrix<S> Qw = columns(Q, h * dq, dq), Qr = Qw;
+      for (Eigen::Index c = 0; c < dq; ++c)
+        for (Eigen::Index i = 0; i < n; ++i) {
+          Qw.mid(i, c) += w.rw(h * dq + c);
+          Qr.mid(i, c) += w.rr(h * dq + c);
+        }
+      add_rounding(Qw, p);
+      add_rounding(Qr, p);
+      A = times(Qw, columns(K, h * dq, dq), true, p);
+      const BallMatrix<S> B = times(Qr, columns(RK, h * dq, dq), true, p);  // column k ↔ p = k − (n − 1)
+      for (Eigen::Index j = 0; j < n; ++j)
+        for (Eigen::Index i = 0; i < n; ++i) A.mid(i, j) += B.mid(i, i - j + n - 1);
+      const RadiusMatrix rA = A.rad;
+      A.rad = radius_from(n, n, [&](Eigen::Index i, Eigen::Index j) { return rA.at(i, j) + B.rad.at(i, i - j + n - 1); });
+      add_rounding(A, p);
+    } else {
+      A = times(columns(Q, h * dq, dq), columns(K, h * dq, dq), true, p);
+    }
+    if (a.rel_buckets > 0) {  // T5: + B_h[i, j] = T[bucket(j − i), h], exact, each sum rounded once
+      for (Eigen::Index j = 0; j < n; ++j)
+        for (Eigen::Index i = 0; i < n; ++i)
+          A.mid(i, j) += S(w.pos_bias(t5_bucket(static_cast<long>(j - i), a.rel_buckets, a.rel_max_distance), h));
+      add_rounding(A, p);
+    }
+    A.mid *= scale;
+    // |A s − RN(Ã s̃)| ≤ r_A·s + 7u·|result|
+    A.rad = A.rad * s_up;
+    add_rounding(A, p, 8.0);
+    if (a.softcap) soft_cap(A, *a.softcap);
+    const BallMatrix<S> Ph = softmax(A, mask, window, p);
+    const BallMatrix<S> PV = times(Ph, columns(V, h * dv, dv), false, p);
+    heads_out.mid.middleCols(h * dv, dv) = PV.mid;  // disjoint columns per head
+    head_rad[hu] = PV.rad;
+    if (record) (*record)[hu] = Ph;
+  });
+  // One radius for the heads side by side (radius_from picks the common exponent).
+  heads_out.rad = radius_from(n, H * dv, [&](Eigen::Index i, Eigen::Index j) {
+    return head_rad[static_cast<std::size_t>(j / dv)].at(i, j % dv);
+  });
+  BallMatrix<S> out = times_weights(heads_out, w.WO, p);
+  add_bias(out, w.bO, p);
+  return out;
+}
+
 /// The MLP of math.md §2 (gated for Llama and Gemma: act(Z W_gate) ∘ (Z W_1 + b_1)).
 template <class S>
 BallMatrix<S> mlp(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
@@ -445,11 +641,12 @@ BallMatrix<S> norm(const Architecture& a, const BallMatrix<S>& X, const VectorXd
 /// parallel blocks, Gemma 2's four norms).
 template <class S>
 BallMatrix<S> layer_map(const Architecture& a, const Variant& variant, const detail::PackedLayer<S>& w,
-                        const LayerWeights& lw, const BallMatrix<S>& X, Eigen::Index window, long p) {
+                        const LayerWeights& lw, const BallMatrix<S>& X, Eigen::Index window,
+                        const BallPositions<S>& pos, long p, std::vector<BallMatrix<S>>* record = nullptr) {
   const bool pre = variant.layernorm == LayerNormKind::pre, post = variant.layernorm == LayerNormKind::post;
   const bool sandwich = a.sandwich_norms && pre;
   const VectorXd zero_bias = VectorXd::Zero(a.d_model);
-  BallMatrix<S> Z = attention(a, w, pre ? norm(a, X, lw.ln1_g, lw.ln1_b) : X, variant.mask, window, p);
+  BallMatrix<S> Z = attention(a, w, pre ? norm(a, X, lw.ln1_g, lw.ln1_b) : X, variant.mask, window, pos, p, record);
   if (sandwich) Z = norm(a, Z, lw.ln3_g, zero_bias);
   if (a.parallel_residual) {
     if (variant.mlp != MlpKind::none) Z = sum(Z, mlp(a, w, lw, pre ? norm(a, X, lw.ln2_g, lw.ln2_b) : X, p), p);
@@ -658,48 +855,128 @@ EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, co
 
 template <class S> BallMatrix<S> embed_enclosed(const Model& model, const std::vector<long>& ids) {
   if constexpr (!is_mpfr_v<S>) {
-    (void)model;
-    (void)ids;
-    throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
+    enclosure_detail::refuse_double(model, ids);
   } else {
     namespace E = enclosure_detail;
     Matrix<S> mid = embed_tokens<S>(model, ids);  // checks the ids and the model
     const Embeddings& e = *model.embeddings();
-    if (token_rows_only(e.kind)) return {std::move(mid), RadiusMatrix::zero(mid.rows(), mid.cols())};  // rows as stored
+    const long p = precision_bits_v<S>;
+    const Eigen::Index n = mid.rows(), w = e.word.cols();
+    const auto word = [&](Eigen::Index i, Eigen::Index j) {
+      return S(e.word(e.word_row(ids[static_cast<std::size_t>(i)]), j));  // exact
+    };
+    if (e.kind == Layout::opt) {  // E_i (· project_in when e ≠ d) + position row i, as embed_tokens
+      BallMatrix<S> T{Matrix<S>(n, w), RadiusMatrix::zero(n, w)};
+      for (Eigen::Index j = 0; j < w; ++j)
+        for (Eigen::Index i = 0; i < n; ++i) T.mid(i, j) = word(i, j);
+      if (e.mapping.size() > 0) T = E::times_weights(T, e.mapping, p);
+      for (Eigen::Index j = 0; j < T.mid.cols(); ++j)
+        for (Eigen::Index i = 0; i < n; ++i) T.mid(i, j) += S(e.position(i, j));
+      E::add_rounding(T, p);
+      return T;
+    }
+    if (e.kind == Layout::gemma || e.kind == Layout::gemma2) {  // √d · E[ids], √d exact in the enclosure
+      E::Iv<S> root;
+      mpfr_sqrt_ui(E::ptr(root.lo), static_cast<unsigned long>(w), MPFR_RNDD);
+      mpfr_sqrt_ui(E::ptr(root.hi), static_cast<unsigned long>(w), MPFR_RNDU);
+      return E::ball_around(std::move(mid), [&](Eigen::Index i) {
+        std::vector<E::Iv<S>> c(static_cast<std::size_t>(w));
+        for (Eigen::Index j = 0; j < w; ++j) c[static_cast<std::size_t>(j)] = E::iv_mul(E::iv_point(word(i, j)), root);
+        return c;
+      });
+    }
+    if (token_rows_only(e.kind)) return {std::move(mid), RadiusMatrix::zero(n, w)};  // the rows as stored
     const bool normed = e.kind != Layout::gpt2;
-    if (e.kind == Layout::opt || e.kind == Layout::gemma || e.kind == Layout::gemma2 || e.kind == Layout::albert ||
-        (normed && e.ln_g.size() == 0))
+    if (normed && e.ln_g.size() == 0)
       throw std::invalid_argument(model.source() + ": certified enclosures: the " + to_string(e.kind) +
                                   " embeddings are not supported yet (math.md §10); give --input or --random-input");
     // word + position (+ token type 0), then LayerNorm: on intervals from the exact stored rows
-    return E::ball_around(std::move(mid), [&](Eigen::Index i) {
-      const Eigen::Index row = e.word_row(ids[static_cast<std::size_t>(i)]);
-      std::vector<E::Iv<S>> c(static_cast<std::size_t>(e.word.cols()));
-      for (Eigen::Index j = 0; j < e.word.cols(); ++j) {
-        E::Iv<S> v = E::iv_point(S(e.word(row, j)));
+    const auto summed = [&](Eigen::Index i) {
+      std::vector<E::Iv<S>> c(static_cast<std::size_t>(w));
+      for (Eigen::Index j = 0; j < w; ++j) {
+        E::Iv<S> v = E::iv_point(word(i, j));
         if (e.has_position_table()) v = E::iv_add(v, E::iv_point(S(e.position(i, j))));
         if (normed && e.token_type.rows() > 0) v = E::iv_add(v, E::iv_point(S(e.token_type(0, j))));
         c[static_cast<std::size_t>(j)] = v;
       }
       if (normed) E::normalize_row(c, e.ln_g, e.ln_b, e.ln_eps, false, false);
       return c;
-    });
+    };
+    if (e.kind != Layout::albert) return E::ball_around(std::move(mid), summed);
+    // ALBERT: the normalised rows (of width e), then the mapping to d and its bias
+    Matrix<S> sums(n, w);  // as embed_tokens sums them
+    for (Eigen::Index j = 0; j < w; ++j)
+      for (Eigen::Index i = 0; i < n; ++i) {
+        S v = word(i, j);
+        if (e.has_position_table()) v += S(e.position(i, j));
+        if (e.token_type.rows() > 0) v += S(e.token_type(0, j));
+        sums(i, j) = v;
+      }
+    BallMatrix<S> N = E::ball_around(layer_norm(sums, e.ln_g, e.ln_b, e.ln_eps), summed);
+    BallMatrix<S> out = E::times_weights(N, e.mapping, p);
+    E::add_bias(out, detail::row_of<S>(e.mapping_b), p);
+    return out;
   }
+}
+
+template <class S> BallMatrix<S> pixels_enclosed(const Model& model, const InputSpec& spec) {
+  if constexpr (!is_mpfr_v<S>) {
+    enclosure_detail::refuse_double(model, spec);
+  } else {
+    namespace E = enclosure_detail;
+    Matrix<S> mid = embed_pixels<S>(model, spec);  // checks the image against the model
+    const Embeddings& e = *model.embeddings();
+    const long C = spec.pixel_shape[0], Hh = spec.pixel_shape[1], Ww = spec.pixel_shape[2];
+    const long ps = e.patch_size, g = e.patch_grid(), d = model.arch().d_model, K = C * ps * ps;
+    // Row k + 1 (patch k) is b + Σ_q W_q x_q + pos summed term by term in S: K products and K + 1 sums,
+    // so each entry is within γ_{K+2}·(|b| + Σ|W||x| + |pos|) of the exact value; the CLS row's one sum
+    // within u·|result|.
+    MatrixXd patches(g * g, K);  // |x| of every patch, in embed_pixels' order
+    for (long r = 0; r < g; ++r)
+      for (long sc = 0; sc < g; ++sc) {
+        Eigen::Index q = 0;
+        for (long c = 0; c < C; ++c)
+          for (long i = 0; i < ps; ++i)
+            for (long j = 0; j < ps; ++j)
+              patches(r * g + sc, q++) =
+                  std::abs(spec.pixels[static_cast<std::size_t>((c * Hh + r * ps + i) * Ww + sc * ps + j)]);
+      }
+    const RadiusMatrix terms =
+        product_up(RadiusMatrix::of(std::move(patches)), RadiusMatrix::of(e.patch.cwiseAbs().transpose()));
+    const UpperBound gamma = E::gamma_up(K + 2, precision_bits_v<S>), u = E::unit(precision_bits_v<S>);
+    const Eigen::Index rows = mid.rows();
+    RadiusMatrix rad = radius_from(rows, d, [&](Eigen::Index row, Eigen::Index o) {
+      if (row == 0) return UpperBound::abs_of(mid(0, o).backend().data()) * u;
+      const UpperBound outside = UpperBound::of(std::abs(e.patch_b(o))) + UpperBound::of(std::abs(e.position(row, o)));
+      return (terms.at(row - 1, o) + outside) * gamma;
+    });
+    return {std::move(mid), std::move(rad)};
+  }
+}
+
+template <class S> BallMatrix<S> input_enclosed(const Model& model, const InputSpec& input) {
+  switch (input.kind) {
+    case InputSpec::Kind::tokens:
+      return embed_enclosed<S>(model, input.tokens);
+    case InputSpec::Kind::pixels:
+      return pixels_enclosed<S>(model, input);
+    case InputSpec::Kind::matrix:
+    case InputSpec::Kind::random:
+      break;
+  }
+  Matrix<S> X = make_input<S>(model, input);  // numbers given are taken as exact
+  const Eigen::Index rows = X.rows(), cols = X.cols();
+  return {std::move(X), RadiusMatrix::zero(rows, cols)};
 }
 
 template <class S>
 EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, const BallMatrix<S>& X0,
                                   const EnclosureOptions& options) {
   if constexpr (!is_mpfr_v<S>) {
-    (void)model;
-    (void)variant;
-    (void)X0;
-    (void)options;
-    throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
+    enclosure_detail::refuse_double(model, variant, X0, options);
   } else {
     namespace E = enclosure_detail;
     const Architecture& a = model.arch();
-    check_enclosure_supports(model, variant);
     E::check_input(model, variant, X0);
     const long p = precision_bits_v<S>;
     const UpperBound scale = UpperBound::of(options.radius_scale);
@@ -707,11 +984,14 @@ EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, co
     t.variant = variant;
     t.X.push_back(X0);
     detail::PackedLayer<S> w;
+    const auto pos = E::BallPositions<S>::make(a, X0.mid.rows());
     for (int l = 0; l < a.layers; ++l) {
       check_interrupt();
       const std::shared_ptr<const LayerWeights> held = model.layer_for_pass(l);
       detail::pack_into(w, a, *held, variant.mlp != MlpKind::none);
-      BallMatrix<S> Z = E::layer_map(a, variant, w, *held, t.X.back(), detail::window_of(a, l), p);
+      std::vector<BallMatrix<S>>* record = nullptr;
+      if (options.record_attention) record = &t.P.emplace_back();
+      BallMatrix<S> Z = E::layer_map(a, variant, w, *held, t.X.back(), detail::window_of(a, l), pos, p, record);
       Z.rad = Z.rad * scale;
       t.X.push_back(std::move(Z));
       if (options.on_layer) options.on_layer(l + 1, a.layers);
@@ -722,9 +1002,7 @@ EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, co
 
 template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X, Center center) {
   if constexpr (!is_mpfr_v<S>) {
-    (void)X;
-    (void)center;
-    throw std::invalid_argument("certified enclosures: run at an MPFR tier (a precision in bits), not in double");
+    enclosure_detail::refuse_double(X, center);
   } else {
     namespace E = enclosure_detail;
     BallMatrix<S> R = X;
@@ -743,4 +1021,6 @@ template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X, Ce
                                                                   const sanpath::BallMatrix<S>&,               \
                                                                   const sanpath::EnclosureOptions&);            \
   template sanpath::BallMatrix<S> sanpath::embed_enclosed<S>(const sanpath::Model&, const std::vector<long>&);   \
+  template sanpath::BallMatrix<S> sanpath::pixels_enclosed<S>(const sanpath::Model&, const sanpath::InputSpec&);   \
+  template sanpath::BallMatrix<S> sanpath::input_enclosed<S>(const sanpath::Model&, const sanpath::InputSpec&);    \
   template sanpath::ResidualEnclosure sanpath::enclose_residual<S>(const sanpath::BallMatrix<S>&, sanpath::Center);

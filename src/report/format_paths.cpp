@@ -104,19 +104,30 @@ std::string format_path_counts(const PathGraphSpec& spec, const PathCounts& coun
 
 std::string format_length_sums(const LengthSumsReport& r, const Model& model, const RunInfo& info, Format f) {
   if (f == Format::json) {
+    // Certified runs: each quantity's enclosure [lo, hi] (enclosure_text).
+    const auto intervals = [](std::initializer_list<std::pair<const char*, const Quantity*>> qs) {
+      ordered_json iv = ordered_json::object();
+      for (const auto& [name, q] : qs)
+        if (const auto t = enclosure_text(*q)) iv[name] = {t->first, t->second};
+      return iv;
+    };
     ordered_json j;
     ordered_json rows = ordered_json::array();
-    for (const LengthSumEntry& e : r.lengths)
-      rows.push_back({{"length", e.length},
-                      {"count", e.count},
-                      {"norm", {{"frobenius", e.frobenius.str()}}},
-                      {"residual", {{"composite", e.residual.str()}}},
-                      {"share", e.share.str()},
-                      {"digits", digits_value(e.digits)},
-                      {"digits_by_quantity",
-                       {{"frobenius", digits_value(e.frobenius.digits)},
-                        {"residual", digits_value(e.residual.digits)},
-                        {"share", digits_value(e.share.digits)}}}});
+    for (const LengthSumEntry& e : r.lengths) {
+      ordered_json row = {{"length", e.length},
+                          {"count", e.count},
+                          {"norm", {{"frobenius", e.frobenius.str()}}},
+                          {"residual", {{"composite", e.residual.str()}}},
+                          {"share", e.share.str()},
+                          {"digits", digits_value(e.digits)},
+                          {"digits_by_quantity",
+                           {{"frobenius", digits_value(e.frobenius.digits)},
+                            {"residual", digits_value(e.residual.digits)},
+                            {"share", digits_value(e.share.digits)}}}};
+      if (e.frobenius.enclosure)
+        row["intervals"] = intervals({{"frobenius", &e.frobenius}, {"residual", &e.residual}, {"share", &e.share}});
+      rows.push_back(std::move(row));
+    }
     j["length_sums"] = rows;
     j["decomposition_error"] = r.decomposition_error.str();
     j["decomposition_error_digits"] = digits_value(r.decomposition_error.digits);
@@ -124,6 +135,9 @@ std::string format_length_sums(const LengthSumsReport& r, const Model& model, co
     j["decomposition_holds"] = decomposition_holds(r.decomposition_error, r.precision);
     j["total_paths"] = r.total_count;
     j["output_norm"] = {{"frobenius", r.output_frobenius.str()}};
+    if (r.output_frobenius.enclosure)
+      j["intervals"] = intervals({{"decomposition_error", &r.decomposition_error},
+                                  {"output_frobenius", &r.output_frobenius}});
     add_common(j, r, model, info);
     return j.dump(2) + "\n";
   }
@@ -145,8 +159,10 @@ std::string format_length_sums(const LengthSumsReport& r, const Model& model, co
     o << pad(std::to_string(e.length), 8) << pad(e.frobenius.str(), 26) << pad(e.residual.str(), 26)
       << pad(e.share.str(), 26) << pad(digits_text(e.digits), 13) << e.count << "\n";
   o << "\ndecomposition error max|Σ_k S_k + 1bᵀ − X^L| / max|X^L| = " << r.decomposition_error.str() << " ("
-    << (decomposition_holds(r.decomposition_error, r.precision) ? "holds" : "FAILS") << ", " << tolerance_text(r)
-    << ")\n";
+    << (decomposition_holds(r.decomposition_error, r.precision)
+            ? (r.check_method == CheckMethod::certified ? "holds, proven: the upper end of its enclosure" : "holds")
+            : "FAILS")
+    << ", " << tolerance_text(r) << ")\n";
   return text_table::trim_line_ends(o.str());
 }
 

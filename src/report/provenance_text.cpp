@@ -37,7 +37,8 @@ ordered_json json(const Provenance& p, View view) {
   j["precision_bits"] = p.bits();
   j["precision"] = p.precision.name();
   j["check_precision_bits"] = p.check ? ordered_json(bits_of(*p.check)) : ordered_json(nullptr);
-  if (view == View::forward || view == View::bounds)
+  if (view == View::forward || view == View::bounds ||
+      (view == View::paths && p.check_method == CheckMethod::certified))
     j["check_method"] = p.check || p.check_method == CheckMethod::certified ? ordered_json(to_string(p.check_method))
                                                                            : ordered_json(nullptr);
   j["tried_bits"] = p.tried_bits;

@@ -13,18 +13,8 @@ set -u
 source "$(dirname "$0")/../support/cli.sh"
 cli_checks families "$@"
 
-SIZE=(--layers 2 --heads 2 --d-model 8 --d-ff 12 --std 0.3 --seed 5)
-# Each family with the options that make it differ (families.md).
-declare -A OPTS=(
-  [xlnet]="--vocab 20 --clamp-len 3"
-  [t5]="--vocab 20 --d-qk 3 --d-v 3 --gated on --rel-buckets 8 --rel-max-distance 6"
-  [gpt_neox]="--vocab 20 --rotary-fraction 0.5"
-  [phi]="--vocab 20 --kv-heads 1 --bias-std 0.1"
-  [opt]="--vocab 20 --embed-dim 6 --max-positions 16 --bias-std 0.1"
-  [gemma]="--vocab 20 --kv-heads 1 --d-qk 6 --d-v 6"
-  [gemma2]="--vocab 20 --d-qk 4 --d-v 4 --sliding-window 2 --softcap 5 --query-pre-attn-scalar 3"
-  [vit]="--image-size 8 --patch-size 4 --channels 3 --bias-std 0.1"
-)
+source "$(dirname "$0")/../support/family_options.sh"
+SIZE=("${FAMILY_SIZE[@]}")
 # Whether math.md §5's cubic bounds apply to the family's SAN (families.md:
 # not with rotary, position terms or a soft-cap).
 declare -A BOUNDS=([xlnet]=no [t5]=no [gpt_neox]=no [phi]=no [opt]=yes [gemma]=no [gemma2]=no [vit]=yes)
@@ -51,7 +41,7 @@ PY
 for fam in xlnet t5 gpt_neox phi opt gemma gemma2 vit; do
   M="$dir/$fam"
   # shellcheck disable=SC2086
-  expect 0 "$SANPATH" init --out "$M" --layout $fam "${SIZE[@]}" ${OPTS[$fam]}
+  expect 0 "$SANPATH" init --out "$M" --layout $fam "${SIZE[@]}" ${FAMILY_OPTS[$fam]}
   grep -q "\"model_type\": \"$fam\"" "$M/config.json" || fail "$fam: config.json does not say model_type $fam"
   if [ $fam = vit ]; then IN=(--pixels "$dir/img.safetensors"); else IN=(--tokens 1,5,7,3,19); fi
 

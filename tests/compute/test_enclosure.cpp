@@ -5,11 +5,13 @@
 // enclosure must contain the reference's value, and an enclosure whose radii
 // are shrunk on purpose must be caught by the same check.
 #include "support/helpers.hpp"
+#include "support/llama_helpers.hpp"
 #include "support/width8_models.hpp"
 
 #include "sanpath/compute/enclosure.hpp"
 #include "sanpath/compute/enclosure_centred.hpp"
-#include "compute/enclosure_centred_impl.hpp"  // enclosure_detail::iv_activate, iv_derivative
+#include "compute/enclosure_centred_impl.hpp"  // enclosure_detail::iv_activate, iv_derivative, rotary_enclosed
+#include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/safetensors.hpp"
@@ -22,6 +24,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <tuple>
 
 using namespace sanpath;
 
@@ -53,12 +56,14 @@ MatrixXd test_input(std::uint64_t seed, int n = 6) { return test::width8_input(s
 
 /// The mpmath reference's per-layer quantities (mean centre) at `bits` bits.
 std::vector<std::map<std::string, BigReal>> reference(const Model& m, const MatrixXd& X0, const Variant& v,
-                                                      const std::string& tag, int bits, int digits) {
+                                                      const std::string& tag, int bits, int digits,
+                                                      std::optional<Layout> layout = std::nullopt) {
   const nlohmann::json ref = test::reference_residual_norms(
       m, X0, "enclosure_" + tag,
       "--all-norms --bits " + std::to_string(bits) + " --digits " + std::to_string(digits) + " --skip " +
           (v.skip ? "on" : "off") + " --mlp " + to_string(v.mlp) + " --layernorm " + to_string(v.layernorm) +
-          " --mask " + to_string(v.mask));
+          " --mask " + to_string(v.mask),
+      layout);
   std::vector<std::map<std::string, BigReal>> out;
   for (const auto& rec : ref["layers"]) {
     std::map<std::string, BigReal> q;
@@ -302,6 +307,113 @@ TEST_CASE("enclosed pass: MLP (every activation) and LayerNorm, pre and post, co
   }
 }
 
+TEST_CASE("enclosed pass: the Llama family (rotary, grouped-query attention, RMSNorm, SwiGLU) contains the mpmath "
+          "values") {
+  const Model m = test::random_llama(3, 4, 2, 8, 4, 16, 61, 20);  // a token table: the reference reads one
+  const MatrixXd X0 = test_input(24);
+  for (const Variant v : {m.arch().variant, Variant::san(MaskKind::causal), Variant::san()}) {
+    const std::string tag = std::string("llama_") + (v.skip ? "full" : "san_") + to_string(v.mask);
+    const auto ref = reference(m, X0, v, tag, 1500, 300, Layout::llama);
+    CAPTURE(tag);
+    int d128 = 0, d257 = 0;
+    loose = 0;
+    CHECK(misses(forward_enclosed<mpfr_real<38>>(m, v, convert<mpfr_real<38>>(X0)), ref, d128) == 0);
+    CHECK(misses(forward_enclosed<mpfr_real<77>>(m, v, convert<mpfr_real<77>>(X0)), ref, d257) == 0);
+    CAPTURE(d128, d257);
+    CHECK(loose == 0);
+    CHECK(d257 >= 40);
+  }
+}
+
+TEST_CASE("rotary angles: every cos and sin ball contains the exact value; without its radius it does not") {
+  // θ^(−2i/r)·p at 65 bits against 2,000 bits, for a round and a decimal base and positions up to 3,000
+  // (angles of thousands of radians, where the angle's own rounding dominates).
+  using S = mpfr_real<19>;
+  for (const double theta : {10000.0, 500000.5}) {
+    const int r = 12;
+    const Eigen::Index n = 3000;
+    const auto t = enclosure_detail::rotary_enclosed<S>(n, r, theta);
+    const BigReal base = big_of(theta == 10000.0 ? "10000" : "500000.5", 700);
+    int missed = 0, missed_without = 0;
+    for (Eigen::Index i = 0; i < r / 2; ++i)
+      for (const Eigen::Index q : {Eigen::Index{0}, Eigen::Index{1}, Eigen::Index{7}, Eigen::Index{999}, n - 1}) {
+        BigReal e(0, 700), angle(0, 700), c(0, 700), s(0, 700), diff(0, 700);
+        mpfr_set_si(e.backend().data(), -2 * static_cast<long>(i), MPFR_RNDN);
+        mpfr_div_si(e.backend().data(), e.backend().data(), r, MPFR_RNDN);
+        mpfr_pow(angle.backend().data(), base.backend().data(), e.backend().data(), MPFR_RNDN);
+        mpfr_mul_si(angle.backend().data(), angle.backend().data(), static_cast<long>(q), MPFR_RNDN);
+        mpfr_cos(c.backend().data(), angle.backend().data(), MPFR_RNDN);
+        mpfr_sin(s.backend().data(), angle.backend().data(), MPFR_RNDN);
+        for (const auto& [mid, rad, truth] : {std::tuple{&t.mid.cos, &t.rcos, &c}, std::tuple{&t.mid.sin, &t.rsin, &s}}) {
+          mpfr_sub(diff.backend().data(), BigReal((*mid)(q, i)).backend().data(), truth->backend().data(), MPFR_RNDN);
+          mpfr_abs(diff.backend().data(), diff.backend().data(), MPFR_RNDN);
+          if (!below(diff, rad->at(q, i))) ++missed;
+          if (!mpfr_zero_p(diff.backend().data())) ++missed_without;  // a radius of 0 would not hold
+        }
+      }
+    CAPTURE(theta);
+    CHECK(missed == 0);
+    CHECK(missed_without > 0);
+  }
+}
+
+TEST_CASE("enclosed embeddings: ALBERT's mapping, OPT's projection and Gemma's √d contain the 4,098-bit values") {
+  // The 65-bit balls against embed_tokens at 4,098 bits (its error, ~1e-1230, is nothing beside a 65-bit
+  // radius); a ball without its radius misses them.
+  using S = mpfr_real<19>;
+  using T = mpfr_real<1233>;
+  RandomModelSpec s;
+  s.arch = {1, 2, 8, 4, 4, 16, Variant{}, Activation::gelu, 1e-5, false};
+  s.std = 0.5;
+  s.seed = 7;
+  s.vocab = 20;
+  const Model bert = random_model(s);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> normal(0.0, 0.7);
+  const auto draw = [&](Eigen::Index rows, Eigen::Index cols) {
+    MatrixXd M(rows, cols);
+    for (Eigen::Index j = 0; j < cols; ++j)
+      for (Eigen::Index i = 0; i < rows; ++i) M(i, j) = normal(rng);
+    return M;
+  };
+  std::vector<Embeddings> cases(3);
+  cases[0].kind = Layout::albert;  // LayerNorm at width e = 6, then the mapping to d = 8 and its bias
+  cases[0].word = draw(20, 6);
+  cases[0].position = draw(16, 6);
+  cases[0].token_type = draw(2, 6);
+  cases[0].ln_g = draw(6, 1).col(0);
+  cases[0].ln_b = draw(6, 1).col(0);
+  cases[0].mapping = draw(6, 8);
+  cases[0].mapping_b = draw(8, 1).col(0);
+  cases[1].kind = Layout::opt;  // word rows of width 6, projected to 8, plus positions
+  cases[1].word = draw(20, 6);
+  cases[1].position = draw(16, 8);
+  cases[1].mapping = draw(6, 8);
+  cases[2].kind = Layout::gemma;  // √8 · word rows
+  cases[2].word = draw(20, 8);
+  const std::vector<long> ids{3, 1, 4, 1, 5, 9, 2};
+  for (const Embeddings& e : cases) {
+    const Model m(bert.arch(), bert.layers(), e, to_string(e.kind) + "-embeddings");
+    const BallMatrix<S> b = embed_enclosed<S>(m, ids);
+    const Matrix<T> truth = embed_tokens<T>(m, ids);
+    REQUIRE(b.mid.rows() == truth.rows());
+    REQUIRE(b.mid.cols() == truth.cols());
+    int missed = 0, missed_without = 0;
+    for (Eigen::Index j = 0; j < truth.cols(); ++j)
+      for (Eigen::Index i = 0; i < truth.rows(); ++i) {
+        BigReal diff(0, 4200);
+        mpfr_sub(diff.backend().data(), BigReal(b.mid(i, j)).backend().data(), BigReal(truth(i, j)).backend().data(),
+                 MPFR_RNDN);
+        mpfr_abs(diff.backend().data(), diff.backend().data(), MPFR_RNDN);
+        if (!below(diff, b.rad.at(i, j))) ++missed;
+        if (!mpfr_zero_p(diff.backend().data())) ++missed_without;
+      }
+    CAPTURE(to_string(e.kind));
+    CHECK(missed == 0);
+    CHECK(missed_without > 0);
+  }
+}
+
 /// X0 as an exact ball.
 template <class S> BallMatrix<S> exact_ball(const MatrixXd& X0) {
   return {convert<S>(X0), RadiusMatrix::zero(X0.rows(), X0.cols())};
@@ -478,16 +590,13 @@ TEST_CASE("optimal centre: two rows' exact minimum lies in every enclosure; a sh
   CHECK_THROWS_WITH(enclose_residual(any, Center::median), Catch::Contains("median centre is not enclosed"));
 }
 
-TEST_CASE("enclosed pass: parts it does not cover are refused by name, double too") {
+TEST_CASE("enclosed passes: double is refused, and the centred one names the family it does not cover") {
   RandomModelSpec s;
   s.arch = {2, 2, 8, 4, 4, 16, Variant{}, Activation::gelu, 1e-5, false};
   s.seed = 3;
   const Model m = random_model(s);
-  Architecture rotary = m.arch();
-  rotary.rope_theta = 10000.0;
-  const Model r(rotary, m.layers(), std::nullopt, "rotary-model");
-  const Matrix<mpfr_real<19>> X0 = convert<mpfr_real<19>>(test_input(1));
-  CHECK_THROWS_WITH(forward_enclosed(r, Variant::san(), X0),
-                    Catch::Contains("rotary position embedding") && Catch::Contains("math.md §10"));
   CHECK_THROWS_WITH(forward_enclosed<double>(m, Variant::san(), test_input(1)), Catch::Contains("MPFR tier"));
+  const Model llama = test::random_llama(1, 2, 1, 8, 4, 8, 3);
+  CHECK_THROWS_WITH(forward_centred_enclosed<mpfr_real<19>>(llama, Variant::san(), exact_ball<mpfr_real<19>>(test_input(1))),
+                    Catch::Contains("centred pass (math.md §7)") && Catch::Contains("rotary"));
 }

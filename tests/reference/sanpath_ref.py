@@ -2030,6 +2030,23 @@ def _check_paths(a):
                 ck.number(f"{where} residual", r["residual"]["composite"], dq["residual"],
                           sums[k]["residual_composite"])
                 ck.number(f"{where} share", r["share"], dq["share"], sums[k]["share"])
+                # certified runs (math.md section 10): every quantity's enclosure contains the exact value
+                iv = r.get("intervals", {})
+                if (j.get("check_method") == "certified" or a.check == "certified") and \
+                        set(iv) != {"frobenius", "residual", "share"}:
+                    ck.fail(f"{where}: a certified run without an interval for every quantity: {sorted(iv)}")
+                exact = {"frobenius": sums[k]["frobenius"], "residual": sums[k]["residual_composite"],
+                         "share": sums[k]["share"]}
+                for q, (lo, hi) in iv.items():
+                    ck.interval(f"{where} {q}", lo, hi, exact[q])
+            if j.get("check_method") == "certified" or a.check == "certified":
+                iv = j.get("intervals", {})
+                if set(iv) != {"decomposition_error", "output_frobenius"}:
+                    ck.fail(f"{tag}: a certified run without the intervals of decomposition_error and "
+                            f"output_frobenius: {sorted(iv)}")
+                else:
+                    ck.interval(f"{tag} output_frobenius", *iv["output_frobenius"], nX)
+                    ck.interval(f"{tag} decomposition_error", *iv["decomposition_error"], mpf(0))  # Theorem 2.1
         if "paths" in j:
             if Ps is None:
                 _, Ps = forward(model, X0, want, mpw, keep_P=True)
@@ -2518,6 +2535,10 @@ def main(argv=None):
             c.add_argument("--enumerate", action="store_true")
             c.add_argument("--length", type=int)
             c.add_argument("--top", type=int, default=0)
+            c.add_argument("--check", choices=["certified"],
+                           help="`sanpath paths --sums --check certified`: every length's quantities, ||X^L||_F and "
+                                "the decomposition error (exactly 0) must come with intervals containing the "
+                                "reference values")
         if name == "check-bounds":
             c.add_argument("--gamma", default="1")
             c.add_argument("--check", choices=["auto", "mpfr", "certified"],

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,12 +54,17 @@ inline MatrixXd width8_input(std::uint64_t seed, int n = 6) {
 
 /// `sanpath_ref.py residual-norms --model M --input X0 <args>` of model m on
 /// X0 (both written to the test tmp folder under `tag`), as parsed JSON.
+/// With `layout`, the model goes to the reference as a HuggingFace folder of that layout.
 inline nlohmann::json reference_residual_norms(const Model& m, const MatrixXd& X0, const std::string& tag,
-                                               const std::string& args) {
-  const std::string model_path = tmp_path(tag + ".safetensors");
+                                               const std::string& args,
+                                               std::optional<Layout> layout = std::nullopt) {
+  const std::string model_path = layout ? tmp_path(tag + "_hf") : tmp_path(tag + ".safetensors");
   const std::string input_path = tmp_path(tag + "_x.safetensors");
   const std::string out_path = tmp_path(tag + "_ref.json");
-  save_native(m, model_path);
+  if (layout)
+    save_hf(m, model_path, *layout);
+  else
+    save_native(m, model_path);
   Tensor x{"X", "F64", {X0.rows(), X0.cols()}, {}};
   for (Eigen::Index i = 0; i < X0.rows(); ++i)
     for (Eigen::Index j = 0; j < X0.cols(); ++j) x.values.push_back(X0(i, j));

@@ -18,17 +18,30 @@
 /// \endcode
 
 #include "sanpath/analysis/forward.hpp"
+#include "sanpath/analysis/paths.hpp"
 
 namespace sanpath {
 
 /// What analyze_forward runs for request.check == certified. Throws
 /// std::invalid_argument naming what certified runs do not cover yet: a
-/// centre other than the mean, measures, emulation, pixels, the embeddings embed_enclosed does not cover, and the
-/// model parts of check_enclosure_supports (rotary and relative positions,
-/// soft-capping). Token ids go through embed_enclosed, matrices and random
-/// inputs are taken as exact.
+/// median centre, measures, emulation, pixels (ViT's patch embedding), and
+/// for the centred pass what check_centred_enclosure_supports refuses.
+/// Token ids go through embed_enclosed, matrices and random inputs are taken
+/// as exact.
 ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& variant, const InputSpec& input,
                                           const PrecisionRequest& request, Center center = Center::mean,
                                           const ProgressFn& progress = {});
+
+/// What analyze_length_sums runs for request.check == certified: the direct
+/// pass in ball arithmetic with its attention matrices kept, then the
+/// length sums on balls (compute/enclosure_paths.hpp); every S_k's norms and
+/// share and ‖X^L‖_F with the digits their enclosures prove, the
+/// reconstruction error as the bound its enclosure proves ("< 1e-N": its
+/// exact value is 0). Auto rises from the bits the digits asked need until
+/// every nonzero value proves them or the ceiling is reached. Throws
+/// std::invalid_argument for --precision double (the sums are enclosed at an
+/// MPFR tier) and as analyze_length_sums.
+LengthSumsReport analyze_length_sums_certified(const Model& model, const Variant& variant, const InputSpec& input,
+                                               const PrecisionRequest& request, const ProgressFn& progress = {});
 
 }  // namespace sanpath

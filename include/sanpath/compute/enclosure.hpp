@@ -25,11 +25,17 @@
 ///     the ball keeps the forward pass's value as midpoint, its radius
 ///     covering the interval.
 ///
-/// Covered: every block of math.md §2 (attention with any mask and window
-/// and the family's score scale, skip connections, MLPs, LayerNorm and
-/// RMSNorm pre, post and Gemma 2's sandwich, parallel blocks), inputs given
-/// as numbers (exact) and the token embeddings of embed_enclosed. Refused, naming the part (check_enclosure_supports):
-/// rotary and relative positions (Llama family, XLNet, T5) and soft-capping.
+///   - position terms: rotary queries and keys and XLNet's sinusoid, whose
+///     sin and cos of the exact angles p·θ^(−2i/r) are enclosed (exponent,
+///     power and angle in directed rounding, then widened by the angle's
+///     width: sin and cos are 1-Lipschitz); T5's bucket bias (exact table
+///     entries); Gemma 2's soft cap c·tanh(A/c) on intervals.
+///
+/// Covered: every block of math.md §2 and families.md (attention with any
+/// mask and window, the family's score scale and position terms, skip
+/// connections, MLPs, LayerNorm and RMSNorm pre, post and Gemma 2's sandwich,
+/// parallel blocks), inputs given as numbers (exact) and the token
+/// embeddings of embed_enclosed (every family's).
 ///
 /// \code
 ///   const auto t = forward_enclosed<mpfr_real<77>>(model, Variant::san(), convert<mpfr_real<77>>(X0));
@@ -41,6 +47,7 @@
 #include "sanpath/core/quantity.hpp"
 #include "sanpath/core/scalar.hpp"
 #include "sanpath/compute/norms.hpp"
+#include "sanpath/model/input.hpp"
 #include "sanpath/model/model.hpp"
 
 #include <functional>
@@ -56,10 +63,13 @@ template <class S> struct BallMatrix {
   RadiusMatrix rad;
 };
 
-/// X[0] the input, X[l] the enclosure of layer l's output (l = 1..L).
+/// X[0] the input, X[l] the enclosure of layer l's output (l = 1..L);
+/// P[l][h] (with EnclosureOptions::record_attention) the enclosure of layer
+/// l's attention matrix of head h (l = 0..L−1).
 template <class S> struct EnclosedTrace {
   Variant variant;
   std::vector<BallMatrix<S>> X;
+  std::vector<std::vector<BallMatrix<S>>> P;
   int layers() const { return static_cast<int>(X.size()) - 1; }
 };
 
@@ -67,18 +77,15 @@ struct EnclosureOptions {
   /// Tests only: every radius the pass computes is multiplied by this. Below 1
   /// the enclosures are no longer sound, which the containment tests must catch.
   double radius_scale = 1.0;
+  /// Keep every layer's attention matrices (EnclosedTrace::P; the path sums).
+  bool record_attention = false;
   /// Progress: on_layer(l, L) after layer l. May be empty.
   std::function<void(int layer, int layers)> on_layer{};
 };
 
-/// Throws std::invalid_argument "certified enclosures: <part> is not
-/// supported yet (math.md §10)" naming the first part of `model` run with
-/// `variant` that forward_enclosed does not cover.
-void check_enclosure_supports(const Model& model, const Variant& variant);
-
 /// The direct pass in ball arithmetic at tier S (an MPFR tier; double throws
 /// std::invalid_argument): X0 (n×d_model) is taken as exact. Throws as
-/// forward() does, and as check_enclosure_supports.
+/// forward() does.
 template <class S>
 EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, const Matrix<S>& X0,
                                   const EnclosureOptions& options = {});
@@ -88,13 +95,23 @@ template <class S>
 EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, const BallMatrix<S>& X0,
                                   const EnclosureOptions& options = {});
 
-/// X^0 of token ids (n × d_model) through the model's embeddings, enclosed:
-/// the rows as stored (Llama family), word + position (GPT-2), or LayerNorm of
-/// word + position + token type 0 (BERT, RoBERTa, DistilBERT), on intervals
-/// from the exact stored rows; the midpoint is embed_tokens'. Throws
-/// std::invalid_argument for bad ids (as embed_tokens) and for the embeddings
-/// not covered yet (ALBERT's mapping, OPT, Gemma, ViT's pixels).
+/// X^0 of token ids (n × d_model) through the model's embeddings, enclosed,
+/// the midpoint embed_tokens': the rows as stored (Llama family, XLNet, T5,
+/// GPT-NeoX, Phi), √d times them (Gemma, √d exact in the enclosure), word +
+/// position (GPT-2), OPT's projected rows + positions, LayerNorm of word +
+/// position + token type 0 (BERT, RoBERTa, DistilBERT; ALBERT then its
+/// mapping), on intervals from the exact stored rows. Throws
+/// std::invalid_argument for bad ids (as embed_tokens).
 template <class S> BallMatrix<S> embed_enclosed(const Model& model, const std::vector<long>& ids);
+
+/// ViT's X^0 of one image (embed_pixels, its midpoint), enclosed: each patch
+/// entry's sum of C·p² products within γ_{C·p²+2} of the sum of the terms'
+/// magnitudes. Throws as embed_pixels.
+template <class S> BallMatrix<S> pixels_enclosed(const Model& model, const InputSpec& spec);
+
+/// X^0 of any input enclosed: token ids (embed_enclosed), pixels
+/// (pixels_enclosed), or numbers (--input, --random-input), taken as exact.
+template <class S> BallMatrix<S> input_enclosed(const Model& model, const InputSpec& input);
 
 /// Enclosures of the residual R = X − 1cᵀ of an enclosed layer output X
 /// (math.md §3): its induced 1- and ∞-norms, the composite √(‖R‖₁‖R‖_∞),
@@ -128,6 +145,8 @@ template <class S> ResidualEnclosure enclose_residual(const BallMatrix<S>& X, Ce
   extern template EnclosedTrace<S> forward_enclosed<S>(const Model&, const Variant&, const BallMatrix<S>&,  \
                                                        const EnclosureOptions&);                           \
   extern template BallMatrix<S> embed_enclosed<S>(const Model&, const std::vector<long>&);                  \
+  extern template BallMatrix<S> pixels_enclosed<S>(const Model&, const InputSpec&);                         \
+  extern template BallMatrix<S> input_enclosed<S>(const Model&, const InputSpec&);                          \
   extern template ResidualEnclosure enclose_residual<S>(const BallMatrix<S>&, Center);
 SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_ENCLOSURE)
 #undef SANPATH_DECLARE_ENCLOSURE

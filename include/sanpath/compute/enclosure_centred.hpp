@@ -26,7 +26,7 @@
 ///     r_h·max|act'(y + δ) − act'(y)| over y ∈ h̃ ± r_h.
 ///
 /// Covers what the centred pass covers (centred_pass_supports, masks none
-/// and causal) and check_enclosure_supports.
+/// and causal).
 ///
 /// \code
 ///   const auto t = forward_centred_enclosed<mpfr_real<38>>(model, Variant::san(), ball_of(X0));
@@ -45,8 +45,7 @@ template <class S> struct EnclosedCentredTrace {
 };
 
 /// Throws std::invalid_argument naming what the enclosed centred pass does
-/// not cover in `model` run with `variant` (what forward_centred refuses,
-/// and what check_enclosure_supports refuses).
+/// not cover in `model` run with `variant` (what forward_centred refuses).
 void check_centred_enclosure_supports(const Model& model, const Variant& variant);
 
 /// The centred pass in ball arithmetic at tier S (an MPFR tier; double
