@@ -20,7 +20,8 @@ ball arithmetic); the small and BERT-base folders also as pure SANs (`--skip
 off --mlp none --layernorm none`: the centred pass, residuals far below 1e-100
 in BERT-base's last layers); and `sanpath collapse` on its embedded default
 (the README's Figure-2 table, four variants to 1e-1113622); and `sanpath bounds` on
-the small folder's pure SAN (the optimal centre's enclosures; certified: proven verdicts).
+the small folder's pure SAN (the optimal centre's enclosures; certified: proven verdicts), and
+`sanpath paths --sums` on its attention-only network with skip (certified: the length sums on balls).
 Prints the median wall seconds of each, the ratio
 certified/confirmed (issue 27's target on BERT-base: <= 2), the working
 precision of each and the least digits of each run; the certified run's
@@ -47,7 +48,12 @@ def agree(a, b, digits):
 
 
 def values(j):
-    """[(label, printed value, digits)] of a forward, collapse or bounds JSON, and its working precision."""
+    """[(label, printed value, digits)] of a forward, collapse, bounds or paths --sums JSON, and its working
+    precision."""
+    if "length_sums" in j:  # every length's ||S_k||_F and share
+        return ([(f"S_{s['length']} {q}", s["norm"]["frobenius"] if q == "frobenius" else s["share"],
+                  s["digits_by_quantity"][q]) for s in j["length_sums"] for q in ("frobenius", "share")],
+                j["precision"])
     if "depths" in j:  # bounds: r_0 .. r_L, the upper ends of the optimal centre's enclosures
         ms = [j["r0"]] + [d["measured"] for d in j["depths"]]
         return [(f"r_{l}", m["upper_end"], m["digits"]) for l, m in enumerate(ms)], j["precision"]
@@ -104,6 +110,9 @@ def main():
         folder = os.path.join(tmp, "small")
         cases.append(("small-san-bounds", [args.sanpath, "bounds", "--model", folder, "--tokens", small_tokens,
                                            "--skip", "off", "--mlp", "none", "--layernorm", "none"]))
+        # paths --sums: confirmed without --check (paths' bare --check verifies Theorem 2.1), certified with it
+        cases.append(("small-sums", [args.sanpath, "paths", "--sums", "--model", folder, "--tokens", small_tokens,
+                                     "--skip", "on", "--mlp", "none", "--layernorm", "none"]))
         if args.cases:
             wanted = args.cases.split(",")
             unknown = sorted(set(wanted) - {name for name, _ in cases})
@@ -117,7 +126,7 @@ def main():
             outs = {}
             for _ in range(args.rounds):
                 for kind, check in (("confirmed", "auto"), ("certified", "certified")):
-                    t, j = run(base + ["--check", check])
+                    t, j = run(base + (["--check", check] if cmd[1] != "paths" or check == "certified" else []))
                     times[kind].append(t)
                     outs[kind] = j
             (vc, prec_c), (vp, prec_p) = values(outs["confirmed"]), values(outs["certified"])

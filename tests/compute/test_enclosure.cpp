@@ -414,6 +414,84 @@ TEST_CASE("enclosed embeddings: ALBERT's mapping, OPT's projection and Gemma's â
   }
 }
 
+/// Cases whose truth is the plain pass at 4,098 bits (its error, ~1e-1230, is
+/// nothing beside a 65-bit radius): how many entries of every layer lie
+/// outside their balls, and how many differ from their midpoints at all.
+template <class S, class T>
+std::pair<int, int> misses_against(const EnclosedTrace<S>& ball, const ForwardTrace<T>& truth) {
+  REQUIRE(ball.X.size() == truth.X.size());
+  int missed = 0, differ = 0;
+  for (std::size_t l = 0; l < ball.X.size(); ++l)
+    for (Eigen::Index j = 0; j < truth.X[l].cols(); ++j)
+      for (Eigen::Index i = 0; i < truth.X[l].rows(); ++i) {
+        BigReal diff(0, 4200);
+        mpfr_sub(diff.backend().data(), BigReal(ball.X[l].mid(i, j)).backend().data(),
+                 BigReal(truth.X[l](i, j)).backend().data(), MPFR_RNDN);
+        mpfr_abs(diff.backend().data(), diff.backend().data(), MPFR_RNDN);
+        if (!below(diff, ball.X[l].rad.at(i, j))) ++missed;
+        if (!mpfr_zero_p(diff.backend().data())) ++differ;
+      }
+  return {missed, differ};
+}
+
+TEST_CASE("enclosed pass: XLNet's, T5's and Gemma 2's position terms, partial rotary and ViT's pixels contain the "
+          "4,098-bit pass") {
+  // (tests/cli/certified_families.sh checks every family's enclosures against the mpmath reference)
+  using S = mpfr_real<19>;
+  using T = mpfr_real<1233>;
+  RandomModelSpec base;
+  base.arch = {2, 2, 8, 4, 4, 16, Variant{}, Activation::gelu, 1e-5, false};
+  base.std = 0.5;
+  base.bias_std = 0.1;
+  base.seed = 17;
+  std::vector<std::pair<std::string, RandomModelSpec>> cases;
+  RandomModelSpec xlnet = base;
+  xlnet.arch.xlnet_relative = true;
+  xlnet.arch.clamp_len = 3;
+  cases.push_back({"xlnet", xlnet});
+  RandomModelSpec t5 = base;
+  t5.arch.rel_buckets = 8;
+  t5.arch.rel_max_distance = 6;
+  t5.arch.score_scale_base = 1.0;
+  cases.push_back({"t5", t5});
+  RandomModelSpec capped = base;
+  capped.arch.softcap = 0.75;  // below the logits' size: the cap bites
+  capped.arch.rope_theta = 10000.0;
+  cases.push_back({"softcap", capped});
+  RandomModelSpec partial = base;
+  partial.arch.rope_theta = 500000.5;
+  partial.arch.rotary_dims = 2;
+  cases.push_back({"partial-rotary", partial});
+  const MatrixXd X0 = test_input(3);
+  for (const auto& [name, spec] : cases) {
+    const Model m = random_model(spec);
+    for (const Variant v : {m.arch().variant, Variant::san(MaskKind::causal)}) {
+      CAPTURE(name, to_string(v.mlp));
+      const auto [missed, differ] = misses_against(forward_enclosed<S>(m, v, convert<S>(X0)),
+                                                   forward<T>(m, v, convert<T>(X0)));
+      CHECK(missed == 0);
+      CHECK(differ > 0);  // the radii are needed
+    }
+  }
+  RandomModelSpec vit = base;
+  vit.embeddings = Layout::vit;
+  vit.image_size = 8;
+  vit.patch_size = 4;
+  vit.channels = 3;
+  const Model m = random_model(vit);
+  std::vector<double> pixels(192);
+  for (std::size_t k = 0; k < pixels.size(); ++k) pixels[k] = std::sin(0.37 * static_cast<double>(k));
+  const InputSpec image = InputSpec::from_pixels(pixels, {3, 8, 8}, "image");
+  const BallMatrix<S> X = pixels_enclosed<S>(m, image);
+  EnclosedTrace<S> t;
+  t.X.push_back(X);
+  ForwardTrace<T> truth;
+  truth.X.push_back(make_input<T>(m, image));
+  const auto [missed, differ] = misses_against(t, truth);
+  CHECK(missed == 0);
+  CHECK(differ > 0);
+}
+
 /// X0 as an exact ball.
 template <class S> BallMatrix<S> exact_ball(const MatrixXd& X0) {
   return {convert<S>(X0), RadiusMatrix::zero(X0.rows(), X0.cols())};
