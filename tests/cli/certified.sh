@@ -11,11 +11,6 @@ set -u
 . "$(dirname "$0")/../reference/lib.sh"
 ref_init "$@"
 
-fail() {
-  echo "FAIL $1"
-  FAILS=$((FAILS + 1))
-}
-
 make_input x5 5 8 1
 make_input x6 6 8 2
 make_model san4.safetensors --layers 4 --heads 2 --d-model 8 --d-ff 0 --seed 5 --std 0.5 \

@@ -13,11 +13,6 @@ set -u
 . "$(dirname "$0")/../reference/lib.sh"
 ref_init "$@"
 
-fail() {
-  echo "FAIL $1"
-  FAILS=$((FAILS + 1))
-}
-
 # every family of families.md from token ids (ViT's pixels below), as trained (its own structure): rotary
 # positions (full, with grouped-query attention; partial), parallel blocks, RMSNorm and SwiGLU/GeGLU, XLNet's
 # relative attention (clamped), T5's bucket bias, Gemma's √d embedding and unit-offset RMSNorm, Gemma 2's soft

@@ -38,6 +38,12 @@ ref_init() {
 
 ref() { "$REF_PY" "$REF_DIR/sanpath_ref.py" "$@"; }
 
+# fail MESSAGE: one failed check, counted in the summary.
+fail() {
+  echo "FAIL $1"
+  FAILS=$((FAILS + 1))
+}
+
 # real_models_dir: prints the real checkpoints' folder, or nothing when absent.
 real_models_dir() {
   local d=$SHARED/data/real-models
