@@ -21,7 +21,8 @@ off --mlp none --layernorm none`: the centred pass, residuals far below 1e-100
 in BERT-base's last layers); and `sanpath collapse` on its embedded default
 (the README's Figure-2 table, four variants to 1e-1113622); and `sanpath bounds` on
 the small folder's pure SAN (the optimal centre's enclosures; certified: proven verdicts), and
-`sanpath paths --sums` on its attention-only network with skip (certified: the length sums on balls).
+`sanpath paths --sums` on its attention-only network with skip (certified: the length sums on balls), and
+`paths --enumerate --top 10` on the same (certified: the ten selected terms on balls).
 Prints the median wall seconds of each, the ratio
 certified/confirmed (issue 27's target on BERT-base: <= 2), the working
 precision of each and the least digits of each run; the certified run's
@@ -48,8 +49,11 @@ def agree(a, b, digits):
 
 
 def values(j):
-    """[(label, printed value, digits)] of a forward, collapse, bounds or paths --sums JSON, and its working
+    """[(label, printed value, digits)] of a forward, collapse, bounds or paths --sums/--enumerate JSON, and its working
     precision."""
+    if "paths" in j:  # path terms: every listed path's ||T||_{1,inf}
+        return ([(f"path {p['heads']} norm", p["term_norm"]["composite"], p["digits"]) for p in j["paths"]],
+                j["precision"])
     if "length_sums" in j:  # every length's ||S_k||_F and share
         return ([(f"S_{s['length']} {q}", s["norm"]["frobenius"] if q == "frobenius" else s["share"],
                   s["digits_by_quantity"][q]) for s in j["length_sums"] for q in ("frobenius", "share")],
@@ -113,6 +117,10 @@ def main():
         # paths --sums: confirmed without --check (paths' bare --check verifies Theorem 2.1), certified with it
         cases.append(("small-sums", [args.sanpath, "paths", "--sums", "--model", folder, "--tokens", small_tokens,
                                      "--skip", "on", "--mlp", "none", "--layernorm", "none"]))
+        # paths --enumerate --top: the branch-and-bound selection, then each selected term confirmed or enclosed
+        cases.append(("small-top", [args.sanpath, "paths", "--enumerate", "--top", "10", "--model", folder,
+                                    "--tokens", small_tokens, "--skip", "on", "--mlp", "none", "--layernorm",
+                                    "none"]))
         if args.cases:
             wanted = args.cases.split(",")
             unknown = sorted(set(wanted) - {name for name, _ in cases})

@@ -869,15 +869,22 @@ def enumerate_paths(model: Model, input: InputLike, *, skip=None, mlp=None, laye
                     confirm: bool = True, method: Optional[str] = None, length: Optional[int] = None,
                     lengths: Optional[Tuple[int, int]] = None, heads_per_layer: Optional[str] = None,
                     top: int = 0, threads: int = 0,
-                    limit: int = 1_000_000, name: Optional[str] = None, progress=None) -> Result:
+                    limit: int = 1_000_000, check: str = "auto", name: Optional[str] = None,
+                    progress=None) -> Result:
     """``sanpath paths --enumerate``: every path term (or the ``top`` K largest), kept in one result.
 
     For many paths prefer :func:`iter_paths`, which streams.
+
+    ``check="certified"`` (``paths --enumerate --check certified``): every
+    digit of every path's norms proven by ball arithmetic (docs/math.md §10),
+    each Number's ``interval`` the enclosure of its exact value. The paths
+    (a ``top`` selection and its order) are chosen at the tier the enclosures
+    start at, ``selected_at_bits`` in the JSON.
     """
     model, name = _name(model, name)
     return Result(_sanpath.enumerate_paths(model, _input(input), name, *_variant_args(skip, mlp, layernorm, mask),
-                                           _request(precision, digits, max_bits, confirm, method), length, lengths,
-                                           heads_per_layer, top, threads, limit, _progress(progress)))
+                                           _request(precision, digits, max_bits, confirm, method, check), length,
+                                           lengths, heads_per_layer, top, threads, limit, _progress(progress)))
 
 
 def iter_paths(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,
@@ -1032,7 +1039,7 @@ def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out
            conventions: str = "theory", precision: Union[str, int] = "auto", digits: int = 20,
            max_bits: Optional[int] = None, confirm: bool = True, method: Optional[str] = None,
            gamma: Union[str, float] = "1", measures=None, threads: int = 0, name: Optional[str] = None,
-           rerun: int = 8, repeats: int = 3, progress=None) -> Optional[str]:
+           rerun: int = 8, repeats: int = 3, check: str = "auto", progress=None) -> Optional[str]:
     """``sanpath report``: the self-contained HTML report, written to ``out`` (atomically) or returned.
 
     A batch ``input`` (see :func:`forward`): the collapse and effectiveness
@@ -1042,10 +1049,13 @@ def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out
     ``rerun``/``repeats``: the effectiveness section's re-run sub-networks (N paths per length, R draws, seed 0;
     ``rerun=0``: the exact sense only), as ``sanpath report --rerun N --repeats R``.
     ``measures`` (as in :func:`forward`): one chart per measure in the collapse section.
+    ``check="certified"`` (``sanpath report --check certified``): the collapse, bounds and path-length
+    sections with proven digits (docs/math.md §10), the bound's verdicts proofs; the effectiveness section,
+    not enclosed yet, confirmed one tier up (the report says so). ``check`` takes "auto" or "certified".
     """
     model, name = _name(model, name)
     inp = default_input() if input is None else _input_or_batch(input)
-    text = _sanpath.report_html(model, inp, name, _request(precision, digits, max_bits, confirm, method,
+    text = _sanpath.report_html(model, inp, name, _request(precision, digits, max_bits, confirm, method, check,
                                                            measures=measures), str(gamma),
                                 conventions, int(threads), int(rerun), int(repeats), f"sanpath {__version__}",
                                 None if out is None else str(out),

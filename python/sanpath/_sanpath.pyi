@@ -135,6 +135,7 @@ class EnumerationResult(_Formatted):
     total: int
     decomposition_error: Optional[Number]
     precision: str
+    selected_at_bits: Optional[int]
 
 class SampleResult(_Formatted): ...
 

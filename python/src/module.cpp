@@ -571,7 +571,11 @@ PYBIND11_MODULE(_sanpath, m) {
       .def_property_readonly("walked", [](const EnumerationResultPy& r) { return exact_int(r.r.walked); })
       .def_property_readonly("total", [](const EnumerationResultPy& r) { return exact_int(r.r.total_count); })
       .def_property_readonly("decomposition_error", [](const EnumerationResultPy& r) { return number(r.r.decomposition_error); })
-      .def_property_readonly("precision", [](const EnumerationResultPy& r) { return r.r.precision.name(); });
+      .def_property_readonly("precision", [](const EnumerationResultPy& r) { return r.r.precision.name(); })
+      .def_property_readonly(
+          "selected_at_bits",
+          [](const EnumerationResultPy& r) { return r.r.selected_at ? std::optional<long>(r.r.selected_at->bits) : std::nullopt; },
+          "check='certified': the bits of the tier that chose the paths (None otherwise).");
 
   const auto filter_of = [](const Model& model, const Variant& v, std::optional<int> length,
                             std::optional<std::pair<int, int>> lengths, std::optional<std::string> heads_per_layer) {

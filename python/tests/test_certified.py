@@ -109,3 +109,43 @@ def test_length_sums_certified_is_the_cli(cli, tmp_path):
                             precision="double")
     assert str(e.value) == cli_message(cli, "paths", "--model", str(m), "--random-input", "6", "--seed", "1",
                                        "--sums", "--check", "certified", "--precision", "double")
+
+
+def test_enumerate_paths_certified_is_the_cli(cli, tmp_path):
+    # paths --enumerate --top 3 --check certified: the same JSON, an interval for each path's four norms, the
+    # tier that chose the paths; every Number's interval in Python; every path: Theorem 2.1's error enclosed
+    m = tmp_path / "skip.safetensors"
+    sanpath.random_model(3, 2, 8, skip=True, mlp="none", layernorm="none", d_ff=0, seed=3).save(str(m))
+    model, x = sanpath.load(str(m)), sanpath.random_input(6, seed=1)
+    r = sanpath.enumerate_paths(model, x, top=3, check="certified")
+    assert r.to_json() == cli_ok(cli, "paths", "--model", str(m), "--random-input", "6", "--seed", "1",
+                                 "--enumerate", "--top", "3", "--check", "certified", "--format", "json")
+    j = r.to_dict()
+    assert j["check_method"] == "certified" and j["selected_at_bits"] == r.selected_at_bits
+    assert len(j["paths"]) == 3 and set(j["intervals"]) == {"decomposition_error"}
+    for row, term in zip(j["paths"], r.paths):
+        assert set(row["intervals"]) == {"term_norm_frobenius", "term_norm_composite", "term_residual_composite",
+                                         "stochastic_residual_composite"}
+        assert row["digits"] >= 20 and term.norm.interval is not None
+        lo, hi = term.norm.interval
+        assert float(lo) <= float(str(term.norm)) <= float(hi)
+    every = sanpath.enumerate_paths(model, x, check="certified")
+    assert len(every.paths) == 27 and float(every.decomposition_error.interval[0]) == 0
+
+
+def test_report_certified_is_the_cli(cli, tmp_path):
+    # report --check certified: the same HTML, proven digits in the collapse table, the effectiveness section
+    # marked as confirmed only; another check is refused with the CLI's message
+    m = tmp_path / "san.safetensors"
+    sanpath.random_model(3, 2, 8, skip=False, mlp="none", layernorm="none", d_ff=0, seed=3).save(str(m))
+    out = tmp_path / "cli.html"
+    cli_ok(cli, "report", "--model", str(m), "--random-input", "5", "--seed", "1", "--rerun", "0", "--check",
+           "certified", "--out", str(out), "-q")
+    text = sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), name=str(m), rerun=0,
+                          check="certified")
+    assert text == out.read_text(encoding="utf-8")
+    assert "Digits proven by enclosures in brackets" in text and "This section is not enclosed yet" in text
+    with pytest.raises(ValueError) as e:
+        sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), check="mpfr")
+    assert str(e.value) == cli_message(cli, "report", "--model", str(m), "--random-input", "5", "--seed", "1",
+                                       "--check", "mpfr", "--out", str(tmp_path / "no.html"))

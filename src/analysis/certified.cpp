@@ -123,6 +123,52 @@ int least_digits(const std::vector<LayerReport>& layers) {
   return least;
 }
 
+/// The tier a certified run starts at: start_bits under the ceiling (auto), or the fixed tier.
+Precision start_tier(const PrecisionRequest& request, int layers) {
+  if (!request.automatic) return request.fixed;
+  const long ceiling = request.max_bits > 0 ? request.max_bits : Precision::max_bits();
+  const long start = std::min<long>(Precision::max_bits(), start_bits(request.target_digits, layers));
+  return Precision::at_least(std::max<long>(65, std::min(start, ceiling)));
+}
+
+/// Runs `attempt` (the least digits it proves at a tier) at start_tier, then
+/// with --precision auto one tier up at a time until it proves the digits
+/// asked or the ceiling stops it; records the tiers run in `r`.
+template <class F> void climb(Provenance& r, const PrecisionRequest& request, int layers, F&& attempt) {
+  Precision p = start_tier(request, layers);
+  const long max_bits = request.automatic ? (request.max_bits > 0 ? request.max_bits : Precision::max_bits()) : p.bits;
+  if (request.automatic) r.ceiling_bits = max_bits;
+  for (;;) {
+    const int least = attempt(p);
+    r.tried_bits.push_back(p.bits);
+    r.precision = p;
+    if (!request.automatic || least >= request.target_digits) return;
+    if (p.is_top() || p.next().bits > max_bits) {
+      r.ceiling_reached = true;  // the digits asked need more bits than allowed
+      return;
+    }
+    p = p.next();
+  }
+}
+
+/// `use` of the enclosed direct pass at tier p with its attention matrices kept.
+template <class R, class F>
+R with_recorded_trace(const Precision& p, const Model& model, const Variant& variant, const InputSpec& input,
+                      const ProgressFn& progress, F&& use) {
+  return with_scalar(p, [&](auto tag) -> R {
+    using S = typename decltype(tag)::type;
+    if constexpr (!is_mpfr_v<S>) {
+      throw std::logic_error("certified path decomposition: double reached the enclosed pass");
+    } else {
+      EnclosureOptions opt;
+      opt.record_attention = true;
+      opt.on_layer = layer_progress(progress, "enclosed direct pass at " + p.name(), model.arch().layers);
+      const EnclosedTrace<S> t = forward_enclosed<S>(model, variant, input_enclosed<S>(model, input), opt);
+      return use(t);
+    }
+  });
+}
+
 }  // namespace
 
 ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& variant, const InputSpec& input,
@@ -160,11 +206,9 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
     return d;
   }
   // Auto: start_bits, then up to the tier the residuals need.
-  const long start = start_bits(asked, model.arch().layers);
-  Precision p = request.automatic ? Precision::at_least(std::min<long>(Precision::max_bits(), start)) : request.fixed;
+  Precision p = start_tier(request, model.arch().layers);
   const long max_bits = request.automatic ? (request.max_bits > 0 ? request.max_bits : Precision::max_bits()) : p.bits;
   if (request.automatic) out.ceiling_bits = max_bits;
-  if (p.bits > max_bits) p = Precision::at_least(std::max<long>(65, max_bits));
   for (;;) {
     const std::vector<ResidualEnclosure> enclosures = enclose_at(p, model, variant, input, method, center, progress);
     out.tried_bits.push_back(p.bits);
@@ -211,29 +255,13 @@ LengthSumsReport analyze_length_sums_certified(const Model& model, const Variant
   r.layers = a.layers;
   r.heads = a.heads;
   const std::vector<PathCount> counts = count_paths_by_length(a.layers, a.heads, variant.skip);
-  Precision p =
-      request.automatic ? Precision::at_least(std::min<long>(Precision::max_bits(), start_bits(asked, a.layers)))
-                        : request.fixed;
-  const long max_bits = request.automatic ? (request.max_bits > 0 ? request.max_bits : Precision::max_bits()) : p.bits;
-  if (request.automatic) r.ceiling_bits = max_bits;
-  if (p.bits > max_bits) p = Precision::at_least(std::max<long>(65, max_bits));
-  for (;;) {
-    const EnclosedLengthSums s = with_scalar(p, [&](auto tag) -> EnclosedLengthSums {
-      using S = typename decltype(tag)::type;
-      if constexpr (!is_mpfr_v<S>) {
-        throw std::logic_error("analyze_length_sums_certified: double reached the enclosed pass");
-      } else {
-        EnclosureOptions opt;
-        opt.record_attention = true;
-        opt.on_layer = layer_progress(progress, "enclosed direct pass at " + p.name(), a.layers);
-        const EnclosedTrace<S> t = forward_enclosed<S>(model, variant, input_enclosed<S>(model, input), opt);
-        report_progress(progress, "enclosed length sums at " + p.name(), 0, 0);
-        r.tokens = static_cast<long>(t.X[0].mid.rows());
-        return enclose_length_sums(model, t);
-      }
-    });
-    r.tried_bits.push_back(p.bits);
-    r.precision = p;
+  climb(r, request, a.layers, [&](const Precision& p) {
+    const EnclosedLengthSums s = with_recorded_trace<EnclosedLengthSums>(
+        p, model, variant, input, progress, [&](const auto& t) {
+          report_progress(progress, "enclosed length sums at " + p.name(), 0, 0);
+          r.tokens = static_cast<long>(t.X[0].mid.rows());
+          return enclose_length_sums(model, t);
+        });
     const int most = decimal_digits(p.bits);
     r.lengths.clear();
     PathCount total = 0;
@@ -258,14 +286,59 @@ LengthSumsReport analyze_length_sums_certified(const Model& model, const Variant
     r.total_count = total.str();
     r.output_frobenius = proven_quantity(s.output_frobenius, nullptr, asked, most);
     r.decomposition_error = proven_quantity(s.error, nullptr, asked, most);
-    least = std::min(least, *r.output_frobenius.digits);
-    if (!request.automatic || least >= asked) break;
-    if (p.is_top() || p.next().bits > max_bits) {
-      r.ceiling_reached = true;  // the digits asked need more bits than allowed
-      break;
+    return std::min(least, *r.output_frobenius.digits);
+  });
+  return r;
+}
+
+PathEnumerationReport analyze_enumeration_certified(const Model& model, const Variant& variant,
+                                                    const InputSpec& input, const PrecisionRequest& request,
+                                                    const EnumerationRequest& enumeration,
+                                                    const ProgressFn& progress) {
+  require_attention_only(variant);
+  model.check_supports(variant);
+  if (!request.automatic && request.fixed.native_double)
+    refuse("--precision double for path terms (they are enclosed at an MPFR tier: give a precision in bits or auto)");
+  const int asked = request.target_digits;
+  // The paths (which pass the filter; a top-K selection and its order) at
+  // the tier the enclosures start at, without a check run.
+  PrecisionRequest plain = request;
+  plain.check = CheckMethod::automatic;
+  plain.confirm = false;
+  plain.automatic = false;
+  plain.fixed = start_tier(request, model.arch().layers);
+  PathEnumerationReport r = analyze_enumeration(model, variant, input, plain, enumeration, progress);
+  r.check.reset();
+  r.check_method = CheckMethod::certified;
+  r.tried_bits.clear();
+  r.chosen_by = ForwardMethod::direct;
+  r.selected_at = r.precision;
+  std::vector<std::vector<int>> heads;
+  heads.reserve(r.paths.size());
+  for (const PathTermEntry& e : r.paths) heads.push_back(e.heads);
+  climb(r, request, model.arch().layers, [&](const Precision& p) {
+    std::optional<Interval> error;
+    const std::vector<EnclosedPathTerm> terms = with_recorded_trace<std::vector<EnclosedPathTerm>>(
+        p, model, variant, input, progress, [&](const auto& t) {
+          report_progress(progress, "enclosed path terms at " + p.name(), 0, static_cast<long>(heads.size()));
+          if (r.all_paths) error = enclose_length_sums(model, t).error;
+          return enclose_path_terms(model, t, heads);
+        });
+    const int most = decimal_digits(p.bits);
+    int least = most;
+    for (std::size_t i = 0; i < terms.size(); ++i) {
+      PathTermEntry& e = r.paths[i];
+      e.norm_composite = proven_quantity(terms[i].norm_composite, nullptr, asked, most);
+      e.norm_frobenius = proven_quantity(terms[i].norm_frobenius, nullptr, asked, most);
+      e.residual_composite = proven_quantity(terms[i].residual_composite, nullptr, asked, most);
+      e.stochastic_residual = proven_quantity(terms[i].stochastic_residual, nullptr, asked, most);
+      e.digits = std::min({*e.norm_composite.digits, *e.norm_frobenius.digits, *e.residual_composite.digits,
+                           *e.stochastic_residual.digits});
+      least = std::min(least, *e.digits);
     }
-    p = p.next();
-  }
+    if (error) r.decomposition_error = proven_quantity(*error, nullptr, asked, most);
+    return least;
+  });
   return r;
 }
 

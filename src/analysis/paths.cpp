@@ -353,6 +353,8 @@ LengthSumsReport analyze_length_sums(const Model& model, const Variant& variant,
 PathEnumerationReport analyze_enumeration(const Model& model, const Variant& variant, const InputSpec& input,
                                           const PrecisionRequest& request, const EnumerationRequest& er,
                                           const ProgressFn& progress) {
+  if (request.check == CheckMethod::certified)
+    return analyze_enumeration_certified(model, variant, input, request, er, progress);
   require_decomposable(model, variant);
   const int L = model.arch().layers, H = model.arch().heads;
   const bool skip = variant.skip;
@@ -416,6 +418,9 @@ PathEnumerationReport analyze_enumeration(const Model& model, const Variant& var
 PathReportBase stream_enumeration(const Model& model, const Variant& variant, const InputSpec& input,
                                   const PrecisionRequest& request, const PathFilter& filter, std::uint64_t limit,
                                   const std::function<void(const PathTermEntry&)>& visit, const ProgressFn& progress) {
+  if (request.check == CheckMethod::certified)
+    throw std::invalid_argument("--check certified: path terms are certified in one result (analyze_enumeration; "
+                                "Python enumerate_paths), not streamed");
   require_decomposable(model, variant);
   const PathCount walked = count_filtered_paths(model.arch().layers, model.arch().heads, variant.skip, filter);
   if (walked > limit) throw PathLimitError(walked, limit);

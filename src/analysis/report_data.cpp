@@ -1,10 +1,26 @@
 #include "sanpath/analysis/report_data.hpp"
+#include "sanpath/analysis/double_check.hpp"  // to_string(CheckMethod)
 
 #include <stdexcept>
 
 namespace sanpath {
 
 namespace {
+
+/// The effectiveness section's request: certified runs confirm it instead
+/// (its path sub-networks are not enclosed; the report says so).
+PrecisionRequest effectiveness_request(const PrecisionRequest& request) {
+  PrecisionRequest r = request;
+  if (r.check == CheckMethod::certified) r.check = CheckMethod::automatic;
+  return r;
+}
+
+/// Throws std::invalid_argument for a check other than auto and certified (the sections' checks differ).
+void check_request(const ReportRequest& request) {
+  const CheckMethod c = request.precision.check;
+  if (c != CheckMethod::automatic && c != CheckMethod::certified)
+    throw std::invalid_argument("--check: '" + to_string(c) + "': the report takes auto or certified");
+}
 
 /// The report of `input` around its collapse result: bounds and path lengths,
 /// and (`effectiveness`) the effectiveness section of that input alone.
@@ -26,12 +42,13 @@ HtmlReport report_on(const Model& model, const InputSpec& input, const ReportReq
   if (!effectiveness) return r;
   const TaskHead* head = request.head ? &*request.head : nullptr;
   if (request.rerun) {
-    r.rerun = analyze_rerun(model, r.paths_variant, input, request.precision, *request.rerun, head,
+    r.rerun = analyze_rerun(model, r.paths_variant, input, effectiveness_request(request.precision), *request.rerun,
+                            head,
                             prefixed_progress(progress, "effectiveness: "));
     r.effectiveness = *r.rerun->exact;
   } else {
     r.effectiveness =
-        analyze_effectiveness(model, r.paths_variant, input, request.precision, head,
+        analyze_effectiveness(model, r.paths_variant, input, effectiveness_request(request.precision), head,
                               prefixed_progress(progress, "effectiveness: "));
   }
   return r;
@@ -41,6 +58,7 @@ HtmlReport report_on(const Model& model, const InputSpec& input, const ReportReq
 
 HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
                         const ProgressFn& progress) {
+  check_request(request);
   CollapseResult collapse = run_collapse(model, input, request.precision, prefixed_progress(progress, "collapse: "),
                                          request.conventions);
   return report_on(model, input, request, std::move(collapse), true, progress);
@@ -49,6 +67,7 @@ HtmlReport build_report(const Model& model, const InputSpec& input, const Report
 HtmlReport build_report(const Model& model, const std::vector<InputSpec>& inputs, const ReportRequest& request,
                         int threads, const ProgressFn& progress) {
   if (inputs.empty()) throw std::invalid_argument("report: no inputs");
+  check_request(request);
   BatchCollapseResult batch = run_collapse_batch(model, inputs, request.precision, request.conventions, threads,
                                                  prefixed_progress(progress, "collapse: "));
   HtmlReport r = report_on(model, inputs.front(), request, batch.runs.front(), false, progress);
@@ -58,12 +77,14 @@ HtmlReport build_report(const Model& model, const std::vector<InputSpec>& inputs
   if (request.rerun) {
     RerunRequest rerun = *request.rerun;
     rerun.threads = threads;
-    r.rerun_batch = analyze_rerun_batch(model, r.paths_variant, inputs, request.precision, rerun, head, p);
+    r.rerun_batch =
+        analyze_rerun_batch(model, r.paths_variant, inputs, effectiveness_request(request.precision), rerun, head, p);
     r.rerun = r.rerun_batch->runs.front();
     r.effectiveness = *r.rerun->exact;
   } else {
     r.effectiveness_batch =
-        analyze_effectiveness_batch(model, r.paths_variant, inputs, request.precision, head, threads, p);
+        analyze_effectiveness_batch(model, r.paths_variant, inputs, effectiveness_request(request.precision), head,
+                                    threads, p);
     r.effectiveness = r.effectiveness_batch->runs.front();
   }
   return r;

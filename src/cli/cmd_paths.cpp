@@ -112,11 +112,12 @@ void register_paths(CLI::App& app) {
   auto* check =
       cmd->add_option("--check", o->check_text,
                       "verify Theorem 2.1 (default: off): exit code 4 unless the reconstruction error is at most "
-                      "2^-(bits/2) (--sums, or --enumerate of every path). --check certified (--sums): every printed "
-                      "digit proven, not confirmed (math.md §10): the direct pass and the sums run in ball arithmetic "
-                      "at an MPFR tier, JSON gives each length's \"intervals\" [lo, hi], the reconstruction error is "
-                      "the upper end of its enclosure (its exact value is 0), and the verification, implied, is a "
-                      "proof")
+                      "2^-(bits/2) (--sums, or --enumerate of every path). --check certified (--sums, --enumerate, --top): "
+                      "every printed digit proven, not confirmed (math.md §10): the direct pass, the sums and the path "
+                      "terms run in ball arithmetic at an MPFR tier, JSON gives each row's \"intervals\" [lo, hi], the "
+                      "reconstruction error is the upper end of its enclosure (its exact value is 0), and the "
+                      "verification, implied where every path is summed, is a proof. The paths of --top are selected "
+                      "at the tier the enclosures start at (named in the output)")
           ->expected(0, 1);
   o->out.add(*cmd);
   cmd->footer(
@@ -154,8 +155,10 @@ void register_paths(CLI::App& app) {
   cmd->callback([o, seed, sample, length, lengths, heads, top, limit, rerun, repeats, check] {
     const Format fmt = o->out.parsed();
     o->check = check->count() > 0;
-    if (o->check_text == "certified") {
-      if (!o->sums) throw UsageError("--check certified: only with --sums so far (math.md §10)");
+    const bool certified = o->check_text == "certified";
+    if (certified) {
+      if (!o->sums && !o->enumerate)
+        throw UsageError("--check certified: only with --sums or --enumerate so far (math.md §10)");
       o->precision.check = "certified";
     } else if (!o->check_text.empty() && o->check_text != "true") {
       throw UsageError("--check: '" + o->check_text + "': give --check alone (verify Theorem 2.1) or --check certified");
@@ -178,7 +181,7 @@ void register_paths(CLI::App& app) {
       if ((o->sums || o->effectiveness) && length->count() > 0)
         throw UsageError("--length: only with --enumerate or --sample");
     }
-    if (o->check && (o->sample > 0 || o->effectiveness || (o->enumerate && (length->count() || lengths->count() || heads->count()))))
+    if (o->check && !certified && (o->sample > 0 || o->effectiveness || (o->enumerate && (length->count() || lengths->count() || heads->count()))))
       throw UsageError(
           "--check: the reconstruction is checked on every path only: use it with --sums, or with --enumerate "
           "without --length/--lengths/--heads-per-layer");

@@ -6,8 +6,11 @@
 
 #include <mpfr.h>
 
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace sanpath {
 namespace enclosure_detail {
@@ -46,6 +49,15 @@ inline Interval quotient(const Interval& a, const Interval& b, const std::string
   return q;
 }
 
+/// Throws std::invalid_argument unless `t` is an attention-only trace of `model` with its attention matrices.
+template <class S> void require_recorded(const Model& model, const EnclosedTrace<S>& t) {
+  require_attention_only(t.variant);
+  const auto L = static_cast<std::size_t>(model.arch().layers);
+  if (t.X.size() != L + 1 || t.P.size() != L)
+    throw std::invalid_argument("path decomposition: the enclosed trace is not of this model or has no attention "
+                                "matrices (EnclosureOptions::record_attention)");
+}
+
 }  // namespace enclosure_detail
 
 template <class S> EnclosedLengthSums enclose_length_sums(const Model& model, const EnclosedTrace<S>& t) {
@@ -53,12 +65,9 @@ template <class S> EnclosedLengthSums enclose_length_sums(const Model& model, co
     enclosure_detail::refuse_double(model, t);
   } else {
     namespace E = enclosure_detail;
-    require_attention_only(t.variant);
+    E::require_recorded(model, t);
     const Architecture& a = model.arch();
     const int L = a.layers;
-    if (t.layers() != L || t.P.size() != static_cast<std::size_t>(L))
-      throw std::invalid_argument("path decomposition: the enclosed trace is not of this model or has no attention "
-                                  "matrices (EnclosureOptions::record_attention)");
     const long p = precision_bits_v<S>;
     const bool skip = t.variant.skip;
     const Eigen::Index n = t.X[0].mid.rows(), d = a.d_model;
@@ -132,7 +141,78 @@ template <class S> EnclosedLengthSums enclose_length_sums(const Model& model, co
   }
 }
 
+template <class S>
+std::vector<EnclosedPathTerm> enclose_path_terms(const Model& model, const EnclosedTrace<S>& t,
+                                                 const std::vector<std::vector<int>>& paths, double radius_scale) {
+  if constexpr (!is_mpfr_v<S>) {
+    enclosure_detail::refuse_double(model, t, paths, radius_scale);
+  } else {
+    namespace E = enclosure_detail;
+    E::require_recorded(model, t);
+    const int L = model.arch().layers, H = model.arch().heads;
+    const auto Lz = static_cast<std::size_t>(L);
+    const long p = precision_bits_v<S>;
+    const Eigen::Index n = t.X[0].mid.rows();
+    const UpperBound scale = UpperBound::of(radius_scale);
+    // Level l: the term and the stochastic factor after layers 1..l of the
+    // current path (factor nullopt: I so far, exactly).
+    std::vector<BallMatrix<S>> T(Lz + 1);
+    std::vector<std::optional<BallMatrix<S>>> factor(Lz + 1);
+    T[0] = t.X[0];
+    std::vector<std::shared_ptr<const LayerWeights>> held(Lz);
+    const std::vector<int>* previous = nullptr;
+    std::optional<Interval> identity_residual;  // ‖res(I)‖_{1,∞}, exact input
+    std::vector<EnclosedPathTerm> out;
+    out.reserve(paths.size());
+    for (const std::vector<int>& heads : paths) {
+      check_interrupt();
+      if (heads.size() != Lz)
+        throw std::invalid_argument("path terms: a head sequence has " + std::to_string(heads.size()) +
+                                    " entries for " + std::to_string(L) + " layers");
+      std::size_t from = 0;  // levels 1..from are the previous path's and still valid
+      if (previous)
+        while (from < Lz && (*previous)[from] == heads[from]) ++from;
+      for (std::size_t l = from; l < Lz; ++l) {
+        const int h = heads[l];
+        if (h < -1 || h >= H || (h == -1 && !t.variant.skip))
+          throw std::invalid_argument("path terms: layer " + std::to_string(l + 1) + ": choice " + std::to_string(h) +
+                                      (h == -1 ? " (skip) without a skip connection" : " is not a head 0.." +
+                                                                                           std::to_string(H - 1)));
+        if (h < 0) {
+          T[l + 1] = T[l];
+          factor[l + 1] = factor[l];
+          continue;
+        }
+        if (!held[l]) held[l] = model.layer_for_pass(static_cast<int>(l));
+        const HeadWeights& w = held[l]->heads[static_cast<std::size_t>(h)];
+        const BallMatrix<S>& P = t.P[l][static_cast<std::size_t>(h)];
+        T[l + 1] = E::times(P, E::times_weights(E::times_weights(T[l], w.W_V, p), w.W_O, p), false, p);
+        factor[l + 1] = factor[l] ? E::times(P, *factor[l], false, p) : P;
+        T[l + 1].rad = T[l + 1].rad * scale;
+        factor[l + 1]->rad = factor[l + 1]->rad * scale;
+      }
+      previous = &heads;
+      const ResidualEnclosure e = enclose_residual(T[Lz], Center::mean);
+      EnclosedPathTerm r{e.norm_composite, e.norm_frobenius, e.res_composite, {}};
+      if (factor[Lz]) {
+        r.stochastic_residual = enclose_residual(*factor[Lz], Center::mean).res_composite;
+      } else {
+        if (!identity_residual) {
+          const BallMatrix<S> I{Matrix<S>::Identity(n, n), RadiusMatrix::zero(n, n)};
+          identity_residual = enclose_residual(I, Center::mean).res_composite;
+        }
+        r.stochastic_residual = *identity_residual;
+      }
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+}
+
 }  // namespace sanpath
 
-#define SANPATH_INSTANTIATE_ENCLOSED_PATHS(S) \
-  template sanpath::EnclosedLengthSums sanpath::enclose_length_sums<S>(const sanpath::Model&, const sanpath::EnclosedTrace<S>&);
+#define SANPATH_INSTANTIATE_ENCLOSED_PATHS(S)                                                                 \
+  template sanpath::EnclosedLengthSums sanpath::enclose_length_sums<S>(const sanpath::Model&,                 \
+                                                                       const sanpath::EnclosedTrace<S>&);     \
+  template std::vector<sanpath::EnclosedPathTerm> sanpath::enclose_path_terms<S>(                            \
+      const sanpath::Model&, const sanpath::EnclosedTrace<S>&, const std::vector<std::vector<int>>&, double);

@@ -102,15 +102,26 @@ std::string format_path_counts(const PathGraphSpec& spec, const PathCounts& coun
 
 // ------------------------------------------------------------ length sums
 
+namespace {
+
+/// Certified runs: each quantity's enclosure [lo, hi] (enclosure_text).
+ordered_json intervals(std::initializer_list<std::pair<const char*, const Quantity*>> qs) {
+  ordered_json iv = ordered_json::object();
+  for (const auto& [name, q] : qs)
+    if (const auto t = enclosure_text(*q)) iv[name] = {t->first, t->second};
+  return iv;
+}
+
+/// "holds" or "FAILS", with "proven" when the error's enclosure is the evidence.
+std::string verdict_text(const Quantity& error, const PathReportBase& r) {
+  if (!decomposition_holds(error, r.precision)) return "FAILS";
+  return r.check_method == CheckMethod::certified ? "holds, proven: the upper end of its enclosure" : "holds";
+}
+
+}  // namespace
+
 std::string format_length_sums(const LengthSumsReport& r, const Model& model, const RunInfo& info, Format f) {
   if (f == Format::json) {
-    // Certified runs: each quantity's enclosure [lo, hi] (enclosure_text).
-    const auto intervals = [](std::initializer_list<std::pair<const char*, const Quantity*>> qs) {
-      ordered_json iv = ordered_json::object();
-      for (const auto& [name, q] : qs)
-        if (const auto t = enclosure_text(*q)) iv[name] = {t->first, t->second};
-      return iv;
-    };
     ordered_json j;
     ordered_json rows = ordered_json::array();
     for (const LengthSumEntry& e : r.lengths) {
@@ -159,10 +170,7 @@ std::string format_length_sums(const LengthSumsReport& r, const Model& model, co
     o << pad(std::to_string(e.length), 8) << pad(e.frobenius.str(), 26) << pad(e.residual.str(), 26)
       << pad(e.share.str(), 26) << pad(digits_text(e.digits), 13) << e.count << "\n";
   o << "\ndecomposition error max|Σ_k S_k + 1bᵀ − X^L| / max|X^L| = " << r.decomposition_error.str() << " ("
-    << (decomposition_holds(r.decomposition_error, r.precision)
-            ? (r.check_method == CheckMethod::certified ? "holds, proven: the upper end of its enclosure" : "holds")
-            : "FAILS")
-    << ", " << tolerance_text(r) << ")\n";
+    << verdict_text(r.decomposition_error, r) << ", " << tolerance_text(r) << ")\n";
   return text_table::trim_line_ends(o.str());
 }
 
@@ -172,20 +180,30 @@ std::string format_enumeration(const PathEnumerationReport& r, const Model& mode
   if (f == Format::json) {
     ordered_json j;
     ordered_json rows = ordered_json::array();
-    for (const PathTermEntry& e : r.paths)
-      rows.push_back({{"heads", heads_json(e.heads)},
-                      {"length", e.length},
-                      {"term_norm", {{"frobenius", e.norm_frobenius.str()}, {"composite", e.norm_composite.str()}}},
-                      {"term_residual", {{"composite", e.residual_composite.str()}}},
-                      {"stochastic_residual", {{"composite", e.stochastic_residual.str()}}},
-                      {"digits", digits_value(e.digits)}});
+    for (const PathTermEntry& e : r.paths) {
+      ordered_json row = {{"heads", heads_json(e.heads)},
+                          {"length", e.length},
+                          {"term_norm", {{"frobenius", e.norm_frobenius.str()}, {"composite", e.norm_composite.str()}}},
+                          {"term_residual", {{"composite", e.residual_composite.str()}}},
+                          {"stochastic_residual", {{"composite", e.stochastic_residual.str()}}},
+                          {"digits", digits_value(e.digits)}};
+      if (e.norm_composite.enclosure)
+        row["intervals"] = intervals({{"term_norm_frobenius", &e.norm_frobenius},
+                                      {"term_norm_composite", &e.norm_composite},
+                                      {"term_residual_composite", &e.residual_composite},
+                                      {"stochastic_residual_composite", &e.stochastic_residual}});
+      rows.push_back(std::move(row));
+    }
     j["paths"] = rows;
     if (r.decomposition_error) {
       j["decomposition_error"] = r.decomposition_error->str();
       j["decomposition_error_digits"] = digits_value(r.decomposition_error->digits);
       j["decomposition_tolerance"] = to_sci(decomposition_tolerance(r.precision), 2);
       j["decomposition_holds"] = decomposition_holds(*r.decomposition_error, r.precision);
+      if (r.decomposition_error->enclosure)
+        j["intervals"] = intervals({{"decomposition_error", &*r.decomposition_error}});
     }
+    if (r.selected_at) j["selected_at_bits"] = r.selected_at->bits;
     j["walked_paths"] = r.walked;
     j["total_paths"] = r.total_count;
     j["all_paths"] = r.all_paths;
@@ -216,8 +234,10 @@ std::string format_enumeration(const PathEnumerationReport& r, const Model& mode
   o << "Path terms T = P_path X W_path (Theorem 2.1)\n";
   o << header_text(r, model, info);
   o << "paths: " << r.walked << " of " << r.total_count << " pass the filter";
-  if (r.request.top_k > 0)
+  if (r.request.top_k > 0) {
     o << "; the " << std::min<std::size_t>(r.request.top_k, r.paths.size()) << " of largest ‖T‖_{1,∞} shown";
+    if (r.selected_at) o << " (selected at " << r.selected_at->name() << ", their values proven)";
+  }
   if (r.search)
     o << "\nbranch and bound: " << r.search->nodes << " tree nodes formed, " << r.search->skipped
       << " children skipped by their bound, " << r.search->leaves << " paths evaluated";
@@ -232,8 +252,7 @@ std::string format_enumeration(const PathEnumerationReport& r, const Model& mode
       << digits_text(e.digits) << "\n";
   if (r.decomposition_error)
     o << "\ndecomposition error max|Σ_paths T + 1bᵀ − X^L| / max|X^L| = " << r.decomposition_error->str() << " ("
-      << (decomposition_holds(*r.decomposition_error, r.precision) ? "holds" : "FAILS") << ", " << tolerance_text(r)
-      << ")\n";
+      << verdict_text(*r.decomposition_error, r) << ", " << tolerance_text(r) << ")\n";
   else
     o << "\n(no decomposition error: not every path passes the filter)\n";
   return text_table::trim_line_ends(o.str());

@@ -16,6 +16,14 @@ namespace {
 
 using svg::escape;
 
+/// A certified report's effectiveness section is confirmed, not proven: it says so.
+std::string uncertified_note(const HtmlReport& r) {
+  return r.precision.check == CheckMethod::certified
+             ? " This section is not enclosed yet (math.md §10): its digits are confirmed one tier up, not proven, "
+               "unlike the sections above."
+             : "";
+}
+
 /// Mean of the per-repetition agreement counts as a fraction of the predictions.
 double mean_agreement(const std::vector<long>& agree, long predictions) {
   double sum = 0;
@@ -102,7 +110,7 @@ void batch_section(std::ostringstream& o, const HtmlReport& r) {
                    "predictions."
              : std::string("the checkpoint has no task head, so no predictions are compared."))
     << " Variant: " << escape(to_string(r.paths_variant, VariantStyle::prose))
-    << ". Every input ran at its own precision with its own confirming run.</p>\n";
+    << ". Every input ran at its own precision with its own confirming run." << uncertified_note(r) << "</p>\n";
   if (rr)
     o << "<p>Dashed: the paper's own procedure (as <code>sanpath paths --effectiveness --rerun</code>): per length k, "
       << rr->request.samples << " paths (every path when there are no more) re-run as sub-networks, summed as "
@@ -207,7 +215,8 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
                      " head on X<sub>≤k</sub> agree with those on X<sup>L</sup>."
                : std::string("the checkpoint has no task head, so no predictions are compared."))
     << " Variant: " << escape(to_string(r.paths_variant, VariantStyle::prose))
-    << ". Precision: " << escape(provenance_text::cell(e, provenance_text::View::paths)) << ".</p>\n";
+    << ". Precision: " << escape(provenance_text::cell(e, provenance_text::View::paths)) << "."
+    << uncertified_note(r) << "</p>\n";
   if (rr)
     o << "<p>Dashed: the paper's own procedure (as <code>sanpath paths --effectiveness --rerun</code>): per length k, "
       << rr->request.samples << " paths (every path when there are no more) re-run as sub-networks, each layer "

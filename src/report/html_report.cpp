@@ -100,7 +100,11 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
   if (r.collapse.conventions == CollapseConventions::paper) row("collapse conventions", describe(r.collapse.conventions, paper_layernorm(r.arch)));
   const bool in_double = !r.precision.automatic && r.precision.fixed.native_double;
   row("precision requested",
-      r.precision.describe() + (!r.precision.confirm ? ""
+      r.precision.describe() + (r.precision.check == CheckMethod::certified
+                                    ? ", certified: every digit of the collapse, bounds and path-length sections "
+                                      "proven by ball arithmetic (math.md §10); the effectiveness section's "
+                                      "confirmed one tier up"
+                                : !r.precision.confirm ? ""
                                 : in_double && r.precision.check != CheckMethod::mpfr
                                     ? ", confirmed (by directed rounding where it applies, see below)"
                                     : ", confirmed one tier up"));
@@ -226,7 +230,9 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
     }
     o << "</tr>\n";
   }
-  o << "</tbody>\n</table>\n<p class=\"caption\">Digits confirmed by the second run in brackets"
+  o << "</tbody>\n</table>\n<p class=\"caption\">"
+    << (r.precision.check == CheckMethod::certified ? "Digits proven by enclosures in brackets"
+                                                     : "Digits confirmed by the second run in brackets")
     << (batch ? " (of the mean)" : "") << ". Variants: ";
   for (std::size_t i = 0; i < c.variants.size(); ++i)
     o << (i ? "; " : "") << "<b>" << escape(c.variants[i].name) << "</b> "

@@ -88,7 +88,23 @@ sums=$("$SANPATH" paths --model "$WORK/skip3.safetensors" --input "$WORK/x6" --s
   fail "paths --sums --check certified (table) exited non-zero: $sums"
 grep -q "digits proven" <<<"$sums" && grep -q "holds, proven" <<<"$sums" ||
   fail "the length sums table does not say its digits and Theorem 2.1 are proven: $sums"
-for bad in "--enumerate --check certified" "--sums --check certified --precision double" "--sums --check mpfr"; do
+# paths --enumerate --check certified: every path's four norms proven (the reference checks each interval); with
+# every path walked, Theorem 2.1's error enclosed as well; --top's paths chosen at the starting tier, then proven
+PRECISIONS="auto 128" paths_case san4-enumerate "$WORK/san4.safetensors" input "$WORK/x5" --enumerate --check certified
+PRECISIONS="auto" paths_case skip3-top "$WORK/skip3.safetensors" input "$WORK/x6" --enumerate --top 4 --check certified
+PRECISIONS="auto" paths_case skip3-length "$WORK/skip3.safetensors" input "$WORK/x6" --enumerate --length 2 \
+  --check certified
+CASES=$((CASES + 1))
+top=$("$SANPATH" paths --model "$WORK/skip3.safetensors" --input "$WORK/x6" --enumerate --top 4 --check certified 2>&1) ||
+  fail "paths --enumerate --top 4 --check certified (table) exited non-zero: $top"
+grep -q "digits proven" <<<"$top" && grep -q "selected at 2[0-9]* bits, their values proven" <<<"$top" ||
+  fail "the top-K table does not say its digits are proven and where the paths were selected: $top"
+CASES=$((CASES + 1))
+all=$("$SANPATH" paths --model "$WORK/skip3.safetensors" --input "$WORK/x6" --enumerate --check certified 2>&1) ||
+  fail "paths --enumerate --check certified (table) exited non-zero: $all"
+grep -q "holds, proven" <<<"$all" || fail "the enumeration table does not say Theorem 2.1 is proven: $all"
+for bad in "--sample 4 --check certified" "--enumerate --check certified --precision double" \
+  "--sums --check certified --precision double" "--sums --check mpfr"; do
   CASES=$((CASES + 1))
   rm -f "$WORK/refused.json"
   # shellcheck disable=SC2086

@@ -10,9 +10,11 @@
 
 #include "sanpath/compute/enclosure.hpp"
 #include "sanpath/compute/enclosure_centred.hpp"
+#include "sanpath/compute/enclosure_paths.hpp"
 #include "compute/enclosure_centred_impl.hpp"  // enclosure_detail::iv_activate, iv_derivative, rotary_enclosed
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/forward.hpp"
+#include "sanpath/compute/paths.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/safetensors.hpp"
 #include "sanpath/model/random.hpp"
@@ -387,6 +389,79 @@ std::pair<int, int> misses_against(const EnclosedTrace<S>& ball, const ForwardTr
     differ += d;
   }
   return {missed, differ};
+}
+
+namespace {
+
+/// Every path of `v` through `m`: the enclosed terms at 128 bits against
+/// evaluate_path on a 4,098-bit pass (its errors ~1e-1230, far inside every
+/// enclosure). Returns the quantities outside their enclosure; `least` the
+/// fewest digits proven.
+int path_term_misses(const Model& m, const Variant& v, const MatrixXd& X0, const EnclosureOptions& opt, int& least) {
+  using S = mpfr_real<38>;
+  using T = mpfr_real<1233>;
+  EnclosureOptions o = opt;
+  o.record_attention = true;
+  const EnclosedTrace<S> t = forward_enclosed<S>(m, v, convert<S>(X0), o);
+  const ForwardTrace<T> exact = forward<T>(m, v, convert<T>(X0));
+  std::vector<std::vector<int>> paths;
+  EnumerationOptions eo;
+  enumerate_paths<T>(m, exact, eo, [&](const PathRecord<T>& r) { paths.push_back(r.heads); });
+  REQUIRE(paths.size() == static_cast<std::size_t>(count_filtered_paths(m.arch().layers, m.arch().heads, v.skip)));
+  const std::vector<EnclosedPathTerm> terms = enclose_path_terms(m, t, paths, opt.radius_scale);
+  REQUIRE(terms.size() == paths.size());
+  int missed = 0;
+  least = 1 << 20;
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    const PathRecord<T> r = evaluate_path<T>(m, exact, paths[i]);
+    const std::pair<const Interval*, T> named_terms[] = {{&terms[i].norm_composite, r.norm_composite},
+                                                         {&terms[i].norm_frobenius, r.norm_frobenius},
+                                                         {&terms[i].residual_composite, r.residual_composite},
+                                                         {&terms[i].stochastic_residual, r.stochastic_residual}};
+    for (const auto& [iv, truth] : named_terms) {
+      const BigReal x = big_of(truth.str(0, std::ios_base::scientific), 1300);
+      if (!contains(*iv, x)) {
+        ++missed;
+        UNSCOPED_INFO("path " << i << ": " << to_sci(x, 30) << " outside [" << to_sci(iv->lo, 30, Rounding::down)
+                              << ", " << to_sci(iv->hi, 30, Rounding::up) << "]");
+      }
+      BigReal mid = iv->lo;
+      mpfr_add(mid.backend().data(), iv->lo.backend().data(), iv->hi.backend().data(), MPFR_RNDN);
+      mpfr_div_2ui(mid.backend().data(), mid.backend().data(), 1, MPFR_RNDN);
+      least = std::min(least, proven_digits(*iv, mid, 200));
+    }
+  }
+  return missed;
+}
+
+}  // namespace
+
+TEST_CASE("enclosed path terms: every path's four norms contain the 4,098-bit values; shrunk radii are caught") {
+  int least = 0;
+  SECTION("27 paths with skip, sharing their prefixes") {
+    const Variant v{true, MlpKind::none, LayerNormKind::none, MaskKind::none};
+    CHECK(path_term_misses(san_model(3, 2, 31, 0.5), v, test_input(22), {}, least) == 0);
+    CAPTURE(least);
+    CHECK(least >= 25);  // of 38: the enclosures are tight
+  }
+  SECTION("a collapsing SAN of 64 paths: without their radii, the midpoints miss") {
+    const Model m = san_model(6, 2, 91, 1.0);
+    const MatrixXd X0 = test_input(92);
+    CHECK(path_term_misses(m, Variant::san(), X0, {}, least) == 0);  // residuals below 2^-128: some prove none
+    EnclosureOptions shrunk;
+    shrunk.radius_scale = 0.0;  // the pass's and the products' radii gone: no longer an enclosure
+    CHECK(path_term_misses(m, Variant::san(), X0, shrunk, least) > 0);
+  }
+  SECTION("a head sequence of the wrong length or a skip without one is refused") {
+    const Model m = san_model(2, 2, 31, 0.5);
+    EnclosureOptions o;
+    o.record_attention = true;
+    const auto t = forward_enclosed<mpfr_real<19>>(m, Variant::san(), convert<mpfr_real<19>>(test_input(22)), o);
+    CHECK_THROWS_AS(enclose_path_terms(m, t, {{0}}), std::invalid_argument);
+    CHECK_THROWS_AS(enclose_path_terms(m, t, {{0, -1}}), std::invalid_argument);
+    CHECK_THROWS_AS(enclose_path_terms(m, t, {{0, 2}}), std::invalid_argument);
+    CHECK(enclose_path_terms(m, t, {{1, 0}, {1, 1}}).size() == 2);
+  }
 }
 
 TEST_CASE("enclosed embeddings: ALBERT's mapping, OPT's projection and Gemma's √d contain the 4,098-bit values") {

@@ -2085,6 +2085,21 @@ def _check_paths(a):
                           norm_composite(residual(T, "mean")))
                 ck.number(f"{where} stochastic_residual", r["stochastic_residual"]["composite"], D,
                           norm_composite(residual(P, "mean")))
+                # certified runs (math.md section 10): every quantity's enclosure contains the exact value
+                iv = r.get("intervals", {})
+                exact = {"term_norm_frobenius": norm_frobenius(T), "term_norm_composite": norm_composite(T),
+                         "term_residual_composite": norm_composite(residual(T, "mean")),
+                         "stochastic_residual_composite": norm_composite(residual(P, "mean"))}
+                if (j.get("check_method") == "certified" or a.check == "certified") and set(iv) != set(exact):
+                    ck.fail(f"{where}: a certified run without an interval for every quantity: {sorted(iv)}")
+                for q, (lo, hi) in iv.items():
+                    ck.interval(f"{where} {q}", lo, hi, exact[q])
+            if (j.get("check_method") == "certified" or a.check == "certified") and "decomposition_error" in j:
+                iv = j.get("intervals", {})
+                if set(iv) != {"decomposition_error"}:
+                    ck.fail(f"{tag}: a certified run without the interval of decomposition_error: {sorted(iv)}")
+                else:
+                    ck.interval(f"{tag} decomposition_error", *iv["decomposition_error"], mpf(0))  # Theorem 2.1
     return ck.summary(bits)
 
 
@@ -2536,9 +2551,9 @@ def main(argv=None):
             c.add_argument("--length", type=int)
             c.add_argument("--top", type=int, default=0)
             c.add_argument("--check", choices=["certified"],
-                           help="`sanpath paths --sums --check certified`: every length's quantities, ||X^L||_F and "
-                                "the decomposition error (exactly 0) must come with intervals containing the "
-                                "reference values")
+                           help="`sanpath paths --sums|--enumerate --check certified`: every length's or "
+                                "path's quantities, ||X^L||_F and the decomposition error (exactly 0) must come "
+                                "with intervals containing the reference values")
         if name == "check-bounds":
             c.add_argument("--gamma", default="1")
             c.add_argument("--check", choices=["auto", "mpfr", "certified"],

@@ -100,6 +100,32 @@ TEST_CASE("the report holds every chart and the analyses' numbers") {
   }
 }
 
+TEST_CASE("a certified report: collapse, bounds and path lengths proven, effectiveness confirmed and said so") {
+  const Model m = tiny_san(3);
+  ReportRequest req;
+  req.precision.check = CheckMethod::certified;
+  const HtmlReport r = build_report(m, tiny_input(), req);
+  for (const ForwardAnalysis& a : r.collapse.analyses) {
+    CHECK(a.check_method == CheckMethod::certified);
+    for (const LayerReport& l : a.layers) CHECK(l.relative_residual.enclosure);
+  }
+  CHECK(r.bounds.measured.check_method == CheckMethod::certified);
+  CHECK(r.lengths.check_method == CheckMethod::certified);
+  for (const LengthSumEntry& e : r.lengths.lengths) CHECK(e.share.enclosure);
+  // the effectiveness section is confirmed one tier up, not enclosed
+  CHECK(r.effectiveness.check_method == CheckMethod::mpfr);
+  CHECK(r.effectiveness.check);
+  const std::string html = render_html(r);
+  CHECK(html.find("Digits proven by enclosures in brackets") != std::string::npos);
+  CHECK(html.find("Digits confirmed by the second run") == std::string::npos);
+  CHECK(html.find("This section is not enclosed yet (math.md §10)") != std::string::npos);
+  CHECK(html.find("certified: every digit of the collapse, bounds and path-length sections proven") !=
+        std::string::npos);
+  // a check the sections would each read differently is refused
+  req.precision.check = CheckMethod::mpfr;
+  CHECK_THROWS_WITH(build_report(m, tiny_input(), req), "--check: 'mpfr': the report takes auto or certified");
+}
+
 TEST_CASE("values below resolution are drawn as upper-bound marks") {
   // In double precision the SAN's residual falls below 1e-16 within a few
   // layers: those values are only bounds and must not be plotted as values.

@@ -44,4 +44,19 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
 LengthSumsReport analyze_length_sums_certified(const Model& model, const Variant& variant, const InputSpec& input,
                                                const PrecisionRequest& request, const ProgressFn& progress = {});
 
+/// What analyze_enumeration runs for request.check == certified. The paths
+/// are chosen at the tier the enclosures start at, without a check run:
+/// those passing the filter, or a top-K selection and its order (recorded
+/// as PathEnumerationReport::selected_at; the selection itself is not
+/// proven). Then each path's four norms (enclose_path_terms) and, when
+/// every path passes the filter, the reconstruction error (as
+/// analyze_length_sums_certified's) get the digits their enclosures prove;
+/// auto rises a tier at a time until every path proves the digits asked or
+/// the ceiling is reached. Throws std::invalid_argument for --precision
+/// double, and as analyze_enumeration.
+PathEnumerationReport analyze_enumeration_certified(const Model& model, const Variant& variant,
+                                                    const InputSpec& input, const PrecisionRequest& request,
+                                                    const EnumerationRequest& enumeration,
+                                                    const ProgressFn& progress = {});
+
 }  // namespace sanpath

@@ -122,6 +122,9 @@ struct PathEnumerationReport : PathReportBase {
   bool all_paths = false;            ///< the filter lets every path through
   std::vector<PathTermEntry> paths;  ///< enumeration order, or top-K order
   std::optional<PathSearchStats> search;  ///< top-K: the search at the working precision
+  /// Certified runs: the tier that chose the paths (a top-K selection and
+  /// its order); the enclosures may have needed a higher one (`precision`).
+  std::optional<Precision> selected_at;
   /// Theorem 2.1 over every path, as LengthSumsReport::decomposition_error;
   /// only when all_paths (a partial sum does not reconstruct X^L).
   std::optional<Quantity> decomposition_error;

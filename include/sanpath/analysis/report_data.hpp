@@ -72,7 +72,11 @@ struct HtmlReport {
 /// analyze_length_sums and analyze_effectiveness (with request.head; with
 /// request.rerun, analyze_rerun) on the attention-only variant with skip connections, all on `input` at
 /// `request.precision`. Progress messages are prefixed with the section
-/// ("collapse: ", "bounds: ", "path lengths: ", "effectiveness: ").
+/// ("collapse: ", "bounds: ", "path lengths: ", "effectiveness: "). A
+/// certified request (CheckMethod::certified) certifies the collapse,
+/// bounds and path-length sections; the effectiveness section, not enclosed
+/// yet, is confirmed (CheckMethod::automatic) instead; other checks throw
+/// std::invalid_argument (the sections would each read them differently).
 HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
                         const ProgressFn& progress = {});
 /// A batch: the collapse section runs run_collapse_batch and the
