@@ -83,29 +83,74 @@ void times_split(const RowVector<S>& c, const Matrix<S>& R, const MatrixXd& W, M
 /// P_ij = Π_ij (1 + e_ij)/(1 + s_i) (no cancellation against 1); other rows
 /// take P from the stable softmax of v + S and E = P − Π.
 template <class S> struct HeadAttention {
-  Matrix<S> Pi, E, P;
+  Matrix<S> Pi, E;
+  Matrix<S> P;  ///< empty without a mask when every row took the expm1 form (nothing reads it then)
   bool all_small = true;  ///< every row took the expm1 form
 };
+
+/// |x| > y for y ≥ 0, without forming |x|.
+template <class S> bool abs_greater(const S& x, const S& y) {
+  if constexpr (is_mpfr_v<S>) {
+    return mpfr_cmpabs(x.backend().data(), y.backend().data()) > 0;
+  } else {
+    return std::abs(x) > y;
+  }
+}
 
 template <class S> HeadAttention<S> head_attention(const Matrix<S>& v, const Matrix<S>& Sm, MaskKind mask) {
   using std::abs;
   const Eigen::Index n = Sm.rows();
   HeadAttention<S> out;
-  Matrix<S> Vrow(n, n);
-  for (Eigen::Index j = 0; j < n; ++j)
-    for (Eigen::Index i = 0; i < n; ++i) Vrow(i, j) = v(j, 0);
-  out.Pi = row_softmax(Vrow, mask);
-  out.E = Matrix<S>::Zero(n, n);
-  out.P = Matrix<S>::Zero(n, n);
-  const Matrix<S>& Pi = out.Pi;
+  const bool causal = mask == MaskKind::causal;
+  if (causal) {
+    Matrix<S> Vrow(n, n);
+    for (Eigen::Index j = 0; j < n; ++j)
+      for (Eigen::Index i = 0; i < n; ++i) Vrow(i, j) = v(j, 0);
+    out.Pi = row_softmax(Vrow, mask);
+  } else {
+    // Every row of Π is the softmax of vᵀ: one row's exponentials, the very
+    // roundings row_softmax makes in each of the n identical rows.
+    out.Pi = row_softmax(Matrix<S>(v.transpose()), MaskKind::none).replicate(n, 1);
+  }
   const S half = S(1) / S(2);
+  // P is read (attention()'s second form) under a mask or when some row has
+  // |S_ij| > ½; otherwise only Π and E are: P is not formed.
+  bool need_P = causal;
+  for (Eigen::Index j = 0; j < n && !need_P; ++j)
+    for (Eigen::Index i = 0; i < n && !need_P; ++i) need_P = abs_greater(Sm(i, j), half);
+  out.E = Matrix<S>::Zero(n, n);
+  if (need_P) out.P = Matrix<S>::Zero(n, n);
+  const Matrix<S>& Pi = out.Pi;
   std::vector<S> e(static_cast<std::size_t>(n));
   for (Eigen::Index i = 0; i < n; ++i) {
-    const Eigen::Index last = mask == MaskKind::causal ? i + 1 : n;
-    S mx(0);
-    for (Eigen::Index j = 0; j < last; ++j)
-      if (abs(Sm(i, j)) > mx) mx = abs(Sm(i, j));
-    if (mx <= half) {
+    const Eigen::Index last = causal ? i + 1 : n;
+    bool small = true;
+    for (Eigen::Index j = 0; j < last && small; ++j) small = !abs_greater(Sm(i, j), half);
+    if (small && is_mpfr_v<S>) {
+      // The expm1 form below, each operation in place (the same correctly
+      // rounded results, without a temporary number per operation).
+      if constexpr (is_mpfr_v<S>) {
+        S s(0), t, inv, pij;
+        for (Eigen::Index j = 0; j < last; ++j) {
+          mpfr_ptr ej = e[static_cast<std::size_t>(j)].backend().data();
+          mpfr_expm1(ej, Sm(i, j).backend().data(), MPFR_RNDN);
+          mpfr_mul(t.backend().data(), Pi(i, j).backend().data(), ej, MPFR_RNDN);
+          mpfr_add(s.backend().data(), s.backend().data(), t.backend().data(), MPFR_RNDN);
+        }
+        mpfr_add_ui(t.backend().data(), s.backend().data(), 1, MPFR_RNDN);
+        mpfr_ui_div(inv.backend().data(), 1, t.backend().data(), MPFR_RNDN);
+        for (Eigen::Index j = 0; j < last; ++j) {
+          mpfr_srcptr ej = e[static_cast<std::size_t>(j)].backend().data();
+          mpfr_mul(pij.backend().data(), Pi(i, j).backend().data(), inv.backend().data(), MPFR_RNDN);
+          mpfr_sub(t.backend().data(), ej, s.backend().data(), MPFR_RNDN);
+          mpfr_mul(out.E(i, j).backend().data(), pij.backend().data(), t.backend().data(), MPFR_RNDN);
+          if (need_P) {
+            mpfr_add_ui(t.backend().data(), ej, 1, MPFR_RNDN);
+            mpfr_mul(out.P(i, j).backend().data(), pij.backend().data(), t.backend().data(), MPFR_RNDN);
+          }
+        }
+      }
+    } else if (small) {
       S s(0);
       for (Eigen::Index j = 0; j < last; ++j) {
         e[static_cast<std::size_t>(j)] = expm1_of(Sm(i, j));
@@ -115,7 +160,7 @@ template <class S> HeadAttention<S> head_attention(const Matrix<S>& v, const Mat
       for (Eigen::Index j = 0; j < last; ++j) {
         const S pij = Pi(i, j) * inv;
         out.E(i, j) = pij * S(e[static_cast<std::size_t>(j)] - s);
-        out.P(i, j) = pij * S(S(1) + e[static_cast<std::size_t>(j)]);
+        if (need_P) out.P(i, j) = pij * S(S(1) + e[static_cast<std::size_t>(j)]);
       }
     } else {
       out.all_small = false;
