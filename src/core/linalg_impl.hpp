@@ -326,12 +326,14 @@ enum class FixedCheck { zero, compute, reference };
 /// Entry (ra of A, rb of B): an exact zero (a vector is zero, or no product
 /// is nonzero), computable within the guarantee, or for the reference
 /// kernel (the magnitudes of the two vectors cross by more than guard-4
-/// binades, so the truncated small entries could matter).
+/// binades, so the truncated small entries could matter). `width`: the
+/// tier's fixed-point width (guard = width − prec), whatever width a narrow
+/// operand is held at.
 inline FixedCheck fixed_check(const FixedVectors& A, Eigen::Index ra, const FixedVectors& B, Eigen::Index rb,
-                              long prec) {
+                              long prec, long width) {
   const auto ia = static_cast<std::size_t>(ra), ib = static_cast<std::size_t>(rb);
   if (A.all_zero[ia] || B.all_zero[ib]) return FixedCheck::zero;
-  const long guard = A.W - prec;
+  const long guard = width - prec;
   if (A.spread[ia] + B.spread[ib] <= guard - 4) return FixedCheck::compute;
   const Eigen::Index k = A.k;
   const long* ea = &A.exps[ia * static_cast<std::size_t>(k)];
@@ -416,21 +418,21 @@ constexpr long fixed_width(long prec) {
 #if SANPATH_IFMA_KERNEL
 /// acc[t - T0][lane] += the 52-bit halves of a_u·b_v[lane] landing at limb t
 /// (lo at u+v, hi at u+v+1), for t in [T0, T0+T), over `terms` terms.
-/// a: terms × L limbs; b: terms × L × 8 lanes; acc: T × 8.
-template <int L, int T0, int T>
+/// a: terms × LA limbs; b: terms × LB limbs × 8 lanes; acc: T × 8.
+template <int LA, int LB, int T0, int T>
 __attribute__((target("avx512f,avx512ifma"))) void ifma_accumulate(const std::uint64_t* a, const std::uint64_t* b,
                                                                    long terms, std::uint64_t* acc) {
   __m512i r[T];
 #pragma GCC unroll 64
   for (int t = 0; t < T; ++t) r[t] = _mm512_loadu_si512(acc + 8 * t);
   for (long p = 0; p < terms; ++p) {
-    const std::uint64_t* ap = a + p * L;
-    const std::uint64_t* bp = b + p * L * 8;
+    const std::uint64_t* ap = a + p * LA;
+    const std::uint64_t* bp = b + p * LB * 8;
 #pragma GCC unroll 64
-    for (int u = 0; u < L; ++u) {
+    for (int u = 0; u < LA; ++u) {
       const __m512i au = _mm512_set1_epi64(static_cast<long long>(ap[u]));
 #pragma GCC unroll 64
-      for (int v = 0; v < L; ++v) {
+      for (int v = 0; v < LB; ++v) {
         const int tl = u + v - T0, th = u + v + 1 - T0;
         if (tl >= 0 && tl < T) r[tl] = _mm512_madd52lo_epu64(r[tl], au, _mm512_loadu_si512(bp + 8 * v));
         if (th >= 0 && th < T) r[th] = _mm512_madd52hi_epu64(r[th], au, _mm512_loadu_si512(bp + 8 * v));
@@ -441,12 +443,16 @@ __attribute__((target("avx512f,avx512ifma"))) void ifma_accumulate(const std::ui
   for (int t = 0; t < T; ++t) _mm512_storeu_si512(acc + 8 * t, r[t]);
 }
 
-template <int L> void ifma_chunk(const std::uint64_t* a, const std::uint64_t* b, long terms, std::uint64_t* acc) {
-  if constexpr (2 * L <= 24) {
-    ifma_accumulate<L, 0, 2 * L>(a, b, terms, acc);
-  } else {  // two passes of L accumulators each
-    ifma_accumulate<L, 0, L>(a, b, terms, acc);
-    ifma_accumulate<L, L, L>(a, b, terms, acc + 8 * L);
+/// The LA + LB limb sums of a chunk: one pass, or two where the
+/// accumulators would not fit in the registers.
+template <int LA, int LB>
+void ifma_chunk(const std::uint64_t* a, const std::uint64_t* b, long terms, std::uint64_t* acc) {
+  constexpr int T = LA + LB;
+  if constexpr (T <= 24) {
+    ifma_accumulate<LA, LB, 0, T>(a, b, terms, acc);
+  } else {
+    ifma_accumulate<LA, LB, 0, T / 2>(a, b, terms, acc);
+    ifma_accumulate<LA, LB, T / 2, T - T / 2>(a, b, terms, acc + 8 * (T / 2));
   }
 }
 #endif
@@ -531,66 +537,74 @@ constexpr std::size_t limb52_sums_limbs(int nd) { return static_cast<std::size_t
 /// vectors of `Lv` (blocks of 8), the broadcast operand over those of `Bv`;
 /// entry(b, l) gives the MPFR destination of broadcast vector b, lane vector
 /// l, and fallback(b, l, c) computes an entry with the reference kernel.
-template <int L, class Entry, class Fallback>
-void ifma_gemm(const FixedVectors& Bv, const FixedVectors& Lv, long prec, int threads, const Entry& entry,
-               const Fallback& fallback) {
+/// LB and LL: the 52-bit limbs of the broadcast and the lane vectors (their
+/// widths 52·LB − 1 and 52·LL − 1; a narrow operand holds the same values
+/// exactly, see mpfr_gemm); `guard_width`: the tier's width, which
+/// fixed_check's guarantee is stated in.
+template <int LB, int LL, class Entry, class Fallback>
+void ifma_gemm(const FixedVectors& Bv, const FixedVectors& Lv, long prec, long guard_width, int threads,
+               const Entry& entry, const Fallback& fallback) {
   const Eigen::Index k = Bv.k, nb = Bv.count, nlanes = Lv.count;
-  const long W = Bv.W, nl = Bv.nl;
-  const auto ku = static_cast<std::size_t>(k), Lu = static_cast<std::size_t>(L);
-  constexpr long flush_terms = 4096 / (2 * L) - 1;  // lanes < 2^64: terms·2L·2^52 < 2^64
-  constexpr std::size_t n64_offsets = limb52_sums_limbs(L), n64_products = limb52_sums_limbs(2 * L);
-  // Broadcast operand: count × k × L limbs, and its corrections
-  // Rb = −2^W·Σ_p b''_p + k·2^(2W) (see below).
-  std::vector<std::uint64_t> bl(static_cast<std::size_t>(nb) * ku * Lu);
+  const long Wb = Bv.W, Wl = Lv.W, nlb = Bv.nl, nll = Lv.nl;
+  const auto ku = static_cast<std::size_t>(k), LBu = static_cast<std::size_t>(LB), LLu = static_cast<std::size_t>(LL);
+  constexpr int T = LB + LL;
+  constexpr auto Tu = static_cast<std::size_t>(T);
+  // Each accumulator takes at most 2·min(LB, LL) halves a term: lanes < 2^64 while terms·2·max·2^52 < 2^64.
+  constexpr long flush_terms = 4096 / (2 * std::max(LB, LL)) - 1;
+  constexpr std::size_t n64_offsets = limb52_sums_limbs(std::max(LB, LL)), n64_products = limb52_sums_limbs(T);
+  // Broadcast operand: count × k × LB limbs, and its corrections
+  // Rb = −2^Wl·Σ_p b''_p + k·2^(Wb+Wl) (see below).
+  std::vector<std::uint64_t> bl(static_cast<std::size_t>(nb) * ku * LBu);
   MpzArray Rb(static_cast<std::size_t>(nb)), K(1);
   mpz_set_ui(K[0], static_cast<unsigned long>(k));
-  mpz_mul_2exp(K[0], K[0], static_cast<mp_bitcnt_t>(2 * W));
+  mpz_mul_2exp(K[0], K[0], static_cast<mp_bitcnt_t>(Wb + Wl));
   run_blocks(static_cast<std::size_t>(nb), threads, [&](std::size_t v) {
-    std::vector<limb52_sum> S(Lu, 0);
+    std::vector<limb52_sum> S(LBu, 0);
     std::vector<mp_limb_t> tmp(n64_offsets);
     for (Eigen::Index p = 0; p < k; ++p) {
       const std::size_t idx = v * ku + static_cast<std::size_t>(p);
-      std::uint64_t* limbs = &bl[idx * Lu];
-      offset_limbs52<L>(&Bv.mag[idx * static_cast<std::size_t>(nl)], Bv.neg[idx] != 0, limbs, 1);
-      for (std::size_t u = 0; u < Lu; ++u) S[u] += limbs[u];
+      std::uint64_t* limbs = &bl[idx * LBu];
+      offset_limbs52<LB>(&Bv.mag[idx * static_cast<std::size_t>(nlb)], Bv.neg[idx] != 0, limbs, 1);
+      for (std::size_t u = 0; u < LBu; ++u) S[u] += limbs[u];
     }
-    offset_correction(S.data(), 1, L, W, K[0], Rb[v], tmp);
+    offset_correction(S.data(), 1, LB, Wl, K[0], Rb[v], tmp);
   });
-  // Σ a'b' = Σ a''b'' − 2^W(Σa' + Σb') − k·2^(2W) with a'' = a' + 2^W:
-  // = D − 2^W·Σb'' − 2^W·Σl'' + k·2^(2W) = D + Rb + Rl.
+  // Σ b'l' = Σ b''l'' − 2^Wl·Σb' − 2^Wb·Σl' − k·2^(Wb+Wl) with b'' = b' + 2^Wb, l'' = l' + 2^Wl:
+  // = D − 2^Wl·Σb'' − 2^Wb·Σl'' + k·2^(Wb+Wl) = D + Rb + Rl.
   const std::size_t lane_blocks = static_cast<std::size_t>((nlanes + 7) / 8);
   run_blocks(lane_blocks, threads, [&](std::size_t blk) {
     const Eigen::Index l0 = static_cast<Eigen::Index>(blk) * 8;
     const int lanes = static_cast<int>(std::min<Eigen::Index>(8, nlanes - l0));
-    // Lane operand of this block: k × L × 8 (missing lanes are zero and
-    // ignored), and its corrections Rl = −2^W·Σ_p l''_p.
-    std::vector<std::uint64_t> ll(ku * Lu * 8, 0);
-    std::vector<limb52_sum> S(Lu * 8, 0);
+    // Lane operand of this block: k × LL × 8 (missing lanes are zero and
+    // ignored), and its corrections Rl = −2^Wb·Σ_p l''_p.
+    std::vector<std::uint64_t> ll(ku * LLu * 8, 0);
+    std::vector<limb52_sum> S(LLu * 8, 0);
     for (int q = 0; q < lanes; ++q)
       for (Eigen::Index p = 0; p < k; ++p) {
         const std::size_t idx = static_cast<std::size_t>(l0 + q) * ku + static_cast<std::size_t>(p);
-        std::uint64_t* limbs = &ll[static_cast<std::size_t>(p) * Lu * 8 + static_cast<std::size_t>(q)];
-        offset_limbs52<L>(&Lv.mag[idx * static_cast<std::size_t>(nl)], Lv.neg[idx] != 0, limbs, 8);
-        for (std::size_t u = 0; u < Lu; ++u) S[u * 8 + static_cast<std::size_t>(q)] += limbs[u * 8];
+        std::uint64_t* limbs = &ll[static_cast<std::size_t>(p) * LLu * 8 + static_cast<std::size_t>(q)];
+        offset_limbs52<LL>(&Lv.mag[idx * static_cast<std::size_t>(nll)], Lv.neg[idx] != 0, limbs, 8);
+        for (std::size_t u = 0; u < LLu; ++u) S[u * 8 + static_cast<std::size_t>(q)] += limbs[u * 8];
       }
     MpzArray Rl(8), Z(1), zero(1);
     std::vector<mp_limb_t> tmp(std::max(n64_offsets, n64_products));
-    for (int q = 0; q < lanes; ++q) offset_correction(&S[static_cast<std::size_t>(q)], 8, L, W, zero[0], Rl[static_cast<std::size_t>(q)], tmp);
-    std::vector<std::uint64_t> acc(2 * Lu * 8);
-    std::vector<limb52_sum> D(2 * Lu * 8);  // D[t·8 + q]: limb t of lane q's Σ a''b'', summed over the flushes
+    for (int q = 0; q < lanes; ++q)
+      offset_correction(&S[static_cast<std::size_t>(q)], 8, LL, Wb, zero[0], Rl[static_cast<std::size_t>(q)], tmp);
+    std::vector<std::uint64_t> acc(Tu * 8);
+    std::vector<limb52_sum> D(Tu * 8);  // D[t·8 + q]: limb t of lane q's Σ b''l'', summed over the flushes
     for (Eigen::Index b = 0; b < nb; ++b) {
       std::fill(D.begin(), D.end(), limb52_sum(0));
       for (Eigen::Index p0 = 0; p0 < k; p0 += flush_terms) {
         const long terms = static_cast<long>(std::min<Eigen::Index>(flush_terms, k - p0));
         std::fill(acc.begin(), acc.end(), std::uint64_t(0));
-        ifma_chunk<L>(&bl[(static_cast<std::size_t>(b) * ku + static_cast<std::size_t>(p0)) * Lu],
-                      &ll[static_cast<std::size_t>(p0) * Lu * 8], terms, acc.data());
-        for (std::size_t t = 0; t < 2 * Lu * 8; ++t) D[t] += acc[t];
+        ifma_chunk<LB, LL>(&bl[(static_cast<std::size_t>(b) * ku + static_cast<std::size_t>(p0)) * LBu],
+                           &ll[static_cast<std::size_t>(p0) * LLu * 8], terms, acc.data());
+        for (std::size_t t = 0; t < Tu * 8; ++t) D[t] += acc[t];
       }
       for (int q = 0; q < lanes; ++q) {
         const Eigen::Index l = l0 + q;
         mpfr_ptr c = entry(b, l);
-        const FixedCheck st = fixed_check(Bv, b, Lv, l, prec);
+        const FixedCheck st = fixed_check(Bv, b, Lv, l, prec, guard_width);
         if (st == FixedCheck::zero) {
           mpfr_set_zero(c, 1);
           continue;
@@ -599,13 +613,13 @@ void ifma_gemm(const FixedVectors& Bv, const FixedVectors& Lv, long prec, int th
           fallback(b, l, c);
           continue;
         }
-        limb52_sums_to_limbs(&D[static_cast<std::size_t>(q)], 8, 2 * L, tmp.data(), n64_products);
+        limb52_sums_to_limbs(&D[static_cast<std::size_t>(q)], 8, T, tmp.data(), n64_products);
         mpz_t d;
         mpz_roinit_n(d, tmp.data(), static_cast<mp_size_t>(n64_products));
         mpz_add(Z[0], d, Rb[static_cast<std::size_t>(b)]);
         mpz_add(Z[0], Z[0], Rl[static_cast<std::size_t>(q)]);
         mpfr_set_z_2exp(c, Z[0], static_cast<mpfr_exp_t>(Bv.top[static_cast<std::size_t>(b)] +
-                                                        Lv.top[static_cast<std::size_t>(l)] - 2 * W),
+                                                        Lv.top[static_cast<std::size_t>(l)] - Wb - Wl),
                         MPFR_RNDN);
       }
     }
@@ -644,10 +658,23 @@ void mpfr_gemm(const Matrix<S>& A, const Matrix<BScalar>& B, Matrix<S>& C) {
         c, k, [&](Eigen::Index p) { return a_at(i, p); }, [&](Eigen::Index p) { return b_at(p, j); });
   };
 
-  // Operands in fixed point: rows of A, columns of op(B).
+  // Operands in fixed point: rows of A, columns of op(B). Doubles B for the
+  // IFMA kernel are tried narrow first (two limbs: width narrow_width):
+  // where every column's exponents span at most narrow_width − 53 binades,
+  // each entry is exact there, and its integer is the full-width one divided
+  // by 2^(W − narrow_width) (exact too), so the sums, hence C, are the same
+  // bit for bit at a third of the limb products (257 bits) or less.
+  constexpr int narrow_limbs = 2;
+  constexpr long narrow_width = 52L * narrow_limbs - 1;
+#if SANPATH_IFMA_KERNEL
+  constexpr bool narrow_possible = b_double && ifma_limbs(prec) <= ifma_max_limbs && ifma_limbs(prec) > narrow_limbs;
+  bool narrow = narrow_possible && ifma_products_active();
+#else
+  bool narrow = false;
+#endif
   FixedVectors FA, FB;
   FA.resize(m, k, W);
-  FB.resize(n, k, W);
+  FB.resize(n, k, narrow ? narrow_width : W);
   std::atomic<bool> finite{true};
   const Eigen::Index cb = 32;  // vectors per conversion block
   const std::size_t blocks_a = static_cast<std::size_t>((m + cb - 1) / cb);
@@ -668,6 +695,19 @@ void mpfr_gemm(const Matrix<S>& A, const Matrix<BScalar>& B, Matrix<S>& C) {
       if (!ok) finite = false;
     }
   });
+  if constexpr (b_double) {
+    if (narrow && finite.load()) {
+      for (Eigen::Index r = 0; r < n && narrow; ++r)
+        narrow = FB.all_zero[static_cast<std::size_t>(r)] || FB.spread[static_cast<std::size_t>(r)] <= narrow_width - 53;
+      if (!narrow) {  // some column spans too many binades: the full width
+        FB.resize(n, k, W);
+        run_blocks(blocks_b, threads, [&](std::size_t blk) {
+          const Eigen::Index lo = static_cast<Eigen::Index>(blk) * cb, hi = std::min(lo + cb, n);
+          for (Eigen::Index r = lo; r < hi; ++r) FB.fill_double(r, [&](Eigen::Index p) { return Trans ? B(r, p) : B(p, r); });
+        });
+      }
+    }
+  }
   if (!finite.load()) {  // NaN or infinite entries: IEEE semantics of the reference kernel
     const ProductSplit s = split_product(m, n, 16);
     run_blocks(static_cast<std::size_t>(s.count), threads, [&](std::size_t blk) {
@@ -685,14 +725,24 @@ void mpfr_gemm(const Matrix<S>& A, const Matrix<BScalar>& B, Matrix<S>& C) {
   if constexpr (L <= ifma_max_limbs) {
     if (ifma_products_active()) {
       // Lanes over the longer side, so that blocks of 8 are full.
-      if (n >= m || n >= 8)
-        ifma_gemm<L>(
-            FA, FB, prec, threads, [&](Eigen::Index i, Eigen::Index j) { return C(i, j).backend().data(); },
-            [&](Eigen::Index i, Eigen::Index j, mpfr_ptr c) { reference(i, j, c); });
+      const auto at_ij = [&](Eigen::Index i, Eigen::Index j) { return C(i, j).backend().data(); };
+      const auto ref_ij = [&](Eigen::Index i, Eigen::Index j, mpfr_ptr c) { reference(i, j, c); };
+      const auto at_ji = [&](Eigen::Index j, Eigen::Index i) { return C(i, j).backend().data(); };
+      const auto ref_ji = [&](Eigen::Index j, Eigen::Index i, mpfr_ptr c) { reference(i, j, c); };
+      const bool lanes_b = n >= m || n >= 8;
+      if constexpr (narrow_limbs < L) {
+        if (narrow) {
+          if (lanes_b)
+            ifma_gemm<L, narrow_limbs>(FA, FB, prec, W, threads, at_ij, ref_ij);
+          else
+            ifma_gemm<narrow_limbs, L>(FB, FA, prec, W, threads, at_ji, ref_ji);
+          return;
+        }
+      }
+      if (lanes_b)
+        ifma_gemm<L, L>(FA, FB, prec, W, threads, at_ij, ref_ij);
       else
-        ifma_gemm<L>(
-            FB, FA, prec, threads, [&](Eigen::Index j, Eigen::Index i) { return C(i, j).backend().data(); },
-            [&](Eigen::Index j, Eigen::Index i, mpfr_ptr c) { reference(i, j, c); });
+        ifma_gemm<L, L>(FB, FA, prec, W, threads, at_ji, ref_ji);
       return;
     }
   }
@@ -708,7 +758,7 @@ void mpfr_gemm(const Matrix<S>& A, const Matrix<BScalar>& B, Matrix<S>& C) {
     for (Eigen::Index j = j0; j < j1; ++j)
       for (Eigen::Index i = i0; i < i1; ++i) {
         mpfr_ptr c = C(i, j).backend().data();
-        switch (fixed_check(FA, i, FB, j, prec)) {
+        switch (fixed_check(FA, i, FB, j, prec, W)) {
           case FixedCheck::zero:
             mpfr_set_zero(c, 1);
             break;

@@ -168,16 +168,34 @@ template <class S> void check_shape(const Shape& s, std::uint64_t seed, int spre
       if ((i + 2 * j) % 7 == 3) Wd(i, j) = 0.0;
       if ((i + 3 * j) % 11 == 5) Wd(i, j) = std::ldexp(Wd(i, j), -1060);  // subnormal
     }
-  Matrix<S> Cw, Cref;
-  gemm_weights(A, Wd, Cw);
-  gemm(A, convert<S>(Wd), Cref);
-  REQUIRE(bit_identical(Cw, Cref));
-  if constexpr (is_mpfr_v<S>) {
-    allow_ifma_products(false);
-    Matrix<S> portable;
-    gemm_weights(A, Wd, portable);
-    allow_ifma_products(true);
-    REQUIRE(bit_identical(Cw, portable));
+  // Then weights whose columns span few binades (as trained and random
+  // weights do): the IFMA kernel holds them at two limbs; a column spanning
+  // exactly 50 binades still fits, one spanning 51 sends the product back to
+  // the full width. Every case must give gemm's result (and the GMP
+  // kernel's, at full width) bit for bit.
+  MatrixXd narrow = random_matrix(s.k, s.n, seed + 5, 0);
+  for (Eigen::Index j = 0; j < narrow.cols(); ++j)
+    for (Eigen::Index i = 0; i < narrow.rows(); ++i)
+      if ((i + 2 * j) % 7 == 3) narrow(i, j) = 0.0;
+  MatrixXd edge50 = narrow, edge51 = narrow;
+  if (s.k >= 2 && s.n >= 1) {
+    edge50(0, 0) = 1.0;
+    edge50(1, 0) = std::ldexp(-1.75, -50);  // exponents 1 and −49: 50 binades
+    edge51(0, 0) = 1.0;
+    edge51(1, 0) = std::ldexp(1.25, -51);  // 51 binades
+  }
+  for (const MatrixXd* w : {&Wd, &narrow, &edge50, &edge51}) {
+    Matrix<S> Cw, Cref;
+    gemm_weights(A, *w, Cw);
+    gemm(A, convert<S>(*w), Cref);
+    REQUIRE(bit_identical(Cw, Cref));  // shapes with n < 8 < m put the weights on the broadcast side
+    if constexpr (is_mpfr_v<S>) {
+      allow_ifma_products(false);
+      Matrix<S> portable;
+      gemm_weights(A, *w, portable);
+      allow_ifma_products(true);
+      REQUIRE(bit_identical(Cw, portable));
+    }
   }
 }
 
