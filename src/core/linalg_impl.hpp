@@ -730,7 +730,7 @@ void mpfr_gemm(const Matrix<S>& A, const Matrix<BScalar>& B, Matrix<S>& C) {
       const auto at_ji = [&](Eigen::Index j, Eigen::Index i) { return C(i, j).backend().data(); };
       const auto ref_ji = [&](Eigen::Index j, Eigen::Index i, mpfr_ptr c) { reference(i, j, c); };
       const bool lanes_b = n >= m || n >= 8;
-      if constexpr (narrow_limbs < L) {
+      if constexpr (narrow_possible) {  // double weights only: no narrow kernel for S × S products
         if (narrow) {
           if (lanes_b)
             ifma_gemm<L, narrow_limbs>(FA, FB, prec, W, threads, at_ij, ref_ij);
