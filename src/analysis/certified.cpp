@@ -123,10 +123,16 @@ int least_digits(const std::vector<LayerReport>& layers) {
   return least;
 }
 
+/// Auto: the highest tier allowed (--max-bits, or the top tier); fixed: the tier itself.
+long ceiling_of(const PrecisionRequest& request) {
+  if (!request.automatic) return request.fixed.bits;
+  return request.max_bits > 0 ? request.max_bits : Precision::max_bits();
+}
+
 /// The tier a certified run starts at: start_bits under the ceiling (auto), or the fixed tier.
 Precision start_tier(const PrecisionRequest& request, int layers) {
   if (!request.automatic) return request.fixed;
-  const long ceiling = request.max_bits > 0 ? request.max_bits : Precision::max_bits();
+  const long ceiling = ceiling_of(request);
   const long start = std::min<long>(Precision::max_bits(), start_bits(request.target_digits, layers));
   return Precision::at_least(std::max<long>(65, std::min(start, ceiling)));
 }
@@ -136,7 +142,7 @@ Precision start_tier(const PrecisionRequest& request, int layers) {
 /// asked or the ceiling stops it; records the tiers run in `r`.
 template <class F> void climb(Provenance& r, const PrecisionRequest& request, int layers, F&& attempt) {
   Precision p = start_tier(request, layers);
-  const long max_bits = request.automatic ? (request.max_bits > 0 ? request.max_bits : Precision::max_bits()) : p.bits;
+  const long max_bits = ceiling_of(request);
   if (request.automatic) r.ceiling_bits = max_bits;
   for (;;) {
     const int least = attempt(p);
@@ -207,7 +213,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
   }
   // Auto: start_bits, then up to the tier the residuals need.
   Precision p = start_tier(request, model.arch().layers);
-  const long max_bits = request.automatic ? (request.max_bits > 0 ? request.max_bits : Precision::max_bits()) : p.bits;
+  const long max_bits = ceiling_of(request);
   if (request.automatic) out.ceiling_bits = max_bits;
   for (;;) {
     const std::vector<ResidualEnclosure> enclosures = enclose_at(p, model, variant, input, method, center, progress);

@@ -126,10 +126,10 @@ template <class S> HeadAttention<S> head_attention(const Matrix<S>& v, const Mat
     const Eigen::Index last = causal ? i + 1 : n;
     bool small = true;
     for (Eigen::Index j = 0; j < last && small; ++j) small = !abs_greater(Sm(i, j), half);
-    if (small && is_mpfr_v<S>) {
-      // The expm1 form below, each operation in place (the same correctly
-      // rounded results, without a temporary number per operation).
+    if (small) {
       if constexpr (is_mpfr_v<S>) {
+        // Each operation in place: the same correctly rounded results as the
+        // double branch's expressions, without a temporary number per operation.
         S s(0), t, inv, pij;
         for (Eigen::Index j = 0; j < last; ++j) {
           mpfr_ptr ej = e[static_cast<std::size_t>(j)].backend().data();
@@ -149,18 +149,18 @@ template <class S> HeadAttention<S> head_attention(const Matrix<S>& v, const Mat
             mpfr_mul(out.P(i, j).backend().data(), pij.backend().data(), t.backend().data(), MPFR_RNDN);
           }
         }
-      }
-    } else if (small) {
-      S s(0);
-      for (Eigen::Index j = 0; j < last; ++j) {
-        e[static_cast<std::size_t>(j)] = expm1_of(Sm(i, j));
-        s += Pi(i, j) * e[static_cast<std::size_t>(j)];
-      }
-      const S inv = S(1) / S(S(1) + s);
-      for (Eigen::Index j = 0; j < last; ++j) {
-        const S pij = Pi(i, j) * inv;
-        out.E(i, j) = pij * S(e[static_cast<std::size_t>(j)] - s);
-        if (need_P) out.P(i, j) = pij * S(S(1) + e[static_cast<std::size_t>(j)]);
+      } else {
+        S s(0);
+        for (Eigen::Index j = 0; j < last; ++j) {
+          e[static_cast<std::size_t>(j)] = expm1_of(Sm(i, j));
+          s += Pi(i, j) * e[static_cast<std::size_t>(j)];
+        }
+        const S inv = S(1) / S(S(1) + s);
+        for (Eigen::Index j = 0; j < last; ++j) {
+          const S pij = Pi(i, j) * inv;
+          out.E(i, j) = pij * S(e[static_cast<std::size_t>(j)] - s);
+          if (need_P) out.P(i, j) = pij * S(S(1) + e[static_cast<std::size_t>(j)]);
+        }
       }
     } else {
       out.all_small = false;
