@@ -45,7 +45,7 @@ std::vector<ResidualEnclosure> enclose_at(const Precision& p, const Model& model
       std::vector<ResidualEnclosure> out;
       if (centred) {
         const EnclosedCentredTrace<S> t = forward_centred_enclosed<S>(model, variant, X0, opt);
-        for (std::size_t l = 0; l < t.R.size(); ++l) out.push_back(enclose_centred_residual(t.c[l], t.R[l], center));
+        for (std::size_t l = 0; l < t.R.size(); ++l) out.push_back(enclose_centred_residual(t, static_cast<int>(l), center));
       } else {
         const EnclosedTrace<S> t = forward_enclosed<S>(model, variant, X0, opt);
         for (const BallMatrix<S>& X : t.X) out.push_back(enclose_residual(X, center));
@@ -109,11 +109,15 @@ LayerReport layer_report(int l, const ResidualEnclosure& e, int asked, int most,
   return r;
 }
 
-/// The bits a certified run starts at: the digits asked, 64 bits of margin and 16 a layer for the radii's
-/// growth (ball arithmetic adds errors in absolute value: 4 to 5.5 digits a layer measured in
-/// tests/compute/test_enclosure.cpp).
-long start_bits(int asked, int layers) {
-  return static_cast<long>(std::ceil(asked * 3.3219280948873623)) + 64 + 16L * layers;
+/// The bits a certified run starts at: the digits asked, a margin and the radii's growth a layer (ball
+/// arithmetic adds errors in absolute value). The direct pass: 64 bits and 16 a layer (4 to 5.5 digits a
+/// layer measured in tests/compute/test_enclosure.cpp). The centred pass, whose attention carries row
+/// norms through the weights (enclosure_centred_impl.hpp): 32 bits and 12 a layer (3.5 digits a layer
+/// and 4 at the input measured on a BERT-base-shaped SAN, docs/performance.md).
+long start_bits(int asked, int layers, ForwardMethod method = ForwardMethod::direct) {
+  const bool centred = method == ForwardMethod::centred;
+  return static_cast<long>(std::ceil(asked * 3.3219280948873623)) + (centred ? 32 : 64) +
+         (centred ? 12L : 16L) * layers;
 }
 
 /// The least digits proven of a value that is not exactly zero (more bits prove more).
@@ -130,10 +134,10 @@ long ceiling_of(const PrecisionRequest& request) {
 }
 
 /// The tier a certified run starts at: start_bits under the ceiling (auto), or the fixed tier.
-Precision start_tier(const PrecisionRequest& request, int layers) {
+Precision start_tier(const PrecisionRequest& request, int layers, ForwardMethod method = ForwardMethod::direct) {
   if (!request.automatic) return request.fixed;
   const long ceiling = ceiling_of(request);
-  const long start = std::min<long>(Precision::max_bits(), start_bits(request.target_digits, layers));
+  const long start = std::min<long>(Precision::max_bits(), start_bits(request.target_digits, layers, method));
   return Precision::at_least(std::max<long>(65, std::min(start, ceiling)));
 }
 
@@ -212,7 +216,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
     return d;
   }
   // Auto: start_bits, then up to the tier the residuals need.
-  Precision p = start_tier(request, model.arch().layers);
+  Precision p = start_tier(request, model.arch().layers, method);
   const long max_bits = ceiling_of(request);
   if (request.automatic) out.ceiling_bits = max_bits;
   for (;;) {

@@ -10,10 +10,149 @@
 namespace sanpath {
 namespace enclosure_detail {
 
-/// X = 1cᵀ + R, both enclosed.
+/// X = 1cᵀ + R, both enclosed entrywise, and by bounds of the Euclidean
+/// norms of their rows where known (c_rows 1×1, R_rows n×1; empty: only the
+/// entrywise radius).
 template <class S> struct BallSplit {
   BallMatrix<S> c, R;
+  RadiusMatrix c_rows{}, R_rows{};
 };
+
+// ---- balls with row bounds ---------------------------------------------------
+// A product by weights moves an entrywise radius by |W| (for a Gaussian W
+// of width d about √d/2 times what W does to a vector: 4.5 bits a product
+// at d = 768) but a row's Euclidean norm by at most ‖W‖₂ (about 1 bit):
+// through the attention the radii are carried both ways, each entry capped
+// by its row's bound.
+
+/// A ball whose rows' blocks of `width` columns (the heads) also have
+/// bounds of the Euclidean norm of their distance to the midpoint:
+/// rows(i, b) ≥ ‖X_i − X̃_i‖₂ over block b. Every entry of B.rad is already
+/// capped by its block's bound.
+template <class S> struct RowBall {
+  BallMatrix<S> B;
+  RadiusMatrix rows;
+  Eigen::Index width = 0;
+};
+
+/// ≥ ‖r_i‖₂ over each block of `width` columns (rows × blocks).
+inline RadiusMatrix block_row_norms(const RadiusMatrix& r, Eigen::Index width) {
+  const Eigen::Index blocks = width > 0 ? (r.cols() + width - 1) / width : 0;
+  if (blocks == 1) return row_norms_up(r);
+  std::vector<RadiusMatrix> parts;
+  for (Eigen::Index b = 0; b < blocks; ++b)
+    parts.push_back(row_norms_up(r.block(0, b * width, r.rows(), std::min(width, r.cols() - b * width))));
+  return radius_from(r.rows(), blocks, [&](Eigen::Index i, Eigen::Index b) { return parts[static_cast<std::size_t>(b)].at(i, 0); });
+}
+
+/// The bounds intersected with those of the entrywise radius, and every entry capped by its block's.
+template <class S> void tighten(RowBall<S>& X) {
+  if (X.B.mid.cols() == 0) return;
+  const RadiusMatrix derived = block_row_norms(X.B.rad, X.width);
+  X.rows = X.rows.m.size() ? min(X.rows, derived) : derived;
+  X.B.rad = capped_by_rows(X.B.rad, X.rows, X.width);
+}
+
+/// B with one block of row bounds: `rows` where given (n×1), else its radius's.
+template <class S> RowBall<S> row_ball(BallMatrix<S> B, RadiusMatrix rows = {}) {
+  RowBall<S> X{std::move(B), std::move(rows), 0};
+  X.width = X.B.mid.cols();
+  tighten(X);
+  return X;
+}
+
+/// Block b (of X.width columns).
+template <class S> RowBall<S> block(const RowBall<S>& X, Eigen::Index b) {
+  return {columns(X.B, b * X.width, X.width), X.rows.block(0, b, X.rows.rows(), 1), X.width};
+}
+
+/// One block over all the columns: ‖x‖₂² = Σ_b ‖x_b‖₂².
+template <class S> RowBall<S> whole(RowBall<S> X) {
+  if (X.rows.cols() > 1) X.rows = row_norms_up(X.rows);
+  X.width = X.B.mid.cols();
+  tighten(X);
+  return X;
+}
+
+/// rows + u·‖X̃_i‖₂ per block: the bounds after an elementwise operation
+/// that produced X̃ with one rounding per entry.
+template <class S> void add_rounding_rows(RowBall<S>& X, long p) {
+  X.rows = X.rows + block_row_norms(abs_of(X.B.mid), X.width) * unit(p);
+}
+
+/// A·W (times_weights) with W's blocks of `width` columns bounded in norm
+/// (sigma[b] ≥ ‖W_b‖₂): ‖((A − Ã)W)_i,b‖₂ ≤ ν_i·σ_b, plus the product's
+/// rounding γ_k(|Ã||W|)_ij in norm.
+template <class S>
+RowBall<S> times_weights_rows(const RowBall<S>& A, const MatrixXd& W, const std::vector<UpperBound>& sigma,
+                              Eigen::Index width, long p) {
+  RowBall<S> C{BallMatrix<S>{}, RadiusMatrix{}, width};
+  gemm_weights(A.B.mid, W, C.B.mid);
+  const RadiusMatrix absW = RadiusMatrix::of(W.cwiseAbs());
+  const RadiusMatrix rounding = product_up(abs_of(A.B.mid) * gamma_up(W.rows(), p), absW);
+  C.B.rad = rounding + product_up(A.B.rad, absW);
+  const RadiusMatrix rounding_rows = block_row_norms(rounding, width);
+  C.rows = radius_from(C.B.mid.rows(), static_cast<Eigen::Index>(sigma.size()), [&](Eigen::Index i, Eigen::Index b) {
+    return rounding_rows.at(i, b) + A.rows.at(i, 0) * sigma[static_cast<std::size_t>(b)];
+  });
+  tighten(C);
+  return C;
+}
+
+/// A·Bᵀ of two one-block row balls (scores), entrywise: the bound of times()
+/// or, where smaller, by Cauchy–Schwarz ‖Ã_i‖ν^B_j + ν^A_i(‖B̃_j‖ + ν^B_j),
+/// both plus the rounding γ_k(|Ã||B̃|ᵀ)_ij.
+template <class S> BallMatrix<S> times_nt_rows(const RowBall<S>& A, const RowBall<S>& B, long p) {
+  BallMatrix<S> C;
+  gemm_nt(A.B.mid, B.B.mid, C.mid);
+  const RadiusMatrix absA = abs_of(A.B.mid), absBt = abs_of(B.B.mid).transpose(), rBt = B.B.rad.transpose();
+  const RadiusMatrix rounding = product_up(absA, absBt) * gamma_up(A.B.mid.cols(), p);
+  const RadiusMatrix entrywise = product_up(absA, rBt) + product_up(A.B.rad, absBt + rBt);
+  const RadiusMatrix a = row_norms_up(absA), b = row_norms_up(absBt.transpose()).transpose(), nBt = B.rows.transpose();
+  const RadiusMatrix normwise = product_up(a, nBt) + product_up(A.rows, b + nBt);
+  C.rad = rounding + min(entrywise, normwise);
+  return C;
+}
+
+/// A·V of an entrywise ball A (probabilities) and a one-block row ball V:
+/// ‖((AV) − ÃṼ)_i‖₂ ≤ Σ_j (|Ã_ij| + r_ij)ν_j + r_ij‖Ṽ_j‖, plus the rounding
+/// γ_k Σ_j |Ã_ij|‖Ṽ_j‖ (the norm of γ_k(|Ã||Ṽ|)_i).
+template <class S> RowBall<S> times_rows(const BallMatrix<S>& A, const RowBall<S>& V, long p) {
+  RowBall<S> C{times(A, V.B, false, p), RadiusMatrix{}, V.width};
+  const RadiusMatrix absA = abs_of(A.mid), v = row_norms_up(abs_of(V.B.mid));
+  C.rows = product_up(absA + A.rad, V.rows) + product_up(A.rad, v) +
+           product_up(absA, v) * gamma_up(A.mid.cols(), p);
+  tighten(C);
+  return C;
+}
+
+/// X + Y (sum), the row bounds added.
+template <class S> RowBall<S> sum_rows(const RowBall<S>& X, const RowBall<S>& Y, long p) {
+  RowBall<S> Z{sum(X.B, Y.B, p), X.rows + Y.rows, X.width};
+  add_rounding_rows(Z, p);
+  tighten(Z);
+  return Z;
+}
+
+/// take_mean on a one-block row ball: the mean's row bound mean_i(ν_i) plus
+/// its rounding's norm; the centred rows' ν_i + that + u‖result_i‖₂.
+template <class S> RowBall<S> take_mean_rows(RowBall<S>& M, long p) {
+  const RadiusMatrix mean_rows = column_means_up(M.rows) + row_norms_up(mean_rounding(M.B.mid, p));
+  RowBall<S> mean{take_mean(M.B, p), mean_rows, M.width};
+  M.rows = M.rows + RadiusMatrix{mean_rows.m.replicate(M.rows.rows(), 1), mean_rows.exp};
+  add_rounding_rows(M, p);
+  tighten(M);
+  tighten(mean);
+  return mean;
+}
+
+/// add_bias with the row bounds.
+template <class S> void add_bias_rows(RowBall<S>& X, const RowVector<S>& b, long p) {
+  add_bias(X.B, b, p);
+  add_rounding_rows(X, p);
+  tighten(X);
+}
+
 
 template <class S> Iv<S> iv_neg(const Iv<S>& a) {
   Iv<S> v;
@@ -96,11 +235,25 @@ template <class S> BallMatrix<S> side_by_side(const std::vector<BallMatrix<S>>& 
   return out;
 }
 
+/// Row balls of one block each, side by side: one block each.
+template <class S> RowBall<S> side_by_side_rows(const std::vector<RowBall<S>>& parts) {
+  std::vector<BallMatrix<S>> balls;
+  for (const RowBall<S>& x : parts) balls.push_back(x.B);
+  RowBall<S> X{side_by_side(balls), RadiusMatrix{}, parts.empty() ? 0 : parts.front().width};
+  X.rows = radius_from(X.B.mid.rows(), static_cast<Eigen::Index>(parts.size()), [&](Eigen::Index i, Eigen::Index b) {
+    return parts[static_cast<std::size_t>(b)].rows.at(i, 0);
+  });
+  return X;
+}
+
 /// One head's P R_V split as 1 wᵀ + F (w: 1×d_v, F: n×d_v), from the ball
 /// logits v (n×1, the first-order part) and S (n×n, the second-order part):
 /// see the header. Every entry of Π, e, s, E and P is an interval.
-template <class S> BallSplit<S> head_split(const BallMatrix<S>& v, const BallMatrix<S>& Sm, const BallMatrix<S>& RV,
-                                           MaskKind mask, long p) {
+template <class S> struct RowSplit {
+  RowBall<S> c, R;
+};
+template <class S> RowSplit<S> head_split(const BallMatrix<S>& v, const BallMatrix<S>& Sm, const RowBall<S>& RV,
+                                          MaskKind mask, long p) {
   const Eigen::Index n = Sm.mid.rows();
   const bool causal = mask == MaskKind::causal;
   // Π's row i: the softmax of v over the keys row i sees (all rows alike without a mask).
@@ -162,12 +315,12 @@ template <class S> BallSplit<S> head_split(const BallMatrix<S>& v, const BallMat
       row[static_cast<std::size_t>(j)] = iv_div_positive(iv_mul(pi[static_cast<std::size_t>(j)], top), denominator);
     }
   });
-  BallSplit<S> out;
+  RowSplit<S> out;
   if (!causal) {
     // P R_V = 1 πᵀR_V + E R_V.
     const BallMatrix<S> pi = ball_of_rows<S>(1, n, [&](Eigen::Index, std::vector<Iv<S>>& row) { row = pi_all; });
-    out.c = times(pi, RV, false, p);
-    out.R = times(A, RV, false, p);
+    out.c = times_rows(pi, RV, p);
+    out.R = times_rows(A, RV, p);
     return out;
   }
   // P R_V = 1 (R_V)_kᵀ + (P − 1e_kᵀ) R_V, k the key of largest column sum;
@@ -182,21 +335,35 @@ template <class S> BallSplit<S> head_split(const BallMatrix<S>& v, const BallMat
     }
     row[static_cast<std::size_t>(k)] = iv_neg(rest);
   });
-  out.c = rows_of(RV, k, 1);
-  out.R = times(F, RV, false, p);
+  out.c = {rows_of(RV.B, k, 1), RV.rows.block(k, 0, 1, 1), RV.width};
+  out.R = times_rows(F, RV, p);
   return out;
 }
 
 /// Attn(1cᵀ + R) as an enclosed split (math.md §7 with the header's rules).
 template <class S>
 BallSplit<S> attention_centred(const Architecture& a, const detail::PackedLayer<S>& w, const BallSplit<S>& x,
-                               MaskKind mask, long p) {
+                               MaskKind mask, bool row_bounds, long p) {
   const Eigen::Index H = a.heads, dq = a.d_qk, dv = a.d_v;
-  BallMatrix<S> q0 = times_weights(x.c, w.WQ, p), cv = times_weights(x.c, w.WV, p);
-  add_bias(q0, w.bQ, p);
-  add_bias(cv, w.bV, p);
-  const BallMatrix<S> QR = times_weights(x.R, w.WQ, p), KR = times_weights(x.R, w.WK, p),
-                      VR = times_weights(x.R, w.WV, p);
+  // ‖W‖₂ bounds: the query, key and value heads', W_O's whole (none: +inf).
+  std::vector<UpperBound> sQ(static_cast<std::size_t>(H), UpperBound::infinite()), sK(sQ), sV(sQ), sO(1, sQ[0]);
+  if (row_bounds) detail::run_blocks(static_cast<std::size_t>(3 * H + 1), product_threads(), [&](std::size_t t) {
+    const auto h = static_cast<Eigen::Index>(t % static_cast<std::size_t>(H));
+    if (t == static_cast<std::size_t>(3 * H))
+      sO[0] = spectral_norm_up(w.WO);
+    else if (t < static_cast<std::size_t>(H))
+      sQ[t] = spectral_norm_up(w.WQ.middleCols(h * dq, dq));
+    else if (t < static_cast<std::size_t>(2 * H))
+      sK[t - static_cast<std::size_t>(H)] = spectral_norm_up(w.WK.middleCols(h * dq, dq));
+    else
+      sV[t - static_cast<std::size_t>(2 * H)] = spectral_norm_up(w.WV.middleCols(h * dv, dv));
+  });
+  const RowBall<S> xc = row_ball(x.c, x.c_rows), xR = row_ball(x.R, x.R_rows);
+  RowBall<S> q0 = times_weights_rows(xc, w.WQ, sQ, dq, p), cv = times_weights_rows(xc, w.WV, sV, dv, p);
+  add_bias_rows(q0, w.bQ, p);
+  add_bias_rows(cv, w.bV, p);
+  const RowBall<S> QR = times_weights_rows(xR, w.WQ, sQ, dq, p), KR = times_weights_rows(xR, w.WK, sK, dq, p),
+                   VR = times_weights_rows(xR, w.WV, sV, dv, p);
   const S scale = detail::score_scale<S>(a);
   const UpperBound s_up =
       UpperBound::abs_of(scale.backend().data()) * (UpperBound::of(1.0) + UpperBound::of(8.0) * unit(p));
@@ -206,24 +373,25 @@ BallSplit<S> attention_centred(const Architecture& a, const detail::PackedLayer<
     add_rounding(B, p, 8.0);
     return B;
   };
-  std::vector<BallMatrix<S>> centre(static_cast<std::size_t>(H)), rest(static_cast<std::size_t>(H));
+  std::vector<RowBall<S>> centre(static_cast<std::size_t>(H)), rest(static_cast<std::size_t>(H));
   detail::run_blocks(static_cast<std::size_t>(H), product_threads(), [&](std::size_t hu) {
     use_full_mpfr_exponent_range();
     check_interrupt();
     const auto h = static_cast<Eigen::Index>(hu);
-    const BallMatrix<S> Kh = columns(KR, h * dq, dq);
-    const BallMatrix<S> v = scaled(times(Kh, columns(q0, h * dq, dq), true, p));  // n×1
-    const BallMatrix<S> Sm = scaled(times(columns(QR, h * dq, dq), Kh, true, p));
-    BallSplit<S> part = head_split(v, Sm, columns(VR, h * dv, dv), mask, p);
+    const RowBall<S> Kh = block(KR, h);
+    const BallMatrix<S> v = scaled(times_nt_rows(Kh, block(q0, h), p));  // n×1
+    const BallMatrix<S> Sm = scaled(times_nt_rows(block(QR, h), Kh, p));
+    RowSplit<S> part = head_split(v, Sm, block(VR, h), mask, p);
     centre[hu] = std::move(part.c);
     rest[hu] = std::move(part.R);
   });
-  BallMatrix<S> Mr = side_by_side(rest);
-  BallMatrix<S> Mc = sum(cv, side_by_side(centre), p);
-  Mc = sum(Mc, take_mean(Mr, p), p);
-  BallSplit<S> out{times_weights(Mc, w.WO, p), times_weights(Mr, w.WO, p)};
-  add_bias(out.c, w.bO, p);
-  return out;
+  RowBall<S> Mr = whole(side_by_side_rows(rest));
+  RowBall<S> Mc = sum_rows(whole(cv), whole(side_by_side_rows(centre)), p);
+  Mc = sum_rows(Mc, take_mean_rows(Mr, p), p);
+  const Eigen::Index d = w.WO.cols();
+  RowBall<S> c = times_weights_rows(Mc, w.WO, sO, d, p), R = times_weights_rows(Mr, w.WO, sO, d, p);
+  add_bias_rows(c, w.bO, p);
+  return {std::move(c.B), std::move(R.B), std::move(c.rows), std::move(R.rows)};
 }
 
 /// 1 g(c)ᵀ + Δ → (g(c) + mean Δ, Δ − 1 mean(Δ)ᵀ).
@@ -443,7 +611,9 @@ BallSplit<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w,
 }
 
 template <class S> BallSplit<S> added(const BallSplit<S>& y, const BallSplit<S>& x, long p) {
-  return {sum(y.c, x.c, p), sum(y.R, x.R, p)};
+  RowBall<S> c = sum_rows(row_ball(y.c, y.c_rows), row_ball(x.c, x.c_rows), p),
+             R = sum_rows(row_ball(y.R, y.R_rows), row_ball(x.R, x.R_rows), p);
+  return {std::move(c.B), std::move(R.B), std::move(c.rows), std::move(R.rows)};
 }
 
 }  // namespace enclosure_detail
@@ -465,21 +635,24 @@ EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Varia
                post = variant.layernorm == LayerNormKind::post;
     EnclosedCentredTrace<S> t;
     t.variant = variant;
-    {
-      E::BallSplit<S> x{BallMatrix<S>{}, X0};
-      x.c = E::take_mean(x.R, p);
-      t.c.push_back(std::move(x.c));
-      t.R.push_back(std::move(x.R));
-    }
+    const auto record = [&t](const E::BallSplit<S>& x) {
+      t.c.push_back(x.c);
+      t.R.push_back(x.R);
+      t.c_rows.push_back(x.c_rows.m.size() ? x.c_rows : row_norms_up(x.c.rad));
+      t.R_rows.push_back(x.R_rows.m.size() ? x.R_rows : row_norms_up(x.R.rad));
+    };
+    E::BallSplit<S> x{BallMatrix<S>{}, X0};
+    x.c = E::take_mean(x.R, p);
+    record(x);
     detail::PackedLayer<S> w;
     for (int l = 0; l < a.layers; ++l) {
       check_interrupt();
       const std::shared_ptr<const LayerWeights> held = model.layer_for_pass(l);
       const LayerWeights& lw = *held;
       detail::pack_into(w, a, lw, with_mlp);
-      const E::BallSplit<S> x{t.c.back(), t.R.back()};
       E::BallSplit<S> z = E::attention_centred(
-          a, w, pre ? E::layer_norm_centred(x, lw.ln1_g, lw.ln1_b, a.ln_eps, p) : x, variant.mask, p);
+          a, w, pre ? E::layer_norm_centred(x, lw.ln1_g, lw.ln1_b, a.ln_eps, p) : x, variant.mask,
+          options.row_bounds, p);
       if (variant.skip) z = E::added(z, x, p);
       if (post) z = E::layer_norm_centred(z, lw.ln1_g, lw.ln1_b, a.ln_eps, p);
       if (with_mlp) {
@@ -490,27 +663,55 @@ EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Varia
       }
       z.c.rad = z.c.rad * scale;
       z.R.rad = z.R.rad * scale;
-      t.c.push_back(std::move(z.c));
-      t.R.push_back(std::move(z.R));
+      if (z.c_rows.m.size()) z.c_rows = z.c_rows * scale;
+      if (z.R_rows.m.size()) z.R_rows = z.R_rows * scale;
+      x = std::move(z);
+      record(x);
       if (options.on_layer) options.on_layer(l + 1, a.layers);
     }
     return t;
   }
 }
 
+namespace enclosure_detail {
+
+/// enclose_centred_residual with the row bounds of c and R where given.
+template <class S>
+ResidualEnclosure centred_residual(const BallMatrix<S>& c, const BallMatrix<S>& R, Center center,
+                                   const RadiusMatrix* c_rows, const RadiusMatrix* R_rows) {
+  use_full_mpfr_exponent_range();
+  const Eigen::Index n = R.mid.rows();
+  // X = 1cᵀ + R, rounded once per entry; its rows within ν^R_i + ν^c + u‖X̃_i‖₂.
+  RowBall<S> X{BallMatrix<S>{R.mid, R.rad + RadiusMatrix{c.rad.m.replicate(n, 1), c.rad.exp}}, RadiusMatrix{},
+               R.mid.cols()};
+  detail::add_row(X.B.mid, RowVector<S>(c.mid));
+  add_rounding(X.B, precision_bits_v<S>);
+  if (c_rows != nullptr && R_rows != nullptr) {
+    X.rows = *R_rows + RadiusMatrix{c_rows->m.replicate(n, 1), c_rows->exp};
+    add_rounding_rows(X, precision_bits_v<S>);
+  }
+  tighten(X);
+  return residual_enclosure(R, X.B, center, R_rows, &X.rows);
+}
+
+}  // namespace enclosure_detail
+
 template <class S>
 ResidualEnclosure enclose_centred_residual(const BallMatrix<S>& c, const BallMatrix<S>& R, Center center) {
   if constexpr (!is_mpfr_v<S>) {
     enclosure_detail::refuse_double(c, R, center);
   } else {
-    namespace E = enclosure_detail;
-    use_full_mpfr_exponent_range();
-    const Eigen::Index n = R.mid.rows();
-    // X = 1cᵀ + R, rounded once per entry.
-    BallMatrix<S> X{R.mid, R.rad + RadiusMatrix{c.rad.m.replicate(n, 1), c.rad.exp}};
-    detail::add_row(X.mid, RowVector<S>(c.mid));
-    E::add_rounding(X, precision_bits_v<S>);
-    return E::residual_enclosure(R, X, center);
+    return enclosure_detail::centred_residual(c, R, center, nullptr, nullptr);
+  }
+}
+
+template <class S> ResidualEnclosure enclose_centred_residual(const EnclosedCentredTrace<S>& t, int layer, Center center) {
+  if constexpr (!is_mpfr_v<S>) {
+    enclosure_detail::refuse_double(t, layer, center);
+  } else {
+    const auto l = static_cast<std::size_t>(layer);
+    if (layer < 0 || l >= t.R.size()) throw std::out_of_range("enclose_centred_residual: no layer " + std::to_string(layer));
+    return enclosure_detail::centred_residual(t.c[l], t.R[l], center, &t.c_rows[l], &t.R_rows[l]);
   }
 }
 
@@ -523,4 +724,6 @@ ResidualEnclosure enclose_centred_residual(const BallMatrix<S>& c, const BallMat
       const sanpath::EnclosureOptions&);                                                                       \
   template sanpath::ResidualEnclosure sanpath::enclose_centred_residual<S>(const sanpath::BallMatrix<S>&,       \
                                                                           const sanpath::BallMatrix<S>&,       \
-                                                                          sanpath::Center);
+                                                                          sanpath::Center);                    \
+  template sanpath::ResidualEnclosure sanpath::enclose_centred_residual<S>(                                    \
+      const sanpath::EnclosedCentredTrace<S>&, int, sanpath::Center);

@@ -748,14 +748,19 @@ inline Interval composite(const Interval& one, const Interval& inf) {
 /// the returned ball and its exact centred rows in M's new ball:
 ///   mean: mean(r_M) + (2n + 8)·u·max_i|M̃_ij| (the computed mean: n terms);
 ///   rows: r_M + the mean's radius + u·|result| (the subtraction).
-template <class S> BallMatrix<S> take_mean(BallMatrix<S>& M, long p) {
-  const Eigen::Index n = M.mid.rows(), d = M.mid.cols();
-  const UpperBound u = unit(p);
-  BallMatrix<S> mean{column_means(M.mid), RadiusMatrix{}};
-  const RadiusMatrix absM = abs_of(M.mid);
+/// (2n + 8)·u·max_i|M̃_ij|: the rounding of the computed column means of M̃ (1×d).
+template <class S> RadiusMatrix mean_rounding(const Matrix<S>& M, long p) {
+  const Eigen::Index n = M.rows(), d = M.cols();
+  const RadiusMatrix absM = abs_of(M);
   RadiusMatrix col_max{MatrixXd(1, d), absM.exp};
   for (Eigen::Index j = 0; j < d; ++j) col_max.m(0, j) = n > 0 ? absM.m.col(j).maxCoeff() : 0.0;
-  mean.rad = column_means_up(M.rad) + col_max * (UpperBound::of(2.0 * static_cast<double>(n) + 8.0) * u);
+  return col_max * (UpperBound::of(2.0 * static_cast<double>(n) + 8.0) * unit(p));
+}
+
+template <class S> BallMatrix<S> take_mean(BallMatrix<S>& M, long p) {
+  const Eigen::Index n = M.mid.rows();
+  BallMatrix<S> mean{column_means(M.mid), RadiusMatrix{}};
+  mean.rad = column_means_up(M.rad) + mean_rounding(M.mid, p);
   M.mid = residual(M.mid, RowVector<S>(mean.mid));
   M.rad = M.rad + RadiusMatrix{mean.rad.m.replicate(n, 1), mean.rad.exp};
   add_rounding(M, p);
@@ -771,12 +776,29 @@ template <class S> BallMatrix<S> take_mean(BallMatrix<S>& M, long p) {
 /// shrunk by (n + d + 8)ε for its own rounding (so the value it bounds,
 /// evaluated exactly, is at most (1 + 4(n + d + 8)ε) times it); each widened
 /// by ‖R − R̃‖ in its norm.
-template <class S> void optimal_centre_norms(const BallMatrix<S>& R, ResidualEnclosure& e) {
-  const UpperBound rho_one = norm_1_up(R.rad), rho_inf = norm_inf_up(R.rad);
+/// Bounds of ‖M − M̃‖ in the 1-, ∞- and Frobenius norms from an entrywise
+/// radius, tightened by bounds of its rows' Euclidean norms where given
+/// (rows, n×1): Σ_j|Δ_ij| ≤ √d‖Δ_i‖₂ and ‖Δ‖_F = ‖(‖Δ_i‖₂)_i‖₂.
+struct RadiusNorms {
+  UpperBound one, inf, frobenius;
+};
+inline RadiusNorms radius_norms(const RadiusMatrix& rad, const RadiusMatrix* rows) {
+  RadiusNorms r{norm_1_up(rad), norm_inf_up(rad), frobenius_up(rad)};
+  if (rows == nullptr || rows->m.size() == 0) return r;
+  const UpperBound root_d = sqrt_up(UpperBound::of(static_cast<double>(rad.cols())));
+  const UpperBound inf = root_d * rows->max_entry(), frobenius = frobenius_up(*rows);
+  if (inf <= r.inf) r.inf = inf;
+  if (frobenius <= r.frobenius) r.frobenius = frobenius;
+  return r;
+}
+
+template <class S> void optimal_centre_norms(const BallMatrix<S>& R, const RadiusMatrix* R_rows, ResidualEnclosure& e) {
+  const RadiusNorms rho = radius_norms(R.rad, R_rows);
+  const UpperBound rho_one = rho.one, rho_inf = rho.inf;
   const OptimalResidual<S> best = optimal_residual(R.mid);
   e.res_one = norm_interval(R.mid, '1', rho_one, &best.best_center);
   e.res_inf = norm_interval(R.mid, 'I', rho_inf, &best.best_center);
-  e.res_frobenius = norm_interval(R.mid, 'F', frobenius_up(R.rad), &best.best_center);
+  e.res_frobenius = norm_interval(R.mid, 'F', rho.frobenius, &best.best_center);
   e.res_composite = composite(e.res_one, e.res_inf);
 
   const RowVector<S> medians = column_medians(R.mid);
@@ -795,22 +817,27 @@ template <class S> void optimal_centre_norms(const BallMatrix<S>& R, ResidualEnc
 /// The residual norms of math.md §3 from an enclosure R of the exact
 /// residual about some centre (the mean, for Center::mean) and an enclosure
 /// X of the layer output itself.
+/// R_rows, X_rows (n×1, optional): bounds of the Euclidean norms of the
+/// rows of R − R̃ and X − X̃ (radius_norms).
 template <class S>
-ResidualEnclosure residual_enclosure(const BallMatrix<S>& R, const BallMatrix<S>& X, Center center = Center::mean) {
+ResidualEnclosure residual_enclosure(const BallMatrix<S>& R, const BallMatrix<S>& X, Center center = Center::mean,
+                                     const RadiusMatrix* R_rows = nullptr, const RadiusMatrix* X_rows = nullptr) {
   if (center == Center::median)
     throw std::invalid_argument("certified enclosures: the median centre is not enclosed; use the mean or the optimal centre");
   ResidualEnclosure e;
   if (center == Center::optimal) {
-    optimal_centre_norms(R, e);
+    optimal_centre_norms(R, R_rows, e);
   } else {
-    e.res_one = norm_interval(R.mid, '1', norm_1_up(R.rad));
-    e.res_inf = norm_interval(R.mid, 'I', norm_inf_up(R.rad));
-    e.res_frobenius = norm_interval(R.mid, 'F', frobenius_up(R.rad));
+    const RadiusNorms rho = radius_norms(R.rad, R_rows);
+    e.res_one = norm_interval(R.mid, '1', rho.one);
+    e.res_inf = norm_interval(R.mid, 'I', rho.inf);
+    e.res_frobenius = norm_interval(R.mid, 'F', rho.frobenius);
     e.res_composite = composite(e.res_one, e.res_inf);
   }
-  const Interval x_one = norm_interval(X.mid, '1', norm_1_up(X.rad));
-  const Interval x_inf = norm_interval(X.mid, 'I', norm_inf_up(X.rad));
-  e.norm_frobenius = norm_interval(X.mid, 'F', frobenius_up(X.rad));
+  const RadiusNorms rho_x = radius_norms(X.rad, X_rows);
+  const Interval x_one = norm_interval(X.mid, '1', rho_x.one);
+  const Interval x_inf = norm_interval(X.mid, 'I', rho_x.inf);
+  e.norm_frobenius = norm_interval(X.mid, 'F', rho_x.frobenius);
   e.norm_composite = composite(x_one, x_inf);
   e.relative_residual = e.res_composite;
   mpfr_div(e.relative_residual.lo.backend().data(), e.res_composite.lo.backend().data(),

@@ -149,9 +149,10 @@ UpperBound RadiusMatrix::max_entry() const {
 }
 
 void RadiusMatrix::normalize() {
-  if (m.size() == 0) return;
-  const double mx = m.maxCoeff();
-  if (mx == 0 || !std::isfinite(mx)) return;
+  double mx = 0;  // the largest finite entry: +inf entries stay +inf at any exponent
+  for (Eigen::Index i = 0; i < m.size(); ++i)
+    if (std::isfinite(m(i)) && m(i) > mx) mx = m(i);
+  if (mx == 0) return;
   int k = 0;
   std::frexp(mx, &k);
   if (k == 0) return;
@@ -235,6 +236,130 @@ RadiusMatrix column_means_up(const RadiusMatrix& a) {
     r.m(0, j) = a.rows() ? next_up(s / n) : 0.0;
   }
   return r;
+}
+
+RadiusMatrix row_norms_up(const RadiusMatrix& a) {
+  RadiusMatrix x = a;
+  x.normalize();
+  RadiusMatrix r{MatrixXd::Zero(a.rows(), 1), x.exp};
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    double s = 0;
+    for (Eigen::Index j = 0; j < x.cols(); ++j) s = add_up(s, mul_up(x.m(i, j), x.m(i, j)));
+    r.m(i, 0) = s == 0 ? 0.0 : next_up(std::sqrt(s));
+  }
+  r.normalize();
+  return r;
+}
+
+namespace {
+
+/// a and b on one exponent (the larger), each entry raised where it falls below the floor.
+std::pair<RadiusMatrix, RadiusMatrix> aligned(RadiusMatrix x, RadiusMatrix y) {
+  x.normalize();
+  y.normalize();
+  // the larger exponent of the two that carry a finite nonzero entry (zeros and +inf keep at any)
+  const auto has_finite = [](const RadiusMatrix& r) {
+    return (r.m.array().isFinite() && r.m.array() > 0).any();
+  };
+  long e = 0;
+  if (has_finite(x) && has_finite(y))
+    e = std::max(x.exp, y.exp);
+  else if (has_finite(x) || has_finite(y))
+    e = has_finite(x) ? x.exp : y.exp;
+  for (RadiusMatrix* r : {&x, &y}) {
+    const long s = r->exp - e;  // ≤ 0 but for a matrix of zeros and +inf, unchanged by any shift
+    r->m = r->m.unaryExpr([s](double v) { return s <= 0 ? shift_up(v, s) : v; });
+    r->exp = e;
+  }
+  return {std::move(x), std::move(y)};
+}
+
+}  // namespace
+
+RadiusMatrix min(const RadiusMatrix& a, const RadiusMatrix& b) {
+  if (a.rows() != b.rows() || a.cols() != b.cols()) throw std::logic_error("RadiusMatrix min: shapes differ");
+  auto [x, y] = aligned(a, b);
+  RadiusMatrix r{x.m.cwiseMin(y.m), x.exp};
+  r.normalize();
+  return r;
+}
+
+RadiusMatrix capped_by_rows(const RadiusMatrix& a, const RadiusMatrix& rows, Eigen::Index width) {
+  if (width < 1 || rows.rows() != a.rows() || rows.cols() * width < a.cols())
+    throw std::logic_error("capped_by_rows: the row bounds do not cover the matrix");
+  RadiusMatrix spread{MatrixXd(a.rows(), a.cols()), rows.exp};
+  for (Eigen::Index j = 0; j < a.cols(); ++j) spread.m.col(j) = rows.m.col(j / width);
+  return min(a, spread);
+}
+
+namespace {
+
+/// ≥ ‖M‖_F (+inf beyond double's range), summed at the scale of the largest
+/// entry: entries pushed below the normal range there square to less than
+/// the 2^-1074 that mul_up's rounding adds.
+double frobenius_double_up(const MatrixXd& M) {
+  const double largest = M.size() ? M.cwiseAbs().maxCoeff() : 0.0;
+  if (largest == 0) return 0.0;
+  int k = 0;
+  std::frexp(largest, &k);
+  double s = 0;
+  for (Eigen::Index j = 0; j < M.cols(); ++j)
+    for (Eigen::Index i = 0; i < M.rows(); ++i) {
+      const double x = std::fabs(std::ldexp(M(i, j), -k));
+      s = add_up(s, mul_up(x, x));
+    }
+  return std::ldexp(next_up(std::sqrt(s)), k);
+}
+
+/// ≥ ‖A‖₂ for ‖A‖_F ≤ 1 (no overflow below): B_0 = A, B_{t+1} = fl(B_tᵀB_t)
+/// with |fl(B_tᵀB_t) − B_tᵀB_t| ≤ γ_k|B_t|ᵀ|B_t| + k·2^-1073 entrywise (k
+/// terms, any order and rounding mode, underflow included), whose Frobenius
+/// norm is at most e_t = γ_k‖B_t‖²_F + c·k·2^-1073 (c×c entries); then
+/// ‖B_t‖₂² = ‖B_tᵀB_t‖₂ ≤ ‖B_{t+1}‖₂ + e_t, from ‖B_m‖₂ ≤ ‖B_m‖_F back to A.
+double gram_chain_up(const MatrixXd& A, int squarings) {
+  std::vector<double> err;
+  MatrixXd B = A;
+  for (int t = 0; t < squarings; ++t) {
+    const auto k = static_cast<double>(B.rows()), c = static_cast<double>(B.cols());
+    const double ku = k * 0x1p-52;  // exact while k < 2^53
+    if (!(ku <= 0x1p-10)) return std::numeric_limits<double>::infinity();
+    const double gamma = mul_up(ku, 1.002);  // ≥ ku/(1 − ku) for ku ≤ 2^-10
+    const double f = frobenius_double_up(B);
+    err.push_back(add_up(mul_up(gamma, mul_up(f, f)), mul_up(mul_up(c, k), 0x1p-1073)));
+    MatrixXd G;
+    gemm(MatrixXd(B.transpose()), B, G);
+    B = std::move(G);
+  }
+  double b = frobenius_double_up(B);
+  for (int t = squarings - 1; t >= 0; --t) b = next_up(std::sqrt(add_up(b, err[static_cast<std::size_t>(t)])));
+  return b;
+}
+
+}  // namespace
+
+UpperBound spectral_norm_up(const MatrixXd& W) {
+  if (W.size() == 0) return {};
+  if (!W.allFinite()) return UpperBound::infinite();
+  const double frobenius = frobenius_double_up(W);
+  if (frobenius == 0) return {};
+  if (std::isinf(frobenius)) return UpperBound::infinite();
+  // A = W·2^-e with ‖A‖_F ≤ 1 (exact but for entries pushed below the normal
+  // range: each within 2^-1075, so ‖W·2^-e − A‖₂ ≤ √(rc)·2^-1074).
+  int e = 0;
+  std::frexp(frobenius, &e);
+  const MatrixXd tall = W.rows() >= W.cols() ? W : MatrixXd(W.transpose());
+  const MatrixXd A = tall.unaryExpr([e](double v) { return std::ldexp(v, -e); });
+  const Eigen::Index width = A.cols() <= 1024 ? A.cols() : 512;  // ‖A‖₂² ≤ Σ_b ‖A_b‖₂² over column blocks
+  double squares = 0;
+  for (Eigen::Index first = 0; first < A.cols(); first += width) {
+    const double b = gram_chain_up(A.middleCols(first, std::min(width, A.cols() - first)), 3);
+    squares = add_up(squares, mul_up(b, b));
+  }
+  const double size = static_cast<double>(W.rows()) * static_cast<double>(W.cols());
+  const double scaled = add_up(next_up(std::sqrt(squares)), mul_up(next_up(std::sqrt(size)), 0x1p-1074));
+  UpperBound r = UpperBound::of(scaled);
+  r.e += e;
+  return r <= UpperBound::of(frobenius) ? r : UpperBound::of(frobenius);
 }
 
 }  // namespace sanpath

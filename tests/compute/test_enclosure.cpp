@@ -19,6 +19,7 @@
 #include "sanpath/io/safetensors.hpp"
 #include "sanpath/model/random.hpp"
 
+#include <Eigen/SVD>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -45,11 +46,12 @@ bool below(const BigReal& value, const UpperBound& bound) {
   return mpfr_cmp(value.backend().data(), bound.to_big().backend().data()) <= 0;
 }
 
-Model san_model(int layers, int heads, std::uint64_t seed, double std) {
+Model san_model(int layers, int heads, std::uint64_t seed, double std, int d_model = 8, int d_head = 4,
+                double bias_std = 0.1) {
   RandomModelSpec s;
-  s.arch = {layers, heads, 8, 4, 4, 0, Variant::san(), Activation::gelu, 1e-5, false};
+  s.arch = {layers, heads, d_model, d_head, d_head, 0, Variant::san(), Activation::gelu, 1e-5, false};
   s.std = std;
-  s.bias_std = 0.1;
+  s.bias_std = bias_std;
   s.seed = seed;
   return random_model(s);
 }
@@ -102,7 +104,7 @@ template <class S> std::vector<ResidualEnclosure> enclosures(const EnclosedTrace
 
 template <class S> std::vector<ResidualEnclosure> enclosures(const EnclosedCentredTrace<S>& t) {
   std::vector<ResidualEnclosure> out;
-  for (std::size_t l = 0; l < t.R.size(); ++l) out.push_back(enclose_centred_residual(t.c[l], t.R[l]));
+  for (int l = 0; l <= t.layers(); ++l) out.push_back(enclose_centred_residual(t, l));  // with the row bounds
   return out;
 }
 
@@ -213,6 +215,85 @@ TEST_CASE("radius matrices: products and norms bound the exact ones, scales far 
   CHECK(below(BigReal(sqrt(fro)), frobenius_up(C)));
   const RadiusMatrix S = A + RadiusMatrix::of(MatrixXd::Constant(m, k, 1.0));  // 2^-5000 beside 1
   CHECK(S.at(0, 0).to_big() >= BigReal(1));
+}
+
+/// 2^k exactly.
+BigReal pow2_big(long k) {
+  BigReal x(1, 30);
+  mpfr_mul_2si(x.backend().data(), x.backend().data(), k, MPFR_RNDN);
+  return x;
+}
+
+TEST_CASE("row bounds: row norms, the minimum and capping by rows bound what they should, far below double") {
+  RadiusMatrix a = RadiusMatrix::of((MatrixXd(2, 4) << 3, 4, 0, 0, 1, 1, 1, 1).finished());
+  a.exp -= 3000;  // entries · 2^-3000
+  const RadiusMatrix r = row_norms_up(a);
+  REQUIRE((r.rows() == 2 && r.cols() == 1));
+  const BigReal unit = pow2_big(-3000);
+  for (const auto& [i, exact] : {std::pair{0, 5.0}, std::pair{1, 2.0}}) {
+    CHECK(below(BigReal(exact) * unit, r.at(i, 0)));
+    CHECK(r.at(i, 0).to_big() < BigReal(exact) * unit * (1 + BigReal(1e-14)));
+  }
+  // blocks of two columns: row 0's first block capped at 1, its second (zeros) stays 0; row 1 is within 10
+  RadiusMatrix rows = RadiusMatrix::of((MatrixXd(2, 2) << 1, 1, 10, 10).finished());
+  rows.exp -= 3000;
+  const RadiusMatrix c = capped_by_rows(a, rows, 2);
+  CHECK(c.at(0, 0).to_big() == unit);
+  CHECK(c.at(0, 1).to_big() == unit);
+  CHECK(c.at(0, 2).is_zero());
+  CHECK(c.at(1, 3).to_big() == unit);
+  RadiusMatrix one = RadiusMatrix::of(MatrixXd::Constant(2, 4, 1.0));
+  one.exp -= 3000;
+  const RadiusMatrix m = min(a, one);
+  CHECK(m.at(0, 1).to_big() == unit);
+  CHECK(m.at(0, 2).is_zero());
+  CHECK(m.at(1, 0).to_big() == unit);
+  CHECK_THROWS_AS(capped_by_rows(a, rows, 1), std::logic_error);  // two blocks of one column do not cover four
+}
+
+TEST_CASE("spectral norm bounds: never below the largest singular value; within 1.3× of it for Gaussian weights") {
+  // Exact values: u vᵀ has ‖·‖₂ = ‖u‖‖v‖ (here 2·4), a diagonal its largest |entry|.
+  const MatrixXd ones = MatrixXd::Ones(4, 16);
+  for (const MatrixXd& W : {ones, MatrixXd(ones.transpose())}) {
+    const UpperBound b = spectral_norm_up(W);
+    CHECK(below(BigReal(8), b));
+    CHECK(b.to_big() < BigReal(8) * (1 + BigReal(1e-12)));
+  }
+  MatrixXd diagonal = MatrixXd::Zero(5, 3);
+  diagonal(0, 0) = -0.5;
+  diagonal(1, 1) = 3;
+  diagonal(2, 2) = 1;
+  CHECK(below(BigReal(3), spectral_norm_up(diagonal)));
+  CHECK(spectral_norm_up(diagonal).to_big() < BigReal(3.001));
+  // Far outside double's comfortable range (subnormal entries; squares beyond 1e308): powers of two, exact.
+  for (const long k : {-1060L, 1000L}) {
+    CAPTURE(k);
+    const UpperBound b = spectral_norm_up(MatrixXd(ones * std::ldexp(1.0, static_cast<int>(k))));
+    CHECK(below(BigReal(8) * pow2_big(k), b));
+    CHECK(b.to_big() < BigReal(8) * pow2_big(k) * (1 + BigReal(1e-12)));
+  }
+  CHECK(spectral_norm_up(MatrixXd::Zero(3, 2)).is_zero());
+  MatrixXd bad = ones;
+  bad(1, 1) = std::nan("");
+  CHECK_FALSE(spectral_norm_up(bad).is_finite());
+  // Both sides above 1024: blocks of 512 columns. 0.5·I is the Frobenius
+  // approach's worst case (k equal singular values: the 8th power of a Gram
+  // has k^(1/2) times its spectral norm as Frobenius norm, k^(1/16) after the
+  // roots): 0.5·√(2·512^(1/8) + 6^(1/8)) = 1.18459 for blocks of 512, 512, 6.
+  const UpperBound blocked = spectral_norm_up(MatrixXd(0.5 * MatrixXd::Identity(1030, 1030)));
+  CHECK(below(BigReal(0.5), blocked));
+  CHECK(blocked.to_big() < BigReal(1.1846));
+  // Gaussian weights against Eigen's SVD (an independent computation, accurate to a few ulps).
+  Rng rng(11);
+  for (const auto& [rows, cols] : {std::pair{300, 200}, std::pair{200, 300}, std::pair{768, 64}}) {
+    CAPTURE(rows, cols);
+    MatrixXd W(rows, cols);
+    for (Eigen::Index i = 0; i < W.size(); ++i) W(i) = 0.02 * rng.gaussian();
+    const double sigma = Eigen::BDCSVD<MatrixXd>(W).singularValues()(0);
+    const BigReal b = spectral_norm_up(W).to_big();
+    CHECK(b >= BigReal(sigma) * (1 - BigReal(1e-12)));
+    CHECK(b <= BigReal(sigma) * BigReal(1.3));
+  }
 }
 
 TEST_CASE("proven digits: the printed value within one unit of its last digit of every point") {
@@ -613,6 +694,34 @@ TEST_CASE("enclosed centred pass: a collapsing SAN to below 1e-200 proven at 128
   EnclosureOptions opt;
   opt.radius_scale = 0.0;  // no longer an enclosure: the midpoints alone miss the exact values
   CHECK(misses(forward_centred_enclosed<S>(m, Variant::san(), exact_ball<S>(X0), opt), ref, digits) > 0);
+}
+
+TEST_CASE("enclosed centred pass: row bounds through the weights keep 15 digits over 6 layers of width 256") {
+  // Entrywise radii grow by |W| at each product (4.5 bits at width 768, the
+  // test above's models are 8 wide); the row bounds by ‖W‖₂.
+  const Model m = san_model(6, 4, 17, 0.02, 256, 64, 0.02);
+  Rng rng(18);
+  MatrixXd X0(32, 256);
+  for (Eigen::Index i = 0; i < X0.size(); ++i) X0(i) = rng.gaussian();
+  using S = mpfr_real<38>;
+  const auto least_digits = [&](bool row_bounds) {
+    EnclosureOptions opt;
+    opt.row_bounds = row_bounds;
+    const auto t = forward_centred_enclosed<S>(m, Variant::san(), exact_ball<S>(X0), opt);
+    int least = 1 << 20;
+    for (int l = 1; l <= t.layers(); ++l) {
+      const Interval v = enclose_centred_residual(t, l).relative_residual;
+      BigReal mid = v.lo;
+      mpfr_add(mid.backend().data(), v.lo.backend().data(), v.hi.backend().data(), MPFR_RNDN);
+      mpfr_div_2ui(mid.backend().data(), mid.backend().data(), 1, MPFR_RNDN);
+      least = std::min(least, proven_digits(v, mid, 200));
+    }
+    return least;
+  };
+  const int with_rows = least_digits(true), entrywise = least_digits(false);
+  CAPTURE(with_rows, entrywise);
+  CHECK(with_rows >= 15);
+  CHECK(entrywise <= with_rows - 4);
 }
 
 TEST_CASE("enclosed centred pass: a collapsing SAN+MLP through the mean value form, to below 1e-100") {

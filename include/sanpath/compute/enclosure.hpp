@@ -79,6 +79,11 @@ struct EnclosureOptions {
   double radius_scale = 1.0;
   /// Keep every layer's attention matrices (EnclosedTrace::P; the path sums).
   bool record_attention = false;
+  /// The centred pass's attention carries bounds of its rows' Euclidean
+  /// norms through the weights beside the entrywise radii (about 3.5 digits
+  /// lost a layer instead of 5 on a BERT-base-shaped SAN). Tests and
+  /// benchmarks: false leaves the entrywise radii alone, to measure that.
+  bool row_bounds = true;
   /// Progress: on_layer(l, L) after layer l. May be empty.
   std::function<void(int layer, int layers)> on_layer{};
 };

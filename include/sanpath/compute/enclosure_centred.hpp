@@ -12,6 +12,12 @@
 ///     (MPFR's exp and expm1 rounded outward). Without a mask
 ///     P R_V = 1 πᵀR_V + E R_V; with one, P R_V = 1 (R_V)_kᵀ + (P − 1e_kᵀ) R_V
 ///     for the key k of most weight, (P − 1e_kᵀ)_ik = −Σ_{j≠k} P_ij;
+///   - through the attention every ball also carries bounds of its rows'
+///     Euclidean norms (per head for queries, keys and values), moved by
+///     ‖W‖₂ (spectral_norm_up) at each product by weights, by Cauchy–Schwarz
+///     in the scores, and each entry's radius is capped by its row's (the
+///     entrywise radii alone grow by |W|: about 5 digits a layer on a
+///     BERT-base-shaped SAN, 3.5 with the row bounds);
 ///   - LayerNorm through forward_centred's identity, exact for every r_i:
 ///     with ĉ = c − mean(c), r̃ = r_i − mean(r_i), s² = var(c) + eps,
 ///     δv = (2ĉ·r̃ + |r̃|²)/d and s'² = s² + δv,
@@ -37,10 +43,14 @@
 
 namespace sanpath {
 
-/// c[l] (1×d) and R[l] (n×d) enclose layer l's centre and residual, l = 0..L.
+/// c[l] (1×d) and R[l] (n×d) enclose layer l's centre and residual, l = 0..L;
+/// c_rows[l] (1×1) and R_rows[l] (n×1) bound the Euclidean norms of their
+/// rows' distances to the midpoints (tighter than the entrywise radii give:
+/// the attention carries both, enclosure_centred_impl.hpp).
 template <class S> struct EnclosedCentredTrace {
   Variant variant;
   std::vector<BallMatrix<S>> c, R;
+  std::vector<RadiusMatrix> c_rows, R_rows;
   int layers() const { return static_cast<int>(R.size()) - 1; }
 };
 
@@ -61,11 +71,17 @@ EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Varia
 template <class S>
 ResidualEnclosure enclose_centred_residual(const BallMatrix<S>& c, const BallMatrix<S>& R, Center center = Center::mean);
 
+/// The same for layer `layer` of a trace, with its row bounds (tighter in
+/// the ∞- and Frobenius norms). Throws std::out_of_range for a layer not in it.
+template <class S>
+ResidualEnclosure enclose_centred_residual(const EnclosedCentredTrace<S>& t, int layer, Center center = Center::mean);
+
 #define SANPATH_DECLARE_ENCLOSURE_CENTRED(S)                                                               \
   extern template EnclosedCentredTrace<S> forward_centred_enclosed<S>(const Model&, const Variant&,         \
                                                                       const BallMatrix<S>&,                 \
                                                                       const EnclosureOptions&);             \
-  extern template ResidualEnclosure enclose_centred_residual<S>(const BallMatrix<S>&, const BallMatrix<S>&, Center);
+  extern template ResidualEnclosure enclose_centred_residual<S>(const BallMatrix<S>&, const BallMatrix<S>&, Center); \
+  extern template ResidualEnclosure enclose_centred_residual<S>(const EnclosedCentredTrace<S>&, int, Center);
 SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_ENCLOSURE_CENTRED)
 #undef SANPATH_DECLARE_ENCLOSURE_CENTRED
 
