@@ -3,13 +3,16 @@
 #include "sanpath/compute/enclosure.hpp"
 #include "sanpath/compute/enclosure_centred.hpp"
 #include "sanpath/compute/enclosure_paths.hpp"
+#include "sanpath/compute/forward_centred.hpp"  // centred_pass_supports
 #include "sanpath/compute/paths.hpp"
+#include "sanpath/core/errors.hpp"
 
 #include <mpfr.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 namespace sanpath {
@@ -110,14 +113,18 @@ LayerReport layer_report(int l, const ResidualEnclosure& e, int asked, int most,
 }
 
 /// The bits a certified run starts at: the digits asked, a margin and the radii's growth a layer (ball
-/// arithmetic adds errors in absolute value). The direct pass: 64 bits and 16 a layer (4 to 5.5 digits a
-/// layer measured in tests/compute/test_enclosure.cpp). The centred pass, whose attention carries row
-/// norms through the weights (enclosure_centred_impl.hpp): 32 bits and 12 a layer (3.5 digits a layer
-/// and 4 at the input measured on a BERT-base-shaped SAN, docs/performance.md).
-long start_bits(int asked, int layers, ForwardMethod method = ForwardMethod::direct) {
-  const bool centred = method == ForwardMethod::centred;
-  return static_cast<long>(std::ceil(asked * 3.3219280948873623)) + (centred ? 32 : 64) +
-         (centred ? 12L : 16L) * layers;
+/// arithmetic adds errors in absolute value): 64 bits and 16 a layer (4 to 5.5 digits a layer measured in
+/// tests/compute/test_enclosure.cpp for the direct pass; 8.5 on a BERT-base-shaped model with its MLP and
+/// LayerNorm in the centred pass, docs/performance.md). `lean`: the centred pass of an attention-only
+/// variant, whose attention carries row norms through the weights (enclosure_centred_impl.hpp): 32 bits
+/// and 12 a layer (3.5 digits a layer and 4 at the input measured on a BERT-base-shaped SAN).
+long start_bits(int asked, int layers, bool lean = false) {
+  return static_cast<long>(std::ceil(asked * 3.3219280948873623)) + (lean ? 32 : 64) + (lean ? 12L : 16L) * layers;
+}
+
+/// The centred pass of a variant without MLP and LayerNorm (start_bits' `lean`).
+bool lean_pass(ForwardMethod method, const Variant& variant) {
+  return method == ForwardMethod::centred && variant.mlp == MlpKind::none && variant.layernorm == LayerNormKind::none;
 }
 
 /// The least digits proven of a value that is not exactly zero (more bits prove more).
@@ -134,11 +141,23 @@ long ceiling_of(const PrecisionRequest& request) {
 }
 
 /// The tier a certified run starts at: start_bits under the ceiling (auto), or the fixed tier.
-Precision start_tier(const PrecisionRequest& request, int layers, ForwardMethod method = ForwardMethod::direct) {
+Precision start_tier(const PrecisionRequest& request, int layers, bool lean = false) {
   if (!request.automatic) return request.fixed;
   const long ceiling = ceiling_of(request);
-  const long start = std::min<long>(Precision::max_bits(), start_bits(request.target_digits, layers, method));
+  const long start = std::min<long>(Precision::max_bits(), start_bits(request.target_digits, layers, lean));
   return Precision::at_least(std::max<long>(65, std::min(start, ceiling)));
+}
+
+/// attempt(p), or nullopt when its balls grew too wide at tier p to bound a
+/// denominator away from 0 (NumericalError: the enclosure is void there, a
+/// tier up may not be) and `can_rise`; rethrown otherwise.
+template <class F> auto attempt_or_rise(const Precision& p, bool can_rise, F&& attempt) -> std::optional<decltype(attempt(p))> {
+  try {
+    return attempt(p);
+  } catch (const NumericalError&) {
+    if (!can_rise) throw;
+    return std::nullopt;
+  }
 }
 
 /// Runs `attempt` (the least digits it proves at a tier) at start_tier, then
@@ -149,11 +168,12 @@ template <class F> void climb(Provenance& r, const PrecisionRequest& request, in
   const long max_bits = ceiling_of(request);
   if (request.automatic) r.ceiling_bits = max_bits;
   for (;;) {
-    const int least = attempt(p);
+    const bool can_rise = request.automatic && !p.is_top() && p.next().bits <= max_bits;
+    const std::optional<int> least = attempt_or_rise(p, can_rise, attempt);
     r.tried_bits.push_back(p.bits);
     r.precision = p;
-    if (!request.automatic || least >= request.target_digits) return;
-    if (p.is_top() || p.next().bits > max_bits) {
+    if (!request.automatic || (least && *least >= request.target_digits)) return;
+    if (!can_rise) {
       r.ceiling_reached = true;  // the digits asked need more bits than allowed
       return;
     }
@@ -199,35 +219,57 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
   if (!request.automatic && request.fixed.native_double) {
     // Double proven after the fact: the double run's values, each with the
     // digits that one enclosed run (far tighter than double's own errors:
-    // 17 digits, 64 bits and 16 a layer of margin) proves; recorded as the check.
+    // start_bits for 17 digits) proves; recorded as the check. The enclosed
+    // run is the centred pass where it covers the model (it encloses the same
+    // exact values, with radii relative to the residual and row bounds: 257
+    // bits for 17 digits over 12 layers where the direct pass takes 513),
+    // unless --method direct asks for the direct one.
     PrecisionRequest plain = request;
     plain.check = CheckMethod::automatic;
     plain.confirm = false;
     plain.method = ForwardMethod::direct;
     ForwardAnalysis d = analyze_forward(model, variant, input, plain, center, progress);
-    const long bits = start_bits(17, model.arch().layers);
-    const Precision p = Precision::at_least(std::min<long>(Precision::max_bits(), bits));
-    const std::vector<ResidualEnclosure> enclosures =
-        enclose_at(p, model, variant, input, ForwardMethod::direct, center, progress);
-    for (std::size_t l = 0; l < enclosures.size(); ++l)
-      d.layers[l] = layer_report(static_cast<int>(l), enclosures[l], asked, 17, &d.layers[l]);
+    const ForwardMethod enclosed_by =
+        (request.method && *request.method == ForwardMethod::direct) || !centred_pass_supports(model.arch())
+            ? ForwardMethod::direct
+            : ForwardMethod::centred;
+    const long top = request.max_bits > 0 ? request.max_bits : Precision::max_bits();
+    Precision p =
+        Precision::at_least(std::min<long>(top, start_bits(17, model.arch().layers, lean_pass(enclosed_by, variant))));
+    std::optional<std::vector<ResidualEnclosure>> enclosures;
+    while (!enclosures) {
+      enclosures = attempt_or_rise(p, !p.is_top() && p.next().bits <= top, [&](const Precision& at) {
+        return enclose_at(at, model, variant, input, enclosed_by, center, progress);
+      });
+      if (!enclosures) p = p.next();
+    }
+    for (std::size_t l = 0; l < enclosures->size(); ++l)
+      d.layers[l] = layer_report(static_cast<int>(l), (*enclosures)[l], asked, 17, &d.layers[l]);
     d.check = p;
     d.check_method = CheckMethod::certified;
     return d;
   }
   // Auto: start_bits, then up to the tier the residuals need.
-  Precision p = start_tier(request, model.arch().layers, method);
+  Precision p = start_tier(request, model.arch().layers, lean_pass(method, variant));
   const long max_bits = ceiling_of(request);
   if (request.automatic) out.ceiling_bits = max_bits;
   for (;;) {
-    const std::vector<ResidualEnclosure> enclosures = enclose_at(p, model, variant, input, method, center, progress);
+    const bool can_rise = request.automatic && !p.is_top() && p.next().bits <= max_bits;
+    const std::optional<std::vector<ResidualEnclosure>> tried = attempt_or_rise(p, can_rise, [&](const Precision& at) {
+      return enclose_at(at, model, variant, input, method, center, progress);
+    });
     out.tried_bits.push_back(p.bits);
+    if (!tried) {  // void at this tier: one up
+      p = p.next();
+      continue;
+    }
+    const std::vector<ResidualEnclosure>& enclosures = *tried;
     out.precision = p;
     out.layers.clear();
     for (std::size_t l = 0; l < enclosures.size(); ++l)
       out.layers.push_back(layer_report(static_cast<int>(l), enclosures[l], asked, decimal_digits(p.bits)));
     if (!request.automatic || least_digits(out.layers) >= asked) break;
-    if (p.is_top() || p.next().bits > max_bits) {
+    if (!can_rise) {
       out.ceiling_reached = true;  // the digits asked need more bits than allowed
       break;
     }

@@ -29,6 +29,26 @@ PRECISIONS="double" forward_case san4-double "$WORK/san4.safetensors" input "$WO
 PRECISIONS="auto 128" forward_case full "$WORK/full.safetensors" input "$WORK/x5" --check certified \
   --skip on --mlp residual --layernorm post
 
+# a tier whose balls grow too wide to bound a LayerNorm variance away from 0 proves nothing: auto, and the
+# enclosure of a double run, go a tier up; with the ceiling at that tier the run ends with that one-line error
+make_model wide.safetensors --layers 2 --heads 2 --d-model 8 --d-ff 16 --seed 5 --std 1e8 \
+  --skip on --mlp residual --layernorm post
+PRECISIONS="auto double" forward_case wide "$WORK/wide.safetensors" input "$WORK/x5" --check certified --digits 3
+CASES=$((CASES + 1))
+"$REF_PY" -c "import json, sys
+a, d = (json.load(open(f)) for f in sys.argv[1:])
+assert a['tried_bits'] == [128, 257] and a['precision_bits'] == 257, (a['tried_bits'], a['precision_bits'])
+assert d['check_precision_bits'] == 257, d['check_precision_bits']" "$WORK/wide.auto.json" "$WORK/wide.double.json" ||
+  fail "wide: 128 bits void, 257 tried next"
+CASES=$((CASES + 1))
+"$SANPATH" forward --model "$WORK/wide.safetensors" --input "$WORK/x5" --check certified --digits 3 --max-bits 128 \
+  -q -o "$WORK/void.json" 2>"$WORK/void.err"
+rc=$?
+if [ "$rc" -ne 4 ] || [ -e "$WORK/void.json" ] || [ "$(wc -l <"$WORK/void.err")" -ne 1 ] ||
+  ! grep -q "a LayerNorm variance + eps is not bounded away from 0 at 128 bits" "$WORK/void.err"; then
+  fail "wide --max-bits 128: exit $rc (want 4, one line, no output file): $(cat "$WORK/void.err")"
+fi
+
 # the two passes: auto runs the centred pass (math.md §7 in ball arithmetic), --method direct the direct one;
 # deep collapsing models with an MLP (relu, gelu_tanh) and LayerNorm, causal or not
 PRECISIONS="auto" forward_case san4-direct "$WORK/san4.safetensors" input "$WORK/x5" --check certified --method direct
