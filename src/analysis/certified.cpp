@@ -112,19 +112,28 @@ LayerReport layer_report(int l, const ResidualEnclosure& e, int asked, int most,
   return r;
 }
 
-/// The bits a certified run starts at: the digits asked, a margin and the radii's growth a layer (ball
-/// arithmetic adds errors in absolute value): 64 bits and 16 a layer (4 to 5.5 digits a layer measured in
-/// tests/compute/test_enclosure.cpp for the direct pass; 8.5 on a BERT-base-shaped model with its MLP and
-/// LayerNorm in the centred pass, docs/performance.md). `lean`: the centred pass of an attention-only
-/// variant, whose attention carries row norms through the weights (enclosure_centred_impl.hpp): 32 bits
-/// and 12 a layer (3.5 digits a layer and 4 at the input measured on a BERT-base-shaped SAN).
-long start_bits(int asked, int layers, bool lean = false) {
-  return static_cast<long>(std::ceil(asked * 3.3219280948873623)) + (lean ? 32 : 64) + (lean ? 12L : 16L) * layers;
+/// How fast a pass's radii outgrow the true errors (ball arithmetic adds errors in absolute value; a
+/// product of width k moves an entrywise radius by about √k/2 times what it moves a vector): the bits a
+/// certified run adds to the digits asked before it starts, a margin and so many a layer. Measured
+/// (docs/performance.md, session 24):
+///  - the direct pass: 64 and 16 a layer (4 to 5.5 digits a layer, tests/compute/test_enclosure.cpp);
+///  - the centred pass without an MLP, whose attention carries row norms through the weights
+///    (enclosure_centred_impl.hpp): 32 and log2(d) + 2 a layer (7 bits at d = 32, 11.6 at d = 768);
+///  - the centred pass with an MLP (entrywise through W_1 and W_2): 32 and 3·log2(d_ff) − 8 a layer
+///    (11 to 15 bits at d_ff = 128, 28.8 at 3072).
+struct Growth {
+  long margin = 64;
+  double per_layer = 16;
+};
+
+Growth growth_of(ForwardMethod method, const Architecture& a, const Variant& variant) {
+  if (method != ForwardMethod::centred) return {};
+  if (variant.mlp == MlpKind::none) return {32, std::log2(std::max(a.d_model, 2)) + 2};
+  return {32, std::max(12.0, 3 * std::log2(std::max(a.d_ff, 2)) - 8)};
 }
 
-/// The centred pass of a variant without MLP and LayerNorm (start_bits' `lean`).
-bool lean_pass(ForwardMethod method, const Variant& variant) {
-  return method == ForwardMethod::centred && variant.mlp == MlpKind::none && variant.layernorm == LayerNormKind::none;
+long start_bits(int asked, int layers, const Growth& g = {}) {
+  return static_cast<long>(std::ceil(asked * 3.3219280948873623 + g.per_layer * layers)) + g.margin;
 }
 
 /// The least digits proven of a value that is not exactly zero (more bits prove more).
@@ -141,10 +150,10 @@ long ceiling_of(const PrecisionRequest& request) {
 }
 
 /// The tier a certified run starts at: start_bits under the ceiling (auto), or the fixed tier.
-Precision start_tier(const PrecisionRequest& request, int layers, bool lean = false) {
+Precision start_tier(const PrecisionRequest& request, int layers, const Growth& g = {}) {
   if (!request.automatic) return request.fixed;
   const long ceiling = ceiling_of(request);
-  const long start = std::min<long>(Precision::max_bits(), start_bits(request.target_digits, layers, lean));
+  const long start = std::min<long>(Precision::max_bits(), start_bits(request.target_digits, layers, g));
   return Precision::at_least(std::max<long>(65, std::min(start, ceiling)));
 }
 
@@ -235,7 +244,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
             : ForwardMethod::centred;
     const long top = request.max_bits > 0 ? request.max_bits : Precision::max_bits();
     Precision p =
-        Precision::at_least(std::min<long>(top, start_bits(17, model.arch().layers, lean_pass(enclosed_by, variant))));
+        Precision::at_least(std::min<long>(top, start_bits(17, model.arch().layers, growth_of(enclosed_by, model.arch(), variant))));
     std::optional<std::vector<ResidualEnclosure>> enclosures;
     while (!enclosures) {
       enclosures = attempt_or_rise(p, !p.is_top() && p.next().bits <= top, [&](const Precision& at) {
@@ -250,7 +259,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
     return d;
   }
   // Auto: start_bits, then up to the tier the residuals need.
-  Precision p = start_tier(request, model.arch().layers, lean_pass(method, variant));
+  Precision p = start_tier(request, model.arch().layers, growth_of(method, model.arch(), variant));
   const long max_bits = ceiling_of(request);
   if (request.automatic) out.ceiling_bits = max_bits;
   for (;;) {
