@@ -277,7 +277,7 @@ TEST_CASE("spectral norm bounds: never below the largest singular value; within 
   bad(1, 1) = std::nan("");
   CHECK_FALSE(spectral_norm_up(bad).is_finite());
   // Both sides above 1024: blocks of 512 columns. 0.5·I is the Frobenius
-  // approach's worst case (k equal singular values: the 8th power of a Gram
+  // approach's worst case (k equal singular values: the 4th power of a Gram
   // has k^(1/2) times its spectral norm as Frobenius norm, k^(1/16) after the
   // roots): 0.5·√(2·512^(1/8) + 6^(1/8)) = 1.18459 for blocks of 512, 512, 6.
   const UpperBound blocked = spectral_norm_up(MatrixXd(0.5 * MatrixXd::Identity(1030, 1030)));

@@ -123,13 +123,14 @@ RadiusMatrix min(const RadiusMatrix& a, const RadiusMatrix& b);
 /// (|x_j| ≤ ‖x‖₂ for every entry of a block).
 RadiusMatrix capped_by_rows(const RadiusMatrix& a, const RadiusMatrix& rows, Eigen::Index width);
 
-/// ≥ ‖W‖₂, the largest singular value of a double matrix: the Frobenius norm
-/// of the Gram matrix G = WᵀW (of its smaller side) squared m times, each
-/// product's rounding bounded (γ_k·‖|A|‖²_F for k terms, plus underflow) and
-/// carried back through the square roots: ‖A‖₂² ≤ ‖fl(AᵀA)‖₂ + that error.
-/// m = 3 (within 1.2× of ‖W‖₂ for a Gaussian matrix of width 768) while the
-/// Gram is at most 1024 wide; wider matrices are bounded by blocks of 512
-/// rows, ‖W‖₂² ≤ Σ_b ‖W_b‖₂². Never above the Frobenius norm (also a bound).
+/// ≥ ‖W‖₂, the largest singular value of a double matrix: ‖G⁴‖_F^(1/8) for
+/// the Gram matrix G = AᵀA of A = W or Wᵀ (the smaller Gram), from three
+/// products in double (AᵀA, then B ← BᵀB twice), each product's rounding
+/// bounded (γ_k·‖B‖²_F for k terms, plus underflow) and carried back through
+/// the square roots: ‖B‖₂² ≤ ‖fl(BᵀB)‖₂ + that error. Within 1.2× of ‖W‖₂
+/// for a Gaussian matrix of width 768 while the Gram is at most 1024 wide;
+/// wider, by blocks of 512 columns of A, ‖A‖₂² ≤ Σ_b ‖A_b‖₂². Never above
+/// the Frobenius norm (also a bound).
 UpperBound spectral_norm_up(const MatrixXd& W);
 
 // ---- templates ----------------------------------------------------------------
