@@ -157,6 +157,9 @@ Precision start_tier(const PrecisionRequest& request, int layers, const Growth& 
   return Precision::at_least(std::max<long>(65, std::min(start, ceiling)));
 }
 
+/// Whether the tier above p exists and is within `top` bits.
+bool rises_within(const Precision& p, long top) { return !p.is_top() && p.next().bits <= top; }
+
 /// attempt(p), or nullopt when its balls grew too wide at tier p to bound a
 /// denominator away from 0 (NumericalError: the enclosure is void there, a
 /// tier up may not be) and `can_rise`; rethrown otherwise.
@@ -177,7 +180,7 @@ template <class F> void climb(Provenance& r, const PrecisionRequest& request, in
   const long max_bits = ceiling_of(request);
   if (request.automatic) r.ceiling_bits = max_bits;
   for (;;) {
-    const bool can_rise = request.automatic && !p.is_top() && p.next().bits <= max_bits;
+    const bool can_rise = request.automatic && rises_within(p, max_bits);
     const std::optional<int> least = attempt_or_rise(p, can_rise, attempt);
     r.tried_bits.push_back(p.bits);
     r.precision = p;
@@ -230,9 +233,8 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
     // digits that one enclosed run (far tighter than double's own errors:
     // start_bits for 17 digits) proves; recorded as the check. The enclosed
     // run is the centred pass where it covers the model (it encloses the same
-    // exact values, with radii relative to the residual and row bounds: 257
-    // bits for 17 digits over 12 layers where the direct pass takes 513),
-    // unless --method direct asks for the direct one.
+    // exact values, with radii relative to the residual: 181 s against 235 s
+    // on BERT-base's full model), unless --method direct asks for the direct one.
     PrecisionRequest plain = request;
     plain.check = CheckMethod::automatic;
     plain.confirm = false;
@@ -247,7 +249,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
         Precision::at_least(std::min<long>(top, start_bits(17, model.arch().layers, growth_of(enclosed_by, model.arch(), variant))));
     std::optional<std::vector<ResidualEnclosure>> enclosures;
     while (!enclosures) {
-      enclosures = attempt_or_rise(p, !p.is_top() && p.next().bits <= top, [&](const Precision& at) {
+      enclosures = attempt_or_rise(p, rises_within(p, top), [&](const Precision& at) {
         return enclose_at(at, model, variant, input, enclosed_by, center, progress);
       });
       if (!enclosures) p = p.next();
@@ -263,7 +265,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
   const long max_bits = ceiling_of(request);
   if (request.automatic) out.ceiling_bits = max_bits;
   for (;;) {
-    const bool can_rise = request.automatic && !p.is_top() && p.next().bits <= max_bits;
+    const bool can_rise = request.automatic && rises_within(p, max_bits);
     const std::optional<std::vector<ResidualEnclosure>> tried = attempt_or_rise(p, can_rise, [&](const Precision& at) {
       return enclose_at(at, model, variant, input, method, center, progress);
     });
