@@ -304,6 +304,27 @@ BallMatrix<S> normalize(const BallMatrix<S>& X, const VectorXd& gain, const Vect
                      });
 }
 
+/// The upper end y.hi of f over a = [lo, hi] for an increasing f with slope
+/// ≤ `slope`, given y.lo = f(a.lo) rounded down: where a is a few units wide
+/// (the point arguments of the centred MLP), the bound f(a.lo) + slope·(hi − lo)
+/// ≤ succ(y.lo) + slope·(hi − lo), which spares a second evaluation of f;
+/// otherwise upper(y.hi, a.hi), f rounded up.
+template <class S, class F> void increasing_upper(Iv<S>& y, const Iv<S>& a, double slope, F&& upper) {
+  S width;
+  mpfr_sub(ptr(width), ptr(a.hi), ptr(a.lo), MPFR_RNDU);
+  const long p = precision_bits_v<S>;
+  const bool narrow = mpfr_zero_p(ptr(width)) ||
+                      (mpfr_regular_p(ptr(a.lo)) && mpfr_get_exp(ptr(width)) <= mpfr_get_exp(ptr(a.lo)) - (p - 16));
+  if (!narrow || !mpfr_number_p(ptr(y.lo))) {
+    upper(ptr(y.hi), ptr(a.hi));
+    return;
+  }
+  mpfr_mul_d(ptr(width), ptr(width), slope, MPFR_RNDU);
+  y.hi = y.lo;
+  mpfr_nextabove(ptr(y.hi));
+  mpfr_add(ptr(y.hi), ptr(y.hi), ptr(width), MPFR_RNDU);
+}
+
 /// act(x) on an interval (math.md §2: relu, gelu = x·Φ(x), gelu_tanh and
 /// gelu_fast = ½x(1 + tanh(c(x + 0.044715x³))), silu = x·σ(x)).
 template <class S> Iv<S> iv_activate(const Iv<S>& x, Activation act) {
@@ -320,9 +341,9 @@ template <class S> Iv<S> iv_activate(const Iv<S>& x, Activation act) {
       mpfr_sqrt_ui(ptr(s.hi), 2, MPFR_RNDD);
       mpfr_ui_div(ptr(s.hi), 1, ptr(s.hi), MPFR_RNDU);
       const Iv<S> a = iv_mul(x, s);
-      Iv<S> e;  // erf is increasing
+      Iv<S> e;  // erf is increasing, with slope ≤ 2/√π < 1.1284
       mpfr_erf(ptr(e.lo), ptr(a.lo), MPFR_RNDD);
-      mpfr_erf(ptr(e.hi), ptr(a.hi), MPFR_RNDU);
+      increasing_upper(e, a, 1.1284, [](mpfr_ptr y, mpfr_srcptr v) { mpfr_erf(y, v, MPFR_RNDU); });
       v = iv_mul(x, iv_add(iv_point(S(1)), e));
       mpfr_div_2ui(ptr(v.lo), ptr(v.lo), 1, MPFR_RNDD);  // exact
       mpfr_div_2ui(ptr(v.hi), ptr(v.hi), 1, MPFR_RNDU);
@@ -343,9 +364,9 @@ template <class S> Iv<S> iv_activate(const Iv<S>& x, Activation act) {
       }
       const Iv<S> cube = iv_mul(x, iv_sqr(x));
       const Iv<S> a = iv_mul(c, iv_add(x, iv_mul(iv_decimal<S>(0.044715), cube)));
-      Iv<S> t;  // tanh is increasing
+      Iv<S> t;  // tanh is increasing, with slope ≤ 1
       mpfr_tanh(ptr(t.lo), ptr(a.lo), MPFR_RNDD);
-      mpfr_tanh(ptr(t.hi), ptr(a.hi), MPFR_RNDU);
+      increasing_upper(t, a, 1.0, [](mpfr_ptr y, mpfr_srcptr v) { mpfr_tanh(y, v, MPFR_RNDU); });
       v = iv_mul(x, iv_add(iv_point(S(1)), t));
       mpfr_div_2ui(ptr(v.lo), ptr(v.lo), 1, MPFR_RNDD);
       mpfr_div_2ui(ptr(v.hi), ptr(v.hi), 1, MPFR_RNDU);
