@@ -119,8 +119,11 @@ LayerReport layer_report(int l, const ResidualEnclosure& e, int asked, int most,
 ///  - the direct pass: 64 and 16 a layer (4 to 5.5 digits a layer, tests/compute/test_enclosure.cpp);
 ///  - the centred pass without an MLP, whose attention carries row norms through the weights
 ///    (enclosure_centred_impl.hpp): 32 and log2(d) + 2 a layer (7 bits at d = 32, 11.6 at d = 768);
-///  - the centred pass with an MLP (entrywise through W_1 and W_2): 32 and 3·log2(d_ff) − 8 a layer
-///    (11 to 15 bits at d_ff = 128, 28.8 at 3072).
+///  - the centred pass with an MLP and skip connections, whose rows do not collapse (row bounds
+///    through LayerNorm and the MLP as well, session 25): 32 and log2(d) + 7 a layer (5.8 bits at
+///    d = 64, 11.6 at 96, 15.8 at 768);
+///  - the centred pass with an MLP and no skip (collapsing rows keep the entrywise boxes through
+///    the MLP): 32 and 3·log2(d_ff) − 8 a layer (11 to 15 bits at d_ff = 128, 28.8 at 3072).
 struct Growth {
   long margin = 64;
   double per_layer = 16;
@@ -129,6 +132,7 @@ struct Growth {
 Growth growth_of(ForwardMethod method, const Architecture& a, const Variant& variant) {
   if (method != ForwardMethod::centred) return {};
   if (variant.mlp == MlpKind::none) return {32, std::log2(std::max(a.d_model, 2)) + 2};
+  if (variant.skip) return {32, std::log2(std::max(a.d_model, 2)) + 7};  // rows not collapsed: row bounds
   return {32, std::max(12.0, 3 * std::log2(std::max(a.d_ff, 2)) - 8)};
 }
 

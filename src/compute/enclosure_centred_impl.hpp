@@ -394,10 +394,24 @@ BallSplit<S> attention_centred(const Architecture& a, const detail::PackedLayer<
   return {std::move(c.B), std::move(R.B), std::move(c.rows), std::move(R.rows)};
 }
 
-/// 1 g(c)ᵀ + Δ → (g(c) + mean Δ, Δ − 1 mean(Δ)ᵀ).
-template <class S> BallSplit<S> recentre(BallMatrix<S> gc, BallMatrix<S> Delta, long p) {
-  const BallMatrix<S> m = take_mean(Delta, p);
-  return {sum(gc, m, p), std::move(Delta)};
+/// 1 g(c)ᵀ + Δ → (g(c) + mean Δ, Δ − 1 mean(Δ)ᵀ), with the row bounds
+/// (those of g(c) and Δ where given, else their radii's).
+template <class S> BallSplit<S> recentre(RowBall<S> gc, RowBall<S> Delta, long p) {
+  tighten(gc);
+  tighten(Delta);
+  const RowBall<S> mean = take_mean_rows(Delta, p);
+  RowBall<S> c = sum_rows(gc, mean, p);
+  return {std::move(c.B), std::move(Delta.B), std::move(c.rows), std::move(Delta.rows)};
+}
+
+/// A rows × cols matrix of the bound b.
+inline RadiusMatrix filled(Eigen::Index rows, Eigen::Index cols, const UpperBound& b) {
+  return {MatrixXd::Constant(rows, cols, b.m), b.e};
+}
+
+/// The largest of |values| as an upper bound (exact).
+inline UpperBound largest_abs(const VectorXd& values) {
+  return UpperBound::of(values.size() ? values.cwiseAbs().maxCoeff() : 0.0);
 }
 
 /// |r̃_ij| + r_ij, the reach of row i's residual beyond the centre.
@@ -425,42 +439,119 @@ template <class S> std::vector<Iv<S>> iv_centred(std::vector<Iv<S>> x) {
   return x;
 }
 
+/// ≥ max|γ| / min s(w), a Lipschitz constant of w ↦ LN(w) over the rows w
+/// within ν of a row x̃ with √(var(x̃) + eps) in `s`: ‖DLN(w)‖₂ = max|γ|/s(w)
+/// (s(w) = √(var(w) + eps); the centring is a projection and the
+/// normalisation's Jacobian (I − ŵŵᵀ/(d s²))/s has norm 1/s), and
+/// d·var(w) = ‖ŵ‖² ≥ (‖x̂‖ − ν)² where ‖x̂‖² = d(s² − eps).
+template <class S>
+UpperBound layer_norm_lipschitz(const Iv<S>& s, const UpperBound& nu, const Iv<S>& eps, long d, const UpperBound& gmax) {
+  S t;
+  mpfr_sqr(ptr(t), ptr(s.lo), MPFR_RNDD);
+  mpfr_sub(ptr(t), ptr(t), ptr(eps.hi), MPFR_RNDD);
+  if (mpfr_sgn(ptr(t)) < 0) mpfr_set_zero(ptr(t), 1);
+  mpfr_mul_si(ptr(t), ptr(t), d, MPFR_RNDD);
+  mpfr_sqrt(ptr(t), ptr(t), MPFR_RNDD);  // ≤ ‖x̂‖
+  if (!nu.is_finite()) mpfr_set_zero(ptr(t), 1);
+  else mpfr_sub(ptr(t), ptr(t), nu.to_big().backend().data(), MPFR_RNDD);
+  if (mpfr_sgn(ptr(t)) < 0) mpfr_set_zero(ptr(t), 1);
+  mpfr_sqr(ptr(t), ptr(t), MPFR_RNDD);
+  mpfr_div_si(ptr(t), ptr(t), d, MPFR_RNDD);
+  mpfr_add(ptr(t), ptr(t), ptr(eps.lo), MPFR_RNDD);
+  mpfr_sqrt(ptr(t), ptr(t), MPFR_RNDD);  // ≤ s(w), > 0 with eps > 0
+  if (mpfr_sgn(ptr(t)) <= 0) return UpperBound::infinite();
+  mpfr_ui_div(ptr(t), 1, ptr(t), MPFR_RNDU);
+  return UpperBound::abs_of(ptr(t)) * gmax;
+}
+
 /// LN(1cᵀ + R) enclosed through the identity of forward_centred (exact for
 /// every r_i, and without cancellation against c): with ĉ = c − mean(c),
 /// r̃_i = r_i − mean(r_i), s² = var(c) + eps, δv_i = (2ĉ·r̃_i + |r̃_i|²)/d and
 /// s'_i² = s² + δv_i, LN(c + r_i) − LN(c) = γ ∘ (r̃_i/s'_i − ĉ δv_i/(s s'_i (s + s'_i))),
-/// every operation on intervals.
+/// every operation on intervals: over the boxes of c and r_i (entrywise), or
+/// with row bounds, in the rows where ν^c ≤ 8ν^R_i, at the midpoints within
+/// ρ_i plus Lip_i·(ν^c + ν^R_i) + Lip_c·ν^c in norm (layer_norm_lipschitz:
+/// LN moves a row by at most Lip times its distance, not by the boxes'
+/// √d-fold sum); LN(c) likewise at the midpoint within Lip_c·ν^c.
 template <class S>
 BallSplit<S> layer_norm_centred(const BallSplit<S>& x, const VectorXd& gain, const VectorXd& bias, double eps,
-                                long p) {
+                                bool row_bounds, long p) {
   const Eigen::Index n = x.R.mid.rows(), d = x.R.mid.cols();
-  std::vector<Iv<S>> c(static_cast<std::size_t>(d));
-  for (Eigen::Index j = 0; j < d; ++j) c[static_cast<std::size_t>(j)] = iv_of(x.c.mid(0, j), x.c.rad.at(0, j));
-  std::vector<Iv<S>> gc_iv = c;
-  normalize_row(gc_iv, gain, bias, eps, false, false);
-  BallMatrix<S> gc = ball_of_rows<S>(1, d, [&](Eigen::Index, std::vector<Iv<S>>& row) { row = gc_iv; });
-  const std::vector<Iv<S>> ch = iv_centred(c);
-  Iv<S> s2 = iv_point(S(0));
-  for (const Iv<S>& v : ch) s2 = iv_add(s2, iv_sqr(v));
-  s2 = iv_add(iv_div_int(s2, static_cast<long>(d)), iv_decimal<S>(eps));
-  const Iv<S> s = iv_sqrt_positive(s2);
-  BallMatrix<S> Delta = ball_of_rows<S>(n, d, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
-    std::vector<Iv<S>> r(static_cast<std::size_t>(d));
-    for (Eigen::Index j = 0; j < d; ++j) r[static_cast<std::size_t>(j)] = iv_of(x.R.mid(i, j), x.R.rad.at(i, j));
+  std::vector<Iv<S>> c(static_cast<std::size_t>(d)), c_mid(c.size());
+  for (Eigen::Index j = 0; j < d; ++j) {
+    c[static_cast<std::size_t>(j)] = iv_of(x.c.mid(0, j), x.c.rad.at(0, j));
+    c_mid[static_cast<std::size_t>(j)] = iv_point(x.c.mid(0, j));
+  }
+  const Iv<S> eps_iv = iv_decimal<S>(eps);
+  // ĉ, s² = var(c) + eps and s of a centre row (boxes or points).
+  struct Centre {
+    std::vector<Iv<S>> ch;
+    Iv<S> s2, s;
+  };
+  const auto centre_of = [&](const std::vector<Iv<S>>& cv) {
+    Centre k{iv_centred(cv), iv_point(S(0)), iv_point(S(0))};
+    for (const Iv<S>& v : k.ch) k.s2 = iv_add(k.s2, iv_sqr(v));
+    k.s2 = iv_add(iv_div_int(k.s2, static_cast<long>(d)), eps_iv);
+    k.s = iv_sqrt_positive(k.s2);
+    return k;
+  };
+  // The identity on row r (boxes or points) about centre k; returns s'.
+  const auto difference = [&](const Centre& k, std::vector<Iv<S>> r, std::vector<Iv<S>>& row) {
     r = iv_centred(std::move(r));
     Iv<S> cr = iv_point(S(0)), rr = iv_point(S(0));
     for (Eigen::Index j = 0; j < d; ++j) {
-      cr = iv_add(cr, iv_mul(ch[static_cast<std::size_t>(j)], r[static_cast<std::size_t>(j)]));
+      cr = iv_add(cr, iv_mul(k.ch[static_cast<std::size_t>(j)], r[static_cast<std::size_t>(j)]));
       rr = iv_add(rr, iv_sqr(r[static_cast<std::size_t>(j)]));
     }
     const Iv<S> dv = iv_div_int(iv_add(iv_add(cr, cr), rr), static_cast<long>(d));
-    const Iv<S> s1 = iv_sqrt_positive(iv_add(s2, dv));
-    const Iv<S> k = iv_div_positive(dv, iv_mul(iv_mul(s, s1), iv_add(s, s1)));
+    const Iv<S> s1 = iv_sqrt_positive(iv_add(k.s2, dv));
+    const Iv<S> q = iv_div_positive(dv, iv_mul(iv_mul(k.s, s1), iv_add(k.s, s1)));
     for (Eigen::Index j = 0; j < d; ++j) {
       const auto ju = static_cast<std::size_t>(j);
-      row[ju] = iv_mul(iv_sub(iv_div_positive(r[ju], s1), iv_mul(ch[ju], k)), iv_point(S(gain(j))));
+      row[ju] = iv_mul(iv_sub(iv_div_positive(r[ju], s1), iv_mul(k.ch[ju], q)), iv_point(S(gain(j))));
     }
-  });
+    return s1;
+  };
+  const Centre box = centre_of(c);
+  std::vector<Iv<S>> gc_iv = row_bounds ? c_mid : c;
+  normalize_row(gc_iv, gain, bias, eps, false, false);
+  RowBall<S> gc = row_ball(ball_of_rows<S>(1, d, [&](Eigen::Index, std::vector<Iv<S>>& row) { row = gc_iv; }));
+  const RadiusMatrix R_rows = x.R_rows.m.size() ? x.R_rows : row_norms_up(x.R.rad);
+  const UpperBound nu_c = x.c_rows.m.size() ? x.c_rows.at(0, 0) : row_norms_up(x.c.rad).at(0, 0);
+  const UpperBound gmax = largest_abs(gain);
+  Centre point;
+  UpperBound c_moves;  // Lip_c·ν^c ≥ ‖LN(c) − LN(c̃)‖₂
+  if (row_bounds) {
+    point = centre_of(c_mid);
+    c_moves = layer_norm_lipschitz(point.s, nu_c, eps_iv, static_cast<long>(d), gmax) * nu_c;
+    gc.B.rad = gc.B.rad + filled(1, d, c_moves);
+    gc.rows = gc.rows + filled(1, 1, c_moves);
+  }
+  std::vector<UpperBound> moves(static_cast<std::size_t>(n), UpperBound::infinite());  // midpoint rows: the Lipschitz terms
+  RowBall<S> Delta = row_ball(ball_of_rows<S>(n, d, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
+    const UpperBound nu_r = R_rows.at(i, 0);
+    std::vector<Iv<S>> r(static_cast<std::size_t>(d));
+    if (row_bounds && nu_c <= UpperBound::of(8.0) * nu_r) {
+      for (Eigen::Index j = 0; j < d; ++j) r[static_cast<std::size_t>(j)] = iv_point(x.R.mid(i, j));
+      const Iv<S> s1 = difference(point, std::move(r), row);
+      moves[static_cast<std::size_t>(i)] =
+          layer_norm_lipschitz(s1, nu_c + nu_r, eps_iv, static_cast<long>(d), gmax) * (nu_c + nu_r) + c_moves;
+    } else {
+      for (Eigen::Index j = 0; j < d; ++j) r[static_cast<std::size_t>(j)] = iv_of(x.R.mid(i, j), x.R.rad.at(i, j));
+      difference(box, std::move(r), row);
+    }
+  }));
+  if (row_bounds) {
+    const RadiusMatrix rho_rows = row_norms_up(Delta.B.rad);
+    Delta.B.rad = Delta.B.rad + radius_from(n, d, [&](Eigen::Index i, Eigen::Index) {
+      const UpperBound& m = moves[static_cast<std::size_t>(i)];
+      return m.is_finite() ? m : UpperBound{};
+    });
+    Delta.rows = radius_from(n, 1, [&](Eigen::Index i, Eigen::Index) {
+      const UpperBound& m = moves[static_cast<std::size_t>(i)];
+      return m.is_finite() ? m + rho_rows.at(i, 0) : UpperBound::infinite();  // tighten: the radii's
+    });
+  }
   return recentre(std::move(gc), std::move(Delta), p);
 }
 
@@ -584,30 +675,105 @@ Iv<S> activation_difference(const S& h_mid, const UpperBound& h_rad, const Iv<S>
 /// The MLP f(z) = act(z W_1 + b_1) W_2 + b_2 on 1cᵀ + R: with h = cᵀW_1 + b_1
 /// and D = R W_1, A_ij = act(h_j + D_ij) − act(h_j) (activation_difference);
 /// c' = (act(h) + mean A) W_2 + b_2, R' = (A − 1 mean(A)ᵀ) W_2.
+///
+/// Entrywise (row_bounds off): A_ij over the boxes of h_j and D_ij. With row
+/// bounds, in the rows where ν^h ≤ 8ν^D_i (R not collapsed below the error of
+/// h = cᵀW_1 + b_1), A_ij is evaluated at the midpoints, Ã_ij = A(h̃_j, D̃_ij)
+/// within ρ_ij, and
+///   A(h, D) − A(h̃, D̃) = [act(h + D) − act(h + D̃)] + [g(h) − g(h̃)],
+///   g(y) = act(y + D̃) − act(y),
+/// the first within L_j·|D − D̃| and the second within 2L_j·r^h_j, where
+/// L_j ≥ |act'| over the hull of column j's arguments (h̃_j ± r^h_j widened by
+/// every row's D_ij box and by 0). So ‖A_i − Ã_i‖₂ ≤ max_j L_j · (ν^D_i +
+/// 2ν^h) + ‖ρ_i‖₂: the row bounds ν^D_i ≥ ‖D_i − D̃_i‖₂ and ν^h ≥ ‖h − h̃‖₂
+/// move by ‖W_1‖₂ and the act's Lipschitz constant, not by |W_1| entrywise.
+/// The other rows (collapse: the second term would swamp the first) keep the
+/// boxes, whose mean value form makes h's radius a second-order term.
 template <class S>
 BallSplit<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
-                         const BallSplit<S>& x, long p) {
-  BallMatrix<S> h = times_weights(x.c, lw.W_1, p);
-  add_bias(h, w.b1, p);
-  const BallMatrix<S> D = times_weights(x.R, lw.W_1, p);
-  const Eigen::Index n = D.mid.rows(), m = D.mid.cols();
-  std::vector<Iv<S>> hv(static_cast<std::size_t>(m)), act_h(static_cast<std::size_t>(m));
-  for (Eigen::Index j = 0; j < m; ++j) {
-    hv[static_cast<std::size_t>(j)] = iv_of(h.mid(0, j), h.rad.at(0, j));
-    act_h[static_cast<std::size_t>(j)] = iv_activate(hv[static_cast<std::size_t>(j)], a.activation);
-  }
-  BallMatrix<S> gc = ball_of_rows<S>(1, m, [&](Eigen::Index, std::vector<Iv<S>>& row) { row = act_h; });
+                         const BallSplit<S>& x, bool row_bounds, long p) {
+  // ‖W_1‖₂ and ‖W_2‖₂ (none: +inf, the entrywise radii alone).
+  std::vector<UpperBound> s1(1, UpperBound::infinite()), s2(s1);
+  if (row_bounds) detail::run_blocks(2, product_threads(), [&](std::size_t t) {
+    (t == 0 ? s1 : s2)[0] = spectral_norm_up(t == 0 ? lw.W_1 : lw.W_2);
+  });
+  const Eigen::Index m = lw.W_1.cols(), d = lw.W_2.cols();
+  RowBall<S> h = times_weights_rows(row_ball(x.c, x.c_rows), lw.W_1, s1, m, p);
+  add_bias_rows(h, w.b1, p);
+  const RowBall<S> D = times_weights_rows(row_ball(x.R, x.R_rows), lw.W_1, s1, m, p);
+  const Eigen::Index n = D.B.mid.rows();
+  std::vector<Iv<S>> hv(static_cast<std::size_t>(m)), act_h(static_cast<std::size_t>(m)),
+      act_mid(static_cast<std::size_t>(m));
+  std::vector<UpperBound> L(static_cast<std::size_t>(m));  // ≥ |act'| over column j's hull
+  detail::run_blocks(static_cast<std::size_t>(m), n * m >= 4096 ? product_threads() : 1, [&](std::size_t ju) {
+    use_full_mpfr_exponent_range();
+    const auto j = static_cast<Eigen::Index>(ju);
+    hv[ju] = iv_of(h.B.mid(0, j), h.B.rad.at(0, j));
+    act_h[ju] = iv_activate(hv[ju], a.activation);
+    if (!row_bounds) return;
+    act_mid[ju] = iv_activate(iv_point(h.B.mid(0, j)), a.activation);
+    // [min(0, min_i D̃_ij), max(0, max_i D̃_ij)] ± max_i r^D_ij ⊇ every row's D_ij box and 0
+    Iv<S> spread = iv_point(S(0));
+    UpperBound widest;
+    for (Eigen::Index i = 0; i < n; ++i) {
+      if (D.B.mid(i, j) < spread.lo) spread.lo = D.B.mid(i, j);
+      if (D.B.mid(i, j) > spread.hi) spread.hi = D.B.mid(i, j);
+      widest = max(widest, D.B.rad.at(i, j));
+    }
+    const Iv<S> widened = iv_add(spread, iv_of(S(0), widest));
+    const Iv<S> slope = iv_derivative(iv_add(hv[ju], widened), a.activation);
+    L[ju] = max(UpperBound::abs_of(ptr(slope.lo)), UpperBound::abs_of(ptr(slope.hi)));
+  });
+  UpperBound Lmax;
+  for (const UpperBound& Lj : L) Lmax = max(Lmax, Lj);
+  // Row i at the midpoints when h's error does not swamp D_i's (ν^h ≤ 8ν^D_i).
+  const UpperBound nu_h = h.rows.at(0, 0);
+  std::vector<char> at_midpoint(static_cast<std::size_t>(n), 0);
+  if (row_bounds)
+    for (Eigen::Index i = 0; i < n; ++i) at_midpoint[static_cast<std::size_t>(i)] = nu_h <= UpperBound::of(8.0) * D.rows.at(i, 0);
   BallMatrix<S> A = ball_of_rows<S>(n, m, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
+    const bool midpoint = at_midpoint[static_cast<std::size_t>(i)] != 0;
     for (Eigen::Index j = 0; j < m; ++j) {
       const auto ju = static_cast<std::size_t>(j);
-      row[ju] = activation_difference(h.mid(0, j), h.rad.at(0, j), hv[ju], act_h[ju], iv_of(D.mid(i, j), D.rad.at(i, j)),
-                                      reach(D, i, j), a.activation, p);
+      if (midpoint) {
+        const S& dm = D.B.mid(i, j);
+        row[ju] = activation_difference(h.B.mid(0, j), UpperBound{}, iv_point(h.B.mid(0, j)), act_mid[ju],
+                                        iv_point(dm), UpperBound::abs_of(ptr(dm)), a.activation, p);
+      } else {
+        row[ju] = activation_difference(h.B.mid(0, j), h.B.rad.at(0, j), hv[ju], act_h[ju],
+                                        iv_of(D.B.mid(i, j), D.B.rad.at(i, j)), reach(D.B, i, j), a.activation, p);
+      }
     }
   });
-  BallSplit<S> y = recentre(std::move(gc), std::move(A), p);
-  BallSplit<S> out{times_weights(y.c, lw.W_2, p), times_weights(y.R, lw.W_2, p)};
-  add_bias(out.c, w.b2, p);
-  return out;
+  RowBall<S> Ar{std::move(A), RadiusMatrix{}, m};
+  if (row_bounds) {
+    // Midpoint rows: ρ_i (the radii so far) + L_j(r^D_ij + 2r^h_j) entrywise, and
+    // max L·(ν^D_i + 2ν^h) + ‖ρ_i‖₂ in norm; the other rows keep their boxes' radii.
+    const RadiusMatrix rho_rows = row_norms_up(Ar.B.rad);
+    Ar.B.rad = Ar.B.rad + radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) {
+      if (at_midpoint[static_cast<std::size_t>(i)] == 0) return UpperBound{};
+      return L[static_cast<std::size_t>(j)] * (D.B.rad.at(i, j) + UpperBound::of(2.0) * h.B.rad.at(0, j));
+    });
+    Ar.rows = radius_from(n, 1, [&](Eigen::Index i, Eigen::Index) {
+      if (at_midpoint[static_cast<std::size_t>(i)] == 0) return UpperBound::infinite();  // tighten: the radii's
+      return Lmax * (D.rows.at(i, 0) + UpperBound::of(2.0) * nu_h) + rho_rows.at(i, 0);
+    });
+  }
+  // act(h): over h's box, or with row bounds at h̃ within ρ + L∘r^h entrywise, ‖ρ‖₂ + max L·ν^h in norm.
+  RowBall<S> gc = row_ball(ball_of_rows<S>(1, m, [&](Eigen::Index, std::vector<Iv<S>>& row) {
+    row = row_bounds ? act_mid : act_h;
+  }));
+  if (row_bounds) {
+    gc.B.rad = gc.B.rad + radius_from(1, m, [&](Eigen::Index, Eigen::Index j) {
+      return L[static_cast<std::size_t>(j)] * h.B.rad.at(0, j);
+    });
+    gc.rows = gc.rows + filled(1, 1, Lmax * nu_h);
+  }
+  BallSplit<S> y = recentre(std::move(gc), std::move(Ar), p);
+  RowBall<S> c = times_weights_rows(row_ball(y.c, y.c_rows), lw.W_2, s2, d, p),
+             R = times_weights_rows(row_ball(y.R, y.R_rows), lw.W_2, s2, d, p);
+  add_bias_rows(c, w.b2, p);
+  return {std::move(c.B), std::move(R.B), std::move(c.rows), std::move(R.rows)};
 }
 
 template <class S> BallSplit<S> added(const BallSplit<S>& y, const BallSplit<S>& x, long p) {
@@ -651,14 +817,15 @@ EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Varia
       const LayerWeights& lw = *held;
       detail::pack_into(w, a, lw, with_mlp);
       E::BallSplit<S> z = E::attention_centred(
-          a, w, pre ? E::layer_norm_centred(x, lw.ln1_g, lw.ln1_b, a.ln_eps, p) : x, variant.mask,
+          a, w, pre ? E::layer_norm_centred(x, lw.ln1_g, lw.ln1_b, a.ln_eps, options.row_bounds, p) : x, variant.mask,
           options.row_bounds, p);
       if (variant.skip) z = E::added(z, x, p);
-      if (post) z = E::layer_norm_centred(z, lw.ln1_g, lw.ln1_b, a.ln_eps, p);
+      if (post) z = E::layer_norm_centred(z, lw.ln1_g, lw.ln1_b, a.ln_eps, options.row_bounds, p);
       if (with_mlp) {
-        E::BallSplit<S> y = E::mlp_centred(a, w, lw, pre ? E::layer_norm_centred(z, lw.ln2_g, lw.ln2_b, a.ln_eps, p) : z, p);
+        E::BallSplit<S> y = E::mlp_centred(a, w, lw, pre ? E::layer_norm_centred(z, lw.ln2_g, lw.ln2_b, a.ln_eps, options.row_bounds, p) : z,
+                                             options.row_bounds, p);
         if (variant.mlp == MlpKind::residual) y = E::added(y, z, p);
-        if (post) y = E::layer_norm_centred(y, lw.ln2_g, lw.ln2_b, a.ln_eps, p);
+        if (post) y = E::layer_norm_centred(y, lw.ln2_g, lw.ln2_b, a.ln_eps, options.row_bounds, p);
         z = std::move(y);
       }
       z.c.rad = z.c.rad * scale;
