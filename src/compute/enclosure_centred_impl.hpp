@@ -409,6 +409,18 @@ inline RadiusMatrix filled(Eigen::Index rows, Eigen::Index cols, const UpperBoun
   return {MatrixXd::Constant(rows, cols, b.m), b.e};
 }
 
+/// X evaluated at midpoints within its radii ρ, moved by the inputs' errors:
+/// every radius widened by entry(i, j), and row i's bound row(i) + ‖ρ_i‖₂
+/// (row(i) = +inf: the widened radii's own, as tighten derives).
+template <class S, class Entry, class Row> void moved_by(RowBall<S>& X, Entry&& entry, Row&& row) {
+  const RadiusMatrix rho_rows = row_norms_up(X.B.rad);
+  X.B.rad = X.B.rad + radius_from(X.B.mid.rows(), X.B.mid.cols(), entry);
+  X.rows = radius_from(X.B.mid.rows(), 1, [&](Eigen::Index i, Eigen::Index) {
+    const UpperBound r = row(i);
+    return r.is_finite() ? r + rho_rows.at(i, 0) : r;
+  });
+}
+
 /// The largest of |values| as an upper bound (exact).
 inline UpperBound largest_abs(const VectorXd& values) {
   return UpperBound::of(values.size() ? values.cwiseAbs().maxCoeff() : 0.0);
@@ -542,15 +554,8 @@ BallSplit<S> layer_norm_centred(const BallSplit<S>& x, const VectorXd& gain, con
     }
   }));
   if (row_bounds) {
-    const RadiusMatrix rho_rows = row_norms_up(Delta.B.rad);
-    Delta.B.rad = Delta.B.rad + radius_from(n, d, [&](Eigen::Index i, Eigen::Index) {
-      const UpperBound& m = moves[static_cast<std::size_t>(i)];
-      return m.is_finite() ? m : UpperBound{};
-    });
-    Delta.rows = radius_from(n, 1, [&](Eigen::Index i, Eigen::Index) {
-      const UpperBound& m = moves[static_cast<std::size_t>(i)];
-      return m.is_finite() ? m + rho_rows.at(i, 0) : UpperBound::infinite();  // tighten: the radii's
-    });
+    const auto moved = [&](Eigen::Index i) { return moves[static_cast<std::size_t>(i)]; };
+    moved_by(Delta, [&](Eigen::Index i, Eigen::Index) { return moved(i).is_finite() ? moved(i) : UpperBound{}; }, moved);
   }
   return recentre(std::move(gc), std::move(Delta), p);
 }
@@ -749,15 +754,16 @@ BallSplit<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w,
   if (row_bounds) {
     // Midpoint rows: ρ_i (the radii so far) + L_j(r^D_ij + 2r^h_j) entrywise, and
     // max L·(ν^D_i + 2ν^h) + ‖ρ_i‖₂ in norm; the other rows keep their boxes' radii.
-    const RadiusMatrix rho_rows = row_norms_up(Ar.B.rad);
-    Ar.B.rad = Ar.B.rad + radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) {
-      if (at_midpoint[static_cast<std::size_t>(i)] == 0) return UpperBound{};
-      return L[static_cast<std::size_t>(j)] * (D.B.rad.at(i, j) + UpperBound::of(2.0) * h.B.rad.at(0, j));
-    });
-    Ar.rows = radius_from(n, 1, [&](Eigen::Index i, Eigen::Index) {
-      if (at_midpoint[static_cast<std::size_t>(i)] == 0) return UpperBound::infinite();  // tighten: the radii's
-      return Lmax * (D.rows.at(i, 0) + UpperBound::of(2.0) * nu_h) + rho_rows.at(i, 0);
-    });
+    const auto midpoint = [&](Eigen::Index i) { return at_midpoint[static_cast<std::size_t>(i)] != 0; };
+    moved_by(
+        Ar,
+        [&](Eigen::Index i, Eigen::Index j) {
+          return midpoint(i) ? L[static_cast<std::size_t>(j)] * (D.B.rad.at(i, j) + UpperBound::of(2.0) * h.B.rad.at(0, j))
+                             : UpperBound{};
+        },
+        [&](Eigen::Index i) {
+          return midpoint(i) ? Lmax * (D.rows.at(i, 0) + UpperBound::of(2.0) * nu_h) : UpperBound::infinite();
+        });
   }
   // act(h): over h's box, or with row bounds at h̃ within ρ + L∘r^h entrywise, ‖ρ‖₂ + max L·ν^h in norm.
   RowBall<S> gc = row_ball(ball_of_rows<S>(1, m, [&](Eigen::Index, std::vector<Iv<S>>& row) {
