@@ -65,6 +65,7 @@ int run(int argc, char** argv) {
              "--tokens 1,2,3,4 --skip off --mlp none --layernorm none\n");
   app.set_version_flag("--version", std::string("sanpath ") + SANPATH_VERSION + "\ndouble products: sanpath's kernel, " +
                                         isa + " (the same bits on every level; SANPATH_ISA chooses one)" +
+                                        "\nmultiprecision tiers: " + sanpath::Precision::ladder_description() +
                                         "\nmultiprecision products up to 1025 bits: " +
                                         (sanpath::ifma_products_active() ? "AVX-512 IFMA kernel" : "GMP kernel") +
                                         "\nMPI: " +

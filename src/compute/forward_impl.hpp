@@ -592,7 +592,6 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
 }  // namespace sanpath
 
 #define SANPATH_INSTANTIATE_FORWARD(S)                                                                            \
-  SANPATH_INSTANTIATE_LINALG(S)                                                                                   \
   template sanpath::ForwardTrace<S> sanpath::forward<S>(const sanpath::Model&, const sanpath::Variant&,           \
                                                         const sanpath::Matrix<S>&, const sanpath::ForwardOptions&); \
   template sanpath::Matrix<S> sanpath::row_softmax<S>(const sanpath::Matrix<S>&, sanpath::MaskKind, Eigen::Index); \

@@ -19,14 +19,31 @@ const std::vector<long>& Precision::tiers() {
 
 long Precision::max_bits() { return tiers().back(); }
 
+std::string Precision::ladder_description() {
+  std::string out;
+  for (long t : tiers()) out += (out.empty() ? "" : ", ") + std::to_string(t);
+  out += " bits";
+#if SANPATH_LADDER_CUT
+  out += std::string(" (built with -DSANPATH_TIERS=") + SANPATH_TIERS_OPTION +
+         "; the whole ladder is 65, 128, 257, ..., 32772 bits: configure with -DSANPATH_TIERS=all)";
+#endif
+  return out;
+}
+
 Precision Precision::at_least(long bits) {
   if (bits < 53)
     throw std::invalid_argument("precision: " + std::to_string(bits) +
                                 " bits is below the minimum of 53 (use 'double' for native double)");
   for (long t : tiers())
     if (t >= bits) return Precision{false, t};
+#if SANPATH_LADDER_CUT
+  throw std::invalid_argument("precision: " + std::to_string(bits) + " bits is above this build's top tier of " +
+                              std::to_string(max_bits()) + " bits (built with -DSANPATH_TIERS=" + SANPATH_TIERS_OPTION +
+                              "; configure with -DSANPATH_TIERS=all and rebuild for tiers up to 32772 bits)");
+#else
   throw std::invalid_argument("precision: " + std::to_string(bits) + " bits is above the supported maximum of " +
                               std::to_string(max_bits()) + " bits");
+#endif
 }
 
 Precision Precision::parse(const std::string& text) {
@@ -122,7 +139,7 @@ template <class T> void fill_limits() {
 struct LimitsAtStartup {
   LimitsAtStartup() {
 #define SANPATH_FILL_LIMITS(D) fill_limits<mpfr_real<D>>();
-    SANPATH_FOR_EACH_TIER(SANPATH_FILL_LIMITS)
+    SANPATH_FOR_EACH_LADDER_TIER(SANPATH_FILL_LIMITS)
 #undef SANPATH_FILL_LIMITS
   }
 };

@@ -237,7 +237,8 @@ TEST_CASE("gemm in double is within the classical bound of exact products, on ev
   set_double_products_isa(level);
 }
 
-// Every MPFR tier: the fixed-point kernels switch limb sizes with the
+// Every MPFR tier of the ladder, built or not (SANPATH_TIERS chooses
+// the other modules' only): the fixed-point kernels switch limb sizes with the
 // precision (IFMA up to 1025 bits, GMP above), so each tier is its own case.
 #define SANPATH_TIER_CASE(D)                                                                          \
   TEST_CASE("gemm at " #D " digits: correctly rounded up to the kernel's guard, kernels and threads " \
@@ -245,7 +246,7 @@ TEST_CASE("gemm in double is within the classical bound of exact products, on ev
             "[linalg]") {                                                                              \
     check_tier<mpfr_real<D>>();                                                                        \
   }
-SANPATH_FOR_EACH_TIER(SANPATH_TIER_CASE)
+SANPATH_FOR_EACH_LADDER_TIER(SANPATH_TIER_CASE)
 #undef SANPATH_TIER_CASE
 
 TEST_CASE("gemm_weights with a NaN or infinite weight follows IEEE semantics like gemm", "[linalg]") {

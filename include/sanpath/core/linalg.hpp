@@ -197,7 +197,11 @@ template <class S, class Derived> Matrix<S> convert(const Eigen::MatrixBase<Deri
   extern template void gemm<S>(const Matrix<S>&, const Matrix<S>&, Matrix<S>&);       \
   extern template void gemm_nt<S>(const Matrix<S>&, const Matrix<S>&, Matrix<S>&);     \
   extern template void gemm_weights<S>(const Matrix<S>&, const Matrix<double>&, Matrix<S>&);
-SANPATH_FOR_EACH_SCALAR(SANPATH_DECLARE_LINALG)
+// At double and every tier of the ladder (src/core/linalg_tiers.cpp).
+#define SANPATH_DECLARE_LINALG_TIER(D) SANPATH_DECLARE_LINALG(::sanpath::mpfr_real<D>)
+SANPATH_DECLARE_LINALG(double)
+SANPATH_FOR_EACH_LADDER_TIER(SANPATH_DECLARE_LINALG_TIER)
+#undef SANPATH_DECLARE_LINALG_TIER
 #undef SANPATH_DECLARE_LINALG
 
 }  // namespace sanpath

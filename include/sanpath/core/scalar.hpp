@@ -7,6 +7,8 @@
 /// precision of the value it was made from), so reports are tier-independent.
 /// This header also owns the complete Eigen::NumTraits of the MPFR tiers.
 
+#include "sanpath/core/tiers.hpp"
+
 #include <boost/multiprecision/mpfr.hpp>
 #include <Eigen/Core>
 
@@ -45,17 +47,18 @@ template <class S> inline constexpr bool is_mpfr_v = scalar_traits<S>::is_mpfr;
 template <class S> inline constexpr long precision_bits_v = scalar_traits<S>::bits;
 
 /// The ladder of MPFR tiers (decimal digits). Binary precisions: 65, 128,
-/// 257, 513, 1025, 2051, 4098, 8194, 16387, 32772 bits. Every templated
-/// kernel is explicitly instantiated once per tier in src/ (see
+/// 257, 513, 1025, 2051, 4098, 8194, 16387, 32772 bits. A build compiles
+/// the tiers of its SANPATH_TIERS (CMake; default all of them, always 128
+/// and 257 bits): SANPATH_FOR_EACH_TIER and SANPATH_FOR_EACH_SCALAR
+/// list those (core/tiers.hpp, generated). Every templated kernel is
+/// explicitly instantiated once per tier in src/ (see
 /// SANPATH_TEMPLATE_MODULES in CMakeLists.txt); headers declare them `extern template`.
-#define SANPATH_FOR_EACH_TIER(X) \
-  X(19) X(38) X(77) X(154) X(308) X(617) X(1233) X(2466) X(4932) X(9864)
-/// Double plus every tier, as scalar types.
-#define SANPATH_FOR_EACH_SCALAR(X) \
-  X(double) X(::sanpath::mpfr_real<19>) X(::sanpath::mpfr_real<38>) X(::sanpath::mpfr_real<77>) \
-  X(::sanpath::mpfr_real<154>) X(::sanpath::mpfr_real<308>) X(::sanpath::mpfr_real<617>)        \
-  X(::sanpath::mpfr_real<1233>) X(::sanpath::mpfr_real<2466>) X(::sanpath::mpfr_real<4932>)     \
-  X(::sanpath::mpfr_real<9864>)
+#define SANPATH_FOR_EACH_TIER(X) SANPATH_BUILT_TIERS(X)
+/// Double plus every tier compiled, as scalar types.
+#define SANPATH_FOR_EACH_SCALAR(X) SANPATH_BUILT_SCALARS(X)
+/// Every tier of the whole ladder, whatever the build's cut: the products
+/// (core/linalg.hpp) exist at all of them.
+#define SANPATH_FOR_EACH_LADDER_TIER(X) X(19) X(38) X(77) X(154) X(308) X(617) X(1233) X(2466) X(4932) X(9864)
 
 /// A working precision: native double, or an MPFR tier.
 struct Precision {
@@ -64,15 +67,19 @@ struct Precision {
 
   static Precision double_precision() { return {}; }
   /// Smallest MPFR tier with at least `bits` bits. Throws
-  /// std::invalid_argument below 53 or above max_bits().
+  /// std::invalid_argument below 53 or above max_bits() (naming the build's
+  /// cut of the ladder when there is one).
   static Precision at_least(long bits);
   /// Parses "double", "auto" is not a precision (callers handle it), or a
   /// number of bits. Throws std::invalid_argument naming the text.
   static Precision parse(const std::string& text);
-  /// Largest supported precision in bits.
+  /// Largest supported precision in bits: the top tier this build compiled.
   static long max_bits();
-  /// Every MPFR tier, ascending.
+  /// Every MPFR tier this build compiled, ascending.
   static const std::vector<long>& tiers();
+  /// The tiers in words, e.g. "128, 257 bits (built with
+  /// -DSANPATH_TIERS=128,257; the whole ladder is ...)".
+  static std::string ladder_description();
   /// The next tier up (confirmation runs); double -> the 128-bit tier.
   /// Throws std::out_of_range at the top tier.
   Precision next() const;
