@@ -6,6 +6,7 @@
 #include "sanpath/compute/forward_centred.hpp"  // centred_pass_supports
 #include "sanpath/compute/paths.hpp"
 #include "sanpath/core/errors.hpp"
+#include "sanpath/core/dispatch.hpp"
 
 #include <mpfr.h>
 

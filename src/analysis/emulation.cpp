@@ -1,5 +1,6 @@
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/compute/embed.hpp"
+#include "sanpath/core/dispatch.hpp"
 
 #include <algorithm>
 #include <cmath>

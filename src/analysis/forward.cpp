@@ -6,6 +6,7 @@
 #include "sanpath/core/errors.hpp"
 #include "sanpath/core/linalg.hpp"
 #include "sanpath/core/progress.hpp"
+#include "sanpath/core/dispatch.hpp"
 
 #include <mpfr.h>
 

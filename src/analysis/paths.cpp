@@ -13,6 +13,7 @@
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/compute/top_paths.hpp"
 #include "sanpath/core/resources.hpp"
+#include "sanpath/core/dispatch.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -6,6 +6,7 @@
 #include "sanpath/analysis/confirmation.hpp"
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/rerun.hpp"
+#include "sanpath/core/dispatch.hpp"
 
 #include <stdexcept>
 

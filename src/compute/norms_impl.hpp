@@ -1,6 +1,6 @@
 #pragma once
 // Implementation of sanpath/norms.hpp, explicitly instantiated per scalar
-// through SANPATH_INSTANTIATE_NORMS(S) (see SANPATH_TEMPLATE_MODULES in CMakeLists.txt).
+// through SANPATH_INSTANTIATE_NORMS(S), at every tier of the ladder (norms_tiers.cpp).
 //
 // optimal_residual works in three stages:
 //  1. in S: sort every column once (row order, shared by all stages), take

@@ -1,5 +1,7 @@
 #include "sanpath/core/scalar.hpp"
 
+#include "sanpath/core/tiers.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -10,7 +12,7 @@ const std::vector<long>& Precision::tiers() {
   static const std::vector<long> bits = [] {
     std::vector<long> v;
 #define SANPATH_TIER_BITS(D) v.push_back(scalar_traits<mpfr_real<D>>::bits);
-    SANPATH_FOR_EACH_TIER(SANPATH_TIER_BITS)
+    SANPATH_BUILT_TIERS(SANPATH_TIER_BITS)
 #undef SANPATH_TIER_BITS
     return v;
   }();

@@ -5,6 +5,7 @@
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/model/random.hpp"
+#include "sanpath/core/dispatch.hpp"
 
 using namespace sanpath;
 

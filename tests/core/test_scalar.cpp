@@ -2,6 +2,7 @@
 
 #include "sanpath/core/linalg.hpp"
 #include "sanpath/core/quantity.hpp"
+#include "sanpath/core/dispatch.hpp"
 
 using namespace sanpath;
 

@@ -3,10 +3,11 @@
 /// The forward pass of math.md §1–2 (and §8: RMSNorm, rotary embeddings,
 /// grouped-query attention, gated MLP) in any working scalar, recording
 /// every layer's output X^l (n×d) and every attention matrix P_h^l (n×n).
-/// Explicitly instantiated for every scalar of SANPATH_FOR_EACH_SCALAR.
+/// Explicitly instantiated at double and at every tier the build compiles
+/// (core/scalar.hpp).
 ///
 /// \code
-///   // S: double or a tier's mpfr_real; with_scalar(p, f) calls f with the S of a Precision p
+///   // S: double or a tier's mpfr_real; with_scalar(p, f) (core/dispatch.hpp) calls f with the S of a Precision p
 ///   with_scalar(Precision::at_least(257), [&](auto tag) {
 ///     using S = typename decltype(tag)::type;
 ///     const ForwardTrace<S> t = forward<S>(model, Variant::san(), make_input<S>(model, input), {});

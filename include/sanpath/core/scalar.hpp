@@ -7,8 +7,6 @@
 /// precision of the value it was made from), so reports are tier-independent.
 /// This header also owns the complete Eigen::NumTraits of the MPFR tiers.
 
-#include "sanpath/core/tiers.hpp"
-
 #include <boost/multiprecision/mpfr.hpp>
 #include <Eigen/Core>
 
@@ -47,18 +45,21 @@ template <class S> inline constexpr bool is_mpfr_v = scalar_traits<S>::is_mpfr;
 template <class S> inline constexpr long precision_bits_v = scalar_traits<S>::bits;
 
 /// The ladder of MPFR tiers (decimal digits). Binary precisions: 65, 128,
-/// 257, 513, 1025, 2051, 4098, 8194, 16387, 32772 bits. A build compiles
-/// the tiers of its SANPATH_TIERS (CMake; default all of them, always 128
-/// and 257 bits): SANPATH_FOR_EACH_TIER and SANPATH_FOR_EACH_SCALAR
-/// list those (core/tiers.hpp, generated). Every templated kernel is
-/// explicitly instantiated once per tier in src/ (see
-/// SANPATH_TEMPLATE_MODULES in CMakeLists.txt); headers declare them `extern template`.
-#define SANPATH_FOR_EACH_TIER(X) SANPATH_BUILT_TIERS(X)
-/// Double plus every tier compiled, as scalar types.
-#define SANPATH_FOR_EACH_SCALAR(X) SANPATH_BUILT_SCALARS(X)
-/// Every tier of the whole ladder, whatever the build's cut: the products
-/// (core/linalg.hpp) exist at all of them.
+/// 257, 513, 1025, 2051, 4098, 8194, 16387, 32772 bits.
 #define SANPATH_FOR_EACH_LADDER_TIER(X) X(19) X(38) X(77) X(154) X(308) X(617) X(1233) X(2466) X(4932) X(9864)
+/// Double plus every tier of the ladder, as scalar types. Every templated
+/// kernel is declared `extern template` at each of them in its header and
+/// explicitly instantiated in src/ at double and at each tier the build
+/// compiles (CMake's SANPATH_TIERS, default all; see
+/// SANPATH_TEMPLATE_MODULES in CMakeLists.txt); the products of
+/// core/linalg.hpp and the norms of compute/norms.hpp exist at every tier in
+/// every build. with_scalar
+/// (core/dispatch.hpp) reaches the compiled tiers only.
+#define SANPATH_FOR_EACH_SCALAR(X) \
+  X(double) X(::sanpath::mpfr_real<19>) X(::sanpath::mpfr_real<38>) X(::sanpath::mpfr_real<77>) \
+  X(::sanpath::mpfr_real<154>) X(::sanpath::mpfr_real<308>) X(::sanpath::mpfr_real<617>)        \
+  X(::sanpath::mpfr_real<1233>) X(::sanpath::mpfr_real<2466>) X(::sanpath::mpfr_real<4932>)     \
+  X(::sanpath::mpfr_real<9864>)
 
 /// A working precision: native double, or an MPFR tier.
 struct Precision {
@@ -75,7 +76,7 @@ struct Precision {
   static Precision parse(const std::string& text);
   /// Largest supported precision in bits: the top tier this build compiled.
   static long max_bits();
-  /// Every MPFR tier this build compiled, ascending.
+  /// Every MPFR tier this build compiled (SANPATH_TIERS), ascending.
   static const std::vector<long>& tiers();
   /// The tiers in words, e.g. "128, 257 bits (built with
   /// -DSANPATH_TIERS=128,257; the whole ladder is ...)".
@@ -94,18 +95,6 @@ struct Precision {
 
 /// Tag carrying a scalar type through run-time dispatch.
 template <class S> struct scalar_tag { using type = S; };
-
-/// Calls `f(scalar_tag<S>{})` with the scalar type of `p` and returns its
-/// result. Instantiates `f` for every tier: keep `f` light and call
-/// explicitly instantiated library functions from it.
-template <class F> decltype(auto) with_scalar(const Precision& p, F&& f) {
-  if (p.native_double) return f(scalar_tag<double>{});
-#define SANPATH_DISPATCH_TIER(D) \
-  if (p.bits == scalar_traits<mpfr_real<D>>::bits) return f(scalar_tag<mpfr_real<D>>{});
-  SANPATH_FOR_EACH_TIER(SANPATH_DISPATCH_TIER)
-#undef SANPATH_DISPATCH_TIER
-  throw std::invalid_argument("precision: no tier with " + std::to_string(p.bits) + " bits");
-}
 
 /// Converts a working scalar to a result value at the scalar's precision.
 template <class S> BigReal to_big(const S& x) {
