@@ -17,6 +17,7 @@
 #include "sanpath/model/random.hpp"
 #include "sanpath/core/resources.hpp"
 #include "sanpath/core/scalar.hpp"
+#include "sanpath/core/dispatch.hpp"
 
 #include <unistd.h>
 
