@@ -53,7 +53,10 @@ def kernels() -> dict:
     CPU's best unless the environment variable SANPATH_ISA chose one before
     the first product; ``double_products_levels``: the levels this CPU runs;
     ``multiprecision_products``: "AVX-512 IFMA kernel" or "GMP kernel" (the
-    same integers either way); ``mpi``: the MPI library this build links
+    same integers either way); ``multiprecision_tiers``: the tiers this build
+    compiled, in bits (pip builds all of them: 65, 128, 257, 513, 1025, 2051,
+    4098, 8194, 16387, 32772; a CMake build with SANPATH_TIERS fewer; a
+    precision is rounded up to one of them); ``mpi``: the MPI library this build links
     ("Open MPI v4.1.4"; "" without MPI). Once mpi4py has initialised MPI
     (``from mpi4py import MPI``, then ``mpirun -np K python3 script.py``),
     every batch shares its inputs, and every path enumeration, top-K search

@@ -409,6 +409,7 @@ PYBIND11_MODULE(_sanpath, m) {
     k["double_products"] = double_products_isa();
     k["double_products_levels"] = supported_double_products_isas();
     k["multiprecision_products"] = ifma_products_active() ? "AVX-512 IFMA kernel" : "GMP kernel";
+    k["multiprecision_tiers"] = Precision::tiers();
     k["mpi"] = mpi_library();
     return k;
   });

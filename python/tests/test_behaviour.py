@@ -95,6 +95,9 @@ def test_kernels_and_sanpath_isa():
     assert k["double_products_levels"][0] == "generic"
     assert k["double_products"] in k["double_products_levels"]
     assert k["multiprecision_products"] in ("AVX-512 IFMA kernel", "GMP kernel")
+    # The test build compiles every tier of the ladder (scripts/test: SANPATH_TIERS=all),
+    # binary precisions digits10_2_2 of 19, 38, ..., 9864 decimal digits (core/scalar.hpp).
+    assert k["multiprecision_tiers"] == [65, 128, 257, 513, 1025, 2051, 4098, 8194, 16387, 32772]
     # Every level the CPU runs gives the same double pass, digit for digit.
     code = ("import sanpath; m = sanpath.random_model(3, 2, 8, seed=4); "
             "r = sanpath.forward(m, sanpath.random_input(7, seed=2), precision='double', confirm=False); "
