@@ -38,14 +38,14 @@ Precision Precision::at_least(long bits) {
                                 " bits is below the minimum of 53 (use 'double' for native double)");
   for (long t : tiers())
     if (t >= bits) return Precision{false, t};
+  const std::string top = std::to_string(max_bits()) + " bits";
 #if SANPATH_LADDER_CUT
-  throw std::invalid_argument("precision: " + std::to_string(bits) + " bits is above this build's top tier of " +
-                              std::to_string(max_bits()) + " bits (built with -DSANPATH_TIERS=" + SANPATH_TIERS_OPTION +
-                              "; configure with -DSANPATH_TIERS=all and rebuild for tiers up to 32772 bits)");
+  const std::string above = "above this build's top tier of " + top + " (built with -DSANPATH_TIERS=" +
+                            SANPATH_TIERS_OPTION + "; configure with -DSANPATH_TIERS=all and rebuild for tiers up to 32772 bits)";
 #else
-  throw std::invalid_argument("precision: " + std::to_string(bits) + " bits is above the supported maximum of " +
-                              std::to_string(max_bits()) + " bits");
+  const std::string above = "above the supported maximum of " + top;
 #endif
+  throw std::invalid_argument("precision: " + std::to_string(bits) + " bits is " + above);
 }
 
 Precision Precision::parse(const std::string& text) {

@@ -53,8 +53,8 @@ template <class S> inline constexpr long precision_bits_v = scalar_traits<S>::bi
 /// compiles (CMake's SANPATH_TIERS, default all; see
 /// SANPATH_TEMPLATE_MODULES in CMakeLists.txt); the products of
 /// core/linalg.hpp and the norms of compute/norms.hpp exist at every tier in
-/// every build. with_scalar
-/// (core/dispatch.hpp) reaches the compiled tiers only.
+/// every build. with_scalar (core/dispatch.hpp) reaches the compiled tiers
+/// only.
 #define SANPATH_FOR_EACH_SCALAR(X) \
   X(double) X(::sanpath::mpfr_real<19>) X(::sanpath::mpfr_real<38>) X(::sanpath::mpfr_real<77>) \
   X(::sanpath::mpfr_real<154>) X(::sanpath::mpfr_real<308>) X(::sanpath::mpfr_real<617>)        \
