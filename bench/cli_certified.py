@@ -22,7 +22,9 @@ in BERT-base's last layers); and `sanpath collapse` on its embedded default
 (the README's Figure-2 table, four variants to 1e-1113622); and `sanpath bounds` on
 the small folder's pure SAN (the optimal centre's enclosures; certified: proven verdicts), and
 `sanpath paths --sums` on its attention-only network with skip (certified: the length sums on balls), and
-`paths --enumerate --top 10` on the same (certified: the ten selected terms on balls).
+`paths --enumerate --top 10` on the same (certified: the ten selected terms on balls), and
+`paths --effectiveness` on the same and on gpt2-capp with its LM head (certified: the truncations, the
+head's logits, KL and agreement on balls; the least digits over k < L, k = L being 0 exactly).
 Prints the median wall seconds of each, the ratio
 certified/confirmed (issue 27's target on BERT-base: <= 2), the working
 precision of each and the least digits of each run; the certified run's
@@ -58,6 +60,9 @@ def values(j):
         return ([(f"S_{s['length']} {q}", s["norm"]["frobenius"] if q == "frobenius" else s["share"],
                   s["digits_by_quantity"][q]) for s in j["length_sums"] for q in ("frobenius", "share")],
                 j["precision"])
+    if "effectiveness" in j:  # every k < L's distance and KL (at k = L both are 0 exactly: a bound)
+        return ([(f"k={e['length']} {q}", e[q], e["digits"]) for e in j["effectiveness"][:-1]
+                 for q in ("distance", "kl") if e[q] is not None], j["precision"])
     if "depths" in j:  # bounds: r_0 .. r_L, the upper ends of the optimal centre's enclosures
         ms = [j["r0"]] + [d["measured"] for d in j["depths"]]
         return [(f"r_{l}", m["upper_end"], m["digits"]) for l, m in enumerate(ms)], j["precision"]
@@ -110,6 +115,10 @@ def main():
             cases.append((name, [args.sanpath, "forward", "--model", folder, "--tokens", tokens]))
             cases.append((name + "-san", [args.sanpath, "forward", "--model", folder, "--tokens", tokens,
                                           "--skip", "off", "--mlp", "none", "--layernorm", "none"]))
+        if os.path.isdir(os.path.join(real, "gpt2-capp")):  # paths --effectiveness: the LM head on every truncation
+            cases.append(("gpt2-effectiveness", [args.sanpath, "paths", "--effectiveness", "--model",
+                                                 os.path.join(real, "gpt2-capp"), "--tokens", "1,5,9,13,20,2,7,11",
+                                                 "--skip", "on", "--mlp", "none", "--layernorm", "none"]))
         cases.append(("collapse", [args.sanpath, "collapse"]))
         folder = os.path.join(tmp, "small")
         cases.append(("small-san-bounds", [args.sanpath, "bounds", "--model", folder, "--tokens", small_tokens,
@@ -117,6 +126,9 @@ def main():
         # paths --sums: confirmed without --check (paths' bare --check verifies Theorem 2.1), certified with it
         cases.append(("small-sums", [args.sanpath, "paths", "--sums", "--model", folder, "--tokens", small_tokens,
                                      "--skip", "on", "--mlp", "none", "--layernorm", "none"]))
+        cases.append(("small-effectiveness", [args.sanpath, "paths", "--effectiveness", "--model", folder,
+                                              "--tokens", small_tokens, "--skip", "on", "--mlp", "none",
+                                              "--layernorm", "none"]))
         # paths --enumerate --top: the branch-and-bound selection, then each selected term confirmed or enclosed
         cases.append(("small-top", [args.sanpath, "paths", "--enumerate", "--top", "10", "--model", folder,
                                     "--tokens", small_tokens, "--skip", "on", "--mlp", "none", "--layernorm",

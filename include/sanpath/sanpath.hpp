@@ -27,6 +27,8 @@
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/emulate.hpp"
 #include "sanpath/compute/enclosure.hpp"
+#include "sanpath/compute/enclosure_effectiveness.hpp"
+#include "sanpath/compute/enclosure_paths.hpp"
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/compute/forward_centred.hpp"
 #include "sanpath/compute/measures.hpp"

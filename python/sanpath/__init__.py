@@ -975,7 +975,7 @@ def effectiveness(model: Model, input: BatchLike, *, skip=None, mlp=None, layern
                   precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
                   confirm: bool = True, method: Optional[str] = None, head: bool = True,
                   rerun: Optional[int] = None, repeats: int = 5, seed: int = 0, threads: int = 0,
-                  name: Optional[str] = None, progress=None
+                  check: str = "auto", name: Optional[str] = None, progress=None
                   ) -> Union[EffectivenessResult, EffectivenessBatchResult, RerunResult, RerunBatchResult]:
     """``sanpath paths --effectiveness [--rerun N]``: how much of the output the paths of length ≤ k carry, k = 0..L.
 
@@ -1001,11 +1001,18 @@ def effectiveness(model: Model, input: BatchLike, *, skip=None, mlp=None, layern
     one input in parallel (the result does not depend on it). ``rerun`` < 1,
     ``repeats`` < 1, a ``seed`` outside [0, 2^64), and ``repeats`` or ``seed``
     without ``rerun`` raise :class:`InputError` naming the parameter.
+
+    ``check="certified"`` (``paths --effectiveness --check certified``, not with
+    ``rerun``): every digit proven by ball arithmetic (docs/math.md §10), each
+    distance's and KL's ``interval`` the enclosure of its exact value (the
+    distance at k = L, 0 exactly, the bound its enclosure proves); ``agree`` is
+    then the count of predictions proven to agree and ``agree_most`` of those
+    that may (they differ where the logits' enclosures leave an argmax undecided).
     """
     model, name = _name(model, name)
     inp = _input_or_batch(input)
     variant = _variant_args(skip, mlp, layernorm, mask)
-    req = _request(precision, digits, max_bits, confirm, method)
+    req = _request(precision, digits, max_bits, confirm, method, check)
     if rerun is not None:
         rr = (*_rerun_args(rerun, repeats, seed), int(threads), _progress(progress))
         if isinstance(inp, Batch):

@@ -198,6 +198,7 @@ class EffectivenessEntry:
     distance: Number
     agree: Optional[int]
     agree_check: Optional[int]
+    agree_most: Optional[int]
     kl: Optional[Number]
     digits: Optional[int]
 
@@ -214,6 +215,7 @@ class EffectivenessResult(_Formatted):
 class PooledAgreement:
     agree: int
     agree_check: Optional[int]
+    agree_most: Optional[int]
     predictions: int
     kl: Number
 

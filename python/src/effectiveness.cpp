@@ -88,6 +88,8 @@ void register_effectiveness(py::module_& m) {
       .def_property_readonly("distance", [](const EffectivenessEntry& e) { return number(e.distance); })
       .def_readonly("agree", &EffectivenessEntry::agree)
       .def_readonly("agree_check", &EffectivenessEntry::agree_check)
+      .def_readonly("agree_most", &EffectivenessEntry::agree_most,
+                    "check='certified': the predictions that may agree (agree: those proven to); None otherwise.")
       .def_property_readonly("kl", [](const EffectivenessEntry& e) { return number(e.kl); })
       .def_readonly("digits", &EffectivenessEntry::digits);
   py::class_<EffectivenessResult> effectiveness(m, "EffectivenessResult");
@@ -97,6 +99,7 @@ void register_effectiveness(py::module_& m) {
   py::class_<PooledAgreement>(m, "PooledAgreement")
       .def_readonly("agree", &PooledAgreement::agree)
       .def_readonly("agree_check", &PooledAgreement::agree_check)
+      .def_readonly("agree_most", &PooledAgreement::agree_most)
       .def_readonly("predictions", &PooledAgreement::predictions)
       .def_property_readonly("kl", [](const PooledAgreement& p) { return number(p.kl); });
   py::class_<BatchEffectivenessEntry>(m, "BatchEffectivenessEntry")

@@ -6,6 +6,7 @@ tests/compute/test_enclosure.cpp; here: what Python returns is what the CLI
 prints, and the refusals are the CLI's messages as exceptions.
 """
 import json
+import os
 
 import pytest
 
@@ -133,9 +134,38 @@ def test_enumerate_paths_certified_is_the_cli(cli, tmp_path):
     assert len(every.paths) == 27 and float(every.decomposition_error.interval[0]) == 0
 
 
+def test_effectiveness_certified_is_the_cli(cli, models, tmp_path):
+    # paths --effectiveness --check certified on the real BERT classifier: the same JSON, an interval for each
+    # distance and KL, the agreement proven (agree == agree_most: every argmax decided here), the distance at
+    # k = L (0 exactly) the bound its enclosure proves; with rerun it is refused with the CLI's message
+    bert = os.path.join(models, "bert-ticket-classifier")
+    args = dict(skip=True, mlp="none", layernorm="none")
+    r = sanpath.effectiveness(sanpath.load(bert), [2, 15, 27, 3, 40], check="certified", **args)
+    assert r.to_json() == cli_ok(cli, "paths", "--model", bert, "--tokens", "2,15,27,3,40", "--skip", "on",
+                                 "--mlp", "none", "--layernorm", "none", "--effectiveness", "--check",
+                                 "certified", "--format", "json")
+    assert json.loads(r.to_json())["check_method"] == "certified"
+    for e in r.lengths:
+        assert e.agree is not None and e.agree == e.agree_most and e.agree_check is None
+        for x in (e.distance, e.kl):
+            lo, hi = x.interval
+            assert float(lo) <= float(hi)
+    last = r.lengths[-1].distance
+    assert last.below_resolution and float(last.interval[0]) == 0
+    assert min(e.digits for e in r.lengths[:-1]) >= 20
+    assert sanpath.effectiveness(sanpath.load(bert), [2, 15, 27, 3, 40], **args).lengths[0].agree_most is None
+    with pytest.raises(ValueError) as e:
+        sanpath.effectiveness(sanpath.load(bert), [2, 15, 27, 3, 40], check="certified", rerun=2, **args)
+    assert "the re-run sub-networks (--rerun) are confirmed one tier up" in str(e.value)
+    assert "the re-run sub-networks (--rerun) are confirmed one tier up" in cli_message(
+        cli, "paths", "--model", bert, "--tokens", "2,15,27,3,40", "--skip", "on", "--mlp", "none", "--layernorm",
+        "none", "--effectiveness", "--rerun", "2", "--check", "certified")
+
+
 def test_report_certified_is_the_cli(cli, tmp_path):
-    # report --check certified: the same HTML, proven digits in the collapse table, the effectiveness section
-    # marked as confirmed only; another check is refused with the CLI's message
+    # report --check certified: the same HTML, proven digits in the collapse table and, without re-runs, in
+    # the effectiveness section; with re-runs that section is marked as confirmed only; another check is
+    # refused with the CLI's message
     m = tmp_path / "san.safetensors"
     sanpath.random_model(3, 2, 8, skip=False, mlp="none", layernorm="none", d_ff=0, seed=3).save(str(m))
     out = tmp_path / "cli.html"
@@ -144,7 +174,11 @@ def test_report_certified_is_the_cli(cli, tmp_path):
     text = sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), name=str(m), rerun=0,
                           check="certified")
     assert text == out.read_text(encoding="utf-8")
-    assert "Digits proven by enclosures in brackets" in text and "This section is not enclosed yet" in text
+    assert "Digits proven by enclosures in brackets" in text and "not enclosed yet" not in text
+    assert "certified: every digit proven by ball arithmetic" in text
+    reruns = sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), name=str(m), rerun=2,
+                            check="certified")
+    assert "With re-runs this section is not enclosed yet" in reruns
     with pytest.raises(ValueError) as e:
         sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), check="mpfr")
     assert str(e.value) == cli_message(cli, "report", "--model", str(m), "--random-input", "5", "--seed", "1",

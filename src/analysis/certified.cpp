@@ -2,6 +2,7 @@
 
 #include "sanpath/compute/enclosure.hpp"
 #include "sanpath/compute/enclosure_centred.hpp"
+#include "sanpath/compute/enclosure_effectiveness.hpp"
 #include "sanpath/compute/enclosure_paths.hpp"
 #include "sanpath/compute/forward_centred.hpp"  // centred_pass_supports
 #include "sanpath/compute/paths.hpp"
@@ -216,6 +217,28 @@ R with_recorded_trace(const Precision& p, const Model& model, const Variant& var
   });
 }
 
+/// What every certified analysis of the path decomposition (the direct pass in balls) requires: an
+/// attention-only variant the model supports, at an MPFR tier (`what` is refused in double).
+void require_decomposition(const Model& model, const Variant& variant, const PrecisionRequest& request,
+                           const std::string& what) {
+  require_attention_only(variant);
+  model.check_supports(variant);
+  if (!request.automatic && request.fixed.native_double)
+    refuse("--precision double for " + what + " (enclosed at an MPFR tier: give a precision in bits or auto)");
+}
+
+/// require_decomposition, then the fields such a report starts with.
+void start_decomposition(PathReportBase& r, const Model& model, const Variant& variant,
+                         const PrecisionRequest& request, const std::string& what) {
+  require_decomposition(model, variant, request, what);
+  r.variant = variant;
+  r.method = ForwardMethod::direct;  // the decomposition is of the direct pass
+  r.chosen_by = ForwardMethod::direct;
+  r.check_method = CheckMethod::certified;
+  r.layers = model.arch().layers;
+  r.heads = model.arch().heads;
+}
+
 }  // namespace
 
 ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& variant, const InputSpec& input,
@@ -308,20 +331,10 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
 
 LengthSumsReport analyze_length_sums_certified(const Model& model, const Variant& variant, const InputSpec& input,
                                                const PrecisionRequest& request, const ProgressFn& progress) {
-  require_attention_only(variant);
-  model.check_supports(variant);
-  if (!request.automatic && request.fixed.native_double)
-    refuse("--precision double for the length sums (they are enclosed at an MPFR tier: give a precision in bits or "
-           "auto)");
+  LengthSumsReport r;
+  start_decomposition(r, model, variant, request, "the length sums");
   const Architecture& a = model.arch();
   const int asked = request.target_digits;
-  LengthSumsReport r;
-  r.variant = variant;
-  r.method = ForwardMethod::direct;  // the decomposition is of the direct pass
-  r.chosen_by = ForwardMethod::direct;
-  r.check_method = CheckMethod::certified;
-  r.layers = a.layers;
-  r.heads = a.heads;
   const std::vector<PathCount> counts = count_paths_by_length(a.layers, a.heads, variant.skip);
   climb(r, request, a.layers, [&](const Precision& p) {
     const EnclosedLengthSums s = with_recorded_trace<EnclosedLengthSums>(
@@ -363,10 +376,7 @@ PathEnumerationReport analyze_enumeration_certified(const Model& model, const Va
                                                     const InputSpec& input, const PrecisionRequest& request,
                                                     const EnumerationRequest& enumeration,
                                                     const ProgressFn& progress) {
-  require_attention_only(variant);
-  model.check_supports(variant);
-  if (!request.automatic && request.fixed.native_double)
-    refuse("--precision double for path terms (they are enclosed at an MPFR tier: give a precision in bits or auto)");
+  require_decomposition(model, variant, request, "path terms");
   const int asked = request.target_digits;
   // The paths (which pass the filter; a top-K selection and its order) at
   // the tier the enclosures start at, without a check run.
@@ -406,6 +416,54 @@ PathEnumerationReport analyze_enumeration_certified(const Model& model, const Va
     }
     if (error) r.decomposition_error = proven_quantity(*error, nullptr, asked, most);
     return least;
+  });
+  return r;
+}
+
+EffectivenessReport analyze_effectiveness_certified(const Model& model, const Variant& variant,
+                                                    const InputSpec& input, const PrecisionRequest& request,
+                                                    const TaskHead* head, const ProgressFn& progress) {
+  EffectivenessReport r;
+  start_decomposition(r, model, variant, request, "the effectiveness curve");
+  const Architecture& a = model.arch();
+  const int asked = request.target_digits;
+  if (head) {
+    r.head = head->kind;
+    r.outputs = head->outputs();
+  }
+  const std::vector<PathCount> counts = count_paths_by_length(a.layers, a.heads, variant.skip);
+  climb(r, request, a.layers, [&](const Precision& p) {
+    const EnclosedEffectiveness e = with_recorded_trace<EnclosedEffectiveness>(
+        p, model, variant, input, progress, [&](const auto& t) {
+          report_progress(progress, "enclosed effectiveness at " + p.name(), 0, 0);
+          r.tokens = static_cast<long>(t.X[0].mid.rows());
+          return enclose_effectiveness(model, t, head);
+        });
+    const int most = decimal_digits(p.bits);
+    r.lengths.clear();
+    PathCount upto = 0;
+    int least = most;
+    for (std::size_t k = 0; k < e.points.size(); ++k) {
+      const EnclosedEffectivenessPoint& x = e.points[k];
+      EffectivenessEntry entry;
+      entry.length = x.length;
+      upto += counts[k];
+      entry.count = upto.str();
+      entry.distance = proven_quantity(x.distance, nullptr, asked, most);
+      int digits = *entry.distance.digits;
+      if (x.head) {
+        r.predictions = x.head->predictions;
+        entry.agree = x.head->agree_fewest;
+        entry.agree_most = x.head->agree_most;
+        entry.kl = proven_quantity(x.head->mean_kl, nullptr, asked, most);
+        digits = std::min(digits, *entry.kl->digits);
+      }
+      entry.digits = digits;
+      if (k + 1 < e.points.size()) least = std::min(least, digits);  // k = L: 0 exactly, a bound
+      r.lengths.push_back(std::move(entry));
+    }
+    r.output_frobenius = proven_quantity(e.output_frobenius, nullptr, asked, most);
+    return std::min(least, *r.output_frobenius.digits);
   });
   return r;
 }

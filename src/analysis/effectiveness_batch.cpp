@@ -11,15 +11,18 @@ namespace {
 
 /// Accumulates a task head's counts and KL values of several inputs.
 struct Pool {
-  long agree = 0, agree_check = 0, predictions = 0;
-  bool checked = true;
+  long agree = 0, agree_check = 0, agree_most = 0, predictions = 0;
+  bool checked = true, certified = true;
   std::vector<Quantity> kl;
   std::vector<long> weights;
 
-  void add(long a, const std::optional<long>& check, long n, const Quantity& mean_kl, long weight) {
+  void add(long a, const std::optional<long>& check, long n, const Quantity& mean_kl, long weight,
+           const std::optional<long>& most = std::nullopt) {
     agree += a;
     if (check) agree_check += *check;
     else checked = false;
+    if (most) agree_most += *most;
+    else certified = false;
     predictions += n;
     kl.push_back(mean_kl);
     weights.push_back(weight);
@@ -28,6 +31,7 @@ struct Pool {
     PooledAgreement p;
     p.agree = agree;
     if (checked) p.agree_check = agree_check;
+    if (certified) p.agree_most = agree_most;
     p.predictions = predictions;
     p.kl = weighted_mean(kl, weights);
     return p;
@@ -49,7 +53,7 @@ std::vector<BatchEffectivenessEntry> effectiveness_statistics(const std::vector<
     for (const EffectivenessReport* r : runs) {
       const EffectivenessEntry& x = r->lengths[k];
       distances.push_back(x.distance);
-      if (r->head) pool.add(*x.agree, x.agree_check, r->predictions, *x.kl, r->predictions);
+      if (r->head) pool.add(*x.agree, x.agree_check, r->predictions, *x.kl, r->predictions, x.agree_most);
     }
     e.distance = summarize(distances);
     if (first.head) e.head = pool.result();

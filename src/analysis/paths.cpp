@@ -532,6 +532,8 @@ PathSampleReport analyze_samples(const Model& model, const Variant& variant, con
 EffectivenessReport analyze_effectiveness(const Model& model, const Variant& variant, const InputSpec& input,
                                           const PrecisionRequest& request, const TaskHead* head,
                                           const ProgressFn& progress) {
+  if (request.check == CheckMethod::certified)
+    return analyze_effectiveness_certified(model, variant, input, request, head, progress);
   require_decomposable(model, variant);
   const Plan plan = plan_precision(model, variant, input, request, progress);
   const Precision p = plan.choice.precision;

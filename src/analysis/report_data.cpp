@@ -7,9 +7,10 @@ namespace sanpath {
 
 namespace {
 
-/// The effectiveness section's request: certified runs confirm it instead
-/// (its path sub-networks are not enclosed; the report says so).
-PrecisionRequest effectiveness_request(const PrecisionRequest& request) {
+/// The re-runs' request: certified runs confirm them instead (the re-run
+/// sub-networks are not enclosed; the report says so). The exact curve
+/// without re-runs is certified like the other sections.
+PrecisionRequest rerun_request(const PrecisionRequest& request) {
   PrecisionRequest r = request;
   if (r.check == CheckMethod::certified) r.check = CheckMethod::automatic;
   return r;
@@ -42,13 +43,13 @@ HtmlReport report_on(const Model& model, const InputSpec& input, const ReportReq
   if (!effectiveness) return r;
   const TaskHead* head = request.head ? &*request.head : nullptr;
   if (request.rerun) {
-    r.rerun = analyze_rerun(model, r.paths_variant, input, effectiveness_request(request.precision), *request.rerun,
+    r.rerun = analyze_rerun(model, r.paths_variant, input, rerun_request(request.precision), *request.rerun,
                             head,
                             prefixed_progress(progress, "effectiveness: "));
     r.effectiveness = *r.rerun->exact;
   } else {
     r.effectiveness =
-        analyze_effectiveness(model, r.paths_variant, input, effectiveness_request(request.precision), head,
+        analyze_effectiveness(model, r.paths_variant, input, request.precision, head,
                               prefixed_progress(progress, "effectiveness: "));
   }
   return r;
@@ -78,12 +79,12 @@ HtmlReport build_report(const Model& model, const std::vector<InputSpec>& inputs
     RerunRequest rerun = *request.rerun;
     rerun.threads = threads;
     r.rerun_batch =
-        analyze_rerun_batch(model, r.paths_variant, inputs, effectiveness_request(request.precision), rerun, head, p);
+        analyze_rerun_batch(model, r.paths_variant, inputs, rerun_request(request.precision), rerun, head, p);
     r.rerun = r.rerun_batch->runs.front();
     r.effectiveness = *r.rerun->exact;
   } else {
     r.effectiveness_batch =
-        analyze_effectiveness_batch(model, r.paths_variant, inputs, effectiveness_request(request.precision), head,
+        analyze_effectiveness_batch(model, r.paths_variant, inputs, request.precision, head,
                                     threads, p);
     r.effectiveness = r.effectiveness_batch->runs.front();
   }

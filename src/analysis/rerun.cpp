@@ -80,6 +80,9 @@ BatchStatistic over_repeats(const std::vector<BigReal>& a, const std::vector<Big
 RerunReport analyze_rerun(const Model& model, const Variant& variant, const InputSpec& input,
                           const PrecisionRequest& request, const RerunRequest& rerun, const TaskHead* head,
                           const ProgressFn& progress) {
+  if (request.check == CheckMethod::certified)
+    throw std::invalid_argument("--check certified: the re-run sub-networks (--rerun) are confirmed one tier up "
+                                "(math.md §10: not enclosed yet); the exact curve is certified without --rerun");
   if (rerun.samples < 1) throw std::invalid_argument("re-run: samples: at least 1 path per length is needed");
   if (rerun.repeats < 1) throw std::invalid_argument("re-run: repeats: at least 1 repetition is needed");
   if (rerun.threads < 0) throw std::invalid_argument("re-run: threads: " + std::to_string(rerun.threads) + " is negative");

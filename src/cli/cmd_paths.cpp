@@ -112,11 +112,13 @@ void register_paths(CLI::App& app) {
   auto* check =
       cmd->add_option("--check", o->check_text,
                       "verify Theorem 2.1 (default: off): exit code 4 unless the reconstruction error is at most "
-                      "2^-(bits/2) (--sums, or --enumerate of every path). --check certified (--sums, --enumerate, --top): "
-                      "every printed digit proven, not confirmed (math.md §10): the direct pass, the sums and the path "
-                      "terms run in ball arithmetic at an MPFR tier, JSON gives each row's \"intervals\" [lo, hi], the "
-                      "reconstruction error is the upper end of its enclosure (its exact value is 0), and the "
-                      "verification, implied where every path is summed, is a proof. The paths of --top are selected "
+                      "2^-(bits/2) (--sums, or --enumerate of every path). --check certified (--sums, --enumerate, --top, "
+                      "--effectiveness without --rerun): every printed digit proven, not confirmed (math.md §10): the "
+                      "direct pass, the sums, the path terms and the truncations' task head run in ball arithmetic at "
+                      "an MPFR tier, JSON gives each row's \"intervals\" [lo, hi], the reconstruction error (and the "
+                      "distance at k = L) is the upper end of its enclosure (its exact value is 0), the verification, "
+                      "implied where every path is summed, is a proof, and an agreement count reads \"a to b\" where "
+                      "the logits' enclosures leave b − a argmaxes undecided. The paths of --top are selected "
                       "at the tier the enclosures start at (named in the output)")
           ->expected(0, 1);
   o->out.add(*cmd);
@@ -157,8 +159,11 @@ void register_paths(CLI::App& app) {
     o->check = check->count() > 0;
     const bool certified = o->check_text == "certified";
     if (certified) {
-      if (!o->sums && !o->enumerate)
-        throw UsageError("--check certified: only with --sums or --enumerate so far (math.md §10)");
+      if (!o->sums && !o->enumerate && !o->effectiveness)
+        throw UsageError("--check certified: only with --sums, --enumerate or --effectiveness so far (math.md §10)");
+      if (rerun->count() > 0)
+        throw UsageError("--check certified: the re-run sub-networks (--rerun) are confirmed one tier up, not "
+                         "enclosed yet (math.md §10); drop --rerun for the certified exact curve");
       o->precision.check = "certified";
     } else if (!o->check_text.empty() && o->check_text != "true") {
       throw UsageError("--check: '" + o->check_text + "': give --check alone (verify Theorem 2.1) or --check certified");

@@ -49,10 +49,10 @@ void register_report(CLI::App& app) {
       ->check(unsigned_integer);
   cmd->add_option("--repeats", o->repeats, "--rerun: R repetitions with different draws")->default_val(3);
   cmd->add_option("--check", o->precision.check,
-                  "auto|certified. certified: the collapse, bounds and path-length sections' digits proven, not "
-                  "confirmed (math.md §10: ball arithmetic at an MPFR tier, as `sanpath collapse|bounds|paths --sums "
-                  "--check certified`), the bound's verdicts then proofs; the effectiveness section is not enclosed "
-                  "yet: its digits stay confirmed one tier up, and the report says so")
+                  "auto|certified. certified: every section's digits proven, not confirmed (math.md §10: ball "
+                  "arithmetic at an MPFR tier, as `sanpath collapse|bounds|paths --sums|--effectiveness --check "
+                  "certified`), the bound's verdicts then proofs; with --rerun the effectiveness section is not "
+                  "enclosed yet: its digits stay confirmed one tier up, and the report says so")
       ->default_val("auto");
   cmd->footer(
       "\nThe report holds: the relative residual per layer of SAN, SAN+MLP, SAN+skip and the full model "

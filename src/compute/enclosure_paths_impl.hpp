@@ -60,45 +60,74 @@ template <class S> void require_recorded(const Model& model, const EnclosedTrace
 
 }  // namespace enclosure_detail
 
+namespace enclosure_detail {
+
+/// The length sums S_k (k = 0..L; nullopt where no path has length k: 0
+/// exactly) and the bias row b of Theorem 2.1 as balls.
+template <class S> struct LengthSumBalls {
+  std::vector<std::optional<BallMatrix<S>>> terms;
+  BallMatrix<S> bias;  ///< 1 × d
+  Eigen::Index rows = 0;  ///< n
+  /// 1bᵀ + Σ_{k ≤ upto} S_k, an n × d ball.
+  BallMatrix<S> truncation(int upto, long p) const {
+    const Eigen::Index n = rows;
+    BallMatrix<S> out{bias.mid.replicate(n, 1), RadiusMatrix{bias.rad.m.replicate(n, 1), bias.rad.exp}};
+    for (int k = 0; k <= upto && k < static_cast<int>(terms.size()); ++k)
+      if (const auto& t = terms[static_cast<std::size_t>(k)]) out = sum(out, *t, p);
+    return out;
+  }
+};
+
+/// The balls of an attention-only trace with its attention matrices (require_recorded):
+/// S_k^l = [skip] S_k^{l−1} + Σ_h P_h^l S_{k−1}^{l−1} W_V^h W_O^h, layer by layer.
+template <class S> LengthSumBalls<S> length_sum_balls(const Model& model, const EnclosedTrace<S>& t) {
+  require_recorded(model, t);
+  const Architecture& a = model.arch();
+  const int L = a.layers;
+  const long p = precision_bits_v<S>;
+  const bool skip = t.variant.skip;
+  const auto Lz = static_cast<std::size_t>(L);
+  std::vector<std::optional<BallMatrix<S>>> Sk(Lz + 1);  // nullopt: 0 exactly
+  Sk[0] = t.X[0];
+  BallMatrix<S> bias = zero_ball<S>(1, a.d_model);
+  for (int l = 0; l < L; ++l) {
+    check_interrupt();
+    const std::shared_ptr<const LayerWeights> held = model.layer_for_pass(l);
+    const LayerWeights& w = *held;
+    const std::vector<BallMatrix<S>>& P = t.P[static_cast<std::size_t>(l)];
+    std::vector<std::optional<BallMatrix<S>>> next(Lz + 1);
+    for (std::size_t k = 1; k <= static_cast<std::size_t>(l) + 1; ++k)
+      if (Sk[k - 1]) next[k] = heads_map(w, &P, *Sk[k - 1], p);
+    if (skip)
+      for (std::size_t k = 0; k <= static_cast<std::size_t>(l); ++k)
+        if (Sk[k]) next[k] = next[k] ? sum(*Sk[k], *next[k], p) : *Sk[k];
+    Sk = std::move(next);
+    // P_h's rows sum to 1 exactly, so a constant row passes every head's P_h unchanged.
+    BallMatrix<S> b = heads_map<S>(w, nullptr, bias, p);
+    if (skip) b = sum(bias, b, p);
+    BallMatrix<S> c = exact_row<S>(w.b_O);
+    for (const HeadWeights& hw : w.heads) c = sum(c, times_weights(exact_row<S>(hw.b_V), hw.W_O, p), p);
+    bias = sum(b, c, p);
+  }
+  return {std::move(Sk), std::move(bias), t.X[0].mid.rows()};
+}
+
+}  // namespace enclosure_detail
+
 template <class S> EnclosedLengthSums enclose_length_sums(const Model& model, const EnclosedTrace<S>& t) {
   if constexpr (!is_mpfr_v<S>) {
     enclosure_detail::refuse_double(model, t);
   } else {
     namespace E = enclosure_detail;
-    E::require_recorded(model, t);
-    const Architecture& a = model.arch();
-    const int L = a.layers;
+    const E::LengthSumBalls<S> balls = E::length_sum_balls(model, t);
+    const std::vector<std::optional<BallMatrix<S>>>& Sk = balls.terms;
     const long p = precision_bits_v<S>;
-    const bool skip = t.variant.skip;
-    const Eigen::Index n = t.X[0].mid.rows(), d = a.d_model;
-    const auto Lz = static_cast<std::size_t>(L);
-    std::vector<std::optional<BallMatrix<S>>> Sk(Lz + 1);  // nullopt: 0 exactly
-    Sk[0] = t.X[0];
-    BallMatrix<S> bias = E::zero_ball<S>(1, d);
-    for (int l = 0; l < L; ++l) {
-      check_interrupt();
-      const std::shared_ptr<const LayerWeights> held = model.layer_for_pass(l);
-      const LayerWeights& w = *held;
-      const std::vector<BallMatrix<S>>& P = t.P[static_cast<std::size_t>(l)];
-      std::vector<std::optional<BallMatrix<S>>> next(Lz + 1);
-      for (std::size_t k = 1; k <= static_cast<std::size_t>(l) + 1; ++k)
-        if (Sk[k - 1]) next[k] = E::heads_map(w, &P, *Sk[k - 1], p);
-      if (skip)
-        for (std::size_t k = 0; k <= static_cast<std::size_t>(l); ++k)
-          if (Sk[k]) next[k] = next[k] ? E::sum(*Sk[k], *next[k], p) : *Sk[k];
-      Sk = std::move(next);
-      // P_h's rows sum to 1 exactly, so a constant row passes every head's P_h unchanged.
-      BallMatrix<S> b = E::heads_map<S>(w, nullptr, bias, p);
-      if (skip) b = E::sum(bias, b, p);
-      BallMatrix<S> c = E::exact_row<S>(w.b_O);
-      for (const HeadWeights& hw : w.heads) c = E::sum(c, E::times_weights(E::exact_row<S>(hw.b_V), hw.W_O, p), p);
-      bias = E::sum(b, c, p);
-    }
-
+    const Eigen::Index n = t.X[0].mid.rows(), d = model.arch().d_model;
+    const auto Lz = static_cast<std::size_t>(model.arch().layers);
     EnclosedLengthSums out;
     const BallMatrix<S>& XL = t.X.back();
     out.output_frobenius = enclose_residual(XL, Center::mean).norm_frobenius;
-    BallMatrix<S> rebuilt{bias.mid.replicate(n, 1), RadiusMatrix{bias.rad.m.replicate(n, 1), bias.rad.exp}};
+    BallMatrix<S> rebuilt = balls.truncation(-1, p);  // 1bᵀ
     for (std::size_t k = 0; k <= Lz; ++k) {
       if (!Sk[k]) {
         out.terms.emplace_back();

@@ -557,10 +557,11 @@ std::string format_bounds_batch(const BatchBounds& b, const std::vector<InputSpe
     return o.str();
   }
   std::vector<long> bits;
-  bool confirmed = true;
+  bool confirmed = true, proven = true;
   for (const BoundsAnalysis& a : b.runs) {
     bits.push_back(provenance_text::bits_of(a.precision()));
     confirmed = confirmed && a.check().has_value();
+    proven = proven && a.measured.check_method == CheckMethod::certified;
   }
   const Architecture& arch = model.arch();
   o << "Bounds of Dong, Cordonnier & Loukas (ICML 2021) against measured residuals, over a batch of "
@@ -571,7 +572,7 @@ std::string format_bounds_batch(const BatchBounds& b, const std::vector<InputSpe
   o << "gamma = " << gamma_string(r.gamma) << "\n";
   o << "theorem: " << r.theorem.reason << "\n";
   if (r.theorem.applicable) o << "a = " << (r.a ? to_sci(*r.a, 6) : "-") << " (the same for every input)\n";
-  o << json_parts::batch_precision_range(bits, confirmed) << "\n";
+  o << json_parts::batch_precision_range(bits, confirmed, proven) << "\n";
   o << "relative = r_l / ‖X^l‖_{1,∞} (r_l: upper end of the optimal-centre enclosure) of each input; "
     << json_parts::statistics_text << "; digits of the mean in brackets; verdicts of the uniform bound, counted over "
        "the inputs (each input's own table: --format json)\n\n";

@@ -27,6 +27,7 @@ using path_parts::add_common;
 using text_table::digits_text;
 using path_parts::digits_value;
 using path_parts::header_text;
+using path_parts::intervals;
 using text_table::pad;
 
 }  // namespace
@@ -39,14 +40,19 @@ namespace sanpath {
 
 namespace {
 
-/// {"distance", "agree", "agree_check", "kl", "digits"} of one exact truncation.
+/// {"distance", "agree", "agree_check", "agree_most", "kl", "digits"} of one exact truncation, and a
+/// certified run's "intervals" of distance and kl.
 ordered_json exact_effectiveness_json(const EffectivenessEntry& e) {
   const auto optional_long = [](const std::optional<long>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
-  return {{"distance", e.distance.str()},
-          {"agree", optional_long(e.agree)},
-          {"agree_check", optional_long(e.agree_check)},
-          {"kl", e.kl ? ordered_json(e.kl->str()) : ordered_json(nullptr)},
-          {"digits", digits_value(e.digits)}};
+  ordered_json j{{"distance", e.distance.str()},
+                 {"agree", optional_long(e.agree)},
+                 {"agree_check", optional_long(e.agree_check)},
+                 {"agree_most", optional_long(e.agree_most)},
+                 {"kl", e.kl ? ordered_json(e.kl->str()) : ordered_json(nullptr)},
+                 {"digits", digits_value(e.digits)}};
+  if (e.distance.enclosure)
+    j["intervals"] = e.kl ? intervals({{"distance", &e.distance}, {"kl", &*e.kl}}) : intervals({{"distance", &e.distance}});
+  return j;
 }
 
 /// {"kind", "outputs", "predictions"} of a task head, or null.
@@ -69,12 +75,8 @@ std::string head_text(const std::optional<TaskHeadKind>& head, long outputs, lon
   return o.str();
 }
 
-/// "3/4", with the check run's count when it differs ("3/4 (check 2/4)").
 std::string agreement_text(const EffectivenessEntry& e, long predictions) {
-  std::string s = std::to_string(*e.agree) + "/" + std::to_string(predictions);
-  if (e.agree_check && *e.agree_check != *e.agree)
-    s += " (check " + std::to_string(*e.agree_check) + "/" + std::to_string(predictions) + ")";
-  return s;
+  return text_table::agreement_text(*e.agree, e.agree_check, e.agree_most, predictions);
 }
 
 }  // namespace
@@ -96,10 +98,11 @@ std::string format_effectiveness(const EffectivenessReport& r, const Model& mode
   }
   std::ostringstream o;
   if (f == Format::csv) {
-    o << "length,paths,distance,agree,predictions,kl,digits\n";
+    o << "length,paths,distance,agree,agree_most,predictions,kl,digits\n";
     for (const EffectivenessEntry& e : r.lengths)
       o << e.length << ',' << e.count << ',' << e.distance.str() << ',' << (e.agree ? std::to_string(*e.agree) : "")
-        << ',' << (r.head ? std::to_string(r.predictions) : "") << ',' << (e.kl ? e.kl->str() : "") << ','
+        << ',' << (e.agree_most ? std::to_string(*e.agree_most) : "") << ','
+        << (r.head ? std::to_string(r.predictions) : "") << ',' << (e.kl ? e.kl->str() : "") << ','
         << (e.digits ? std::to_string(*e.digits) : "") << '\n';
     return o.str();
   }
@@ -107,7 +110,10 @@ std::string format_effectiveness(const EffectivenessReport& r, const Model& mode
   o << header_text(r, model, info);
   o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str() << "\n";
   o << head_text(r.head, r.outputs, r.predictions,
-                 "agree = argmax on X_{≤k} equal to argmax on X^L; KL = mean KL(p(X^L) ‖ p(X_{≤k}))");
+                 r.check_method == CheckMethod::certified
+                     ? "agree = argmax on X_{≤k} equal to argmax on X^L (\"a to b\": a proven, b possible, the "
+                       "others' argmax undecided); KL = mean KL(p(X^L) ‖ p(X_{≤k}))"
+                     : "agree = argmax on X_{≤k} equal to argmax on X^L; KL = mean KL(p(X^L) ‖ p(X_{≤k}))");
   o << "\n" << pad("length", 8) << pad("distance", 26);
   if (r.head) o << pad("agree", 14) << pad("KL", 26);
   o << pad("digits", 13) << "paths of length ≤ k (exact)\n";
@@ -254,17 +260,15 @@ namespace {
 
 /// "14/16" pooled over the batch, with the check runs' when it differs.
 std::string pooled_agreement_text(const PooledAgreement& p) {
-  std::string s = std::to_string(p.agree) + "/" + std::to_string(p.predictions);
-  if (p.agree_check && *p.agree_check != p.agree)
-    s += " (check " + std::to_string(*p.agree_check) + "/" + std::to_string(p.predictions) + ")";
-  return s;
+  return text_table::agreement_text(p.agree, p.agree_check, p.agree_most, p.predictions);
 }
 
-/// {"agree", "agree_check", "predictions", "kl", "kl_digits"} of a pooled head, or null.
+/// {"agree", "agree_check", "agree_most", "predictions", "kl", "kl_digits"} of a pooled head, or null.
 ordered_json pooled_json(const std::optional<PooledAgreement>& p) {
   if (!p) return nullptr;
   return {{"agree", p->agree},
           {"agree_check", p->agree_check ? ordered_json(*p->agree_check) : ordered_json(nullptr)},
+          {"agree_most", p->agree_most ? ordered_json(*p->agree_most) : ordered_json(nullptr)},
           {"predictions", p->predictions},
           {"kl", p->kl.str()},
           {"kl_digits", digits_value(p->kl.digits)}};
@@ -276,17 +280,18 @@ template <class Run>
 std::string batch_header(const std::string& title, const std::vector<Run>& runs, const PathReportBase& first,
                          const Model& model, const RunInfo& info) {
   std::vector<long> bits;
-  bool confirmed = true;
+  bool confirmed = true, proven = true;
   for (const Run& r : runs) {
     bits.push_back(provenance_text::bits_of(r.precision));
     confirmed = confirmed && r.check.has_value();
+    proven = proven && r.check_method == CheckMethod::certified;
   }
   std::ostringstream o;
   o << title << " over a batch of " << runs.size() << " inputs\n";
   o << report_text::model_line(info.model, model.arch());
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(first.variant) << "\n";
-  o << json_parts::batch_precision_range(bits, confirmed) << "\n";
+  o << json_parts::batch_precision_range(bits, confirmed, proven) << "\n";
   return o.str();
 }
 

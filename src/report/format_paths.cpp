@@ -28,6 +28,7 @@ using path_parts::add_common;
 using text_table::digits_text;
 using path_parts::digits_value;
 using path_parts::header_text;
+using path_parts::intervals;
 
 using text_table::columns;
 using text_table::pad;
@@ -103,14 +104,6 @@ std::string format_path_counts(const PathGraphSpec& spec, const PathCounts& coun
 // ------------------------------------------------------------ length sums
 
 namespace {
-
-/// Certified runs: each quantity's enclosure [lo, hi] (enclosure_text).
-ordered_json intervals(std::initializer_list<std::pair<const char*, const Quantity*>> qs) {
-  ordered_json iv = ordered_json::object();
-  for (const auto& [name, q] : qs)
-    if (const auto t = enclosure_text(*q)) iv[name] = {t->first, t->second};
-  return iv;
-}
 
 /// "holds" or "FAILS", with "proven" when the error's enclosure is the evidence.
 std::string verdict_text(const Quantity& error, const PathReportBase& r) {
@@ -339,17 +332,18 @@ std::string format_length_sums_batch(const BatchLengthSums& b, const std::vector
     return o.str();
   }
   std::vector<long> bits;
-  bool confirmed = true;
+  bool confirmed = true, proven = true;
   for (const LengthSumsReport& r : b.runs) {
     bits.push_back(provenance_text::bits_of(r.precision));
     confirmed = confirmed && r.check.has_value();
+    proven = proven && r.check_method == CheckMethod::certified;
   }
   o << "Length sums S_k = Σ_{|path| = k} P_path X W_path (Theorem 2.1) over a batch of " << b.runs.size()
     << " inputs\n";
   o << report_text::model_line(info.model, model.arch());
   o << "input: " << info.input << "\n";
   o << "variant: " << to_string(first.variant) << "\n";
-  o << json_parts::batch_precision_range(bits, confirmed) << "\n";
+  o << json_parts::batch_precision_range(bits, confirmed, proven) << "\n";
   o << "share = ‖S_k‖_F / ‖X^L‖_F of each input; " << json_parts::statistics_text
     << "; digits of the mean in brackets\n\n";
   o << pad("length", 8) << pad("share (mean ± std)", 34) << pad("min", 14) << pad("median", 14) << pad("max", 14)

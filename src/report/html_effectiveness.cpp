@@ -16,11 +16,11 @@ namespace {
 
 using svg::escape;
 
-/// A certified report's effectiveness section is confirmed, not proven: it says so.
+/// A certified report's re-runs are confirmed, not proven: it says so.
 std::string uncertified_note(const HtmlReport& r) {
-  return r.precision.check == CheckMethod::certified
-             ? " This section is not enclosed yet (math.md §10): its digits are confirmed one tier up, not proven, "
-               "unlike the sections above."
+  return r.precision.check == CheckMethod::certified && (r.rerun || r.rerun_batch)
+             ? " With re-runs this section is not enclosed yet (math.md §10): its digits are confirmed one tier up, "
+               "not proven, unlike the sections above."
              : "";
 }
 
@@ -37,7 +37,7 @@ double pooled_fraction(const PooledAgreement& p) {
 }
 
 std::string pooled_text(const PooledAgreement& p) {
-  return std::to_string(p.agree) + "/" + std::to_string(p.predictions);
+  return text_table::agreement_text(p.agree, std::nullopt, p.agree_most, p.predictions);
 }
 
 /// A mean line with its ±std band over the batch.
@@ -190,8 +190,8 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
       s.points.push_back({static_cast<double>(x.length),
                           static_cast<double>(*x.agree) / static_cast<double>(std::max(1L, e.predictions)),
                           svg::Mark::value,
-                          "k ≤ " + std::to_string(x.length) + ": " + std::to_string(*x.agree) + "/" +
-                              std::to_string(e.predictions)});
+                          "k ≤ " + std::to_string(x.length) + ": " +
+                              text_table::agreement_text(*x.agree, x.agree_check, x.agree_most, e.predictions)});
     a.series.push_back(std::move(s));
     if (rr) {
       svg::Series t{"re-run (mean)", "agree-rerun", "#dd8452", svg::SeriesStyle::line, true, {}};
@@ -240,7 +240,9 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
     const EffectivenessEntry& x = e.lengths[k];
     o << "<tr><th>" << x.length << "</th><td class=\"count\">" << escape(x.count) << "</td><td>"
       << escape(x.distance.str()) << "</td>";
-    if (e.head) o << "<td>" << *x.agree << "/" << e.predictions << "</td><td>" << escape(x.kl->str()) << "</td>";
+    if (e.head)
+      o << "<td>" << escape(text_table::agreement_text(*x.agree, x.agree_check, x.agree_most, e.predictions))
+        << "</td><td>" << escape(x.kl->str()) << "</td>";
     o << "<td>" << digits_text(x.digits) << "</td>";
     if (rr) {
       const RerunEntry& y = rr->lengths[k];

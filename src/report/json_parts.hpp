@@ -45,8 +45,9 @@ inline std::vector<std::string> min_median_max_cells(const BatchStatistic& s) {
 }
 
 /// "precision: 128 bits" or "precision: 128–257 bits (by input)" of a batch
-/// whose inputs ran at `bits`, and whether every input was confirmed by a check run.
-inline std::string batch_precision_range(const std::vector<long>& bits, bool all_confirmed) {
+/// whose inputs ran at `bits`, and whether every input was proven by
+/// enclosures (certified runs) or else confirmed by a check run.
+inline std::string batch_precision_range(const std::vector<long>& bits, bool all_confirmed, bool all_proven) {
   long lo = bits.empty() ? 0 : bits.front(), hi = lo;
   for (long b : bits) {
     lo = std::min(lo, b);
@@ -54,7 +55,9 @@ inline std::string batch_precision_range(const std::vector<long>& bits, bool all
   }
   std::string s = "precision: " + (lo == hi ? std::to_string(lo) + " bits"
                                             : std::to_string(lo) + "–" + std::to_string(hi) + " bits (by input)");
-  return s + (all_confirmed ? ", digits confirmed per input by a run one tier up" : ", not every input confirmed");
+  return s + (all_proven      ? ", digits proven per input: every value enclosed by ball arithmetic (math.md §10)"
+              : all_confirmed ? ", digits confirmed per input by a run one tier up"
+                              : ", not every input confirmed");
 }
 
 /// Each input's own result of a batch: format_json(run, info of that input)

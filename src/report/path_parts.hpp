@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <initializer_list>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -18,6 +19,14 @@ namespace sanpath::path_parts {
 using nlohmann::ordered_json;
 
 inline ordered_json digits_value(const std::optional<int>& d) { return d ? ordered_json(*d) : ordered_json(nullptr); }
+
+/// Certified runs: each quantity's enclosure [lo, hi] (enclosure_text).
+inline ordered_json intervals(std::initializer_list<std::pair<const char*, const Quantity*>> qs) {
+  ordered_json iv = ordered_json::object();
+  for (const auto& [name, q] : qs)
+    if (const auto t = enclosure_text(*q)) iv[name] = {t->first, t->second};
+  return iv;
+}
 
 /// The fields every path report shares, appended after its own.
 inline void add_common(ordered_json& j, const PathReportBase& r, const Model& model, const RunInfo& info) {

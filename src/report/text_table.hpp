@@ -49,6 +49,17 @@ inline std::string trim_line_ends(const std::string& text) {
   return out;
 }
 
+/// "3/4"; with the check run's count when it differs ("3/4 (check 2/4)"); a
+/// certified count with undecided predictions as its range ("3 to 4/4").
+inline std::string agreement_text(long agree, const std::optional<long>& check, const std::optional<long>& most,
+                                  long predictions) {
+  const std::string of = "/" + std::to_string(predictions);
+  if (most && *most != agree) return std::to_string(agree) + " to " + std::to_string(*most) + of;
+  std::string s = std::to_string(agree) + of;
+  if (check && *check != agree) s += " (check " + std::to_string(*check) + of + ")";
+  return s;
+}
+
 /// Mean of the per-repetition agreement counts "3.4/4", with the check
 /// run's when any repetition's count differs ("3.4/4 (check 3.2/4)").
 inline std::string mean_agreement_text(const std::vector<long>& agree, const std::vector<long>& check, long predictions) {

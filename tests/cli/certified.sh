@@ -123,8 +123,23 @@ CASES=$((CASES + 1))
 all=$("$SANPATH" paths --model "$WORK/skip3.safetensors" --input "$WORK/x6" --enumerate --check certified 2>&1) ||
   fail "paths --enumerate --check certified (table) exited non-zero: $all"
 grep -q "holds, proven" <<<"$all" || fail "the enumeration table does not say Theorem 2.1 is proven: $all"
+# paths --effectiveness --check certified: the table says its digits are proven; with --rerun (the re-run
+# sub-networks are not enclosed) or in double it is refused (below)
+CASES=$((CASES + 1))
+eff=$("$SANPATH" paths --model "$WORK/skip3.safetensors" --input "$WORK/x6" --effectiveness --check certified 2>&1) ||
+  fail "paths --effectiveness --check certified (table) exited non-zero: $eff"
+grep -q "digits proven" <<<"$eff" || fail "the effectiveness table does not say its digits are proven: $eff"
+# over a batch: each input proven, and the table's precision line says so
+for mode in --sums --effectiveness; do
+  CASES=$((CASES + 1))
+  batch=$("$SANPATH" paths --model "$WORK/skip3.safetensors" --random-input 5 --batch 3 $mode --check certified 2>&1) ||
+    fail "paths $mode --batch 3 --check certified exited non-zero: $batch"
+  grep -q "digits proven per input: every value enclosed by ball arithmetic" <<<"$batch" ||
+    fail "paths $mode --batch 3 --check certified does not say each input's digits are proven: $batch"
+done
 for bad in "--sample 4 --check certified" "--enumerate --check certified --precision double" \
-  "--sums --check certified --precision double" "--sums --check mpfr"; do
+  "--sums --check certified --precision double" "--sums --check mpfr" \
+  "--effectiveness --rerun 2 --check certified" "--effectiveness --check certified --precision double"; do
   CASES=$((CASES + 1))
   rm -f "$WORK/refused.json"
   # shellcheck disable=SC2086

@@ -3,7 +3,8 @@
 # (tests/reference/sanpath_ref.py): for k = 0..L the truncation X_{<=k} = sum_{j<=k} S_j + 1b^T,
 # its distance ||X_{<=k} - X^L||_F / ||X^L||_F, and with the real checkpoints' task heads
 # (BERT pooler + classifier, GPT-2 ln_f + tied LM head) the agreement count and the mean KL,
-# each to the digits sanpath says it confirmed; the reference runs at precision_bits + 128.
+# each to the digits sanpath says it confirmed, and with --check certified (math.md §10) each enclosure
+# containing the reference's value; the reference runs at precision_bits + 128.
 # Without the shared checkpoints the script fails when CI is set.
 # Usage: bash reference_effectiveness.sh <sanpath binary> <shared dir> <tmp dir>
 set -u
@@ -22,6 +23,14 @@ else
   paths_case bert-effectiveness "$real/bert-ticket-classifier" tokens 2,15,27,3,40 --skip on "${attn[@]}"
   paths_case gpt2-effectiveness "$real/gpt2-capp" tokens 1,5,9,13,20,2 --skip on "${attn[@]}"
   paths_case gpt2-effectiveness-san "$real/gpt2-capp" tokens 1,5,9,13 --skip off "${attn[@]}"
+  # --check certified (math.md §10): every distance and KL in its printed enclosure, each agreement count's
+  # proven-to-possible range around the reference's; at 65 bits the enclosures prove few digits
+  PRECISIONS="auto 65" paths_case bert-effectiveness-certified "$real/bert-ticket-classifier" tokens 2,15,27,3,40 \
+    --skip on "${attn[@]}" --check certified
+  PRECISIONS="auto" paths_case gpt2-effectiveness-certified "$real/gpt2-capp" tokens 1,5,9,13,20,2 --skip on \
+    "${attn[@]}" --check certified
+  PRECISIONS="128" paths_case gpt2-effectiveness-san-certified "$real/gpt2-capp" tokens 1,5,9,13 --skip off \
+    "${attn[@]}" --check certified
   # the head's prediction on the full attention-only output is the reference for k = L: all agree
   out=$WORK/gpt2-effectiveness.auto.json
   if ! "$REF_PY" -c "import json, sys
@@ -38,6 +47,8 @@ make_model e3.safetensors --layers 3 --heads 2 --d-model 8 --seed 4 --std 0.4 --
   --skip on --mlp none --layernorm none && {
   paths_case e3-effectiveness "$WORK/e3.safetensors" input "$WORK/x5" "${attn[@]}"
   paths_case e3-effectiveness-causal "$WORK/e3.safetensors" input "$WORK/x5" --mask causal "${attn[@]}"
+  PRECISIONS="auto 257" paths_case e3-effectiveness-certified "$WORK/e3.safetensors" input "$WORK/x5" \
+    --mask causal "${attn[@]}" --check certified
 }
 
 ref_finish

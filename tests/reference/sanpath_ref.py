@@ -2374,13 +2374,28 @@ def _check_effectiveness(a):
             ck.fail(f"{tag}: head {j['head']}, reference {head and head['kind']}")
             continue
         ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX)
+        certified = j.get("check_method") == "certified" or a.check == "certified"
         for k, (e, r) in enumerate(zip(j["effectiveness"], rows)):
             ck.number(f"{tag} k={k} distance", e["distance"], e["digits"], r["distance"])
             if head:
                 ck.number(f"{tag} k={k} kl", e["kl"], e["digits"], r["kl"])
                 ck.checked += 1
-                if e["agree"] != r["agree"]:
+                if certified:
+                    # proven to agree: e["agree"]; may agree: e["agree_most"]; the truth lies between
+                    if not (e["agree"] <= r["agree"] <= e["agree_most"]):
+                        ck.fail(f"{tag} k={k}: agree {e['agree']} to {e['agree_most']}, reference {r['agree']}")
+                elif e["agree"] != r["agree"]:
                     ck.fail(f"{tag} k={k}: agree {e['agree']}, reference {r['agree']}")
+            if certified:
+                # math.md section 10: each enclosure contains the exact value (the distance at k = L is 0)
+                iv = e.get("intervals", {})
+                want = {"distance", "kl"} if head else {"distance"}
+                if set(iv) != want:
+                    ck.fail(f"{tag} k={k}: a certified run with intervals {sorted(iv)}, expected {sorted(want)}")
+                    continue
+                ck.interval(f"{tag} k={k} distance", *iv["distance"], mpf(0) if k == model.L else r["distance"])
+                if head:  # at k = L the KL is 0 exactly (X_{<=L} = X^L), the reference's value rounding
+                    ck.interval(f"{tag} k={k} kl", *iv["kl"], mpf(0) if k == model.L else r["kl"])
     return ck.summary(bits)
 
 
@@ -2551,9 +2566,10 @@ def main(argv=None):
             c.add_argument("--length", type=int)
             c.add_argument("--top", type=int, default=0)
             c.add_argument("--check", choices=["certified"],
-                           help="`sanpath paths --sums|--enumerate --check certified`: every length's or "
-                                "path's quantities, ||X^L||_F and the decomposition error (exactly 0) must come "
-                                "with intervals containing the reference values")
+                           help="`sanpath paths --sums|--enumerate|--effectiveness --check certified`: every "
+                                "length's or path's quantities, ||X^L||_F, the decomposition error and the "
+                                "distance at k = L (exactly 0) must come with intervals containing the reference "
+                                "values; an agreement count, the range [agree, agree_most] its reference")
         if name == "check-bounds":
             c.add_argument("--gamma", default="1")
             c.add_argument("--check", choices=["auto", "mpfr", "certified"],

@@ -100,7 +100,7 @@ TEST_CASE("the report holds every chart and the analyses' numbers") {
   }
 }
 
-TEST_CASE("a certified report: collapse, bounds and path lengths proven, effectiveness confirmed and said so") {
+TEST_CASE("a certified report: every section proven; with re-runs the effectiveness section confirmed, said so") {
   const Model m = tiny_san(3);
   ReportRequest req;
   req.precision.check = CheckMethod::certified;
@@ -112,14 +112,27 @@ TEST_CASE("a certified report: collapse, bounds and path lengths proven, effecti
   CHECK(r.bounds.measured.check_method == CheckMethod::certified);
   CHECK(r.lengths.check_method == CheckMethod::certified);
   for (const LengthSumEntry& e : r.lengths.lengths) CHECK(e.share.enclosure);
-  // the effectiveness section is confirmed one tier up, not enclosed
-  CHECK(r.effectiveness.check_method == CheckMethod::mpfr);
-  CHECK(r.effectiveness.check);
+  // without re-runs the effectiveness section is enclosed too
+  CHECK(r.effectiveness.check_method == CheckMethod::certified);
+  CHECK_FALSE(r.effectiveness.check);
+  for (const EffectivenessEntry& e : r.effectiveness.lengths) CHECK(e.distance.enclosure);
   const std::string html = render_html(r);
   CHECK(html.find("Digits proven by enclosures in brackets") != std::string::npos);
   CHECK(html.find("Digits confirmed by the second run") == std::string::npos);
-  CHECK(html.find("This section is not enclosed yet (math.md §10)") != std::string::npos);
-  CHECK(html.find("certified: every digit of the collapse, bounds and path-length sections proven") !=
+  CHECK(html.find("not enclosed yet") == std::string::npos);
+  CHECK(html.find("certified: every digit proven by ball arithmetic (math.md §10)") != std::string::npos);
+  // the re-run sub-networks are not enclosed: with them the section is confirmed one tier up, and says so
+  RerunRequest rerun;
+  rerun.samples = 2;
+  rerun.repeats = 1;
+  req.rerun = rerun;
+  const HtmlReport rr = build_report(m, tiny_input(), req);
+  CHECK(rr.lengths.check_method == CheckMethod::certified);
+  CHECK(rr.effectiveness.check_method == CheckMethod::mpfr);
+  CHECK(rr.effectiveness.check);
+  const std::string html_rr = render_html(rr);
+  CHECK(html_rr.find("With re-runs this section is not enclosed yet (math.md §10)") != std::string::npos);
+  CHECK(html_rr.find("certified: every digit of the collapse, bounds and path-length sections proven") !=
         std::string::npos);
   // a check the sections would each read differently is refused
   req.precision.check = CheckMethod::mpfr;

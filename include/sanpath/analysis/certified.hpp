@@ -59,4 +59,19 @@ PathEnumerationReport analyze_enumeration_certified(const Model& model, const Va
                                                     const EnumerationRequest& enumeration,
                                                     const ProgressFn& progress = {});
 
+/// What analyze_effectiveness runs for request.check == certified: the
+/// direct pass in ball arithmetic with its attention matrices kept, then the
+/// effectiveness curve on balls (compute/enclosure_effectiveness.hpp): every
+/// distance and mean KL with the digits its enclosure proves (the distance
+/// at k = L, 0 exactly, as the bound its enclosure proves), the agreement as
+/// the predictions proven to agree (EffectivenessEntry::agree) and those
+/// that may (agree_most). Auto rises from the bits the digits asked need
+/// until every distance and KL of k < L proves them or the ceiling is
+/// reached (an undecided argmax does not make it rise: an exact tie never
+/// decides). Throws std::invalid_argument for --precision double and as
+/// analyze_effectiveness.
+EffectivenessReport analyze_effectiveness_certified(const Model& model, const Variant& variant,
+                                                    const InputSpec& input, const PrecisionRequest& request,
+                                                    const TaskHead* head, const ProgressFn& progress = {});
+
 }  // namespace sanpath

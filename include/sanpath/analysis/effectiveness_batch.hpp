@@ -47,6 +47,8 @@ namespace sanpath {
 struct PooledAgreement {
   long agree = 0;                   ///< agreeing predictions, summed over the batch
   std::optional<long> agree_check;  ///< the same on the check runs (nullopt: some input had none)
+  /// Certified runs: the predictions that may agree (`agree`: those proven to).
+  std::optional<long> agree_most;
   long predictions = 0;             ///< all predictions of the batch
   Quantity kl;                      ///< mean KL(p(X^L) ‖ p(·)) over all predictions
 };

@@ -199,6 +199,10 @@ struct EffectivenessEntry {
   /// count (nullopt without a check run). A count the two runs disagree on
   /// is not confirmed.
   std::optional<long> agree, agree_check;
+  /// Certified runs (no check run): `agree` counts the predictions proven to
+  /// agree, agree_most those that may (a row whose argmax the logits'
+  /// enclosures leave undecided); equal when every argmax is decided.
+  std::optional<long> agree_most;
   std::optional<Quantity> kl;  ///< mean KL(p(X^L) ‖ p(X_{≤k})) of the head's softmax
   std::optional<int> digits;   ///< least confirmed digits of distance and kl
 };
@@ -213,6 +217,7 @@ struct EffectivenessReport : PathReportBase {
 
 /// The exact effectiveness curve for k = 0..L from the length sums (any
 /// size), with the task head's agreement and KL when `head` is given.
+/// request.check == certified: analyze_effectiveness_certified (certified.hpp).
 EffectivenessReport analyze_effectiveness(const Model& model, const Variant& variant, const InputSpec& input,
                                           const PrecisionRequest& request, const TaskHead* head,
                                           const ProgressFn& progress = {});

@@ -1,0 +1,193 @@
+#pragma once
+// Path effectiveness in ball arithmetic (compute/enclosure_effectiveness.hpp).
+#include "sanpath/compute/enclosure_effectiveness.hpp"
+#include "compute/enclosure_paths_impl.hpp"
+
+#include <mpfr.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace sanpath {
+namespace enclosure_detail {
+
+/// A·Wᵀ with W exact (a torch Linear weight, [out, in]).
+template <class S> BallMatrix<S> times_linear(const BallMatrix<S>& A, const MatrixXd& W, long p) {
+  return times_weights(A, MatrixXd(W.transpose()), p);
+}
+
+template <class S> RowVector<S> row_of(const VectorXd& v) {
+  RowVector<S> r(v.size());
+  for (Eigen::Index j = 0; j < v.size(); ++j) r(j) = S(v(j));  // exact at every MPFR tier
+  return r;
+}
+
+/// task_logits on a ball: the classifier's pooler (tanh increasing: its
+/// interval from the ends, rounded outward) and classifier, or the language
+/// model's LN_f and tied embedding.
+template <class S> BallMatrix<S> head_logits(const TaskHead& head, const BallMatrix<S>& X, long p) {
+  using std::tanh;
+  const bool classifier = head.kind == TaskHeadKind::classifier;
+  const Eigen::Index d = classifier ? head.pooler_W.cols() : head.embedding.cols();
+  if (X.mid.cols() != d)
+    throw std::invalid_argument("task head: the input has " + std::to_string(X.mid.cols()) + " columns, the head " +
+                                std::to_string(d));
+  if (!classifier)
+    return times_linear(normalize(X, head.ln_g, head.ln_b, head.ln_eps, false, false), head.embedding, p);
+  const BallMatrix<S> x0{X.mid.topRows(1), X.rad.block(0, 0, 1, d)};
+  BallMatrix<S> z = times_linear(x0, head.pooler_W, p);
+  add_bias(z, row_of<S>(head.pooler_b), p);
+  Matrix<S> mid = z.mid;
+  for (Eigen::Index j = 0; j < mid.cols(); ++j) mid(0, j) = tanh(z.mid(0, j));
+  const BallMatrix<S> pooled = ball_around(std::move(mid), [&](Eigen::Index) {
+    std::vector<Iv<S>> y(static_cast<std::size_t>(z.mid.cols()));
+    for (Eigen::Index j = 0; j < z.mid.cols(); ++j) {
+      const Iv<S> a = iv_of(z.mid(0, j), z.rad.at(0, j));
+      Iv<S>& t = y[static_cast<std::size_t>(j)];
+      mpfr_tanh(ptr(t.lo), ptr(a.lo), MPFR_RNDD);
+      mpfr_tanh(ptr(t.hi), ptr(a.hi), MPFR_RNDU);
+    }
+    return y;
+  });
+  BallMatrix<S> out = times_linear(pooled, head.classifier_W, p);
+  add_bias(out, row_of<S>(head.classifier_b), p);
+  return out;
+}
+
+/// The indices of row i that may be its argmax: every j whose upper end
+/// reaches the largest lower end of the row.
+template <class S> std::vector<Eigen::Index> argmax_candidates(const BallMatrix<S>& A, Eigen::Index i) {
+  std::vector<Iv<S>> row(static_cast<std::size_t>(A.mid.cols()));
+  S best_lo;
+  for (Eigen::Index j = 0; j < A.mid.cols(); ++j) {
+    row[static_cast<std::size_t>(j)] = iv_of(A.mid(i, j), A.rad.at(i, j));
+    if (j == 0 || row[static_cast<std::size_t>(j)].lo > best_lo) best_lo = row[static_cast<std::size_t>(j)].lo;
+  }
+  std::vector<Eigen::Index> out;
+  for (Eigen::Index j = 0; j < A.mid.cols(); ++j)
+    if (row[static_cast<std::size_t>(j)].hi >= best_lo) out.push_back(j);
+  return out;
+}
+
+/// The log-softmax of row i of a ball of logits on intervals: a_j − m −
+/// log Σ_i exp(a_i − m) with m the row's largest midpoint (any number gives
+/// the same exact value), exp and log rounded outward.
+template <class S> std::vector<Iv<S>> log_softmax_row(const BallMatrix<S>& A, Eigen::Index i) {
+  const Eigen::Index c = A.mid.cols();
+  S m = A.mid(i, 0);
+  for (Eigen::Index j = 1; j < c; ++j)
+    if (A.mid(i, j) > m) m = A.mid(i, j);
+  std::vector<Iv<S>> shifted(static_cast<std::size_t>(c));
+  Iv<S> total = iv_point(S(0));
+  for (Eigen::Index j = 0; j < c; ++j) {
+    Iv<S>& x = shifted[static_cast<std::size_t>(j)];
+    x = iv_sub(iv_of(A.mid(i, j), A.rad.at(i, j)), iv_point(m));
+    Iv<S> e;
+    mpfr_exp(ptr(e.lo), ptr(x.lo), MPFR_RNDD);
+    mpfr_exp(ptr(e.hi), ptr(x.hi), MPFR_RNDU);
+    total = iv_add(total, e);
+  }
+  // total ≥ the largest midpoint's term exp(−r) > 0, unless the radii have grown past any bound.
+  if (!mpfr_number_p(ptr(total.hi)) || mpfr_sgn(ptr(total.lo)) <= 0)
+    throw NumericalError("certified effectiveness: the task head's logits are not bounded at " +
+                         std::to_string(precision_bits_v<S>) + " bits");
+  Iv<S> log_total;
+  mpfr_log(ptr(log_total.lo), ptr(total.lo), MPFR_RNDD);
+  mpfr_log(ptr(log_total.hi), ptr(total.hi), MPFR_RNDU);
+  for (Iv<S>& x : shifted) x = iv_sub(x, log_total);
+  return shifted;
+}
+
+/// The head's predictions on `logits` (X_{≤k}) against `reference` (X^L).
+template <class S> EnclosedAgreement agreement(const BallMatrix<S>& reference, const BallMatrix<S>& logits) {
+  const Eigen::Index rows = reference.mid.rows();
+  std::vector<Iv<S>> kl(static_cast<std::size_t>(rows));
+  std::vector<int> verdict(static_cast<std::size_t>(rows));  // 2 proven, 1 possible, 0 excluded
+  detail::run_blocks(static_cast<std::size_t>(rows), rows > 1 ? product_threads() : 1, [&](std::size_t iu) {
+    check_interrupt();
+    const auto i = static_cast<Eigen::Index>(iu);
+    const std::vector<Eigen::Index> a = argmax_candidates(reference, i), b = argmax_candidates(logits, i);
+    const bool may = std::any_of(a.begin(), a.end(), [&](Eigen::Index j) {
+      return std::find(b.begin(), b.end(), j) != b.end();
+    });
+    verdict[iu] = a.size() == 1 && b.size() == 1 && a.front() == b.front() ? 2 : may ? 1 : 0;
+    const std::vector<Iv<S>> lp = log_softmax_row(reference, i), lq = log_softmax_row(logits, i);
+    Iv<S> sum = iv_point(S(0));
+    for (std::size_t j = 0; j < lp.size(); ++j) {
+      Iv<S> pj;
+      mpfr_exp(ptr(pj.lo), ptr(lp[j].lo), MPFR_RNDD);
+      mpfr_exp(ptr(pj.hi), ptr(lp[j].hi), MPFR_RNDU);
+      sum = iv_add(sum, iv_mul(pj, iv_sub(lp[j], lq[j])));
+    }
+    kl[iu] = sum;
+  });
+  EnclosedAgreement out;
+  out.predictions = static_cast<long>(rows);
+  Iv<S> total = iv_point(S(0));
+  for (Eigen::Index i = 0; i < rows; ++i) {
+    const int v = verdict[static_cast<std::size_t>(i)];
+    out.agree_fewest += v == 2;
+    out.agree_most += v >= 1;
+    total = iv_add(total, kl[static_cast<std::size_t>(i)]);
+  }
+  total = iv_div_int(total, static_cast<long>(rows));
+  if (mpfr_sgn(ptr(total.lo)) < 0) mpfr_set_zero(ptr(total.lo), 1);  // KL ≥ 0
+  const int digits = decimal_digits(precision_bits_v<S>) + 2;
+  out.mean_kl = {BigReal(0, digits), BigReal(0, digits)};
+  mpfr_set(out.mean_kl.lo.backend().data(), ptr(total.lo), MPFR_RNDD);
+  mpfr_set(out.mean_kl.hi.backend().data(), ptr(total.hi), MPFR_RNDU);
+  return out;
+}
+
+}  // namespace enclosure_detail
+
+template <class S>
+EnclosedEffectiveness enclose_effectiveness(const Model& model, const EnclosedTrace<S>& t, const TaskHead* head) {
+  if constexpr (!is_mpfr_v<S>) {
+    enclosure_detail::refuse_double(model, t, head);
+  } else {
+    namespace E = enclosure_detail;
+    const E::LengthSumBalls<S> balls = E::length_sum_balls(model, t);
+    const int L = model.arch().layers;
+    const long p = precision_bits_v<S>;
+    const BallMatrix<S>& XL = t.X.back();
+    EnclosedEffectiveness out;
+    out.output_frobenius = enclose_residual(XL, Center::mean).norm_frobenius;
+    out.points.resize(static_cast<std::size_t>(L) + 1);
+    // k < L: ‖Σ_{j>k} S_j‖_F, the tail summed from the longest paths down.
+    std::optional<BallMatrix<S>> tail;
+    for (int k = L - 1; k >= 0; --k) {
+      const auto& next = balls.terms[static_cast<std::size_t>(k) + 1];
+      if (next) tail = tail ? E::sum(*tail, *next, p) : *next;
+      Interval num{BigReal(0, 20), BigReal(0, 20)};  // no path longer than k: 0 exactly
+      if (tail) num = E::norm_interval(tail->mid, 'F', frobenius_up(tail->rad));
+      out.points[static_cast<std::size_t>(k)].distance = E::quotient(num, out.output_frobenius, "‖X^L‖_F");
+    }
+    // k = L: the reconstruction's distance, 0 exactly, as the balls bound it.
+    BallMatrix<S> truncated = balls.truncation(-1, p);
+    std::optional<BallMatrix<S>> reference;
+    if (head) reference = E::head_logits(*head, XL, p);
+    for (int k = 0; k <= L; ++k) {
+      check_interrupt();
+      EnclosedEffectivenessPoint& point = out.points[static_cast<std::size_t>(k)];
+      point.length = k;
+      if (const auto& Sk = balls.terms[static_cast<std::size_t>(k)]) truncated = E::sum(truncated, *Sk, p);
+      if (k == L) {
+        BallMatrix<S> D{truncated.mid - XL.mid, truncated.rad + XL.rad};
+        E::add_rounding(D, p);
+        point.distance =
+            E::quotient(E::norm_interval(D.mid, 'F', frobenius_up(D.rad)), out.output_frobenius, "‖X^L‖_F");
+      }
+      if (reference) point.head = E::agreement(*reference, E::head_logits(*head, truncated, p));
+    }
+    return out;
+  }
+}
+
+}  // namespace sanpath
+
+#define SANPATH_INSTANTIATE_ENCLOSED_EFFECTIVENESS(S)                                                            \
+  template sanpath::EnclosedEffectiveness sanpath::enclose_effectiveness<S>(                                    \
+      const sanpath::Model&, const sanpath::EnclosedTrace<S>&, const sanpath::TaskHead*);
