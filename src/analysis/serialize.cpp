@@ -196,7 +196,7 @@ template <class A> void fields(A& a, BoundsAnalysis& x) {
 }
 
 template <class A> void fields(A& a, EffectivenessEntry& x) {
-  a(x.length, x.count, x.distance, x.agree, x.agree_check, x.kl, x.digits);
+  a(x.length, x.count, x.distance, x.agree, x.agree_check, x.agree_most, x.kl, x.digits);
 }
 
 template <class A> void fields(A& a, EffectivenessReport& x) {

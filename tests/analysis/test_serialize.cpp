@@ -225,6 +225,12 @@ TEST_CASE("EffectivenessReport: bytes round trip and identical reports", "[seria
   require_round_trip(r, report);
   require_round_trip(analyze_effectiveness(m, attention_skip, small_input(), PrecisionRequest{}, &classifier), report);
   require_round_trip(analyze_effectiveness(m, Variant::san(), small_input(), PrecisionRequest{}, nullptr), report);
+  // certified: the enclosures and the possible agreement count travel too
+  PrecisionRequest certified;
+  certified.check = CheckMethod::certified;
+  const EffectivenessReport c = analyze_effectiveness(m, attention_skip, small_input(), certified, &lm);
+  REQUIRE(c.lengths.front().agree_most);
+  require_round_trip(c, report);
 }
 
 TEST_CASE("RerunReport: bytes round trip and identical reports", "[serialize]") {
