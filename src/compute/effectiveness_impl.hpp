@@ -20,12 +20,12 @@ template <class S> Matrix<S> task_logits(const TaskHead& head, const Matrix<S>& 
   if (head.kind == TaskHeadKind::classifier) {
     const Matrix<S> x0 = X.topRows(1);
     Matrix<S> z;
-    gemm_nt(x0, convert<S>(head.pooler_W), z);
+    gemm_weights_nt(x0, head.pooler_W, z);
     for (Eigen::Index j = 0; j < z.cols(); ++j) z(0, j) = tanh(S(z(0, j) + S(head.pooler_b(j))));
-    gemm_nt(z, convert<S>(head.classifier_W), out);
+    gemm_weights_nt(z, head.classifier_W, out);
     for (Eigen::Index j = 0; j < out.cols(); ++j) out(0, j) += S(head.classifier_b(j));
   } else {
-    gemm_nt(layer_norm<S>(X, head.ln_g, head.ln_b, head.ln_eps), convert<S>(head.embedding), out);
+    gemm_weights_nt(layer_norm<S>(X, head.ln_g, head.ln_b, head.ln_eps), head.embedding, out);
   }
   return out;
 }

@@ -802,6 +802,15 @@ template <class S> void gemm_weights(const Matrix<S>& A, const Matrix<double>& W
   }
 }
 
+template <class S> void gemm_weights_nt(const Matrix<S>& A, const Matrix<double>& W, Matrix<S>& C) {
+  detail::check_inner(A.cols(), W.cols(), "gemm_weights_nt");
+  if constexpr (is_mpfr_v<S>) {
+    detail::mpfr_gemm<S, true>(A, W, C);
+  } else {
+    detail::double_gemm<true>(A, W, C);
+  }
+}
+
 }  // namespace sanpath
 
 #define SANPATH_INSTANTIATE_LINALG(S)                                                       \
@@ -810,4 +819,6 @@ template <class S> void gemm_weights(const Matrix<S>& A, const Matrix<double>& W
   template void sanpath::gemm_nt<S>(const sanpath::Matrix<S>&, const sanpath::Matrix<S>&,  \
                                     sanpath::Matrix<S>&);                                   \
   template void sanpath::gemm_weights<S>(const sanpath::Matrix<S>&, const sanpath::Matrix<double>&, \
-                                         sanpath::Matrix<S>&);
+                                         sanpath::Matrix<S>&); \
+  template void sanpath::gemm_weights_nt<S>(const sanpath::Matrix<S>&, const sanpath::Matrix<double>&, \
+                                            sanpath::Matrix<S>&);

@@ -189,6 +189,13 @@ template <class S> void check_shape(const Shape& s, std::uint64_t seed, int spre
     gemm_weights(A, *w, Cw);
     gemm(A, convert<S>(*w), Cref);
     REQUIRE(bit_identical(Cw, Cref));  // shapes with n < 8 < m put the weights on the broadcast side
+    // the same weights stored as a torch Linear ([out, in]): A·Wᵀ, as gemm_nt on the converted values
+    const MatrixXd linear = w->transpose();
+    Matrix<S> Cl, Cl_ref;
+    gemm_weights_nt(A, linear, Cl);
+    gemm_nt(A, convert<S>(linear), Cl_ref);
+    REQUIRE(bit_identical(Cl, Cl_ref));
+    REQUIRE(bit_identical(Cl, Cw));
     if constexpr (is_mpfr_v<S>) {
       allow_ifma_products(false);
       Matrix<S> portable;
@@ -275,6 +282,7 @@ TEST_CASE("gemm refuses mismatched inner sizes", "[linalg]") {
   CHECK_THROWS_AS(gemm(A, B, C), std::invalid_argument);
   CHECK_THROWS_AS(gemm_nt(A, B, C), std::invalid_argument);
   CHECK_THROWS_AS(gemm_weights(A, MatrixXd(4, 2), C), std::invalid_argument);
+  CHECK_THROWS_AS(gemm_weights_nt(A, MatrixXd(2, 4), C), std::invalid_argument);
 }
 
 TEST_CASE("threads: shares, caps and passes side by side split the budget", "[linalg][threads]") {
