@@ -71,23 +71,30 @@ template <class S> std::vector<Eigen::Index> argmax_candidates(const BallMatrix<
   return out;
 }
 
-/// The log-softmax of row i of a ball of logits on intervals: a_j − m −
-/// log Σ_i exp(a_i − m) with m the row's largest midpoint (any number gives
-/// the same exact value), exp and log rounded outward.
-template <class S> std::vector<Iv<S>> log_softmax_row(const BallMatrix<S>& A, Eigen::Index i) {
+/// The softmax of row i of a ball of logits on intervals: log p_j = a_j − m − log Σ_i exp(a_i − m) with m
+/// the row's largest midpoint (any number gives the same exact value), exp and log rounded outward; with
+/// `probabilities` also p_j = exp(a_j − m) / Σ_i exp(a_i − m) from the same exponentials.
+template <class S> struct RowSoftmax {
+  std::vector<Iv<S>> log_p, p;
+};
+
+template <class S> RowSoftmax<S> softmax_row(const BallMatrix<S>& A, Eigen::Index i, bool probabilities) {
   const Eigen::Index c = A.mid.cols();
   S m = A.mid(i, 0);
   for (Eigen::Index j = 1; j < c; ++j)
     if (A.mid(i, j) > m) m = A.mid(i, j);
-  std::vector<Iv<S>> shifted(static_cast<std::size_t>(c));
+  RowSoftmax<S> out;
+  out.log_p.resize(static_cast<std::size_t>(c));
+  if (probabilities) out.p.resize(static_cast<std::size_t>(c));
   Iv<S> total = iv_point(S(0));
   for (Eigen::Index j = 0; j < c; ++j) {
-    Iv<S>& x = shifted[static_cast<std::size_t>(j)];
+    Iv<S>& x = out.log_p[static_cast<std::size_t>(j)];
     x = iv_sub(iv_of(A.mid(i, j), A.rad.at(i, j)), iv_point(m));
     Iv<S> e;
     mpfr_exp(ptr(e.lo), ptr(x.lo), MPFR_RNDD);
     mpfr_exp(ptr(e.hi), ptr(x.hi), MPFR_RNDU);
     total = iv_add(total, e);
+    if (probabilities) out.p[static_cast<std::size_t>(j)] = e;
   }
   // total ≥ the largest midpoint's term exp(−r) > 0, unless the radii have grown past any bound.
   if (!mpfr_number_p(ptr(total.hi)) || mpfr_sgn(ptr(total.lo)) <= 0)
@@ -96,8 +103,12 @@ template <class S> std::vector<Iv<S>> log_softmax_row(const BallMatrix<S>& A, Ei
   Iv<S> log_total;
   mpfr_log(ptr(log_total.lo), ptr(total.lo), MPFR_RNDD);
   mpfr_log(ptr(log_total.hi), ptr(total.hi), MPFR_RNDU);
-  for (Iv<S>& x : shifted) x = iv_sub(x, log_total);
-  return shifted;
+  for (Iv<S>& x : out.log_p) x = iv_sub(x, log_total);
+  for (Iv<S>& e : out.p) {  // e ≥ 0 over total > 0
+    mpfr_div(ptr(e.lo), ptr(e.lo), ptr(total.hi), MPFR_RNDD);
+    mpfr_div(ptr(e.hi), ptr(e.hi), ptr(total.lo), MPFR_RNDU);
+  }
+  return out;
 }
 
 /// The head's predictions on `logits` (X_{≤k}) against `reference` (X^L).
@@ -113,14 +124,10 @@ template <class S> EnclosedAgreement agreement(const BallMatrix<S>& reference, c
       return std::find(b.begin(), b.end(), j) != b.end();
     });
     verdict[iu] = a.size() == 1 && b.size() == 1 && a.front() == b.front() ? 2 : may ? 1 : 0;
-    const std::vector<Iv<S>> lp = log_softmax_row(reference, i), lq = log_softmax_row(logits, i);
+    const RowSoftmax<S> p = softmax_row(reference, i, true), q = softmax_row(logits, i, false);
     Iv<S> sum = iv_point(S(0));
-    for (std::size_t j = 0; j < lp.size(); ++j) {
-      Iv<S> pj;
-      mpfr_exp(ptr(pj.lo), ptr(lp[j].lo), MPFR_RNDD);
-      mpfr_exp(ptr(pj.hi), ptr(lp[j].hi), MPFR_RNDU);
-      sum = iv_add(sum, iv_mul(pj, iv_sub(lp[j], lq[j])));
-    }
+    for (std::size_t j = 0; j < p.p.size(); ++j)
+      sum = iv_add(sum, iv_mul(p.p[j], iv_sub(p.log_p[j], q.log_p[j])));
     kl[iu] = sum;
   });
   EnclosedAgreement out;
