@@ -1059,9 +1059,10 @@ def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out
     ``rerun``/``repeats``: the effectiveness section's re-run sub-networks (N paths per length, R draws, seed 0;
     ``rerun=0``: the exact sense only), as ``sanpath report --rerun N --repeats R``.
     ``measures`` (as in :func:`forward`): one chart per measure in the collapse section.
-    ``check="certified"`` (``sanpath report --check certified``): the collapse, bounds and path-length
-    sections with proven digits (docs/math.md §10), the bound's verdicts proofs; the effectiveness section,
-    not enclosed yet, confirmed one tier up (the report says so). ``check`` takes "auto" or "certified".
+    ``check="certified"`` (``sanpath report --check certified``): every section with proven digits
+    (docs/math.md §10), the bound's verdicts proofs; with re-runs (the default ``rerun=8``) the
+    effectiveness section, whose sub-networks are not enclosed yet, stays confirmed one tier up (the report
+    says so), with ``rerun=0`` it is proven too. ``check`` takes "auto" or "certified".
     """
     model, name = _name(model, name)
     inp = default_input() if input is None else _input_or_batch(input)
