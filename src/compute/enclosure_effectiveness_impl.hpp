@@ -18,12 +18,6 @@ template <class S> BallMatrix<S> times_linear(const BallMatrix<S>& A, const Matr
   return times_weights(A, MatrixXd(W.transpose()), p);
 }
 
-template <class S> RowVector<S> row_of(const VectorXd& v) {
-  RowVector<S> r(v.size());
-  for (Eigen::Index j = 0; j < v.size(); ++j) r(j) = S(v(j));  // exact at every MPFR tier
-  return r;
-}
-
 /// task_logits on a ball: the classifier's pooler (tanh increasing: its
 /// interval from the ends, rounded outward) and classifier, or the language
 /// model's LN_f and tied embedding.
@@ -38,7 +32,7 @@ template <class S> BallMatrix<S> head_logits(const TaskHead& head, const BallMat
     return times_linear(normalize(X, head.ln_g, head.ln_b, head.ln_eps, false, false), head.embedding, p);
   const BallMatrix<S> x0{X.mid.topRows(1), X.rad.block(0, 0, 1, d)};
   BallMatrix<S> z = times_linear(x0, head.pooler_W, p);
-  add_bias(z, row_of<S>(head.pooler_b), p);
+  add_bias(z, detail::row_of<S>(head.pooler_b), p);
   Matrix<S> mid = z.mid;
   for (Eigen::Index j = 0; j < mid.cols(); ++j) mid(0, j) = tanh(z.mid(0, j));
   const BallMatrix<S> pooled = ball_around(std::move(mid), [&](Eigen::Index) {
@@ -52,7 +46,7 @@ template <class S> BallMatrix<S> head_logits(const TaskHead& head, const BallMat
     return y;
   });
   BallMatrix<S> out = times_linear(pooled, head.classifier_W, p);
-  add_bias(out, row_of<S>(head.classifier_b), p);
+  add_bias(out, detail::row_of<S>(head.classifier_b), p);
   return out;
 }
 
@@ -173,7 +167,7 @@ EnclosedEffectiveness enclose_effectiveness(const Model& model, const EnclosedTr
       out.points[static_cast<std::size_t>(k)].distance = E::quotient(num, out.output_frobenius, "‖X^L‖_F");
     }
     // k = L: the reconstruction's distance, 0 exactly, as the balls bound it.
-    BallMatrix<S> truncated = balls.truncation(-1, p);
+    BallMatrix<S> truncated = balls.bias_rows();
     std::optional<BallMatrix<S>> reference;
     if (head) reference = E::head_logits(*head, XL, p);
     for (int k = 0; k <= L; ++k) {

@@ -58,23 +58,15 @@ template <class S> void require_recorded(const Model& model, const EnclosedTrace
                                 "matrices (EnclosureOptions::record_attention)");
 }
 
-}  // namespace enclosure_detail
-
-namespace enclosure_detail {
-
 /// The length sums S_k (k = 0..L; nullopt where no path has length k: 0
 /// exactly) and the bias row b of Theorem 2.1 as balls.
 template <class S> struct LengthSumBalls {
   std::vector<std::optional<BallMatrix<S>>> terms;
   BallMatrix<S> bias;  ///< 1 × d
   Eigen::Index rows = 0;  ///< n
-  /// 1bᵀ + Σ_{k ≤ upto} S_k, an n × d ball.
-  BallMatrix<S> truncation(int upto, long p) const {
-    const Eigen::Index n = rows;
-    BallMatrix<S> out{bias.mid.replicate(n, 1), RadiusMatrix{bias.rad.m.replicate(n, 1), bias.rad.exp}};
-    for (int k = 0; k <= upto && k < static_cast<int>(terms.size()); ++k)
-      if (const auto& t = terms[static_cast<std::size_t>(k)]) out = sum(out, *t, p);
-    return out;
+  /// 1bᵀ, an n × d ball: where the truncations Σ_{j≤k} S_j + 1bᵀ start.
+  BallMatrix<S> bias_rows() const {
+    return {bias.mid.replicate(rows, 1), RadiusMatrix{bias.rad.m.replicate(rows, 1), bias.rad.exp}};
   }
 };
 
@@ -127,7 +119,7 @@ template <class S> EnclosedLengthSums enclose_length_sums(const Model& model, co
     EnclosedLengthSums out;
     const BallMatrix<S>& XL = t.X.back();
     out.output_frobenius = enclose_residual(XL, Center::mean).norm_frobenius;
-    BallMatrix<S> rebuilt = balls.truncation(-1, p);  // 1bᵀ
+    BallMatrix<S> rebuilt = balls.bias_rows();
     for (std::size_t k = 0; k <= Lz; ++k) {
       if (!Sk[k]) {
         out.terms.emplace_back();

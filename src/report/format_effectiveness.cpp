@@ -110,10 +110,11 @@ std::string format_effectiveness(const EffectivenessReport& r, const Model& mode
   o << header_text(r, model, info);
   o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str() << "\n";
   o << head_text(r.head, r.outputs, r.predictions,
-                 r.check_method == CheckMethod::certified
-                     ? "agree = argmax on X_{≤k} equal to argmax on X^L (\"a to b\": a proven, b possible, the "
-                       "others' argmax undecided); KL = mean KL(p(X^L) ‖ p(X_{≤k}))"
-                     : "agree = argmax on X_{≤k} equal to argmax on X^L; KL = mean KL(p(X^L) ‖ p(X_{≤k}))");
+                 std::string("agree = argmax on X_{≤k} equal to argmax on X^L") +
+                     (r.check_method == CheckMethod::certified
+                          ? " (\"a to b\": a proven, b possible, the others' argmax undecided)"
+                          : "") +
+                     "; KL = mean KL(p(X^L) ‖ p(X_{≤k}))");
   o << "\n" << pad("length", 8) << pad("distance", 26);
   if (r.head) o << pad("agree", 14) << pad("KL", 26);
   o << pad("digits", 13) << "paths of length ≤ k (exact)\n";
