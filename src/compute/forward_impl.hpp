@@ -240,7 +240,21 @@ template <class S> struct PackedLayer {
   MatrixXd WR;           ///< XLNet: W_R of every head, d×(H·d_qk)
   RowVector<S> rw, rr;   ///< XLNet: r_w, r_r of every head (H·d_qk)
   MatrixXd pos_bias;     ///< T5: bucket table, nb × (heads packed)
+  /// A layer read mapped (model/mapped_layer.hpp): the matrices it gives
+  /// as views are read there, and the dense ones above are not filled.
+  std::shared_ptr<const MappedLayer> mapped;
+  /// The view of one matrix, or null where it is dense.
+  const MappedMatrix* view(MappedMatrix MappedLayer::*m) const {
+    return mapped && (mapped.get()->*m).present() ? &(mapped.get()->*m) : nullptr;
+  }
 };
+
+/// out = X·W for one of a layer's large matrices: read where it lies when
+/// `view` is set (the same bits, core/linalg.hpp), else the dense `W`.
+template <class S> void project(const Matrix<S>& X, const MappedMatrix* view, const MatrixXd& W, Matrix<S>& out) {
+  if (view) gemm_weights(X, view->view(), out);
+  else gemm_weights(X, W, out);
+}
 
 /// What a pass computes once from n and shares with every layer: the
 /// rotary angles (rotary models) and XLNet's sinusoid (2n−1 rows).
@@ -263,17 +277,20 @@ template <class S> RowVector<S> row_of(const VectorXd& v) { return convert<S>(v.
 /// fresh pages: 0.5 GiB of them per layer of a Llama-7B).
 template <class S> void pack_into(PackedLayer<S>& p, const Architecture& a, const LayerWeights& w, bool with_mlp) {
   const Eigen::Index d = a.d_model, H = a.heads, dq = a.d_qk, dv = a.d_v;
-  p.WQ.resize(d, H * dq);
-  p.WK.resize(d, H * dq);
-  p.WV.resize(d, H * dv);
-  p.WO.resize(H * dv, d);
+  p.mapped = w.mapped;
+  const bool dense_q = !p.view(&MappedLayer::WQ), dense_k = !p.view(&MappedLayer::WK),
+             dense_v = !p.view(&MappedLayer::WV), dense_o = !p.view(&MappedLayer::WO);
+  if (dense_q) p.WQ.resize(d, H * dq);
+  if (dense_k) p.WK.resize(d, H * dq);
+  if (dense_v) p.WV.resize(d, H * dv);
+  if (dense_o) p.WO.resize(H * dv, d);
   VectorXd bQ(H * dq), bK(H * dq), bV(H * dv);
   for (Eigen::Index h = 0; h < H; ++h) {
     const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-    p.WQ.middleCols(h * dq, dq) = hw.W_Q;
-    p.WK.middleCols(h * dq, dq) = hw.W_K;
-    p.WV.middleCols(h * dv, dv) = hw.W_V;
-    p.WO.middleRows(h * dv, dv) = hw.W_O;
+    if (dense_q) p.WQ.middleCols(h * dq, dq) = hw.W_Q;
+    if (dense_k) p.WK.middleCols(h * dq, dq) = hw.W_K;
+    if (dense_v) p.WV.middleCols(h * dv, dv) = hw.W_V;
+    if (dense_o) p.WO.middleRows(h * dv, dv) = hw.W_O;
     bQ.segment(h * dq, dq) = hw.b_Q;
     bK.segment(h * dq, dq) = hw.b_K;
     bV.segment(h * dv, dv) = hw.b_V;
@@ -283,11 +300,12 @@ template <class S> void pack_into(PackedLayer<S>& p, const Architecture& a, cons
   p.bV = row_of<S>(bV);
   p.bO = row_of<S>(w.b_O);
   if (a.xlnet_relative) {
-    p.WR.resize(d, H * dq);
+    const bool dense_r = !p.view(&MappedLayer::WR);
+    if (dense_r) p.WR.resize(d, H * dq);
     VectorXd rw(H * dq), rr(H * dq);
     for (Eigen::Index h = 0; h < H; ++h) {
       const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      p.WR.middleCols(h * dq, dq) = hw.W_R;
+      if (dense_r) p.WR.middleCols(h * dq, dq) = hw.W_R;
       rw.segment(h * dq, dq) = hw.r_w;
       rr.segment(h * dq, dq) = hw.r_r;
     }
@@ -360,9 +378,9 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
   const Eigen::Index n = X.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
   const RotaryTable<S>* rotary = pos.rotary ? &*pos.rotary : nullptr;
   Matrix<S> Q, K, V;
-  gemm_weights(X, w.WQ, Q);
-  gemm_weights(X, w.WK, K);
-  gemm_weights(X, w.WV, V);
+  project(X, w.view(&MappedLayer::WQ), w.WQ, Q);
+  project(X, w.view(&MappedLayer::WK), w.WK, K);
+  project(X, w.view(&MappedLayer::WV), w.WV, V);
   add_row(Q, w.bQ);
   add_row(K, w.bK);
   add_row(V, w.bV);
@@ -377,7 +395,7 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
   if (a.xlnet_relative) {
     if (!pos.sinusoid || pos.sinusoid->rows() != 2 * n - 1)
       throw std::logic_error("attention: XLNet's sinusoid table is missing or of another length");
-    gemm_weights(*pos.sinusoid, w.WR, RK);
+    project(*pos.sinusoid, w.view(&MappedLayer::WR), w.WR, RK);
   }
   std::optional<S> cap;
   if (a.softcap) cap = decimal_constant<S>(*a.softcap);
@@ -434,7 +452,7 @@ Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix
   if (P)
     for (auto& Ph : Ps) P->push_back(std::move(Ph));
   Matrix<S> out;
-  gemm_weights(heads_out, w.WO, out);
+  project(heads_out, w.view(&MappedLayer::WO), w.WO, out);
   add_row(out, w.bO);
   return out;
 }
@@ -475,11 +493,11 @@ template <class S, class F> void for_each_entry(Eigen::Index rows, Eigen::Index 
 template <class S>
 Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const LayerWeights& lw, const Matrix<S>& Z) {
   Matrix<S> Hid;
-  gemm_weights(Z, lw.W_1, Hid);
+  project(Z, w.view(&MappedLayer::W1), lw.W_1, Hid);
   add_row(Hid, w.b1);
   if (lw.gated()) {  // act(Z W_gate) ∘ (Z W_1 + b_1)
     Matrix<S> G;
-    gemm_weights(Z, lw.W_gate, G);
+    project(Z, w.view(&MappedLayer::Wgate), lw.W_gate, G);
     const int mode = std::fegetround();
     for_each_entry<S>(Hid.rows(), Hid.cols(),
                       [&](Eigen::Index i, Eigen::Index j) { Hid(i, j) *= activate(G(i, j), a.activation, mode); });
@@ -489,7 +507,7 @@ Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const LayerWeights
                       [&](Eigen::Index i, Eigen::Index j) { Hid(i, j) = activate(Hid(i, j), a.activation, mode); });
   }
   Matrix<S> out;
-  gemm_weights(Hid, lw.W_2, out);
+  project(Hid, w.view(&MappedLayer::W2), lw.W_2, out);
   add_row(out, w.b2);
   return out;
 }
@@ -579,7 +597,9 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
   detail::PackedLayer<S> w;
   for (int l = 0; l < a.layers; ++l) {
     check_interrupt();
-    const std::shared_ptr<const LayerWeights> held = model.layer_for_pass(l);  // read now if streamed
+    // Read now if streamed; a double pass reads the large matrices where they lie.
+    const std::shared_ptr<const LayerWeights> held =
+        model.layer_for_pass(l, std::is_same_v<S, double> ? LayerForm::mapped : LayerForm::decoded);
     const LayerWeights& lw = *held;
     detail::pack_into(w, a, lw, with_mlp);
     std::vector<Matrix<S>>* P = options.record_attention ? &t.P[static_cast<std::size_t>(l)] : nullptr;

@@ -217,6 +217,52 @@ template <class T> void pack_b(const T* B, Index ldb, bool trans, Index cols, In
 
 /// A buffer of T starting on a 64-byte boundary: the microkernels'
 /// 512-bit loads of packed panels then never straddle two cache lines.
+/// Whether offsets[0 .. n) step by `step` bytes from offsets[0].
+inline bool steps_by(const std::int64_t* offsets, Index n, std::int64_t step) {
+  for (Index x = 1; x < n; ++x)
+    if (offsets[x] - offsets[x - 1] != step) return false;
+  return true;
+}
+
+/// pack_b's layout from a view of stored floats: columns [jc, jc + cols)
+/// and inner indices [pc, pc + kc) of W, each element decoded (exactly) as
+/// it is packed. The loops follow the stored order: along a panel's columns
+/// where they lie next to each other (a Conv1D weight), down each column
+/// where its entries do (a torch Linear weight, Wᵀ stored), else by both
+/// offsets.
+template <StoredFloat F>
+void pack_view(const WeightView& W, Index jc, Index pc, Index cols, Index kc, int nr, double* dst) {
+  constexpr auto e = static_cast<std::int64_t>(stored_size(F));
+  const std::int64_t* rows = W.row_offsets + pc;
+  const bool down_columns = steps_by(rows, kc, e);
+  for (Index j0 = 0; j0 < cols; j0 += nr, dst += nr * kc) {
+    const Index w = std::min<Index>(nr, cols - j0);
+    const std::int64_t* col = W.col_offsets + jc + j0;
+    if (w < nr)
+      for (Index p = 0; p < kc; ++p)
+        for (Index j = w; j < nr; ++j) dst[p * nr + j] = 0.0;
+    if (steps_by(col, w, e)) {
+      for (Index p = 0; p < kc; ++p) {
+        const unsigned char* src = W.base + rows[p] + col[0];
+        double* out = dst + p * nr;
+        for (Index j = 0; j < w; ++j) out[j] = load_stored<F>(src + j * e);
+      }
+    } else if (down_columns) {
+      for (Index j = 0; j < w; ++j) {
+        const unsigned char* src = W.base + rows[0] + col[j];
+        double* out = dst + j;
+        for (Index p = 0; p < kc; ++p) out[p * nr] = load_stored<F>(src + p * e);
+      }
+    } else {
+      for (Index p = 0; p < kc; ++p) {
+        const unsigned char* src = W.base + rows[p];
+        double* out = dst + p * nr;
+        for (Index j = 0; j < w; ++j) out[j] = load_stored<F>(src + col[j]);
+      }
+    }
+  }
+}
+
 template <class T> class AlignedBuffer {
  public:
   T* get(std::size_t n) {
@@ -241,9 +287,12 @@ template <class T> PackBuffers<T>& buffers() {
 }
 
 /// dgemm and sgemm: the blocked loops over packed panels, one microkernel call per MR×NR tile of C.
-template <class T>
-void packed_gemm(DoubleIsa isa, Index m, Index n, Index k, const T* A, Index lda, const T* B, Index ldb,
-                 bool trans_b, T* C, Index ldc) {
+/// C = A·B, B's panels packed by pack_b_block(jc, pc, nc, kc, nr, dst):
+/// columns [jc, jc + nc) and inner indices [pc, pc + kc) of B, nr columns at
+/// a time, into dst as pack_b lays them out.
+template <class T, class PackB>
+void packed_gemm(DoubleIsa isa, Index m, Index n, Index k, const T* A, Index lda, const PackB& pack_b_block, T* C,
+                 Index ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     for (Index j = 0; j < n; ++j) std::fill(C + j * ldc, C + j * ldc + m, T(0));
@@ -262,7 +311,7 @@ void packed_gemm(DoubleIsa isa, Index m, Index n, Index k, const T* A, Index lda
     for (Index pc = 0; pc < k; pc += kKc) {
       const Index kc = std::min(kKc, k - pc);
       const bool first = pc == 0;
-      pack_b(trans_b ? B + jc + pc * ldb : B + pc + jc * ldb, ldb, trans_b, nc, kc, nr, pb);
+      pack_b_block(jc, pc, nc, kc, static_cast<int>(nr), pb);
       for (Index ic = 0; ic < m; ic += kMc) {
         const Index mc = std::min(kMc, m - ic);
         pack_a(A + ic + pc * lda, lda, mc, kc, mr, pa);
@@ -356,14 +405,56 @@ void set_double_isa(DoubleIsa isa) {
   forced_isa.store(static_cast<int>(isa));
 }
 
+namespace {
+
+/// packed_gemm with B a plain matrix (ldb; read transposed with trans_b).
+template <class T>
+void strided_gemm(DoubleIsa isa, Index m, Index n, Index k, const T* A, Index lda, const T* B, Index ldb,
+                  bool trans_b, T* C, Index ldc) {
+  packed_gemm(isa, m, n, k, A, lda,
+              [&](Index jc, Index pc, Index nc, Index kc, int nr, T* dst) {
+                pack_b(trans_b ? B + jc + pc * ldb : B + pc + jc * ldb, ldb, trans_b, nc, kc, nr, dst);
+              },
+              C, ldc);
+}
+
+template <StoredFloat F>
+void view_gemm(DoubleIsa isa, Index m, Index k, const double* A, Index lda, const WeightView& W, double* C,
+               Index ldc) {
+  packed_gemm(isa, m, W.cols, k, A, lda,
+              [&](Index jc, Index pc, Index nc, Index kc, int nr, double* dst) {
+                pack_view<F>(W, jc, pc, nc, kc, nr, dst);
+              },
+              C, ldc);
+}
+
+}  // namespace
+
 void dgemm(DoubleIsa isa, Index m, Index n, Index k, const double* A, Index lda, const double* B, Index ldb,
            bool trans_b, double* C, Index ldc) {
-  packed_gemm(isa, m, n, k, A, lda, B, ldb, trans_b, C, ldc);
+  strided_gemm(isa, m, n, k, A, lda, B, ldb, trans_b, C, ldc);
+}
+
+void dgemm_view(DoubleIsa isa, Index m, Index k, const double* A, Index lda, const WeightView& W, double* C,
+                Index ldc) {
+  if (W.rows != k) throw std::logic_error("dgemm_view: the view has " + std::to_string(W.rows) + " rows, A " +
+                                          std::to_string(k) + " columns");
+  switch (W.type) {
+    case StoredFloat::f64:
+      return view_gemm<StoredFloat::f64>(isa, m, k, A, lda, W, C, ldc);
+    case StoredFloat::f32:
+      return view_gemm<StoredFloat::f32>(isa, m, k, A, lda, W, C, ldc);
+    case StoredFloat::f16:
+      return view_gemm<StoredFloat::f16>(isa, m, k, A, lda, W, C, ldc);
+    case StoredFloat::bf16:
+      break;
+  }
+  view_gemm<StoredFloat::bf16>(isa, m, k, A, lda, W, C, ldc);
 }
 
 void sgemm(DoubleIsa isa, Index m, Index n, Index k, const float* A, Index lda, const float* B, Index ldb,
            bool trans_b, float* C, Index ldc) {
-  packed_gemm(isa, m, n, k, A, lda, B, ldb, trans_b, C, ldc);
+  strided_gemm(isa, m, n, k, A, lda, B, ldb, trans_b, C, ldc);
 }
 
 }  // namespace detail

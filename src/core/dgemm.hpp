@@ -8,6 +8,8 @@
 // carry at once, so C is the same to the bit on every level, machine and
 // thread count, in every rounding mode (the FMAs round as the calling
 // thread's mode says).
+#include "sanpath/core/weight_view.hpp"
+
 #include <Eigen/Core>
 
 #include <optional>
@@ -43,6 +45,12 @@ void set_double_isa(DoubleIsa isa);
 /// (ldb) read transposed; C m×n (ldc), overwritten. k = 0 gives C = 0.
 void dgemm(DoubleIsa isa, Eigen::Index m, Eigen::Index n, Eigen::Index k, const double* A, Eigen::Index lda,
            const double* B, Eigen::Index ldb, bool trans_b, double* C, Eigen::Index ldc);
+
+/// C = A·W on one thread at level `isa`, W (k × W.cols) a view of stored
+/// floats whose panels are packed straight from its bytes: the same bits as
+/// dgemm on W.decode() (every stored format is exact in double).
+void dgemm_view(DoubleIsa isa, Eigen::Index m, Eigen::Index k, const double* A, Eigen::Index lda,
+                const WeightView& W, double* C, Eigen::Index ldc);
 
 /// The same product in binary32 (compute/emulate.hpp's matrix products), by
 /// the same packing and the same levels: every entry of C is the chain

@@ -151,6 +151,33 @@ template <bool Trans> void double_gemm(const Matrix<double>& A, const Matrix<dou
   });
 }
 
+/// C = A·W, W a view of stored floats (core/weight_view.hpp), split and
+/// threaded as double_gemm splits A·B: the same bits as double_gemm on
+/// W.decode().
+inline void double_gemm_view(const Matrix<double>& A, const WeightView& W, Matrix<double>& C) {
+  const Eigen::Index m = A.rows(), k = A.cols(), n = W.cols;
+  const DoubleIsa isa = double_isa();
+  C.resize(m, n);
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int threads = work >= double(1 << 21) ? product_threads() : 1;
+  const ProductSplit s = split_product(m, n, 128);
+  const Eigen::Index lda = std::max<Eigen::Index>(m, 1), ldc = std::max<Eigen::Index>(m, 1);
+  if (threads <= 1 || s.count <= 1) {
+    dgemm_view(isa, m, k, A.data(), lda, W, C.data(), ldc);
+    return;
+  }
+  run_blocks(static_cast<std::size_t>(s.count), threads, [&](std::size_t b) {
+    const Eigen::Index lo = static_cast<Eigen::Index>(b) * s.width;
+    if (s.by_columns) {
+      const Eigen::Index w = std::min(s.width, n - lo);
+      dgemm_view(isa, m, k, A.data(), lda, W.middle_cols(lo, w), C.data() + lo * ldc, ldc);
+    } else {
+      const Eigen::Index h = std::min(s.width, m - lo);
+      dgemm_view(isa, h, k, A.data() + lo, lda, W, C.data() + lo, ldc);
+    }
+  });
+}
+
 // ---- MPFR -----------------------------------------------------------------------
 
 /// The reference kernel: C(i,j) = Σ_p A(i,p)·op(B)(p,j) by mpfr_fma into the
@@ -802,6 +829,15 @@ template <class S> void gemm_weights(const Matrix<S>& A, const Matrix<double>& W
   }
 }
 
+template <class S> void gemm_weights(const Matrix<S>& A, const WeightView& W, Matrix<S>& C) {
+  detail::check_inner(A.cols(), W.rows, "gemm_weights");
+  if constexpr (is_mpfr_v<S>) {
+    detail::mpfr_gemm<S, false>(A, W.decode(), C);
+  } else {
+    detail::double_gemm_view(A, W, C);
+  }
+}
+
 template <class S> void gemm_weights_nt(const Matrix<S>& A, const Matrix<double>& W, Matrix<S>& C) {
   detail::check_inner(A.cols(), W.cols(), "gemm_weights_nt");
   if constexpr (is_mpfr_v<S>) {
@@ -820,5 +856,7 @@ template <class S> void gemm_weights_nt(const Matrix<S>& A, const Matrix<double>
                                     sanpath::Matrix<S>&);                                   \
   template void sanpath::gemm_weights<S>(const sanpath::Matrix<S>&, const sanpath::Matrix<double>&, \
                                          sanpath::Matrix<S>&); \
+  template void sanpath::gemm_weights<S>(const sanpath::Matrix<S>&, const sanpath::WeightView&,          \
+                                         sanpath::Matrix<S>&);                                           \
   template void sanpath::gemm_weights_nt<S>(const sanpath::Matrix<S>&, const sanpath::Matrix<double>&, \
                                             sanpath::Matrix<S>&);

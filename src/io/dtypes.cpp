@@ -1,6 +1,7 @@
 // The safetensors dtypes: element sizes and decoders (dtypes.hpp).
 #include "dtypes.hpp"
 
+#include "sanpath/core/weight_view.hpp"  // the float formats' bits
 #include "sanpath/io/safetensors.hpp"
 
 #include <algorithm>
@@ -109,28 +110,6 @@ bool host_order_finite(const unsigned char* __restrict p, std::size_t n, double*
   return bad == 0;
 }
 
-template <class To, class From> To bits_as(From from) {
-  static_assert(sizeof(To) == sizeof(From), "bits_as: sizes differ");
-  To to;
-  std::memcpy(&to, &from, sizeof to);
-  return to;
-}
-
-double f64_bits(std::uint64_t u) { return bits_as<double>(u); }
-double f32_bits(std::uint32_t u) { return static_cast<double>(bits_as<float>(u)); }
-/// BF16 is the upper half of an F32: its bits shifted up by 16 are that float.
-double bf16_bits(std::uint16_t h) { return static_cast<double>(bits_as<float>(static_cast<std::uint32_t>(h) << 16)); }
-/// F16 straight to the bits of the double: normal values re-biased (exponent
-/// e − 15 + 1023, fraction shifted up by 42), Inf and NaN kept so,
-/// subnormals and zeros as m · 2^−24 (exact) with the sign set.
-double f16_bits(std::uint16_t h) {
-  const std::uint64_t sign = static_cast<std::uint64_t>(h & 0x8000U) << 48;
-  const std::uint64_t e = (h >> 10) & 31U, m = h & 0x3ffU;
-  const std::uint64_t normal = sign | ((e == 31 ? 2047 : e + 1008) << 52) | (m << 42);  // 31: Inf or NaN
-  const std::uint64_t subnormal = bits_as<std::uint64_t>(static_cast<double>(m) * 0x1p-24) | sign;
-  return bits_as<double>(e == 0 ? subnormal : normal);
-}
-
 }  // namespace
 #endif
 
@@ -141,10 +120,10 @@ bool decode_all(const std::string& dtype, const unsigned char* p, std::size_t n,
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   // The host's own order: plain copies, the test of the exponent bits in
   // the same pass.
-  if (dtype == "F64") return host_order_finite<std::uint64_t>(p, n, out, 0x7ff0000000000000ULL, f64_bits);
-  if (dtype == "F32") return host_order_finite<std::uint32_t>(p, n, out, 0x7f800000U, f32_bits);
-  if (dtype == "BF16") return host_order_finite<std::uint16_t>(p, n, out, 0x7f80U, bf16_bits);
-  if (dtype == "F16") return host_order_finite<std::uint16_t>(p, n, out, 0x7c00U, f16_bits);
+  if (dtype == "F64") return host_order_finite<std::uint64_t>(p, n, out, 0x7ff0000000000000ULL, f64_from_bits);
+  if (dtype == "F32") return host_order_finite<std::uint32_t>(p, n, out, 0x7f800000U, f32_from_bits);
+  if (dtype == "BF16") return host_order_finite<std::uint16_t>(p, n, out, 0x7f80U, bf16_from_bits);
+  if (dtype == "F16") return host_order_finite<std::uint16_t>(p, n, out, 0x7c00U, f16_from_bits);
 #endif
   if (dtype == "F64")
     each(8, [](const unsigned char* q) {

@@ -8,7 +8,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <numeric>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -291,6 +295,143 @@ std::uint64_t piece_values(const Slots& s) {
   return n;
 }
 
+/// The view format of a safetensors dtype; nullopt for those views do not
+/// read (and on a big-endian host, where the stored bytes are not the
+/// host's).
+std::optional<StoredFloat> view_format(const std::string& dtype) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (dtype == "F64") return StoredFloat::f64;
+  if (dtype == "F32") return StoredFloat::f32;
+  if (dtype == "F16") return StoredFloat::f16;
+  if (dtype == "BF16") return StoredFloat::bf16;
+#else
+  (void)dtype;
+#endif
+  return std::nullopt;
+}
+
+/// The matrices of a MappedLayer; WO is the one whose heads lie one under
+/// the other (the others: side by side, or one piece).
+constexpr MappedMatrix MappedLayer::*kMapped[] = {&MappedLayer::WQ, &MappedLayer::WK, &MappedLayer::WV,
+                                                   &MappedLayer::WO, &MappedLayer::WR, &MappedLayer::W1,
+                                                   &MappedLayer::W2, &MappedLayer::Wgate};
+constexpr std::size_t kMappedCount = sizeof kMapped / sizeof kMapped[0];
+constexpr std::size_t kHeadsByRows = 3;  // WO
+constexpr std::size_t kPerHead = 5;      // WQ … WR have one piece per head
+
+/// The pieces of `s` that fill the large matrices of `w` (every head's
+/// projections, the MLP's), as views of the stored bytes in the forward
+/// pass's packed form; those pieces are taken out of `s` (their slots stay,
+/// checked by name and shape) and their matrices in `w` emptied. A matrix
+/// whose pieces a view cannot express (a dtype it does not read, strides
+/// that differ between heads) keeps its pieces and is decoded. With
+/// `test_finite` the tensors viewed are tested whole for NaN/Inf, with
+/// decode_slots' message (a layer's first mapped read; the bytes do not
+/// change while the file is mapped); `hold`
+/// keeps `f` and gives the pages back when the last view is dropped.
+std::shared_ptr<const MappedLayer> map_pieces(Slots& s, const std::vector<const TensorInfo*>& found,
+                                              const std::shared_ptr<const TensorStore>& f, LayerWeights& w,
+                                              bool test_finite) {
+  struct Part {
+    std::size_t slot, piece;
+    int head;
+  };
+  std::map<const MatrixXd*, std::pair<std::size_t, int>> target;  // matrix -> (kMapped index, head)
+  for (std::size_t h = 0; h < w.heads.size(); ++h) {
+    HeadWeights& hw = w.heads[h];
+    const int head = static_cast<int>(h);
+    target[&hw.W_Q] = {0, head};
+    target[&hw.W_K] = {1, head};
+    target[&hw.W_V] = {2, head};
+    target[&hw.W_O] = {3, head};
+    target[&hw.W_R] = {4, head};
+  }
+  target[&w.W_1] = {5, 0};
+  target[&w.W_2] = {6, 0};
+  target[&w.W_gate] = {7, 0};
+  std::vector<std::vector<Part>> parts(kMappedCount);
+  for (std::size_t i = 0; i < s.list.size(); ++i)
+    for (std::size_t k = 0; k < s.list[i].pieces.size(); ++k) {
+      const Piece& p = s.list[i].pieces[k];
+      if (!p.matrix) continue;
+      const auto it = target.find(p.matrix);
+      if (it != target.end()) parts[it->second.first].push_back({i, k, it->second.second});
+    }
+
+  auto layer = std::make_shared<MappedLayer>();
+  std::vector<const TensorInfo*> viewed;
+  std::vector<std::pair<std::size_t, std::size_t>> taken;  // (slot, piece)
+  const auto heads = static_cast<int>(w.heads.size());
+  for (std::size_t m = 0; m < kMappedCount; ++m) {
+    std::vector<Part>& ps = parts[m];
+    const int want = m < kPerHead ? heads : 1;
+    if (ps.empty() || static_cast<int>(ps.size()) != want) continue;
+    std::sort(ps.begin(), ps.end(), [](const Part& x, const Part& y) { return x.head < y.head; });
+    MappedMatrix v;
+    bool ok = true;
+    std::int64_t step_shared = 0;  // along the dimension the pieces share
+    Eigen::Index shared_size = 0;
+    for (std::size_t q = 0; ok && q < ps.size(); ++q) {
+      const TensorInfo& t = *found[ps[q].slot];
+      const std::optional<StoredFloat> format = view_format(t.dtype);
+      ok = format && ps[q].head == static_cast<int>(q) && (q == 0 || *format == v.type);
+      if (!ok) break;
+      const SafetensorsMap& file = f->file_of(t);
+      const TensorBlock b = resolve(s.list[ps[q].slot].pieces[ps[q].piece], t.shape, file.path(), t.name);
+      const auto e = static_cast<std::int64_t>(stored_size(*format)), width = width_of(t.shape);
+      const unsigned char* data = file.data_of(t);
+      if (q == 0) {
+        v.base = data;
+        v.type = *format;
+      }
+      const std::int64_t at = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(data) -
+                                                        reinterpret_cast<std::intptr_t>(v.base)) +
+                              e * (b.row * width + b.col);
+      // Steps in bytes along the block's image rows (i) and columns (j).
+      const std::int64_t step_i = b.transpose ? e : e * width, step_j = b.transpose ? e * width : e;
+      const bool by_rows = m == kHeadsByRows;
+      const Eigen::Index own = by_rows ? b.image_rows() : b.image_cols();
+      const Eigen::Index shared = by_rows ? b.image_cols() : b.image_rows();
+      const std::int64_t own_step = by_rows ? step_i : step_j, other_step = by_rows ? step_j : step_i;
+      if (q == 0) {
+        step_shared = other_step;
+        shared_size = shared;
+      }
+      ok = other_step == step_shared && shared == shared_size;
+      if (!ok) break;
+      std::vector<std::int64_t>& own_offsets = by_rows ? v.row_offsets : v.col_offsets;
+      for (Eigen::Index x = 0; x < own; ++x) own_offsets.push_back(at + x * own_step);
+    }
+    if (!ok) continue;
+    std::vector<std::int64_t>& shared_offsets = m == kHeadsByRows ? v.col_offsets : v.row_offsets;
+    for (Eigen::Index x = 0; x < shared_size; ++x) shared_offsets.push_back(x * step_shared);
+    for (const Part& part : ps) {
+      Piece& piece = s.list[part.slot].pieces[part.piece];
+      piece.matrix->resize(0, 0);
+      taken.emplace_back(part.slot, part.piece);
+      viewed.push_back(found[part.slot]);
+    }
+    (*layer).*kMapped[m] = std::move(v);
+  }
+  // Out of the slots, last piece first so that indices stay valid.
+  std::sort(taken.begin(), taken.end(), std::greater<>());
+  for (const auto& [slot, piece] : taken) {
+    std::vector<Piece>& pieces = s.list[slot].pieces;
+    pieces.erase(pieces.begin() + static_cast<std::ptrdiff_t>(piece));
+  }
+  std::sort(viewed.begin(), viewed.end());
+  viewed.erase(std::unique(viewed.begin(), viewed.end()), viewed.end());
+  // NaN/Inf in the tensors viewed, each tested whole once (its pages mapped
+  // in the same call), with decode_slots' message.
+  if (test_finite)
+    for (const TensorInfo* t : viewed) f->file_of(*t).check_finite(*t, 0, static_cast<std::size_t>(t->numel()));
+  const TensorStore* store = f.get();
+  layer->hold = std::shared_ptr<const void>(store, [f, viewed](const void*) {
+    for (const TensorInfo* t : viewed) f->file_of(*t).release(*t);
+  });
+  return layer;
+}
+
 /// Layers read from a checkpoint kept open, one decode_slots per read.
 class SlotLayers final : public LayerSource {
  public:
@@ -298,13 +439,26 @@ class SlotLayers final : public LayerSource {
              std::string layout)
       : slots_of_(std::move(slots_of)), f_(std::move(f)), prefix_(std::move(prefix)),
         config_path_(std::move(config_path)), layout_(std::move(layout)) {}
-  void read(int l, LayerWeights& w) const override {
+  void read(int l, LayerWeights& w, LayerForm form) const override {
     Slots s;
+    w.mapped.reset();
     slots_of_(l, w, s);
+    if (form == LayerForm::mapped) {
+      bool tested;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        tested = finite_.count(l) > 0;
+      }
+      w.mapped = map_pieces(s, locate_slots(s, *f_, prefix_, config_path_, layout_), f_, w, !tested);
+      std::lock_guard<std::mutex> lock(mu_);
+      finite_.insert(l);
+    }
     decode_slots(s, *f_, prefix_, config_path_, layout_);
   }
 
  private:
+  mutable std::mutex mu_;
+  mutable std::set<int> finite_;  ///< layers whose viewed tensors were tested for NaN/Inf
   LayerSlots slots_of_;
   std::shared_ptr<const TensorStore> f_;
   std::string prefix_, config_path_, layout_;
@@ -373,6 +527,7 @@ void decode_slots(const Slots& s, const TensorStore& f, const std::string& prefi
   // for finiteness in the same pass, then its pages are let go.
   const auto decode_range = [&](std::size_t first, std::size_t last) {
     for (std::size_t i = first; i < last; ++i) {
+      if (s.list[i].pieces.empty()) continue;  // checked by name and shape only (or viewed where it lies)
       const TensorInfo& t = *found[i];
       const SafetensorsMap& file = f.file_of(t);
       const TensorReader read = [&](std::size_t from, std::size_t count, double* out) {

@@ -397,6 +397,8 @@ void SafetensorsMap::fail_nonfinite(const TensorInfo& t, std::size_t element, do
                               shape_str(at));
 }
 
+const unsigned char* SafetensorsMap::data_of(const TensorInfo& t) const { return base_ + data_start_ + t.begin; }
+
 void SafetensorsMap::release(const TensorInfo& t) const {
   if (owned_) return;  // bytes held in memory: nothing to give back to the page cache
   // Whole pages inside the tensor's bytes only: neighbours may still be needed.

@@ -245,14 +245,14 @@ const LayerWeights& Model::layer(int l) const {
   return layers_.at(static_cast<std::size_t>(l));
 }
 
-std::shared_ptr<const LayerWeights> Model::layer_for_pass(int l) const {
+std::shared_ptr<const LayerWeights> Model::layer_for_pass(int l, LayerForm form) const {
   if (!stream_) return {std::shared_ptr<const LayerWeights>(), &layers_.at(static_cast<std::size_t>(l))};
   if (l < 0 || l >= arch_.layers) throw std::out_of_range("Model::layer_for_pass: no layer " + std::to_string(l));
-  if (SharedLayers::Member* m = SharedLayers::current(*this)) return m->shared_.take(m->index_, l);
-  return read_for_pass(l);
+  if (SharedLayers::Member* m = SharedLayers::current(*this)) return m->shared_.take(m->index_, l, form);
+  return read_for_pass(l, form);
 }
 
-std::shared_ptr<const LayerWeights> Model::read_for_pass(int l) const {
+std::shared_ptr<const LayerWeights> Model::read_for_pass(int l, LayerForm form) const {
   std::unique_ptr<LayerWeights> buffer;
   {
     std::lock_guard<std::mutex> lock(stream_->mu);
@@ -262,7 +262,7 @@ std::shared_ptr<const LayerWeights> Model::read_for_pass(int l) const {
     }
   }
   if (!buffer) buffer = std::make_unique<LayerWeights>();
-  stream_->source->read(l, *buffer);
+  stream_->source->read(l, *buffer, form);
   validate_layer(l, *buffer, false);
   // The buffer goes back to the pool (which outlives the model's copies
   // while any pointer is held) when the pass lets go of it.
@@ -270,6 +270,7 @@ std::shared_ptr<const LayerWeights> Model::read_for_pass(int l) const {
   LayerWeights* raw = buffer.release();
   return std::shared_ptr<const LayerWeights>(raw, [pool](const LayerWeights* w) {
     std::unique_ptr<LayerWeights> back(const_cast<LayerWeights*>(w));
+    back->mapped.reset();  // the mapped pages go back now, not at the buffer's next use
     std::lock_guard<std::mutex> lock(pool->mu);
     pool->free.push_back(std::move(back));
   });
@@ -384,30 +385,52 @@ void Model::validate_layer(int l, const LayerWeights& w, bool finite) const {
   const std::string p = "layer " + std::to_string(l) + " ";
   if (static_cast<int>(w.heads.size()) != a.heads)
     c.fail(p + "heads", "config says " + std::to_string(a.heads) + ", weights have " + std::to_string(w.heads.size()));
+  const MappedLayer* m = w.mapped.get();
+  // A matrix given as a view (every head's side by side) or decoded per head.
+  const auto viewed = [&](const MappedMatrix MappedLayer::*which) { return m && (m->*which).present(); };
+  const auto view_shape = [&](const MappedMatrix& v, Eigen::Index rows, Eigen::Index cols, const std::string& field) {
+    if (v.rows() != rows || v.cols() != cols)
+      c.fail(field, "is " + std::to_string(v.rows()) + " x " + std::to_string(v.cols()) + " in the checkpoint, expected " +
+                        std::to_string(rows) + " x " + std::to_string(cols));
+  };
+  const Eigen::Index H = a.heads;
+  if (viewed(&MappedLayer::WQ)) view_shape(m->WQ, d, H * a.d_qk, p + "W_Q");
+  if (viewed(&MappedLayer::WK)) view_shape(m->WK, d, H * a.d_qk, p + "W_K");
+  if (viewed(&MappedLayer::WV)) view_shape(m->WV, d, H * a.d_v, p + "W_V");
+  if (viewed(&MappedLayer::WO)) view_shape(m->WO, H * a.d_v, d, p + "W_O");
+  // Query heads of one key/value group read the same stored entries.
+  const auto same_block = [](const MappedMatrix& v, Eigen::Index width, int h, int g) {
+    const auto first = v.col_offsets.begin();
+    return std::equal(first + h * width, first + (h + 1) * width, first + g * width);
+  };
   for (int h = 0; h < a.heads; ++h) {
     const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
     const std::string q = p + "head " + std::to_string(h) + " ";
-    c.shape(hw.W_Q, d, a.d_qk, q + "W_Q");
-    c.shape(hw.W_K, d, a.d_qk, q + "W_K");
-    c.shape(hw.W_V, d, a.d_v, q + "W_V");
-    c.shape(hw.W_O, a.d_v, d, q + "W_O");
+    if (!viewed(&MappedLayer::WQ)) c.shape(hw.W_Q, d, a.d_qk, q + "W_Q");
+    if (!viewed(&MappedLayer::WK)) c.shape(hw.W_K, d, a.d_qk, q + "W_K");
+    if (!viewed(&MappedLayer::WV)) c.shape(hw.W_V, d, a.d_v, q + "W_V");
+    if (!viewed(&MappedLayer::WO)) c.shape(hw.W_O, a.d_v, d, q + "W_O");
     c.vec(hw.b_Q, a.d_qk, q + "b_Q");
     c.vec(hw.b_K, a.d_qk, q + "b_K");
     c.vec(hw.b_V, a.d_v, q + "b_V");
     const int first = static_cast<int>(static_cast<long long>(a.kv_head_of(h)) * a.heads / a.key_value_heads());
     const HeadWeights& g = w.heads[static_cast<std::size_t>(first)];
-    if (first != h && (hw.W_K != g.W_K || hw.b_K != g.b_K || hw.W_V != g.W_V || hw.b_V != g.b_V))
+    const bool same_k = viewed(&MappedLayer::WK) ? same_block(m->WK, a.d_qk, h, first) : hw.W_K == g.W_K;
+    const bool same_v = viewed(&MappedLayer::WV) ? same_block(m->WV, a.d_v, h, first) : hw.W_V == g.W_V;
+    if (first != h && (!same_k || hw.b_K != g.b_K || !same_v || hw.b_V != g.b_V))
       c.fail(q + "W_K", "differs from head " + std::to_string(first) + ", which shares its key/value head " +
                             std::to_string(a.kv_head_of(h)) + " (kv_heads = " + std::to_string(a.kv_heads) + ")");
   }
-  if (a.xlnet_relative)
+  if (a.xlnet_relative) {
+    if (viewed(&MappedLayer::WR)) view_shape(m->WR, d, H * a.d_qk, p + "W_R");
     for (int h = 0; h < a.heads; ++h) {
       const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
       const std::string q = p + "head " + std::to_string(h) + " ";
-      c.shape(hw.W_R, d, a.d_qk, q + "W_R");
+      if (!viewed(&MappedLayer::WR)) c.shape(hw.W_R, d, a.d_qk, q + "W_R");
       c.vec(hw.r_w, a.d_qk, q + "r_w");
       c.vec(hw.r_r, a.d_qk, q + "r_r");
     }
+  }
   if (a.rel_buckets > 0) c.shape(w.pos_bias, a.rel_buckets, a.heads, p + "pos_bias");
   if (a.sandwich_norms && (w.has_layernorm() || w.ln3_g.size() || w.ln4_g.size())) {
     c.vec(w.ln3_g, d, p + "ln3_g");
@@ -416,11 +439,14 @@ void Model::validate_layer(int l, const LayerWeights& w, bool finite) const {
   c.vec(w.b_O, d, p + "b_O");
   if (w.has_mlp() || a.d_ff > 0) {
     if (a.d_ff < 1) c.fail(p + "W_1", "MLP weights present but d_ff is 0");
-    c.shape(w.W_1, d, a.d_ff, p + "W_1");
+    if (viewed(&MappedLayer::W1)) view_shape(m->W1, d, a.d_ff, p + "W_1");
+    else c.shape(w.W_1, d, a.d_ff, p + "W_1");
     c.vec(w.b_1, a.d_ff, p + "b_1");
-    c.shape(w.W_2, a.d_ff, d, p + "W_2");
+    if (viewed(&MappedLayer::W2)) view_shape(m->W2, a.d_ff, d, p + "W_2");
+    else c.shape(w.W_2, a.d_ff, d, p + "W_2");
     c.vec(w.b_2, d, p + "b_2");
-    if (a.gated_mlp) c.shape(w.W_gate, d, a.d_ff, p + "W_gate");
+    if (a.gated_mlp && viewed(&MappedLayer::Wgate)) view_shape(m->Wgate, d, a.d_ff, p + "W_gate");
+    else if (a.gated_mlp) c.shape(w.W_gate, d, a.d_ff, p + "W_gate");
     else if (w.gated()) c.fail(p + "W_gate", "gate weights present but the architecture is not gated");
   } else if (w.gated()) {
     c.fail(p + "W_gate", "gate weights present without W_1, W_2");

@@ -54,7 +54,7 @@ void SharedLayers::leave(int index) {
   cv_.notify_all();
 }
 
-std::shared_ptr<const LayerWeights> SharedLayers::take(int index, int l) {
+std::shared_ptr<const LayerWeights> SharedLayers::take(int index, int l, LayerForm form) {
   const auto self = static_cast<std::size_t>(index);
   std::unique_lock<std::mutex> lock(mu_);
   // In step: wait while a running pass has not yet taken layer l − 1.
@@ -66,12 +66,13 @@ std::shared_ptr<const LayerWeights> SharedLayers::take(int index, int l) {
   auto it = layers_.find(l);
   if (it == layers_.end()) {
     it = layers_.emplace(l, Entry{}).first;
+    it->second.form = form;
     ++reads_;
     lock.unlock();
     std::shared_ptr<const LayerWeights> read;
     std::exception_ptr error;
     try {
-      read = model_.read_for_pass(l);
+      read = model_.read_for_pass(l, form);
     } catch (...) {
       error = std::current_exception();
     }
@@ -87,6 +88,9 @@ std::shared_ptr<const LayerWeights> SharedLayers::take(int index, int l) {
   }
   const Entry& e = it->second;
   if (e.error) std::rethrow_exception(e.error);
+  if (e.form == LayerForm::mapped && form == LayerForm::decoded && e.layer && e.layer->mapped)
+    throw std::logic_error("SharedLayers: a pass asks for layer " + std::to_string(l) +
+                           " decoded, another pass read it mapped");
   std::shared_ptr<const LayerWeights> out = e.layer;
   next_[self] = std::max(next_[self], l + 1);
   drop_taken();

@@ -158,3 +158,133 @@ TEST_CASE("the double kernel's level: named, and refused when unknown", "[dgemm]
   CHECK_THROWS_WITH(set_double_products_isa("sse9"), Catch::Contains("unknown level 'sse9'"));
   if (levels.size() < 3) CHECK_THROWS_WITH(set_double_products_isa("avx512"), Catch::Contains("cannot run"));
 }
+
+namespace {
+
+/// Stored bytes of one format and the doubles they hold, decoded here
+/// independently of the library (sign, exponent and fraction by ldexp).
+struct Stored {
+  StoredFloat type;
+  std::vector<unsigned char> bytes;
+  std::vector<double> values;
+};
+
+double decode_half(std::uint16_t h) {
+  const int e = (h >> 10) & 31, m = h & 0x3ff;
+  const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+/// `count` random finite elements of `type`: every sign, exponents across
+/// the format's range (F16: subnormals and zeros too; F32/BF16: F32's
+/// normal range narrowed to ±60 binades; F64 ±300).
+Stored random_stored(StoredFloat type, std::size_t count, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  Stored s{type, std::vector<unsigned char>(count * stored_size(type)), std::vector<double>(count)};
+  for (std::size_t x = 0; x < count; ++x) {
+    unsigned char* p = s.bytes.data() + x * stored_size(type);
+    const std::uint64_t r = g();
+    switch (type) {
+      case StoredFloat::f16: {
+        std::uint16_t h = static_cast<std::uint16_t>(r);
+        if (((h >> 10) & 31) == 31) h &= 0xbfff;  // no Inf/NaN
+        std::memcpy(p, &h, 2);
+        s.values[x] = decode_half(h);
+        break;
+      }
+      case StoredFloat::bf16: {
+        const float f = std::ldexp(static_cast<float>(static_cast<int>(r % 255) - 127), static_cast<int>(r >> 60) - 8 -
+                                                                                           static_cast<int>((r >> 40) % 50));
+        std::uint32_t u;
+        std::memcpy(&u, &f, 4);
+        const auto h = static_cast<std::uint16_t>(u >> 16);  // f has 8 significant bits: exact in BF16
+        std::memcpy(p, &h, 2);
+        s.values[x] = static_cast<double>(f);
+        break;
+      }
+      case StoredFloat::f32: {
+        const float f = std::ldexp(static_cast<float>(static_cast<std::int32_t>(r) >> 8), static_cast<int>((r >> 32) % 120) - 84);
+        std::memcpy(p, &f, 4);
+        s.values[x] = static_cast<double>(f);
+        break;
+      }
+      case StoredFloat::f64: {
+        const double d = std::ldexp(static_cast<double>(static_cast<std::int64_t>(r) >> 11), static_cast<int>((r >> 53) % 600) - 353);
+        std::memcpy(p, &d, 8);
+        s.values[x] = d;
+        break;
+      }
+    }
+  }
+  return s;
+}
+
+/// A view of `s` as a k×n matrix laid out as `kind` says, and the same
+/// matrix decoded: "linear" (a torch Linear weight [n, k], W = Tᵀ),
+/// "conv1d" ([k, n], W = T), "gather" (columns of the middle third of a
+/// fused [k, 3n] tensor, scattered (stride 7) and each pair of them taken
+/// twice, as the key/value heads a group of query heads shares).
+struct Laid {
+  std::vector<std::int64_t> rows, cols;
+  MatrixXd dense;
+  WeightView view(const Stored& s) const {
+    return {s.bytes.data(), s.type, rows.data(), cols.data(), static_cast<Eigen::Index>(rows.size()),
+            static_cast<Eigen::Index>(cols.size())};
+  }
+};
+
+Laid lay_out(const Stored& s, const std::string& kind, Eigen::Index k, Eigen::Index n) {
+  const auto e = static_cast<std::int64_t>(stored_size(s.type));
+  Laid out;
+  out.dense.resize(k, n);
+  for (Eigen::Index i = 0; i < k; ++i) out.rows.push_back(kind == "linear" ? i * e : i * e * (kind == "gather" ? 3 * n : n));
+  for (Eigen::Index j = 0; j < n; ++j) {
+    if (kind == "linear") out.cols.push_back(j * k * e);
+    else if (kind == "conv1d") out.cols.push_back(j * e);
+    else out.cols.push_back((n + ((j / 4 * 2 + j % 2) * 7) % n) * e);
+  }
+  for (Eigen::Index j = 0; j < n; ++j)
+    for (Eigen::Index i = 0; i < k; ++i)
+      out.dense(i, j) = s.values[static_cast<std::size_t>((out.rows[static_cast<std::size_t>(i)] +
+                                                           out.cols[static_cast<std::size_t>(j)]) / e)];
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("views of stored F64, F32, F16 and BF16 weights give the bits of their decoded matrices", "[dgemm][view]") {
+  Restore restore;
+  const std::vector<Shape> shapes = {{1, 1, 2}, {7, 13, 10}, {25, 257, 18}, {97, 300, 130}, {128, 96, 300}};
+  std::uint64_t seed = 71;
+  for (const StoredFloat type : {StoredFloat::f64, StoredFloat::f32, StoredFloat::f16, StoredFloat::bf16})
+    for (const Shape& sh : shapes)
+      for (const std::string kind : {"linear", "conv1d", "gather"}) {
+        seed += 3;
+        const Stored s = random_stored(type, static_cast<std::size_t>(sh.k * sh.n * 3), seed);
+        const Laid w = lay_out(s, kind, sh.k, sh.n);
+        const MatrixXd A = random_matrix(sh.m, sh.k, seed + 1, 2);
+        CAPTURE(static_cast<int>(type), kind, sh.m, sh.k, sh.n);
+        REQUIRE(same_bits(w.view(s).decode(), w.dense));  // the view reads what the independent decoder reads
+        for (const int mode : {FE_TONEAREST, FE_UPWARD}) {
+          std::fesetround(mode);
+          const MatrixXd want = fma_chain(A, w.dense);
+          for (const std::string& level : supported_double_products_isas())
+            for (const int threads : {1, 3}) {
+              CAPTURE(level, mode, threads);
+              set_double_products_isa(level);
+              set_product_threads(threads);
+              MatrixXd C;
+              gemm_weights(A, w.view(s), C);
+              REQUIRE(same_bits(C, want));
+            }
+        }
+        std::fesetround(FE_TONEAREST);
+        // A multiprecision tier reads the view as the decoded matrix.
+        using R = mpfr_real<19>;
+        const Matrix<R> AR = convert<R>(MatrixXd(A.topRows(std::min<Eigen::Index>(A.rows(), 5))));
+        Matrix<R> CR, DR;
+        gemm_weights(AR, w.view(s), CR);
+        gemm_weights(AR, w.dense, DR);
+        REQUIRE(CR == DR);
+      }
+}

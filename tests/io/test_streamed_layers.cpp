@@ -13,6 +13,11 @@
 #include "sanpath/core/resources.hpp"
 #include "sanpath/io/checkpoint.hpp"
 
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+
 namespace {
 
 using R = mpfr_real<77>;  // 257 bits
@@ -215,4 +220,173 @@ TEST_CASE("automatic streaming: whole when the weights fit the budget, streamed 
   }
   CHECK(e.find(dir + "/model.safetensors: layers: needs an estimated") == 0);
   CHECK(e.find("(3 layers at a time, streamed from the file)") != std::string::npos);
+}
+
+namespace {
+
+/// A random model of `layout`'s structure (ALBERT aside: its one shared
+/// layer is never streamed): 4 heads (the Llama family, Phi and Gemma with
+/// 2 key/value heads), MLP and norms.
+Model model_in(Layout layout) {
+  if (layout == Layout::llama || layout == Layout::mistral || layout == Layout::qwen2)
+    return sanpath::test::random_llama(2, 4, 2, 16, 4, 24, 23, 50);
+  if (layout == Layout::bert || layout == Layout::gpt2 || layout == Layout::roberta || layout == Layout::distilbert) {
+    Spec s;
+    s.emb = layout;
+    s.layers = 2;
+    s.heads = 4;
+    s.d = 16;
+    s.variant = layout == Layout::gpt2 ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
+                                       : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none};
+    return make_model(s);
+  }
+  RandomModelSpec s;
+  Architecture& a = s.arch;
+  a.layers = 2;
+  a.heads = 4;
+  a.d_model = 32;
+  a.d_qk = a.d_v = 8;  // GPT-NeoX's default rotary fraction 0.25 rotates 2 entries
+  a.d_ff = 24;
+  const FamilyDefaults def = family_defaults(layout);
+  a.activation = def.activation;
+  a.ln_eps = def.ln_eps;
+  if (layout == Layout::phi || layout == Layout::gemma || layout == Layout::gemma2) a.kv_heads = 2;
+  s.std = 0.3;
+  s.seed = 29;
+  s.vocab = layout == Layout::vit ? 0 : 40;
+  s.embeddings = layout;
+  FamilyOptions o;
+  if (layout == Layout::vit) {
+    o.image_size = 8;
+    o.patch_size = 4;
+    o.channels = 3;
+  }
+  family_structure(layout, s, o);
+  return random_model(s);
+}
+
+/// The F32 tensors of the safetensors file at `path` rewritten as `dtype`
+/// ("F16" or "BF16"; values truncated toward zero into it): files in the
+/// half formats, which save_hf does not write.
+void halve_file(const std::string& path, const std::string& dtype) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::uint64_t n = 0;
+  std::memcpy(&n, all.data(), 8);  // little-endian hosts only, as the CI
+  json h = json::parse(all.substr(8, n));
+  const std::string old = all.substr(8 + n);
+  std::string data;
+  for (auto& [name, t] : h.items()) {
+    if (name == "__metadata__") continue;
+    const std::uint64_t begin = t["data_offsets"][0], end = t["data_offsets"][1];
+    std::string bytes = old.substr(begin, end - begin);
+    if (t["dtype"] == "F32") {
+      std::string halves;
+      for (std::size_t x = 0; x + 4 <= bytes.size(); x += 4) {
+        float f;
+        std::memcpy(&f, bytes.data() + x, 4);
+        std::uint32_t u;
+        std::memcpy(&u, &f, 4);
+        std::uint16_t half = static_cast<std::uint16_t>(u >> 16);  // BF16: the upper half
+        if (dtype == "F16") {
+          const double a = std::fabs(static_cast<double>(f));
+          int e = 0;
+          (void)std::frexp(a, &e);  // a = m·2^e, m in [0.5, 1)
+          const std::uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+          if (a == 0 || e - 1 < -14)  // zero or subnormal: m·2^−24
+            half = static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(std::ldexp(a, 24)));
+          else  // normal, |f| < 65504 for these weights
+            half = static_cast<std::uint16_t>(sign | ((e - 1 + 15) << 10) |
+                                              (static_cast<std::uint16_t>(std::ldexp(a, 11 - e)) & 0x3ff));
+        }
+        halves.append(reinterpret_cast<const char*>(&half), 2);
+      }
+      bytes = halves;
+      t["dtype"] = dtype;
+    }
+    t["data_offsets"] = {data.size(), data.size() + bytes.size()};
+    data += bytes;
+  }
+  std::string text = h.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  const std::uint64_t len = text.size();
+  std::memcpy(out.data(), &len, 8);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << out << text << data;
+}
+
+/// Every head's matrices side by side (the forward pass's packed form).
+MatrixXd side_by_side(const LayerWeights& w, MatrixXd HeadWeights::*m, bool by_rows = false) {
+  const MatrixXd& first = w.heads.front().*m;
+  const auto H = static_cast<Eigen::Index>(w.heads.size());
+  MatrixXd out(by_rows ? first.rows() * H : first.rows(), by_rows ? first.cols() : first.cols() * H);
+  for (Eigen::Index h = 0; h < H; ++h) {
+    const MatrixXd& x = w.heads[static_cast<std::size_t>(h)].*m;
+    if (by_rows) out.middleRows(h * x.rows(), x.rows()) = x;
+    else out.middleCols(h * x.cols(), x.cols()) = x;
+  }
+  return out;
+}
+
+void require_view(const MappedMatrix& v, const MatrixXd& want, const std::string& what) {
+  CAPTURE(what);
+  REQUIRE(v.present());
+  REQUIRE(v.rows() == want.rows());
+  REQUIRE(v.cols() == want.cols());
+  CHECK(v.view().decode() == want);
+}
+
+}  // namespace
+
+TEST_CASE("a double pass reads a streamed layer's matrices where they lie, in every layout and stored float",
+          "[checkpoint][streamed][mapped]") {
+  for (const Layout layout : {Layout::bert, Layout::gpt2, Layout::roberta, Layout::distilbert, Layout::llama,
+                              Layout::mistral, Layout::qwen2, Layout::xlnet, Layout::t5, Layout::gpt_neox, Layout::phi,
+                              Layout::opt, Layout::gemma, Layout::gemma2, Layout::vit}) {
+    const Model m = model_in(layout);
+    for (const char* dtype : {"F64", "F32", "F16", "BF16"}) {
+      CAPTURE(to_string(layout), dtype);
+      const std::string dir = fresh(std::string("mapped_") + to_string(layout) + "_" + dtype);
+      const bool half = std::string(dtype) == "F16" || std::string(dtype) == "BF16";
+      save_hf(m, dir, layout, half ? "F32" : dtype);
+      if (half) halve_file(dir + "/model.safetensors", dtype);
+      const Model whole = load_model(dir), streamed = load_model(dir, with_layers(LoadOptions::Layers::streamed));
+      REQUIRE(streamed.streamed());
+      for (int l = 0; l < whole.arch().layers; ++l) {
+        CAPTURE(l);
+        const std::shared_ptr<const LayerWeights> w = streamed.layer_for_pass(l, LayerForm::mapped);
+        REQUIRE(w->mapped);
+        const MappedLayer& v = *w->mapped;
+        const LayerWeights& d = whole.layer(l);
+        // Every large matrix is a view, none is decoded as well.
+        require_view(v.WQ, side_by_side(d, &HeadWeights::W_Q), "W_Q");
+        require_view(v.WK, side_by_side(d, &HeadWeights::W_K), "W_K");
+        require_view(v.WV, side_by_side(d, &HeadWeights::W_V), "W_V");
+        require_view(v.WO, side_by_side(d, &HeadWeights::W_O, true), "W_O");
+        for (const HeadWeights& hw : w->heads) CHECK(hw.W_Q.size() + hw.W_K.size() + hw.W_V.size() + hw.W_O.size() == 0);
+        if (whole.arch().xlnet_relative) require_view(v.WR, side_by_side(d, &HeadWeights::W_R), "W_R");
+        CHECK(w->has_mlp() == d.has_mlp());
+        if (d.has_mlp()) {
+          require_view(v.W1, d.W_1, "W_1");
+          require_view(v.W2, d.W_2, "W_2");
+          CHECK(w->W_1.size() + w->W_2.size() == 0);
+        }
+        CHECK(w->gated() == d.gated());
+        if (d.gated()) require_view(v.Wgate, d.W_gate, "W_gate");
+        // Asked decoded, the same source decodes.
+        const std::shared_ptr<const LayerWeights> decoded = streamed.layer_for_pass(l, LayerForm::decoded);
+        CHECK(!decoded->mapped);
+        CHECK(decoded->heads[1].W_K == d.heads[1].W_K);
+      }
+      // The double pass on the views: every layer bit for bit the whole model's.
+      std::mt19937_64 g(7);
+      std::uniform_real_distribution<double> u(-1.0, 1.0);
+      const Matrix<double> X0 = Matrix<double>::NullaryExpr(5, whole.arch().d_model, [&] { return u(g); });
+      const ForwardTrace<double> a = forward<double>(whole, whole.arch().variant, X0);
+      const ForwardTrace<double> b = forward<double>(streamed, streamed.arch().variant, X0);
+      for (std::size_t l = 0; l < a.X.size(); ++l) {
+        require_same(b.X[l], a.X[l], "X^" + std::to_string(l));
+      }
+    }
+  }
 }

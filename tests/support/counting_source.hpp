@@ -10,12 +10,13 @@
 
 namespace sanpath::test {
 
-/// Hands out the layers of a resident model, counting the reads; throws
-/// std::invalid_argument "layers.<bad>: bad data" when asked for layer `bad`.
+/// Hands out the layers of a resident model (decoded, whatever form is
+/// asked), counting the reads; throws std::invalid_argument "layers.<bad>:
+/// bad data" when asked for layer `bad`.
 class CountingSource : public LayerSource {
  public:
   explicit CountingSource(const Model& whole, int bad = -1) : whole_(whole), bad_(bad) {}
-  void read(int l, LayerWeights& w) const override {
+  void read(int l, LayerWeights& w, LayerForm) const override {
     ++reads;
     if (l == bad_) throw std::invalid_argument("layers." + std::to_string(l) + ": bad data");
     w = whole_.layer(l);

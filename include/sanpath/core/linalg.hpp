@@ -21,6 +21,7 @@
 /// depend on the thread count.
 
 #include "sanpath/core/scalar.hpp"
+#include "sanpath/core/weight_view.hpp"
 
 #include <atomic>
 #include <functional>
@@ -38,6 +39,10 @@ template <class S> void gemm_nt(const Matrix<S>& A, const Matrix<S>& B, Matrix<S
 /// gemm(A, convert<S>(W), C), bit for bit, without converting W to S.
 /// A: m×k, W: k×n, C resized to m×n.
 template <class S> void gemm_weights(const Matrix<S>& A, const Matrix<double>& W, Matrix<S>& C);
+/// C = A·W with W stored floats read where they lie (a mapped checkpoint,
+/// core/weight_view.hpp): the same result as gemm_weights(A, W.decode(), C),
+/// bit for bit; in double W's panels are packed straight from its bytes.
+template <class S> void gemm_weights(const Matrix<S>& A, const WeightView& W, Matrix<S>& C);
 /// C = A·Wᵀ with W in double (a torch Linear weight, [out, in]): the same
 /// result as gemm_nt(A, convert<S>(W), C), bit for bit, without converting
 /// or transposing W. A: m×k, W: n×k, C resized to m×n.
@@ -201,6 +206,7 @@ template <class S, class Derived> Matrix<S> convert(const Eigen::MatrixBase<Deri
   extern template void gemm<S>(const Matrix<S>&, const Matrix<S>&, Matrix<S>&);       \
   extern template void gemm_nt<S>(const Matrix<S>&, const Matrix<S>&, Matrix<S>&);     \
   extern template void gemm_weights<S>(const Matrix<S>&, const Matrix<double>&, Matrix<S>&); \
+  extern template void gemm_weights<S>(const Matrix<S>&, const WeightView&, Matrix<S>&);           \
   extern template void gemm_weights_nt<S>(const Matrix<S>&, const Matrix<double>&, Matrix<S>&);
 // At double and every tier of the ladder (src/core/linalg_tiers.cpp).
 #define SANPATH_DECLARE_LINALG_TIER(D) SANPATH_DECLARE_LINALG(::sanpath::mpfr_real<D>)

@@ -68,6 +68,11 @@ class SafetensorsMap {
   /// on elements [first, first + count) of `t`, read from the stored bytes
   /// without decoding them: for the parts of a tensor a loader skips.
   void check_finite(const TensorInfo& t, std::size_t first, std::size_t count) const;
+  /// The bytes of `t` in the mapping (row-major, little-endian), valid as
+  /// long as this map: for readers that use them in place
+  /// (core/weight_view.hpp). Its pages are mapped as they are read (or at
+  /// once by check_finite).
+  const unsigned char* data_of(const TensorInfo& t) const;
   /// Drops the pages of `t` from this process's resident memory (they stay
   /// in the page cache); a later decode maps them in again.
   void release(const TensorInfo& t) const;

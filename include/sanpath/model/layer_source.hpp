@@ -15,7 +15,10 @@ class LayerSource {
   /// storage `w` already has. Every weight is tested for NaN/Inf as it is
   /// read; bad or missing data throws std::invalid_argument naming the file
   /// and the tensor. Called from several threads at once, for different `w`.
-  virtual void read(int l, LayerWeights& w) const = 0;
+  /// With LayerForm::mapped a source may give the large matrices as views
+  /// (LayerWeights::mapped, each one it gives left empty in `w`); a source
+  /// that cannot decodes them and sets `w.mapped` to null.
+  virtual void read(int l, LayerWeights& w, LayerForm form) const = 0;
 };
 
 }  // namespace sanpath

@@ -5,6 +5,8 @@
 /// BF16 — is exact in double, and double is exact in every MPFR tier).
 /// A Model is validated on construction: shapes, finiteness, consistency.
 
+#include "sanpath/model/mapped_layer.hpp"
+
 #include <Eigen/Core>
 #include <memory>
 
@@ -189,9 +191,14 @@ struct LayerWeights {
   /// T5 (Architecture::rel_buckets > 0): the bucket table, nb × H (block
   /// 0's, the same in every layer).
   MatrixXd pos_bias;
-  bool has_mlp() const { return W_1.size() > 0; }
+  /// A layer read in LayerForm::mapped: the matrices `mapped` holds as
+  /// views (MappedMatrix::present) are left empty here — every head's W_Q,
+  /// W_K, W_V, W_O, W_R and W_1, W_2, W_gate, as it gives them. Null for a
+  /// decoded layer.
+  std::shared_ptr<const MappedLayer> mapped;
+  bool has_mlp() const { return W_1.size() > 0 || (mapped && mapped->W1.present()); }
   bool has_layernorm() const { return ln1_g.size() > 0; }
-  bool gated() const { return W_gate.size() > 0; }
+  bool gated() const { return W_gate.size() > 0 || (mapped && mapped->Wgate.present()); }
 };
 
 /// The checkpoint layout families (io/ reads and writes them); embeddings
@@ -267,6 +274,12 @@ enum class FiniteWeights { check, checked_by_loader };
 
 class LayerSource;  // layer_source.hpp
 
+/// How a pass wants a streamed layer: every weight decoded into doubles, or
+/// its large matrices as views of the mapped checkpoint where the source can
+/// give them (LayerWeights::mapped; the double forward pass, whose products
+/// read them in place). A resident model's layers are always decoded.
+enum class LayerForm { decoded, mapped };
+
 /// What every layer of a streamed model holds besides attention (a loader
 /// knows it from the checkpoint's layout before reading any layer).
 struct LayerParts {
@@ -300,7 +313,7 @@ class Model {
   /// time and reuses its memory). Thread-safe. On the thread of a pass that
   /// shares the model's layers with others (shared_layers.hpp), the copy
   /// those passes share.
-  std::shared_ptr<const LayerWeights> layer_for_pass(int l) const;
+  std::shared_ptr<const LayerWeights> layer_for_pass(int l, LayerForm form = LayerForm::decoded) const;
   bool streamed() const { return static_cast<bool>(stream_); }
   /// Every layer of a resident model (empty for a streamed one).
   const std::vector<LayerWeights>& layers() const { return layers_; }
@@ -316,7 +329,7 @@ class Model {
   struct Stream;
   friend class SharedLayers;
   /// A streamed model's layer l, read now into a buffer of the pool.
-  std::shared_ptr<const LayerWeights> read_for_pass(int l) const;
+  std::shared_ptr<const LayerWeights> read_for_pass(int l, LayerForm form) const;
   void validate(FiniteWeights finite) const;
   void validate_layer(int l, const LayerWeights& w, bool finite) const;
   Architecture arch_;

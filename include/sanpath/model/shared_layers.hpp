@@ -62,7 +62,10 @@ class SharedLayers {
   friend class Model;
   /// The Member of the calling thread for `model`, or null.
   static Member* current(const Model& model);
-  std::shared_ptr<const LayerWeights> take(int index, int l);
+  /// Layer l in `form` (the first pass to ask reads it so; a mapped layer
+  /// asked for decoded by another pass is a logic_error: the passes that
+  /// share layers ask for the same form).
+  std::shared_ptr<const LayerWeights> take(int index, int l, LayerForm form);
   void leave(int index);
   void drop_taken();  // with mu_ held
 
@@ -70,6 +73,7 @@ class SharedLayers {
     std::shared_ptr<const LayerWeights> layer;
     std::exception_ptr error;
     bool reading = true;
+    LayerForm form = LayerForm::decoded;
   };
   const Model& model_;
   mutable std::mutex mu_;
