@@ -15,8 +15,10 @@ then times whole processes, alternating within each round:
             checkpoint and a 1-token pass, i.e. the loading cost of the runs above
   numpy     bench/peers/forward_numpy_hf.py: load, embed, the same pass in float64 and the
             relative residuals; its erf time (math.erf per element) is subtracted
-The CPU seconds (user + system) of every child are recorded beside the wall
-times: on a machine shared with other work they are the steadier figure.
+The CPU seconds (user + system) and the peak resident memory of every child
+are recorded beside the wall times: on a machine shared with other work the
+CPU seconds are the steadier figure; the memory is set against the weights
+as doubles (every tensor of the file, 8 bytes each).
 The floor row: the CPU seconds of one pass (one-pass run minus load run),
 times the three passes of the rounding check, over the cores: what any check
 by two more double passes needs beside loading, set against 0.5 x numpy.
@@ -33,11 +35,14 @@ import sys
 import tempfile
 import time
 
+from load import weight_values  # bench/load.py: the elements of a folder's tensors
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
 
 
 CPU = {}  # CPU seconds (user + system) of the last child, by what was timed
+RSS = {}  # peak resident memory (bytes) of the child, by what was timed
 
 
 def timed(cmd, what=None):
@@ -55,6 +60,7 @@ def timed(cmd, what=None):
         sys.exit(f"bench/cli_double.py: failed ({code}): {' '.join(cmd[:4])} ...: {stderr[-500:]}")
     if what:
         CPU.setdefault(what, []).append(ru.ru_utime + ru.ru_stime)
+        RSS.setdefault(what, []).append(ru.ru_maxrss * 1024)  # Linux: kilobytes
     return dt, stdout
 
 
@@ -91,6 +97,7 @@ def run(sanpath, rounds, with_mpfr, dtype="F32"):
             S["mpfr"] = [dt]
             mp = json.loads(text)
             out["digits_mpfr"] = [L["digits"] for L in mp["layers"]]
+        out["weights_in_double"] = 8 * weight_values(model)
     layers = sanpath_json["layers"]
     out["check_method"] = sanpath_json["check_method"]
     out["digits_rounding"] = [L["digits"] for L in layers]
@@ -99,7 +106,9 @@ def run(sanpath, rounds, with_mpfr, dtype="F32"):
         for a, L in zip(peer_json["relative_residual"], layers))
     out["median"] = {k: statistics.median(v) for k, v in S.items() if v}
     out["median_cpu"] = {k: statistics.median(v) for k, v in CPU.items()}
+    out["peak_rss"] = {k: max(v) for k, v in RSS.items()}
     return out
+
 
 
 def table(r):
@@ -127,6 +136,14 @@ def table(r):
         one = c["one_pass"] - c["load"]
         rows.append((f"  floor of 3 double passes on {cores} cores (3 x pass CPU / cores; no loading)",
                      f"3 x {one:.2f} / {cores} = {3 * one / cores:.2f} s vs 0.5 x numpy = {0.5 * m['numpy']:.2f} s"))
+    rss, w = r.get("peak_rss"), r.get("weights_in_double")
+    if rss and w:
+        mb = 1e6
+        rows.append(("  peak RSS: rounding check, one pass, held whole; the weights in double",
+                     f"{rss['rounding'] / mb:.0f}, {rss['one_pass'] / mb:.0f}, {rss['whole'] / mb:.0f} MB; "
+                     f"{w / mb:.0f} MB"))
+        rows.append(("  peak RSS / weights in double: rounding check, one pass",
+                     f"{rss['rounding'] / w:.2f}, {rss['one_pass'] / w:.2f}"))
     rows.append(("  digits (rounding check) per layer", " ".join(map(str, r["digits_rounding"]))))
     if "digits_mpfr" in r:
         rows.append(("  digits (--check mpfr) per layer", " ".join(map(str, r["digits_mpfr"]))))

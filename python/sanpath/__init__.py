@@ -460,7 +460,8 @@ def load(path: str, first_layers: Optional[int] = None, stream_layers: str = "of
 
     ``stream_layers``: ``"off"`` (the default) holds every layer in memory as doubles. ``"on"`` leaves the layers
     in the checkpoint: each forward pass reads a layer when it reaches it (``sanpath forward --stream-layers``), so
-    memory holds the embeddings and about 3 layers (a Llama-7B: 4.4 GB instead of 49 GiB). Only :func:`forward`
+    memory holds the embeddings and about 3 layers (a Llama-7B: 4.4 GB instead of 49 GiB); passes in double
+    multiply by the weights where they lie in the file (F64, F32, F16 or BF16), never decoded. Only :func:`forward`
     and :func:`collapse` run on such a model; the analyses that need every layer at once (paths, bounds,
     effectiveness, report, saving) raise :class:`InputError` saying so. ``"auto"``: streamed only when the layers
     held whole would exceed the memory budget. HuggingFace folders only (native files and ALBERT are held whole).

@@ -31,6 +31,17 @@ ForwardMethod PrecisionRequest::resolved_method() const {
   return automatic ? ForwardMethod::centred : ForwardMethod::direct;
 }
 
+bool reads_weights_in_place(const PrecisionRequest& req, Center center) {
+  if (req.automatic || !req.fixed.native_double || req.emulate || req.resolved_method() != ForwardMethod::direct)
+    return false;
+  if (!req.confirm) return true;
+  try {
+    return uses_rounding_check(req.check, req.fixed, center);
+  } catch (const std::invalid_argument&) {
+    return false;  // refused when the analysis runs, with its message
+  }
+}
+
 ForwardMethod PrecisionRequest::resolved_method(const Model& model) const {
   const ForwardMethod m = resolved_method();
   if (m == ForwardMethod::centred && !centred_pass_supports(model.arch())) {

@@ -48,7 +48,8 @@ void register_forward(CLI::App& app) {
     const VariantOverride ov = o->variant.overrides();
     const Center center = as_usage("--center", [&] { return parse_center(o->center); });
     const PrecisionRequest req = o->precision.request_for(center);
-    const Model model = o->model.load(o->input.load_options(), o->input.one_input());
+    const Model model =
+        o->model.load(o->input.load_options(), o->input.one_input() || reads_weights_in_place(req, center));
     const Variant v = model.resolve(ov);
     const InputBatch in = o->input.specs();
     if (in.batch) {

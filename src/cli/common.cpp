@@ -50,9 +50,11 @@ void ModelOptions::add(CLI::App& app, bool required, bool streaming) {
                    "auto|on|off: read each layer from the checkpoint when a pass reaches it, instead of holding "
                    "every layer in memory as doubles (memory: the embeddings and about 3 layers; each pass reads "
                    "every layer again, except the three passes of the rounding check, which read it once between "
-                   "them). auto: for `forward` of one input (--tokens, --random-input), and whenever the layers "
-                   "exceed the memory budget (HuggingFace folders; native files and ALBERT are always held whole; "
-                   "default: auto)")
+                   "them; double passes multiply by the weights where they lie in the file, F64, F32, F16 or BF16, "
+                   "never decoded). auto: for `forward` of one input (--tokens, --random-input) or of a batch in "
+                   "--precision double with the rounding check or --no-confirm, and whenever the layers exceed the "
+                   "memory budget (HuggingFace folders; native files and ALBERT are always held whole; default: "
+                   "auto)")
         ->check(CLI::IsMember({"auto", "on", "off"}))
         ->needs(o);
   streamable = streaming;
@@ -68,10 +70,11 @@ const CLI::Validator unsigned_integer(
     },
     "");  // no text in the help: the option's type already says UINT
 
-Model ModelOptions::load(LoadOptions options, bool one_input) const {
+Model ModelOptions::load(LoadOptions options, bool stream_by_default) const {
   options.first_layers = first_layers;
   if (streamable) options.layers = parse_stream_layers(stream_layers, "--stream-layers");
-  if (options.layers == LoadOptions::Layers::automatic && one_input) options.layers = LoadOptions::Layers::streamed;
+  if (options.layers == LoadOptions::Layers::automatic && stream_by_default)
+    options.layers = LoadOptions::Layers::streamed;
   return load_model(path, options);
 }
 

@@ -37,10 +37,11 @@ struct ModelOptions {
   void add(CLI::App& app, bool required = true, bool streaming = false);
   /// The model; `options` say which word-embedding rows to decode
   /// (InputOptions::load_options); --first-layers is added to them.
-  /// `one_input`: the command analyses one input, and --stream-layers auto
-  /// streams a HuggingFace checkpoint's layers (its passes over that input
-  /// read each layer once between them: less memory, no slower).
-  Model load(LoadOptions options = {}, bool one_input = false) const;
+  /// `stream_by_default`: --stream-layers auto streams a HuggingFace
+  /// checkpoint's layers (one input, whose passes read each layer once
+  /// between them; or a batch whose double passes read the weights where
+  /// they lie: less memory, no slower).
+  Model load(LoadOptions options = {}, bool stream_by_default = false) const;
 };
 
 /// The inputs of a command that accepts batches.

@@ -403,14 +403,26 @@ for spec in bert:1300K llama:1700K; do
     --model "$T/four-$layout" --random-input 4 --memory-budget 1M
 done
 # auto with room for the whole model: streamed for one input (its passes read
-# each layer once between them), held whole for a batch (whose inputs would
-# each read every layer again).
+# each layer once between them) and for a batch in double (its passes read
+# the weights where they lie), held whole for a batch at a multiprecision
+# tier (whose inputs would each decode every layer again).
 "$SANPATH" forward --quiet --model "$T/four-bert" --random-input 4 --precision double --format json \
   >"$T/one.json" || exit 1
 grep -q '"layers_streamed": true' "$T/one.json" || fail "--stream-layers auto, one input: not streamed"
-"$SANPATH" forward --quiet --model "$T/four-bert" --random-input 4 --batch 2 --precision double --format json \
-  >"$T/batch.json" || exit 1
-grep -q '"layers_streamed": false' "$T/batch.json" || fail "--stream-layers auto, a batch: streamed"
+for confirm in "" --no-confirm; do
+  "$SANPATH" forward --quiet --model "$T/four-bert" --random-input 4 --batch 2 --precision double $confirm \
+    --format json >"$T/batch.json" || exit 1
+  grep -q '"layers_streamed": true' "$T/batch.json" || fail "--stream-layers auto, a batch in double $confirm: not streamed"
+  "$SANPATH" forward --quiet --model "$T/four-bert" --random-input 4 --batch 2 --precision double $confirm \
+    --format json --stream-layers off >"$T/batch-whole.json" || exit 1
+  cmp -s <(grep -v layers_streamed "$T/batch.json") <(grep -v layers_streamed "$T/batch-whole.json") ||
+    fail "a batch in double $confirm: streamed output differs from the whole model's"
+done
+for args in "--precision 128" "--precision double --check mpfr"; do
+  "$SANPATH" forward --quiet --model "$T/four-bert" --random-input 4 --batch 2 $args --format json \
+    >"$T/batch.json" || exit 1
+  grep -q '"layers_streamed": false' "$T/batch.json" || fail "--stream-layers auto, a batch ($args): streamed"
+done
 fwd stream-layers-bad-value 2 "--stream-layers: yes not in \{auto,on,off\}" --model "$M" --stream-layers yes --random-input 4
 # --first-layers: a prefix that fits where the whole does not; bad counts refused.
 expect_first_layers_ok() {

@@ -69,6 +69,13 @@ struct PrecisionRequest {
   std::string describe() const;
 };
 
+/// Whether every pass of `req` is a direct pass in double (the rounding
+/// check's three, or one without confirmation; no emulated format): passes
+/// that read a streamed layer's matrices where they lie in the checkpoint
+/// (LayerForm::mapped), so that streaming a batch's layers costs no
+/// decoding and holds a few layers instead of the model in doubles.
+bool reads_weights_in_place(const PrecisionRequest& req, Center center);
+
 /// Per-layer residual statistics as exact-to-the-working-precision values.
 struct LayerStats {
   BigReal res_one, res_inf, res_composite, res_frobenius;
