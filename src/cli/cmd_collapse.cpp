@@ -50,7 +50,8 @@ void register_collapse(CLI::App& app) {
     const CollapseConventions conventions =
         as_usage("--conventions", [&] { return parse_conventions(o->conventions, "conventions"); });
     const bool embedded = o->model.path.empty();
-    const Model model = embedded ? random_model(default_collapse_model()) : o->model.load(o->input.load_options());
+    const Model model = embedded ? random_model(default_collapse_model())
+                                 : o->model.load(o->input.load_options(), reads_weights_in_place(req, Center::mean));
     const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()));
     const std::string name = embedded ? "embedded default (random BERT-shaped, seed 0)" : model.source();
     if (in.batch) {

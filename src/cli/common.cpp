@@ -51,9 +51,9 @@ void ModelOptions::add(CLI::App& app, bool required, bool streaming) {
                    "every layer in memory as doubles (memory: the embeddings and about 3 layers; each pass reads "
                    "every layer again, except the three passes of the rounding check, which read it once between "
                    "them; double passes multiply by the weights where they lie in the file, F64, F32, F16 or BF16, "
-                   "never decoded). auto: for `forward` of one input (--tokens, --random-input) or of a batch in "
-                   "--precision double with the rounding check or --no-confirm, and whenever the layers exceed the "
-                   "memory budget (HuggingFace folders; native files and ALBERT are always held whole; default: "
+                   "never decoded). auto: for `forward` of one input (--tokens, --random-input), for `forward` and "
+                   "`collapse` in --precision double with the rounding check or --no-confirm, and whenever the "
+                   "layers exceed the memory budget (HuggingFace folders; native files and ALBERT are always held whole; default: "
                    "auto)")
         ->check(CLI::IsMember({"auto", "on", "off"}))
         ->needs(o);

@@ -418,6 +418,14 @@ for confirm in "" --no-confirm; do
   cmp -s <(grep -v layers_streamed "$T/batch.json") <(grep -v layers_streamed "$T/batch-whole.json") ||
     fail "a batch in double $confirm: streamed output differs from the whole model's"
 done
+# collapse in double: its four networks' passes read the weights where they lie.
+for stream in auto off; do
+  "$SANPATH" collapse --quiet --model "$T/four-bert" --random-input 4 --batch 2 --precision double \
+    --stream-layers $stream --format json >"$T/collapse-$stream.json" || exit 1
+done
+grep -q '"layers_streamed": true' "$T/collapse-auto.json" || fail "collapse --precision double: not streamed"
+cmp -s <(grep -v layers_streamed "$T/collapse-auto.json") <(grep -v layers_streamed "$T/collapse-off.json") ||
+  fail "collapse --precision double: streamed output differs from the whole model's"
 for args in "--precision 128" "--precision double --check mpfr"; do
   "$SANPATH" forward --quiet --model "$T/four-bert" --random-input 4 --batch 2 $args --format json \
     >"$T/batch.json" || exit 1
