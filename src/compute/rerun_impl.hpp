@@ -46,6 +46,14 @@ template <class S> class SubNetworks {
     pos_ = PositionTables<S>::make(a, n);
   }
 
+  /// Layer l's single-head attention of head h, and its MLP half (with mlp).
+  const PackedLayer<S>& head(int l, int h) const {
+    return layers_[static_cast<std::size_t>(l)].heads[static_cast<std::size_t>(h)];
+  }
+  const PackedLayer<S>& mlp_half(int l) const { return layers_[static_cast<std::size_t>(l)].mlp; }
+  /// The model's architecture with one head (what each sub-network layer runs).
+  const Architecture& one_head() const { return one_; }
+
   static bool is_attention_only(const Variant& v) {
     return v.mlp == MlpKind::none && v.layernorm == LayerNormKind::none;
   }
@@ -134,6 +142,38 @@ inline void all_paths_of_length(int layers, int heads, bool skip, int k, std::ve
   }
 }
 
+/// The work of a re-run curve, K = L + 1 lengths: f(r, k, paths) for every
+/// unit (repetition r, length k) on `threads` threads, a length whose every
+/// path is run (all_paths[k]) once (r = 0) with its paths in enumeration
+/// order, any other length per repetition with the N paths drawn from
+/// Rng(seed + (r·K + k + 1)·0x9E3779B97F4A7C15) (rerun.hpp). The same units
+/// and paths at any thread count.
+template <class F>
+void for_each_rerun_unit(int layers, int heads, bool skip, const RerunOptions& o, const std::vector<bool>& all_paths,
+                         F&& f) {
+  const std::size_t K = all_paths.size(), R = static_cast<std::size_t>(o.repeats);
+  struct Unit {
+    std::size_t r, k;
+  };
+  std::vector<Unit> units;
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t k = 0; k < K; ++k)
+      if (r == 0 || !all_paths[k]) units.push_back({r, k});
+  run_blocks(units.size(), resolve_threads(o.threads), [&](std::size_t u) {
+    const auto [r, k] = units[u];
+    std::vector<std::vector<int>> paths;
+    if (all_paths[k]) {
+      std::vector<int> prefix;
+      all_paths_of_length(layers, heads, skip, static_cast<int>(k), prefix, paths);
+    } else {
+      Rng rng(o.seed + (static_cast<std::uint64_t>(r) * K + k + 1) * 0x9E3779B97F4A7C15ULL);
+      for (std::uint64_t i = 0; i < o.samples; ++i)
+        paths.push_back(random_path(rng, layers, heads, skip, static_cast<int>(k)));
+    }
+    f(r, k, paths);
+  });
+}
+
 }  // namespace detail
 
 template <class S>
@@ -184,32 +224,18 @@ RerunEffectiveness<S> rerun_effectiveness(const Model& model, const Variant& var
     p.all_paths = counts[k] <= PathCount(options.samples);
     p.evaluated = p.all_paths ? counts[k].template convert_to<std::uint64_t>() : options.samples;
   }
-  // Work units (repetition, length); a length with every path is run once.
-  struct Unit {
-    std::size_t r, k;
-  };
-  std::vector<Unit> units;
-  for (std::size_t r = 0; r < R; ++r)
-    for (std::size_t k = 0; k < K; ++k)
-      if (r == 0 || !out.points[k].all_paths) units.push_back({r, k});
+  std::vector<bool> all_paths;
+  for (const RerunPoint<S>& p : out.points) all_paths.push_back(p.all_paths);
   std::vector<std::vector<Matrix<S>>> sums(R, std::vector<Matrix<S>>(K));
-  detail::run_blocks(units.size(), resolve_threads(options.threads), [&](std::size_t u) {
-    const auto [r, k] = units[u];
-    const RerunPoint<S>& p = out.points[k];
-    Matrix<S> acc = detail::zeros<S>(n, d);
-    if (p.all_paths) {
-      std::vector<std::vector<int>> paths;
-      std::vector<int> prefix;
-      detail::all_paths_of_length(L, a.heads, variant.skip, static_cast<int>(k), prefix, paths);
-      for (const std::vector<int>& path : paths) acc += net.run(X0, path);
-    } else {
-      Rng rng(options.seed + (static_cast<std::uint64_t>(r) * K + k + 1) * 0x9E3779B97F4A7C15ULL);
-      for (std::uint64_t i = 0; i < options.samples; ++i)
-        acc += net.run(X0, random_path(rng, L, a.heads, variant.skip, static_cast<int>(k)));
-      acc *= S(detail::count_as<S>(p.count) / S(static_cast<double>(options.samples)));
-    }
-    sums[r][k] = std::move(acc);
-  });
+  detail::for_each_rerun_unit(L, a.heads, variant.skip, options, all_paths,
+                              [&](std::size_t r, std::size_t k, const std::vector<std::vector<int>>& paths) {
+                                const RerunPoint<S>& p = out.points[k];
+                                Matrix<S> acc = detail::zeros<S>(n, d);
+                                for (const std::vector<int>& path : paths) acc += net.run(X0, path);
+                                if (!p.all_paths)
+                                  acc *= S(detail::count_as<S>(p.count) / S(static_cast<double>(options.samples)));
+                                sums[r][k] = std::move(acc);
+                              });
 
   out.output_frobenius = norm_frobenius(XL);
   const S scale = out.output_frobenius != 0 ? out.output_frobenius : S(1);

@@ -5,6 +5,7 @@
 // misses the exact value must be caught; an exact tie of two logits must leave
 // the agreement undecided, never counted as proven.
 #include "support/batch_helpers.hpp"
+#include "support/enclosure_helpers.hpp"
 #include "support/helpers.hpp"
 #include "support/width8_models.hpp"
 #include "sanpath/compute/effectiveness.hpp"
@@ -28,24 +29,13 @@ Model san_model(int layers, int heads, std::uint64_t seed, double std) {
   return random_model(s);
 }
 
-BigReal big(const T& x) {
-  BigReal r(0, 1300);
-  mpfr_set(r.backend().data(), x.backend().data(), MPFR_RNDN);
-  return r;
-}
+BigReal big(const T& x) { return test::exact_big(x); }
+using test::digits_of;
 
 EnclosedTrace<S> recorded(const Model& m, const Variant& v, const MatrixXd& X0) {
   EnclosureOptions o;
   o.record_attention = true;
   return forward_enclosed<S>(m, v, convert<S>(X0), o);
-}
-
-/// The digits `iv` proves of its own midpoint.
-int digits_of(const Interval& iv) {
-  BigReal mid = iv.lo;
-  mpfr_add(mid.backend().data(), iv.lo.backend().data(), iv.hi.backend().data(), MPFR_RNDN);
-  mpfr_div_2ui(mid.backend().data(), mid.backend().data(), 1, MPFR_RNDN);
-  return proven_digits(iv, mid, 200);
 }
 
 struct Checked {
