@@ -384,7 +384,11 @@ class RerunResult(_ByLength):
     sense) and, with a task head, ``agree`` (per repetition: predictions equal
     to those on X^L, out of ``predictions``), ``agree_check`` (the check run's
     counts) and ``kl`` (statistics over the repetitions of the mean KL, nats);
-    without a head these are None. ``exact`` is the exact sense's
+    without a head these are None. With ``check="certified"`` the re-runs run
+    in ball arithmetic: ``agree`` counts the predictions proven to agree and
+    ``agree_most`` those that may, and ``distance_each``, ``kl_each``,
+    ``gap_each`` hold each repetition's value with its ``interval`` (the
+    statistics are taken over them as for a batch); None otherwise. ``exact`` is the exact sense's
     :class:`EffectivenessResult` (None unless ``mlp="none", layernorm="none"``);
     ``head``, ``outputs``, ``output_frobenius`` as there; ``samples`` (N),
     ``repeats`` (R), ``seed``.
@@ -1003,8 +1007,8 @@ def effectiveness(model: Model, input: BatchLike, *, skip=None, mlp=None, layern
     ``repeats`` < 1, a ``seed`` outside [0, 2^64), and ``repeats`` or ``seed``
     without ``rerun`` raise :class:`InputError` naming the parameter.
 
-    ``check="certified"`` (``paths --effectiveness --check certified``, not with
-    ``rerun``): every digit proven by ball arithmetic (docs/math.md §10), each
+    ``check="certified"`` (``paths --effectiveness --check certified``, with or
+    without ``rerun``): every digit proven by ball arithmetic (docs/math.md §10), each
     distance's and KL's ``interval`` the enclosure of its exact value (the
     distance at k = L, 0 exactly, the bound its enclosure proves); ``agree`` is
     then the count of predictions proven to agree and ``agree_most`` of those
@@ -1061,9 +1065,8 @@ def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out
     ``rerun=0``: the exact sense only), as ``sanpath report --rerun N --repeats R``.
     ``measures`` (as in :func:`forward`): one chart per measure in the collapse section.
     ``check="certified"`` (``sanpath report --check certified``): every section with proven digits
-    (docs/math.md §10), the bound's verdicts proofs; with re-runs (the default ``rerun=8``) the
-    effectiveness section, whose sub-networks are not enclosed yet, stays confirmed one tier up (the report
-    says so), with ``rerun=0`` it is proven too. ``check`` takes "auto" or "certified".
+    (docs/math.md §10), the bound's verdicts proofs, the re-run sub-networks of the effectiveness section
+    (the default ``rerun=8``) included. ``check`` takes "auto" or "certified".
     """
     model, name = _name(model, name)
     inp = default_input() if input is None else _input_or_batch(input)

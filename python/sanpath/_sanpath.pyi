@@ -239,6 +239,10 @@ class RerunEntry:
     gap: Optional[BatchStatistic]
     agree: Optional[List[int]]
     agree_check: Optional[List[int]]
+    agree_most: Optional[List[int]]
+    distance_each: Optional[List[Number]]
+    kl_each: Optional[List[Number]]
+    gap_each: Optional[List[Number]]
     kl: Optional[BatchStatistic]
 
 class RerunResult(_Formatted):

@@ -63,6 +63,14 @@ std::optional<std::vector<long>> counts(const std::vector<long>& v) {
   return v;
 }
 
+/// Per-repetition values as Numbers: None when empty (runs that are not certified).
+std::optional<std::vector<Number>> numbers(const std::vector<Quantity>& v) {
+  if (v.empty()) return std::nullopt;
+  std::vector<Number> out;
+  for (const Quantity& q : v) out.push_back(number(q));
+  return out;
+}
+
 /// The properties an effectiveness result (holder H of report `r`) shares
 /// with the re-run one: task head, output norm, variant, precisions.
 template <class H> void def_report_properties(py::class_<H>& c) {
@@ -124,6 +132,12 @@ void register_effectiveness(py::module_& m) {
       .def_readonly("gap", &RerunEntry::gap)
       .def_property_readonly("agree", [](const RerunEntry& e) { return counts(e.agree); })
       .def_property_readonly("agree_check", [](const RerunEntry& e) { return counts(e.agree_check); })
+      .def_property_readonly("agree_most", [](const RerunEntry& e) { return counts(e.agree_most); },
+                             "check='certified': per repetition, the predictions that may agree (None otherwise).")
+      .def_property_readonly("distance_each", [](const RerunEntry& e) { return numbers(e.distance_each); },
+                             "check='certified': each repetition's distance with its interval (None otherwise).")
+      .def_property_readonly("kl_each", [](const RerunEntry& e) { return numbers(e.kl_each); })
+      .def_property_readonly("gap_each", [](const RerunEntry& e) { return numbers(e.gap_each); })
       .def_readonly("kl", &RerunEntry::kl);
   py::class_<RerunResult> rerun(m, "RerunResult");
   rerun.def("format", &RerunResult::format)

@@ -137,7 +137,8 @@ def test_enumerate_paths_certified_is_the_cli(cli, tmp_path):
 def test_effectiveness_certified_is_the_cli(cli, models, tmp_path):
     # paths --effectiveness --check certified on the real BERT classifier: the same JSON, an interval for each
     # distance and KL, the agreement proven (agree == agree_most: every argmax decided here), the distance at
-    # k = L (0 exactly) the bound its enclosure proves; with rerun it is refused with the CLI's message
+    # k = L (0 exactly) the bound its enclosure proves; with rerun the sub-networks run in balls too: the same
+    # JSON as the CLI, each repetition's distance with its interval
     bert = os.path.join(models, "bert-ticket-classifier")
     args = dict(skip=True, mlp="none", layernorm="none")
     r = sanpath.effectiveness(sanpath.load(bert), [2, 15, 27, 3, 40], check="certified", **args)
@@ -154,18 +155,24 @@ def test_effectiveness_certified_is_the_cli(cli, models, tmp_path):
     assert last.below_resolution and float(last.interval[0]) == 0
     assert min(e.digits for e in r.lengths[:-1]) >= 20
     assert sanpath.effectiveness(sanpath.load(bert), [2, 15, 27, 3, 40], **args).lengths[0].agree_most is None
-    with pytest.raises(ValueError) as e:
-        sanpath.effectiveness(sanpath.load(bert), [2, 15, 27, 3, 40], check="certified", rerun=2, **args)
-    assert "the re-run sub-networks (--rerun) are confirmed one tier up" in str(e.value)
-    assert "the re-run sub-networks (--rerun) are confirmed one tier up" in cli_message(
-        cli, "paths", "--model", bert, "--tokens", "2,15,27,3,40", "--skip", "on", "--mlp", "none", "--layernorm",
-        "none", "--effectiveness", "--rerun", "2", "--check", "certified")
+    rr = sanpath.effectiveness(sanpath.load(bert), [2, 15, 27, 3, 40], check="certified", rerun=2, repeats=2,
+                               **args)
+    assert rr.to_json() == cli_ok(cli, "paths", "--model", bert, "--tokens", "2,15,27,3,40", "--skip", "on",
+                                  "--mlp", "none", "--layernorm", "none", "--effectiveness", "--rerun", "2",
+                                  "--repeats", "2", "--check", "certified", "--format", "json")
+    for e in rr.lengths:
+        assert len(e.distance_each) == (1 if e.all_paths else 2) and len(e.agree_most) == len(e.agree)
+        for x in e.distance_each:
+            lo, hi = x.interval
+            assert float(lo) <= float(x) <= float(hi)
+    assert sanpath.effectiveness(sanpath.load(bert), [2, 15, 27, 3, 40], rerun=2, **args).lengths[1].agree_most \
+        is None
 
 
 def test_report_certified_is_the_cli(cli, tmp_path):
     # report --check certified: the same HTML, proven digits in the collapse table and, without re-runs, in
-    # the effectiveness section; with re-runs that section is marked as confirmed only; another check is
-    # refused with the CLI's message
+    # the effectiveness section, with re-runs too (the sub-networks in balls); another check is refused with
+    # the CLI's message
     m = tmp_path / "san.safetensors"
     sanpath.random_model(3, 2, 8, skip=False, mlp="none", layernorm="none", d_ff=0, seed=3).save(str(m))
     out = tmp_path / "cli.html"
@@ -178,7 +185,8 @@ def test_report_certified_is_the_cli(cli, tmp_path):
     assert "certified: every digit proven by ball arithmetic" in text
     reruns = sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), name=str(m), rerun=2,
                             check="certified")
-    assert "With re-runs this section is not enclosed yet" in reruns
+    assert "not enclosed yet" not in reruns and "digits of the mean" not in reruns
+    assert "certified: every digit proven by ball arithmetic" in reruns
     with pytest.raises(ValueError) as e:
         sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), check="mpfr")
     assert str(e.value) == cli_message(cli, "report", "--model", str(m), "--random-input", "5", "--seed", "1",

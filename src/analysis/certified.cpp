@@ -4,6 +4,7 @@
 #include "sanpath/compute/enclosure_centred.hpp"
 #include "sanpath/compute/enclosure_effectiveness.hpp"
 #include "sanpath/compute/enclosure_paths.hpp"
+#include "sanpath/compute/enclosure_rerun.hpp"
 #include "sanpath/compute/forward_centred.hpp"  // centred_pass_supports
 #include "sanpath/compute/paths.hpp"
 #include "sanpath/core/errors.hpp"
@@ -460,6 +461,94 @@ EffectivenessReport analyze_effectiveness_certified(const Model& model, const Va
       }
       entry.digits = digits;
       if (k + 1 < e.points.size()) least = std::min(least, digits);  // k = L: 0 exactly, a bound
+      r.lengths.push_back(std::move(entry));
+    }
+    r.output_frobenius = proven_quantity(e.output_frobenius, nullptr, asked, most);
+    return std::min(least, *r.output_frobenius.digits);
+  });
+  return r;
+}
+
+RerunReport analyze_rerun_certified(const Model& model, const Variant& variant, const InputSpec& input,
+                                    const PrecisionRequest& request, const RerunRequest& rerun, const TaskHead* head,
+                                    const ProgressFn& progress) {
+  model.check_supports(variant);
+  if (!request.automatic && request.fixed.native_double)
+    refuse("--precision double for the re-run sub-networks (enclosed at an MPFR tier: give a precision in bits or "
+           "auto)");
+  const bool exact = variant.attention_only();
+  RerunReport r;
+  if (exact) {
+    r.exact = analyze_effectiveness_certified(model, variant, input, request, head,
+                                              prefixed_progress(progress, "exact: "));
+    static_cast<PathReportBase&>(r) = static_cast<const PathReportBase&>(*r.exact);
+    r.tried_bits.clear();
+  } else {
+    r.variant = variant;
+    r.method = ForwardMethod::direct;  // the sub-networks start from the direct pass's X^0 and end at its X^L
+    r.chosen_by = ForwardMethod::direct;
+    r.check_method = CheckMethod::certified;
+    r.layers = model.arch().layers;
+    r.heads = model.arch().heads;
+  }
+  r.request = rerun;
+  if (head) {
+    r.head = head->kind;
+    r.outputs = head->outputs();
+  }
+  const RerunOptions options = rerun_options(rerun);
+  const int asked = request.target_digits;
+  climb(r, request, model.arch().layers, [&](const Precision& p) {
+    const EnclosedRerun e = with_scalar(p, [&](auto tag) -> EnclosedRerun {
+      using S = typename decltype(tag)::type;
+      if constexpr (!is_mpfr_v<S>) {
+        throw std::logic_error("certified re-runs: double reached the enclosed pass");
+      } else {
+        EnclosureOptions opt;
+        opt.record_attention = exact;
+        opt.on_layer = layer_progress(progress, "re-run: enclosed direct pass at " + p.name(), model.arch().layers);
+        const EnclosedTrace<S> t = forward_enclosed<S>(model, variant, input_enclosed<S>(model, input), opt);
+        r.tokens = static_cast<long>(t.X[0].mid.rows());
+        report_progress(progress, "re-run: enclosed sub-networks at " + p.name(), 0, 0);
+        return enclose_rerun(model, t, head, options);
+      }
+    });
+    const int most = decimal_digits(p.bits);
+    int least = most;
+    // The statistics over the repetitions, from each one's proven value
+    // (only the first when every path of the length was run).
+    const auto over_repeats = [&](const std::vector<Interval>& each, bool all_paths, std::vector<Quantity>& q) {
+      const std::size_t R = all_paths ? 1 : each.size();
+      for (std::size_t i = 0; i < R; ++i) {
+        q.push_back(proven_quantity(each[i], nullptr, asked, most));
+        // A value none of whose digits is proven counts once it is known to be
+        // nonzero; one whose enclosure keeps 0 may be 0 exactly (the gap of a
+        // length whose every path was run with attention that cannot change),
+        // which no tier proves otherwise.
+        if (!q.back().below_resolution) least = std::min(least, *q.back().digits);
+      }
+      return summarize(q);
+    };
+    r.lengths.clear();
+    for (const EnclosedRerunPoint& x : e.points) {
+      RerunEntry entry;
+      entry.length = x.length;
+      entry.count = x.count.str();
+      entry.all_paths = x.all_paths;
+      entry.evaluated = x.evaluated;
+      entry.distance = over_repeats(x.distance, x.all_paths, entry.distance_each);
+      if (!x.gap.empty()) entry.gap = over_repeats(x.gap, x.all_paths, entry.gap_each);
+      if (!x.head.empty()) {
+        std::vector<Interval> kl;
+        const std::size_t R = x.all_paths ? 1 : x.head.size();
+        for (std::size_t i = 0; i < R; ++i) {
+          entry.agree.push_back(x.head[i].agree_fewest);
+          entry.agree_most.push_back(x.head[i].agree_most);
+          r.predictions = x.head[i].predictions;
+        }
+        for (const EnclosedAgreement& h : x.head) kl.push_back(h.mean_kl);
+        entry.kl = over_repeats(kl, false, entry.kl_each);
+      }
       r.lengths.push_back(std::move(entry));
     }
     r.output_frobenius = proven_quantity(e.output_frobenius, nullptr, asked, most);

@@ -114,11 +114,13 @@ BatchRerun analyze_rerun_batch(const Model& model, const Variant& variant, const
       if (x.gap) gaps.push_back(x.gap->mean);
       if (!r.head) continue;
       const long repeats = static_cast<long>(x.agree.size());
-      long agree = 0, check = 0;
+      long agree = 0, check = 0, most = 0;
       for (long a : x.agree) agree += a;
       for (long a : x.agree_check) check += a;
+      for (long a : x.agree_most) most += a;
       pool.add(agree, x.agree_check.empty() ? std::nullopt : std::optional<long>(check), repeats * r.predictions,
-               x.kl->mean, repeats * r.predictions);
+               x.kl->mean, repeats * r.predictions,
+               x.agree_most.empty() ? std::nullopt : std::optional<long>(most));
     }
     e.distance = summarize(distances);
     if (!gaps.empty()) e.gap = summarize(gaps);

@@ -7,15 +7,6 @@ namespace sanpath {
 
 namespace {
 
-/// The re-runs' request: certified runs confirm them instead (the re-run
-/// sub-networks are not enclosed; the report says so). The exact curve
-/// without re-runs is certified like the other sections.
-PrecisionRequest rerun_request(const PrecisionRequest& request) {
-  PrecisionRequest r = request;
-  if (r.check == CheckMethod::certified) r.check = CheckMethod::automatic;
-  return r;
-}
-
 /// Throws std::invalid_argument for a check other than auto and certified (the sections' checks differ).
 void check_request(const ReportRequest& request) {
   const CheckMethod c = request.precision.check;
@@ -43,7 +34,7 @@ HtmlReport report_on(const Model& model, const InputSpec& input, const ReportReq
   if (!effectiveness) return r;
   const TaskHead* head = request.head ? &*request.head : nullptr;
   if (request.rerun) {
-    r.rerun = analyze_rerun(model, r.paths_variant, input, rerun_request(request.precision), *request.rerun,
+    r.rerun = analyze_rerun(model, r.paths_variant, input, request.precision, *request.rerun,
                             head,
                             prefixed_progress(progress, "effectiveness: "));
     r.effectiveness = *r.rerun->exact;
@@ -79,7 +70,7 @@ HtmlReport build_report(const Model& model, const std::vector<InputSpec>& inputs
     RerunRequest rerun = *request.rerun;
     rerun.threads = threads;
     r.rerun_batch =
-        analyze_rerun_batch(model, r.paths_variant, inputs, rerun_request(request.precision), rerun, head, p);
+        analyze_rerun_batch(model, r.paths_variant, inputs, request.precision, rerun, head, p);
     r.rerun = r.rerun_batch->runs.front();
     r.effectiveness = *r.rerun->exact;
   } else {

@@ -3,6 +3,7 @@
 // draw by draw and summarised over the repetitions, beside the exact sense.
 #include "sanpath/analysis/rerun.hpp"
 
+#include "sanpath/analysis/certified.hpp"
 #include "sanpath/analysis/confirmation.hpp"
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/rerun.hpp"
@@ -77,15 +78,23 @@ BatchStatistic over_repeats(const std::vector<BigReal>& a, const std::vector<Big
 
 }  // namespace
 
+RerunOptions rerun_options(const RerunRequest& r) {
+  RerunOptions o;
+  o.samples = r.samples;
+  o.repeats = r.repeats;
+  o.seed = r.seed;
+  o.threads = r.threads;
+  return o;
+}
+
 RerunReport analyze_rerun(const Model& model, const Variant& variant, const InputSpec& input,
                           const PrecisionRequest& request, const RerunRequest& rerun, const TaskHead* head,
                           const ProgressFn& progress) {
-  if (request.check == CheckMethod::certified)
-    throw std::invalid_argument("--check certified: the re-run sub-networks (--rerun) are confirmed one tier up "
-                                "(math.md §10: not enclosed yet); the exact curve is certified without --rerun");
   if (rerun.samples < 1) throw std::invalid_argument("re-run: samples: at least 1 path per length is needed");
   if (rerun.repeats < 1) throw std::invalid_argument("re-run: repeats: at least 1 repetition is needed");
   if (rerun.threads < 0) throw std::invalid_argument("re-run: threads: " + std::to_string(rerun.threads) + " is negative");
+  if (request.check == CheckMethod::certified)
+    return analyze_rerun_certified(model, variant, input, request, rerun, head, progress);
   model.check_supports(variant);
   const bool exact = attention_only(variant);
   RerunReport r;
@@ -108,11 +117,7 @@ RerunReport analyze_rerun(const Model& model, const Variant& variant, const Inpu
     r.layers = model.arch().layers;
     r.heads = model.arch().heads;
   }
-  RerunOptions options;
-  options.samples = rerun.samples;
-  options.repeats = rerun.repeats;
-  options.seed = rerun.seed;
-  options.threads = rerun.threads;
+  const RerunOptions options = rerun_options(rerun);
   const Precision p = r.precision;
   const RawRerun a = rerun_at(p, model, variant, input, head, options, exact, progress, "re-run");
   std::optional<RawRerun> c;

@@ -209,7 +209,8 @@ template <class A> void fields(A& a, BatchStatistic& x) { a(x.count, x.mean, x.s
 template <class A> void fields(A& a, RerunRequest& x) { a(x.samples, x.repeats, x.seed, x.threads); }
 
 template <class A> void fields(A& a, RerunEntry& x) {
-  a(x.length, x.count, x.all_paths, x.evaluated, x.distance, x.agree, x.agree_check, x.kl, x.gap);
+  a(x.length, x.count, x.all_paths, x.evaluated, x.distance, x.agree, x.agree_check, x.kl, x.gap, x.agree_most,
+    x.distance_each, x.kl_each, x.gap_each);
 }
 
 template <class A> void fields(A& a, RerunReport& x) {

@@ -51,9 +51,8 @@ void register_report(CLI::App& app) {
   cmd->add_option("--check", o->precision.check,
                   "auto|certified. certified: every section's digits proven, not confirmed (math.md §10: ball "
                   "arithmetic at an MPFR tier, as `sanpath collapse|bounds|paths --sums|--effectiveness --check "
-                  "certified`), the bound's verdicts then proofs. The re-run sub-networks are not enclosed yet: with "
-                  "them (the default --rerun 8) the effectiveness section's digits stay confirmed one tier up, and "
-                  "the report says so; --rerun 0 --check certified proves every digit of the report")
+                  "certified`), the bound's verdicts then proofs; the re-run sub-networks (the default --rerun 8) run in "
+                  "ball arithmetic too")
       ->default_val("auto");
   cmd->footer(
       "\nThe report holds: the relative residual per layer of SAN, SAN+MLP, SAN+skip and the full model "

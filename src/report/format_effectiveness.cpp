@@ -154,6 +154,22 @@ void rerun_header(std::ostringstream& o, bool exact, bool head, const RerunWidth
   o << pad("paths run", 11) << "paths of length k\n";
 }
 
+/// A certified run's re-run fields: per repetition, the predictions that
+/// may agree and the enclosures [lo, hi] of distance, KL and gap.
+ordered_json certified_rerun_json(const RerunEntry& e) {
+  const auto each = [](const std::vector<Quantity>& qs) {
+    if (qs.empty()) return ordered_json(nullptr);
+    ordered_json a = ordered_json::array();
+    for (const Quantity& q : qs) {
+      const auto t = enclosure_text(q);
+      a.push_back(t ? ordered_json{t->first, t->second} : ordered_json(nullptr));
+    }
+    return a;
+  };
+  return {{"agree_most", e.agree_most.empty() ? ordered_json(nullptr) : ordered_json(e.agree_most)},
+          {"intervals", {{"distance", each(e.distance_each)}, {"kl", each(e.kl_each)}, {"gap", each(e.gap_each)}}}};
+}
+
 const char* const rerun_estimator_text =
     "a sub-network per path: a layer where the path takes head h runs with head h alone (its attention recomputed "
     "from the path's own states), then the variant's LayerNorm and MLP, without the skip term; a skipped layer is the "
@@ -188,6 +204,7 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
                       {"agree", e.agree.empty() ? ordered_json(nullptr) : ordered_json(e.agree)},
                       {"agree_check", e.agree_check.empty() ? ordered_json(nullptr) : ordered_json(e.agree_check)},
                       {"kl", e.kl ? statistic_json(*e.kl) : ordered_json(nullptr)}};
+      if (r.check_method == CheckMethod::certified) row["rerun"].update(certified_rerun_json(e));
       rows.push_back(row);
     }
     ordered_json j;
@@ -212,7 +229,7 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
       o << e.length << ',' << e.count << ',' << e.evaluated << ',' << (x ? x->distance.str() : "") << ','
         << e.distance.mean.str() << ',' << (e.distance.stddev ? e.distance.stddev->str() : "") << ','
         << (e.gap ? e.gap->mean.str() : "") << ',' << (x && x->agree ? std::to_string(*x->agree) : "") << ','
-        << (e.agree.empty() ? "" : text_table::mean_agreement_text(e.agree, {}, r.predictions)) << ','
+        << (e.agree.empty() ? "" : text_table::mean_agreement_text(e.agree, {}, e.agree_most, r.predictions)) << ','
         << (r.head ? std::to_string(r.predictions) : "") << ',' << (x && x->kl ? x->kl->str() : "") << ','
         << (e.kl ? e.kl->mean.str() : "") << '\n';
     }
@@ -227,7 +244,10 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
     << r.request.samples << ", " << r.request.repeats << (r.request.repeats == 1 ? " repetition" : " repetitions")
     << ", seed " << r.request.seed << ", at the working precision above\n";
   o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str()
-    << "; re-run cells: mean ± sample std over the repetitions [confirmed digits of the mean]"
+    << "; re-run cells: mean ± sample std over the repetitions ["
+    << (r.check_method == CheckMethod::certified ? "digits of the mean from each repetition's proven digits"
+                                                 : "confirmed digits of the mean")
+    << "]"
     << (r.exact ? "; gap = ‖X̂_{≤k} − X_{≤k}‖_F / ‖X^L‖_F" : "") << "\n";
   o << head_text(r.head, r.outputs, r.predictions,
                  "agree = argmax equal to argmax on X^L (re-run: mean over repetitions); KL = mean KL(p(X^L) ‖ p(·))");
@@ -241,7 +261,7 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
     if (r.exact) o << pad(e.gap ? mean_std_cell(*e.gap) : "", 34);
     if (r.head) {
       if (x) o << pad(agreement_text(*x, r.predictions), 13);
-      o << pad(text_table::mean_agreement_text(e.agree, e.agree_check, r.predictions), 18);
+      o << pad(text_table::mean_agreement_text(e.agree, e.agree_check, e.agree_most, r.predictions), 18);
       if (x) o << pad(x->kl->str(), 26);
       o << pad(mean_std_cell(*e.kl), 34);
     }

@@ -16,14 +16,6 @@ namespace {
 
 using svg::escape;
 
-/// A certified report's re-runs are confirmed, not proven: it says so.
-std::string uncertified_note(const HtmlReport& r) {
-  return r.precision.check == CheckMethod::certified && (r.rerun || r.rerun_batch)
-             ? " With re-runs this section is not enclosed yet (math.md §10): its digits are confirmed one tier up, "
-               "not proven, unlike the sections above."
-             : "";
-}
-
 /// Mean of the per-repetition agreement counts as a fraction of the predictions.
 double mean_agreement(const std::vector<long>& agree, long predictions) {
   double sum = 0;
@@ -110,7 +102,8 @@ void batch_section(std::ostringstream& o, const HtmlReport& r) {
                    "predictions."
              : std::string("the checkpoint has no task head, so no predictions are compared."))
     << " Variant: " << escape(to_string(r.paths_variant, VariantStyle::prose))
-    << ". Every input ran at its own precision with its own confirming run." << uncertified_note(r) << "</p>\n";
+    << ". Every input ran at its own precision with its own "
+    << (r.precision.check == CheckMethod::certified ? "enclosures" : "confirming run") << ".</p>\n";
   if (rr)
     o << "<p>Dashed: the paper's own procedure (as <code>sanpath paths --effectiveness --rerun</code>): per length k, "
       << rr->request.samples << " paths (every path when there are no more) re-run as sub-networks, summed as "
@@ -199,7 +192,7 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
         const double f = mean_agreement(x.agree, rr->predictions);
         t.points.push_back({static_cast<double>(x.length), f, svg::Mark::value,
                             "k ≤ " + std::to_string(x.length) + ": re-run agreement " +
-                                text_table::mean_agreement_text(x.agree, x.agree_check, rr->predictions)});
+                                text_table::mean_agreement_text(x.agree, x.agree_check, x.agree_most, rr->predictions)});
       }
       a.series.push_back(std::move(t));
     }
@@ -215,8 +208,7 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
                      " head on X<sub>≤k</sub> agree with those on X<sup>L</sup>."
                : std::string("the checkpoint has no task head, so no predictions are compared."))
     << " Variant: " << escape(to_string(r.paths_variant, VariantStyle::prose))
-    << ". Precision: " << escape(provenance_text::cell(e, provenance_text::View::paths)) << "."
-    << uncertified_note(r) << "</p>\n";
+    << ". Precision: " << escape(provenance_text::cell(e, provenance_text::View::paths)) << ".</p>\n";
   if (rr)
     o << "<p>Dashed: the paper's own procedure (as <code>sanpath paths --effectiveness --rerun</code>): per length k, "
       << rr->request.samples << " paths (every path when there are no more) re-run as sub-networks, each layer "
@@ -248,7 +240,7 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
       const RerunEntry& y = rr->lengths[k];
       o << "<td>" << escape(mean_std_cell(y.distance)) << "</td><td>" << escape(y.gap ? mean_std_cell(*y.gap) : "")
         << "</td>";
-      if (e.head) o << "<td>" << escape(text_table::mean_agreement_text(y.agree, y.agree_check, rr->predictions)) << "</td>";
+      if (e.head) o << "<td>" << escape(text_table::mean_agreement_text(y.agree, y.agree_check, y.agree_most, rr->predictions)) << "</td>";
     }
     o << "</tr>\n";
   }

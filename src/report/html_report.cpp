@@ -101,11 +101,7 @@ void setup_section(std::ostringstream& o, const HtmlReport& r) {
   const bool in_double = !r.precision.automatic && r.precision.fixed.native_double;
   row("precision requested",
       r.precision.describe() + (r.precision.check == CheckMethod::certified
-                                    ? (r.rerun || r.rerun_batch
-                                           ? ", certified: every digit of the collapse, bounds and path-length "
-                                             "sections proven by ball arithmetic (math.md §10); the effectiveness "
-                                             "section's, with its re-runs, confirmed one tier up"
-                                           : ", certified: every digit proven by ball arithmetic (math.md §10)")
+                                    ? ", certified: every digit proven by ball arithmetic (math.md §10)"
                                 : !r.precision.confirm ? ""
                                 : in_double && r.precision.check != CheckMethod::mpfr
                                     ? ", confirmed (by directed rounding where it applies, see below)"

@@ -61,8 +61,11 @@ inline std::string agreement_text(long agree, const std::optional<long>& check, 
 }
 
 /// Mean of the per-repetition agreement counts "3.4/4", with the check
-/// run's when any repetition's count differs ("3.4/4 (check 3.2/4)").
-inline std::string mean_agreement_text(const std::vector<long>& agree, const std::vector<long>& check, long predictions) {
+/// run's when any repetition's count differs ("3.4/4 (check 3.2/4)"), or for
+/// a certified run, with those that may agree where they differ from those
+/// proven to ("3 to 3.5/4").
+inline std::string mean_agreement_text(const std::vector<long>& agree, const std::vector<long>& check,
+                                       const std::vector<long>& most, long predictions) {
   const auto mean = [](const std::vector<long>& v) {
     long sum = 0;
     for (long a : v) sum += a;
@@ -76,6 +79,7 @@ inline std::string mean_agreement_text(const std::vector<long>& agree, const std
     }
     return o.str();
   };
+  if (!most.empty() && most != agree) return mean(agree) + " to " + mean(most) + "/" + std::to_string(predictions);
   std::string s = mean(agree) + "/" + std::to_string(predictions);
   if (!check.empty() && check != agree) s += " (check " + mean(check) + "/" + std::to_string(predictions) + ")";
   return s;

@@ -252,6 +252,14 @@ TEST_CASE("RerunReport: bytes round trip and identical reports", "[serialize]") 
   const RerunReport other = analyze_rerun(m, full, small_input(), PrecisionRequest{}, rr, nullptr);
   REQUIRE_FALSE(other.exact);
   require_round_trip(other, report);
+  // Certified: each repetition's enclosures and the predictions that may agree travel too.
+  PrecisionRequest certified;
+  certified.check = CheckMethod::certified;
+  const RerunReport c = analyze_rerun(m, attention_skip, small_input(), certified, rr, &lm);
+  REQUIRE_FALSE(c.lengths[1].distance_each.empty());
+  REQUIRE(c.lengths[1].distance_each.front().enclosure);
+  REQUIRE_FALSE(c.lengths[1].agree_most.empty());
+  require_round_trip(c, report);
 }
 
 TEST_CASE("bytes: BigReal keeps its precision, sign and every bit", "[serialize][bytes]") {

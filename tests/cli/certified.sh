@@ -123,12 +123,25 @@ CASES=$((CASES + 1))
 all=$("$SANPATH" paths --model "$WORK/skip3.safetensors" --input "$WORK/x6" --enumerate --check certified 2>&1) ||
   fail "paths --enumerate --check certified (table) exited non-zero: $all"
 grep -q "holds, proven" <<<"$all" || fail "the enumeration table does not say Theorem 2.1 is proven: $all"
-# paths --effectiveness --check certified: the table says its digits are proven; with --rerun (the re-run
-# sub-networks are not enclosed) or in double it is refused (below)
+# paths --effectiveness --check certified: the table says its digits are proven, with --rerun too (the
+# re-run sub-networks in balls: each repetition's enclosures in JSON); in double it is refused (below)
 CASES=$((CASES + 1))
 eff=$("$SANPATH" paths --model "$WORK/skip3.safetensors" --input "$WORK/x6" --effectiveness --check certified 2>&1) ||
   fail "paths --effectiveness --check certified (table) exited non-zero: $eff"
 grep -q "digits proven" <<<"$eff" || fail "the effectiveness table does not say its digits are proven: $eff"
+CASES=$((CASES + 1))
+rr=$("$SANPATH" paths --model "$WORK/skip3.safetensors" --input "$WORK/x6" --effectiveness --rerun 3 --repeats 2 \
+  --check certified 2>&1) || fail "paths --effectiveness --rerun 3 --check certified (table) exited non-zero: $rr"
+grep -q "digits proven" <<<"$rr" && grep -q "digits of the mean from each repetition's proven digits" <<<"$rr" ||
+  fail "the re-run table does not say its digits are proven: $rr"
+"$SANPATH" paths --model "$WORK/skip3.safetensors" --input "$WORK/x6" --effectiveness --rerun 3 --repeats 2 \
+  --check certified --format json -q -o "$WORK/rerun.json" || fail "paths --rerun --check certified (JSON) failed"
+"$REF_PY" -c "import json, sys
+j = json.load(open('$WORK/rerun.json'))
+rows = [e['rerun'] for e in j['effectiveness']]
+ok = j['check_method'] == 'certified' and all(len(r['intervals']['distance']) >= 1 for r in rows) and \
+    all(len(r['intervals']['distance']) == 2 for e, r in zip(j['effectiveness'], rows) if not e['all_paths'])
+sys.exit(0 if ok else 1)" || fail "the certified re-run JSON lacks a distance interval per repetition"
 # over a batch: each input proven, and the table's precision line says so
 for mode in --sums --effectiveness; do
   CASES=$((CASES + 1))
@@ -139,7 +152,7 @@ for mode in --sums --effectiveness; do
 done
 for bad in "--sample 4 --check certified" "--enumerate --check certified --precision double" \
   "--sums --check certified --precision double" "--sums --check mpfr" \
-  "--effectiveness --rerun 2 --check certified" "--effectiveness --check certified --precision double"; do
+  "--effectiveness --rerun 2 --check certified --precision double" "--effectiveness --check certified --precision double"; do
   CASES=$((CASES + 1))
   rm -f "$WORK/refused.json"
   # shellcheck disable=SC2086

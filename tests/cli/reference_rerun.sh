@@ -24,6 +24,12 @@ else
   paths_case bert-rerun-attention "$real/bert-ticket-classifier" tokens 2,15,27,3 --skip on --mlp none \
     --layernorm none --effectiveness --rerun 16 --repeats 2
   paths_case bert-rerun-own "$real/bert-ticket-classifier" tokens 2,15,27,3 --effectiveness --rerun 16 --repeats 2
+  # Certified (--check certified): every repetition's enclosure contains the reference value, the
+  # agreement range the reference count.
+  PRECISIONS="auto 65" paths_case bert-rerun-attention-certified "$real/bert-ticket-classifier" tokens 2,15,27,3 \
+    --skip on --mlp none --layernorm none --effectiveness --rerun 16 --repeats 2 --check certified
+  PRECISIONS="auto" paths_case bert-rerun-own-certified "$real/bert-ticket-classifier" tokens 2,15,27,3 \
+    --effectiveness --rerun 16 --repeats 2 --check certified
 fi
 
 make_input x4 4 8 3
@@ -35,6 +41,8 @@ make_model r3.safetensors --layers 3 --heads 2 --d-model 8 --d-ff 16 --seed 5 --
     --effectiveness --rerun 12 --repeats 2
   paths_case r3-rerun-attention-noskip "$WORK/r3.safetensors" input "$WORK/x4" --skip off --mlp none \
     --layernorm none --effectiveness --rerun 8 --repeats 2
+  PRECISIONS="128" paths_case r3-rerun-pre-certified "$WORK/r3.safetensors" input "$WORK/x4" --effectiveness \
+    --rerun 12 --repeats 2 --check certified
 
   # Sampled paths: deterministic for a seed at any thread count; another seed draws other paths.
   run() { "$SANPATH" paths --model "$WORK/r3.safetensors" --input "$WORK/x4" --effectiveness --rerun 3 \

@@ -2481,6 +2481,7 @@ def _check_rerun(a):
         rows.append(r)
     for path, j in runs:
         tag = f"{path} ({j['precision']})"
+        certified = j.get("check_method") == "certified" or a.check == "certified"
         if j["rerun"]["samples"] != a.rerun or j["rerun"]["repeats"] != a.repeats:
             ck.fail(f"{tag}: rerun {j['rerun']}, requested --rerun {a.rerun} --repeats {a.repeats}")
         if j["exact"] != attention_only:
@@ -2499,8 +2500,24 @@ def _check_rerun(a):
             if head:
                 ck.number(f"{tag} k={k} rerun kl", re["kl"]["mean"], re["kl"]["digits"]["mean"], r["kl"])
                 ck.checked += 1
-                if re["agree"] != [r["agree"]]:
+                if certified:
+                    # proven to agree: agree[i]; may agree: agree_most[i]; the truth lies between
+                    if not all(lo <= r["agree"] <= hi for lo, hi in zip(re["agree"], re["agree_most"])):
+                        ck.fail(f"{tag} k={k}: rerun agree {re['agree']} to {re['agree_most']}, "
+                                f"reference {r['agree']}")
+                elif re["agree"] != [r["agree"]]:
                     ck.fail(f"{tag} k={k}: rerun agree {re['agree']}, reference {r['agree']}")
+            if certified:
+                # every repetition's enclosure contains the reference (all paths run: the repetitions coincide)
+                iv = re["intervals"]
+                for q in ("distance", "gap", "kl"):
+                    if q not in r:
+                        continue
+                    if not iv[q]:
+                        ck.fail(f"{tag} k={k}: no {q} intervals")
+                        continue
+                    for i, (lo, hi) in enumerate(iv[q]):
+                        ck.interval(f"{tag} k={k} rerun {q} repetition {i}", lo, hi, r[q])
     return ck.summary(bits)
 
 

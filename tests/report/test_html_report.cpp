@@ -121,19 +121,23 @@ TEST_CASE("a certified report: every section proven; with re-runs the effectiven
   CHECK(html.find("Digits confirmed by the second run") == std::string::npos);
   CHECK(html.find("not enclosed yet") == std::string::npos);
   CHECK(html.find("certified: every digit proven by ball arithmetic (math.md §10)") != std::string::npos);
-  // the re-run sub-networks are not enclosed: with them the section is confirmed one tier up, and says so
+  // with the re-run sub-networks (in balls too) the section is still proven, each repetition enclosed
   RerunRequest rerun;
   rerun.samples = 2;
   rerun.repeats = 1;
   req.rerun = rerun;
   const HtmlReport rr = build_report(m, tiny_input(), req);
   CHECK(rr.lengths.check_method == CheckMethod::certified);
-  CHECK(rr.effectiveness.check_method == CheckMethod::mpfr);
-  CHECK(rr.effectiveness.check);
+  CHECK(rr.effectiveness.check_method == CheckMethod::certified);
+  REQUIRE(rr.rerun);
+  CHECK(rr.rerun->check_method == CheckMethod::certified);
+  for (const RerunEntry& e : rr.rerun->lengths) {
+    REQUIRE_FALSE(e.distance_each.empty());
+    for (const Quantity& q : e.distance_each) CHECK(q.enclosure);
+  }
   const std::string html_rr = render_html(rr);
-  CHECK(html_rr.find("With re-runs this section is not enclosed yet (math.md §10)") != std::string::npos);
-  CHECK(html_rr.find("certified: every digit of the collapse, bounds and path-length sections proven") !=
-        std::string::npos);
+  CHECK(html_rr.find("not enclosed yet") == std::string::npos);
+  CHECK(html_rr.find("certified: every digit proven by ball arithmetic (math.md §10)") != std::string::npos);
   // a check the sections would each read differently is refused
   req.precision.check = CheckMethod::mpfr;
   CHECK_THROWS_WITH(build_report(m, tiny_input(), req), "--check: 'mpfr': the report takes auto or certified");

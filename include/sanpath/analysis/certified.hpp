@@ -19,6 +19,7 @@
 
 #include "sanpath/analysis/forward.hpp"
 #include "sanpath/analysis/paths.hpp"
+#include "sanpath/analysis/rerun.hpp"
 
 namespace sanpath {
 
@@ -73,5 +74,16 @@ PathEnumerationReport analyze_enumeration_certified(const Model& model, const Va
 EffectivenessReport analyze_effectiveness_certified(const Model& model, const Variant& variant,
                                                     const InputSpec& input, const PrecisionRequest& request,
                                                     const TaskHead* head, const ProgressFn& progress = {});
+
+/// What analyze_rerun runs for request.check == certified: the exact
+/// sense as analyze_effectiveness_certified (attention-only variants), and
+/// the sub-networks of every repetition in ball arithmetic from an enclosed
+/// direct pass (its attention recorded for attention-only variants: the
+/// bias term and the gaps), one tier up at a time from start_bits until
+/// every repetition's values prove the digits asked (or the ceiling).
+/// Refuses --precision double, and as analyze_rerun.
+RerunReport analyze_rerun_certified(const Model& model, const Variant& variant, const InputSpec& input,
+                                    const PrecisionRequest& request, const RerunRequest& rerun, const TaskHead* head,
+                                    const ProgressFn& progress = {});
 
 }  // namespace sanpath

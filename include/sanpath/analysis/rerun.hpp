@@ -17,6 +17,7 @@
 
 #include "sanpath/analysis/batch.hpp"
 #include "sanpath/analysis/paths.hpp"
+#include "sanpath/compute/rerun.hpp"
 #include "sanpath/model/task_head.hpp"
 
 #include <cstdint>
@@ -33,6 +34,9 @@ struct RerunRequest {
   int threads = 1;             ///< 0: all cores; results do not depend on it
 };
 
+/// The compute layer's options for `r` (compute/rerun.hpp).
+RerunOptions rerun_options(const RerunRequest& r);
+
 /// The re-run truncation X̂_{≤k} of one length k, over the repetitions.
 struct RerunEntry {
   int length = 0;
@@ -46,6 +50,13 @@ struct RerunEntry {
   std::optional<BatchStatistic> kl;  ///< of the mean KL(p(X^L) ‖ p(X̂_{≤k}))
   /// With the exact sense: of ‖X̂_{≤k} − X_{≤k}‖_F / ‖X^L‖_F.
   std::optional<BatchStatistic> gap;
+  /// Certified runs (--check certified): per repetition, the predictions
+  /// that may agree (`agree` then counts those proven to agree; an argmax
+  /// the logits' enclosures leave undecided may go either way), and the
+  /// values of each repetition's distance, KL and gap with their enclosures
+  /// and the digits these prove (math.md §10). Empty otherwise.
+  std::vector<long> agree_most;
+  std::vector<Quantity> distance_each, kl_each, gap_each;
 };
 
 struct RerunReport : PathReportBase {
@@ -59,7 +70,11 @@ struct RerunReport : PathReportBase {
   Quantity output_frobenius;         ///< ‖X^L‖_F of the variant
 };
 
-/// Both senses of path effectiveness on `input`. Throws
+/// Both senses of path effectiveness on `input`. With request.check ==
+/// certified the re-runs run in ball arithmetic (compute/enclosure_rerun.hpp:
+/// the same draws) at the tier that proves their digits, and every
+/// repetition's value has the digits its enclosure proves; the statistics
+/// over the repetitions are taken as for a batch. Throws
 /// std::invalid_argument for a bad request, input or variant the model
 /// cannot run.
 RerunReport analyze_rerun(const Model& model, const Variant& variant, const InputSpec& input,
