@@ -482,7 +482,8 @@ RerunReport analyze_rerun_certified(const Model& model, const Variant& variant, 
     r.exact = analyze_effectiveness_certified(model, variant, input, request, head,
                                               prefixed_progress(progress, "exact: "));
     static_cast<PathReportBase&>(r) = static_cast<const PathReportBase&>(*r.exact);
-    r.tried_bits.clear();
+    r.tried_bits.clear();  // the re-runs' own climb below (the exact sense keeps its own)
+    r.ceiling_reached = false;
   } else {
     r.variant = variant;
     r.method = ForwardMethod::direct;  // the sub-networks start from the direct pass's X^0 and end at its X^L
