@@ -461,8 +461,10 @@ std::string format_rerun_batch(const BatchRerun& b, const std::vector<InputSpec>
     << b.request.samples << ", " << b.request.repeats << (b.request.repeats == 1 ? " repetition" : " repetitions")
     << " per input, seed " << b.request.seed << " (input i: seed + i·0xD1B54A32D192ED03)\n";
   o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F" << (b.exact ? ", gap = ‖X̂_{≤k} − X_{≤k}‖_F / ‖X^L‖_F" : "")
-    << "; cells: mean ± sample std over the inputs [confirmed digits of the mean], a re-run input entering with its "
-       "mean over the repetitions\n";
+    << "; cells: mean ± sample std over the inputs ["
+    << (first.check_method == CheckMethod::certified ? "digits of the mean from each input's proven digits"
+                                                     : "confirmed digits of the mean")
+    << "], a re-run input entering with its mean over the repetitions\n";
   o << head_text(first.head, first.outputs, predictions,
                  std::string(pooled_text) + " (re-run: over inputs × repetitions)");
   rerun_header(o, b.exact.has_value(), first.head.has_value(), {34, 16, 16, 26});

@@ -143,12 +143,16 @@ ok = j['check_method'] == 'certified' and all(len(r['intervals']['distance']) >=
     all(len(r['intervals']['distance']) == 2 for e, r in zip(j['effectiveness'], rows) if not e['all_paths'])
 sys.exit(0 if ok else 1)" || fail "the certified re-run JSON lacks a distance interval per repetition"
 # over a batch: each input proven, and the table's precision line says so
-for mode in --sums --effectiveness; do
+for mode in --sums --effectiveness "--effectiveness --rerun 2 --repeats 2"; do
   CASES=$((CASES + 1))
+  # shellcheck disable=SC2086
   batch=$("$SANPATH" paths --model "$WORK/skip3.safetensors" --random-input 5 --batch 3 $mode --check certified 2>&1) ||
     fail "paths $mode --batch 3 --check certified exited non-zero: $batch"
   grep -q "digits proven per input: every value enclosed by ball arithmetic" <<<"$batch" ||
     fail "paths $mode --batch 3 --check certified does not say each input's digits are proven: $batch"
+  if [[ $mode == *--rerun* ]] && ! grep -q "digits of the mean from each input's proven digits" <<<"$batch"; then
+    fail "paths $mode --batch 3 --check certified: the re-run cells do not say where their digits come from: $batch"
+  fi
 done
 for bad in "--sample 4 --check certified" "--enumerate --check certified --precision double" \
   "--sums --check certified --precision double" "--sums --check mpfr" \
