@@ -121,60 +121,50 @@ inline ProductSplit split_product(Eigen::Index m, Eigen::Index n, Eigen::Index w
 
 // ---- double ---------------------------------------------------------------------
 
+/// The blocks of an m×n double product with inner size k, as every double
+/// product splits them: block(row0, rows, col0, cols) for blocks of 128
+/// columns (or rows) of C on product_threads() threads when the product is
+/// large (≥ 2^21 multiply-adds), else once for the whole of C. Each entry is
+/// one chain of FMAs over p whatever its block (core/dgemm.hpp), so the
+/// split changes no bit.
+template <class Block> void split_double_product(Eigen::Index m, Eigen::Index n, Eigen::Index k, const Block& block) {
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int threads = work >= double(1 << 21) ? product_threads() : 1;
+  const ProductSplit s = split_product(m, n, 128);
+  if (threads <= 1 || s.count <= 1) {
+    block(0, m, 0, n);
+    return;
+  }
+  run_blocks(static_cast<std::size_t>(s.count), threads, [&](std::size_t b) {
+    const Eigen::Index lo = static_cast<Eigen::Index>(b) * s.width;
+    if (s.by_columns) block(0, m, lo, std::min(s.width, n - lo));
+    else block(lo, std::min(s.width, m - lo), 0, n);
+  });
+}
+
 /// C = A·op(B) by sanpath's double kernel (core/dgemm.hpp: every entry one
-/// chain of FMAs over p, the same bits on every instruction-set level), split
-/// in blocks of 128 columns (or rows) of C when the product is large
-/// (≥ 2^21 multiply-adds).
+/// chain of FMAs over p, the same bits on every instruction-set level).
 template <bool Trans> void double_gemm(const Matrix<double>& A, const Matrix<double>& B, Matrix<double>& C) {
   const Eigen::Index m = A.rows(), k = A.cols(), n = Trans ? B.rows() : B.cols();
   const DoubleIsa isa = double_isa();
   C.resize(m, n);
-  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int threads = work >= double(1 << 21) ? product_threads() : 1;
-  const ProductSplit s = split_product(m, n, 128);
   const Eigen::Index lda = std::max<Eigen::Index>(m, 1), ldb = std::max<Eigen::Index>(B.rows(), 1),
                      ldc = std::max<Eigen::Index>(m, 1);
-  if (threads <= 1 || s.count <= 1) {
-    dgemm(isa, m, n, k, A.data(), lda, B.data(), ldb, Trans, C.data(), ldc);
-    return;
-  }
-  run_blocks(static_cast<std::size_t>(s.count), threads, [&](std::size_t b) {
-    const Eigen::Index lo = static_cast<Eigen::Index>(b) * s.width;
-    if (s.by_columns) {
-      const Eigen::Index w = std::min(s.width, n - lo);
-      const double* Bj = Trans ? B.data() + lo : B.data() + lo * ldb;
-      dgemm(isa, m, w, k, A.data(), lda, Bj, ldb, Trans, C.data() + lo * ldc, ldc);
-    } else {
-      const Eigen::Index h = std::min(s.width, m - lo);
-      dgemm(isa, h, n, k, A.data() + lo, lda, B.data(), ldb, Trans, C.data() + lo, ldc);
-    }
+  split_double_product(m, n, k, [&](Eigen::Index i0, Eigen::Index rows, Eigen::Index j0, Eigen::Index cols) {
+    const double* Bj = Trans ? B.data() + j0 : B.data() + j0 * ldb;
+    dgemm(isa, rows, cols, k, A.data() + i0, lda, Bj, ldb, Trans, C.data() + i0 + j0 * ldc, ldc);
   });
 }
 
-/// C = A·W, W a view of stored floats (core/weight_view.hpp), split and
-/// threaded as double_gemm splits A·B: the same bits as double_gemm on
-/// W.decode().
+/// C = A·W, W a view of stored floats (core/weight_view.hpp), split as
+/// double_gemm: the same bits as double_gemm on W.decode().
 inline void double_gemm_view(const Matrix<double>& A, const WeightView& W, Matrix<double>& C) {
   const Eigen::Index m = A.rows(), k = A.cols(), n = W.cols;
   const DoubleIsa isa = double_isa();
   C.resize(m, n);
-  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int threads = work >= double(1 << 21) ? product_threads() : 1;
-  const ProductSplit s = split_product(m, n, 128);
   const Eigen::Index lda = std::max<Eigen::Index>(m, 1), ldc = std::max<Eigen::Index>(m, 1);
-  if (threads <= 1 || s.count <= 1) {
-    dgemm_view(isa, m, k, A.data(), lda, W, C.data(), ldc);
-    return;
-  }
-  run_blocks(static_cast<std::size_t>(s.count), threads, [&](std::size_t b) {
-    const Eigen::Index lo = static_cast<Eigen::Index>(b) * s.width;
-    if (s.by_columns) {
-      const Eigen::Index w = std::min(s.width, n - lo);
-      dgemm_view(isa, m, k, A.data(), lda, W.middle_cols(lo, w), C.data() + lo * ldc, ldc);
-    } else {
-      const Eigen::Index h = std::min(s.width, m - lo);
-      dgemm_view(isa, h, k, A.data() + lo, lda, W, C.data() + lo, ldc);
-    }
+  split_double_product(m, n, k, [&](Eigen::Index i0, Eigen::Index rows, Eigen::Index j0, Eigen::Index cols) {
+    dgemm_view(isa, rows, k, A.data() + i0, lda, W.middle_cols(j0, cols), C.data() + i0 + j0 * ldc, ldc);
   });
 }
 
