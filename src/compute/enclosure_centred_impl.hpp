@@ -451,13 +451,10 @@ template <class S> std::vector<Iv<S>> iv_centred(std::vector<Iv<S>> x) {
   return x;
 }
 
-/// ≥ max|γ| / min s(w), a Lipschitz constant of w ↦ LN(w) over the rows w
-/// within ν of a row x̃ with √(var(x̃) + eps) in `s`: ‖DLN(w)‖₂ = max|γ|/s(w)
-/// (s(w) = √(var(w) + eps); the centring is a projection and the
-/// normalisation's Jacobian (I − ŵŵᵀ/(d s²))/s has norm 1/s), and
-/// d·var(w) = ‖ŵ‖² ≥ (‖x̂‖ − ν)² where ‖x̂‖² = d(s² − eps).
-template <class S>
-UpperBound layer_norm_lipschitz(const Iv<S>& s, const UpperBound& nu, const Iv<S>& eps, long d, const UpperBound& gmax) {
+/// ≥ 1 / min s(w) over the rows w within ν of a row x̃ with √(var(x̃) + eps)
+/// in `s` (s(w) = √(var(w) + eps)): d·var(w) = ‖ŵ‖² ≥ (‖x̂‖ − ν)² where
+/// ‖x̂‖² = d(s² − eps).
+template <class S> UpperBound inverse_scale_up(const Iv<S>& s, const UpperBound& nu, const Iv<S>& eps, long d) {
   S t;
   mpfr_sqr(ptr(t), ptr(s.lo), MPFR_RNDD);
   mpfr_sub(ptr(t), ptr(t), ptr(eps.hi), MPFR_RNDD);
@@ -473,7 +470,29 @@ UpperBound layer_norm_lipschitz(const Iv<S>& s, const UpperBound& nu, const Iv<S
   mpfr_sqrt(ptr(t), ptr(t), MPFR_RNDD);  // ≤ s(w), > 0 with eps > 0
   if (mpfr_sgn(ptr(t)) <= 0) return UpperBound::infinite();
   mpfr_ui_div(ptr(t), 1, ptr(t), MPFR_RNDU);
-  return UpperBound::abs_of(ptr(t)) * gmax;
+  return UpperBound::abs_of(ptr(t));
+}
+
+/// ≥ max|γ| / min s(w), a Lipschitz constant of w ↦ LN(w) over the rows w
+/// within ν of x̃ (inverse_scale_up): ‖DLN(w)‖₂ = max|γ|/s(w) (the centring
+/// is a projection and the normalisation's Jacobian (I − ŵŵᵀ/(d s²))/s has
+/// norm 1/s).
+template <class S>
+UpperBound layer_norm_lipschitz(const Iv<S>& s, const UpperBound& nu, const Iv<S>& eps, long d, const UpperBound& gmax) {
+  return inverse_scale_up(s, nu, eps, d) * gmax;
+}
+
+/// ≥ ‖D²LN(w)‖ (as a bilinear map, Euclidean norms) over the rows w within ν
+/// of x̃: with y = ŵ and σ = s(w), g(y) = y/σ has
+/// D²g[u, v] = −(u yᵀv + v yᵀu + y uᵀv)/(dσ³) + 3y (yᵀu)(yᵀv)/(d²σ⁵), and
+/// ‖y‖ ≤ √d σ bounds its first three terms by ‖u‖‖v‖/(√d σ²) each and the
+/// last by 3‖u‖‖v‖/(√d σ²): 6 max|γ| / (√d min s(w)²) (the centring is a
+/// projection, γ scales each entry).
+template <class S>
+UpperBound layer_norm_curvature(const Iv<S>& s, const UpperBound& nu, const Iv<S>& eps, long d, const UpperBound& gmax) {
+  const UpperBound inv = inverse_scale_up(s, nu, eps, d);
+  const UpperBound six_over_root_d = UpperBound::of(6.0 / std::sqrt(static_cast<double>(d)) * (1 + 1e-14));  // ≥ 6/√d
+  return six_over_root_d * inv * inv * gmax;
 }
 
 /// LN(1cᵀ + R) enclosed through the identity of forward_centred (exact for
@@ -481,10 +500,13 @@ UpperBound layer_norm_lipschitz(const Iv<S>& s, const UpperBound& nu, const Iv<S
 /// r̃_i = r_i − mean(r_i), s² = var(c) + eps, δv_i = (2ĉ·r̃_i + |r̃_i|²)/d and
 /// s'_i² = s² + δv_i, LN(c + r_i) − LN(c) = γ ∘ (r̃_i/s'_i − ĉ δv_i/(s s'_i (s + s'_i))),
 /// every operation on intervals: over the boxes of c and r_i (entrywise), or
-/// with row bounds, in the rows where ν^c ≤ 8ν^R_i, at the midpoints within
-/// ρ_i plus Lip_i·(ν^c + ν^R_i) + Lip_c·ν^c in norm (layer_norm_lipschitz:
-/// LN moves a row by at most Lip times its distance, not by the boxes'
-/// √d-fold sum); LN(c) likewise at the midpoint within Lip_c·ν^c.
+/// with row bounds at the midpoints within ρ_i plus, in norm,
+///   Lip_i·ν^R_i + min(Lip_i·ν^c + Lip_c·ν^c, K_i·‖r̃_i‖·ν^c)
+/// (layer_norm_lipschitz: LN moves a row by at most Lip times its distance,
+/// not by the boxes' √d-fold sum; the difference's own move with c is
+/// LN(c + r̃) − LN(c̃ + r̃) − (LN(c) − LN(c̃)), within the curvature bound K_i
+/// of layer_norm_curvature times ‖r̃_i‖ν^c: second order where R has
+/// collapsed below c's error); LN(c) likewise at the midpoint within Lip_c·ν^c.
 template <class S>
 BallSplit<S> layer_norm_centred(const BallSplit<S>& x, const VectorXd& gain, const VectorXd& bias, double eps,
                                 bool row_bounds, long p) {
@@ -539,25 +561,70 @@ BallSplit<S> layer_norm_centred(const BallSplit<S>& x, const VectorXd& gain, con
     gc.B.rad = gc.B.rad + filled(1, d, c_moves);
     gc.rows = gc.rows + filled(1, 1, c_moves);
   }
-  std::vector<UpperBound> moves(static_cast<std::size_t>(n), UpperBound::infinite());  // midpoint rows: the Lipschitz terms
+  std::vector<UpperBound> moves(static_cast<std::size_t>(n), UpperBound::infinite());  // with row bounds: the rows' moves
+  const RadiusMatrix r_norms = row_bounds ? row_norms_up(RadiusMatrix::abs_of(x.R.mid)) : RadiusMatrix{};
   RowBall<S> Delta = row_ball(ball_of_rows<S>(n, d, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
     const UpperBound nu_r = R_rows.at(i, 0);
     std::vector<Iv<S>> r(static_cast<std::size_t>(d));
-    if (row_bounds && nu_c <= UpperBound::of(8.0) * nu_r) {
+    if (row_bounds) {
       for (Eigen::Index j = 0; j < d; ++j) r[static_cast<std::size_t>(j)] = iv_point(x.R.mid(i, j));
       const Iv<S> s1 = difference(point, std::move(r), row);
-      moves[static_cast<std::size_t>(i)] =
-          layer_norm_lipschitz(s1, nu_c + nu_r, eps_iv, static_cast<long>(d), gmax) * (nu_c + nu_r) + c_moves;
-    } else {
-      for (Eigen::Index j = 0; j < d; ++j) r[static_cast<std::size_t>(j)] = iv_of(x.R.mid(i, j), x.R.rad.at(i, j));
-      difference(box, std::move(r), row);
+      const UpperBound lip = layer_norm_lipschitz(s1, nu_c + nu_r, eps_iv, static_cast<long>(d), gmax);
+      const UpperBound r_norm = r_norms.at(i, 0);
+      const UpperBound first_order = lip * nu_c + c_moves,
+                       second_order = layer_norm_curvature(point.s, nu_c + r_norm, eps_iv, static_cast<long>(d), gmax) *
+                                      r_norm * nu_c;
+      moves[static_cast<std::size_t>(i)] = lip * nu_r + (second_order <= first_order ? second_order : first_order);
+      if (moves[static_cast<std::size_t>(i)].is_finite()) return;
+      r.assign(static_cast<std::size_t>(d), Iv<S>{});  // s(w) not bounded away from 0 within the bounds: the boxes
     }
+    for (Eigen::Index j = 0; j < d; ++j) r[static_cast<std::size_t>(j)] = iv_of(x.R.mid(i, j), x.R.rad.at(i, j));
+    difference(box, std::move(r), row);
   }));
   if (row_bounds) {
     const auto moved = [&](Eigen::Index i) { return moves[static_cast<std::size_t>(i)]; };
     moved_by(Delta, [&](Eigen::Index i, Eigen::Index) { return moved(i).is_finite() ? moved(i) : UpperBound{}; }, moved);
   }
   return recentre(std::move(gc), std::move(Delta), p);
+}
+
+/// The standard normal density φ(x) = exp(−x²/2)/√(2π) on an interval.
+template <class S> Iv<S> iv_normal_density(const Iv<S>& x) {
+  Iv<S> g = iv_neg(iv_sqr(x));
+  mpfr_div_2ui(ptr(g.lo), ptr(g.lo), 1, MPFR_RNDD);
+  mpfr_div_2ui(ptr(g.hi), ptr(g.hi), 1, MPFR_RNDU);
+  g = iv_exp(g, false);
+  Iv<S> root;  // √(2π)
+  mpfr_const_pi(ptr(root.lo), MPFR_RNDD);
+  mpfr_mul_2ui(ptr(root.lo), ptr(root.lo), 1, MPFR_RNDD);
+  mpfr_sqrt(ptr(root.lo), ptr(root.lo), MPFR_RNDD);
+  mpfr_const_pi(ptr(root.hi), MPFR_RNDU);
+  mpfr_mul_2ui(ptr(root.hi), ptr(root.hi), 1, MPFR_RNDU);
+  mpfr_sqrt(ptr(root.hi), ptr(root.hi), MPFR_RNDU);
+  return iv_div_positive(g, root);
+}
+
+/// The tanh GELU's parts on an interval: t = tanh(u), u = c(x + kx³),
+/// u' = c(1 + 3kx²), u'' = 6ckx (c = √(2/π), or 0.7978845608 for gelu_fast).
+template <class S> struct TanhGeluParts {
+  Iv<S> t, du, ddu;
+};
+template <class S> TanhGeluParts<S> iv_tanh_gelu_parts(const Iv<S>& x, Activation act) {
+  const Iv<S> c = iv_tanh_gelu_scale<S>(act);
+  const Iv<S> k = iv_decimal<S>(0.044715), x2 = iv_sqr(x), one = iv_point(S(1));
+  const Iv<S> u = iv_mul(c, iv_add(x, iv_mul(k, iv_mul(x, x2))));
+  TanhGeluParts<S> parts;
+  mpfr_tanh(ptr(parts.t.lo), ptr(u.lo), MPFR_RNDD);  // tanh is increasing
+  mpfr_tanh(ptr(parts.t.hi), ptr(u.hi), MPFR_RNDU);
+  parts.du = iv_mul(c, iv_add(one, iv_mul(iv_point(S(3)), iv_mul(k, x2))));
+  parts.ddu = iv_mul(iv_mul(iv_point(S(6)), iv_mul(c, k)), x);
+  return parts;
+}
+
+/// σ(x) = 1/(1 + e^{−x}) on an interval.
+template <class S> Iv<S> iv_sigmoid(const Iv<S>& x) {
+  const Iv<S> one = iv_point(S(1));
+  return iv_div_positive(one, iv_add(one, iv_exp(iv_neg(x), false)));
 }
 
 /// act'(x) on an interval (a bound of every difference quotient of act over
@@ -571,62 +638,63 @@ template <class S> Iv<S> iv_derivative(const Iv<S>& x, Activation act) {
       v.hi = x.hi > 0 ? S(1) : S(0);
       return v;
     }
-    case Activation::gelu: {  // Φ(x) + x φ(x); Φ = (gelu(x)/x) read off iv_activate's erf
-      Iv<S> s;                // 1/√2
-      mpfr_sqrt_ui(ptr(s.lo), 2, MPFR_RNDU);
-      mpfr_ui_div(ptr(s.lo), 1, ptr(s.lo), MPFR_RNDD);
-      mpfr_sqrt_ui(ptr(s.hi), 2, MPFR_RNDD);
-      mpfr_ui_div(ptr(s.hi), 1, ptr(s.hi), MPFR_RNDU);
-      const Iv<S> a = iv_mul(x, s);
+    case Activation::gelu: {  // Φ(x) + x φ(x)
+      const Iv<S> a = iv_mul(x, iv_inverse_sqrt2<S>());
       Iv<S> Phi;
       mpfr_erf(ptr(Phi.lo), ptr(a.lo), MPFR_RNDD);
       mpfr_erf(ptr(Phi.hi), ptr(a.hi), MPFR_RNDU);
       Phi = iv_add(one, Phi);
       mpfr_div_2ui(ptr(Phi.lo), ptr(Phi.lo), 1, MPFR_RNDD);
       mpfr_div_2ui(ptr(Phi.hi), ptr(Phi.hi), 1, MPFR_RNDU);
-      Iv<S> g = iv_neg(iv_sqr(x));  // exp(−x²/2)/√(2π)
-      mpfr_div_2ui(ptr(g.lo), ptr(g.lo), 1, MPFR_RNDD);
-      mpfr_div_2ui(ptr(g.hi), ptr(g.hi), 1, MPFR_RNDU);
-      g = iv_exp(g, false);
-      Iv<S> root;  // √(2π)
-      mpfr_const_pi(ptr(root.lo), MPFR_RNDD);
-      mpfr_mul_2ui(ptr(root.lo), ptr(root.lo), 1, MPFR_RNDD);
-      mpfr_sqrt(ptr(root.lo), ptr(root.lo), MPFR_RNDD);
-      mpfr_const_pi(ptr(root.hi), MPFR_RNDU);
-      mpfr_mul_2ui(ptr(root.hi), ptr(root.hi), 1, MPFR_RNDU);
-      mpfr_sqrt(ptr(root.hi), ptr(root.hi), MPFR_RNDU);
-      return iv_add(Phi, iv_div_positive(iv_mul(x, g), root));
+      return iv_add(Phi, iv_mul(x, iv_normal_density(x)));
     }
     case Activation::gelu_tanh:
-    case Activation::gelu_fast: {  // ½(1 + t) + ½ x (1 − t²) a (1 + 3k x²), t = tanh(a(x + k x³))
-      Iv<S> c;
-      if (act == Activation::gelu_fast) {
-        c = iv_decimal<S>(0.7978845608);
-      } else {  // √(2/π)
-        mpfr_const_pi(ptr(c.hi), MPFR_RNDD);
-        mpfr_ui_div(ptr(c.hi), 2, ptr(c.hi), MPFR_RNDU);
-        mpfr_sqrt(ptr(c.hi), ptr(c.hi), MPFR_RNDU);
-        mpfr_const_pi(ptr(c.lo), MPFR_RNDU);
-        mpfr_ui_div(ptr(c.lo), 2, ptr(c.lo), MPFR_RNDD);
-        mpfr_sqrt(ptr(c.lo), ptr(c.lo), MPFR_RNDD);
-      }
-      const Iv<S> k = iv_decimal<S>(0.044715), x2 = iv_sqr(x);
-      const Iv<S> y = iv_mul(c, iv_add(x, iv_mul(k, iv_mul(x, x2))));
-      Iv<S> t;  // tanh is increasing
-      mpfr_tanh(ptr(t.lo), ptr(y.lo), MPFR_RNDD);
-      mpfr_tanh(ptr(t.hi), ptr(y.hi), MPFR_RNDU);
-      const Iv<S> dy = iv_mul(c, iv_add(one, iv_mul(iv_point(S(3)), iv_mul(k, x2))));
-      Iv<S> v = iv_add(iv_add(one, t), iv_mul(iv_mul(x, iv_sub(one, iv_sqr(t))), dy));
+    case Activation::gelu_fast: {  // ½(1 + t) + ½ x (1 − t²) u'
+      const TanhGeluParts<S> g = iv_tanh_gelu_parts(x, act);
+      Iv<S> v = iv_add(iv_add(one, g.t), iv_mul(iv_mul(x, iv_sub(one, iv_sqr(g.t))), g.du));
       mpfr_div_2ui(ptr(v.lo), ptr(v.lo), 1, MPFR_RNDD);
       mpfr_div_2ui(ptr(v.hi), ptr(v.hi), 1, MPFR_RNDU);
       return v;
     }
     case Activation::silu: {  // σ(1 + x(1 − σ))
-      const Iv<S> sg = iv_div_positive(one, iv_add(one, iv_exp(iv_neg(x), false)));
+      const Iv<S> sg = iv_sigmoid(x);
       return iv_mul(sg, iv_add(one, iv_mul(x, iv_sub(one, sg))));
     }
   }
   throw std::logic_error("iv_derivative: unknown activation");
+}
+
+/// ≥ |act''| over an interval, a bound of every difference quotient of act'
+/// over it: gelu φ(x)(2 − x²); the tanh GELUs (1 − t²)(u' + ½x(u'' − 2t u'²));
+/// silu σ(1 − σ)(2 + x(1 − 2σ)); relu 0 on one side of 0 and +inf across it
+/// (its derivative jumps there).
+template <class S> UpperBound second_derivative_bound(const Iv<S>& x, Activation act) {
+  const Iv<S> one = iv_point(S(1));
+  Iv<S> v;
+  switch (act) {
+    case Activation::relu:
+      return mpfr_sgn(ptr(x.lo)) > 0 || mpfr_sgn(ptr(x.hi)) < 0 ? UpperBound{} : UpperBound::infinite();
+    case Activation::gelu:
+      v = iv_mul(iv_normal_density(x), iv_sub(iv_point(S(2)), iv_sqr(x)));
+      break;
+    case Activation::gelu_tanh:
+    case Activation::gelu_fast: {
+      const TanhGeluParts<S> g = iv_tanh_gelu_parts(x, act);
+      Iv<S> half_x = x;
+      mpfr_div_2ui(ptr(half_x.lo), ptr(half_x.lo), 1, MPFR_RNDD);
+      mpfr_div_2ui(ptr(half_x.hi), ptr(half_x.hi), 1, MPFR_RNDU);
+      const Iv<S> inner = iv_sub(g.ddu, iv_mul(iv_point(S(2)), iv_mul(g.t, iv_sqr(g.du))));
+      v = iv_mul(iv_sub(one, iv_sqr(g.t)), iv_add(g.du, iv_mul(half_x, inner)));
+      break;
+    }
+    case Activation::silu: {
+      const Iv<S> sg = iv_sigmoid(x);
+      const Iv<S> spread = iv_mul(sg, iv_sub(one, sg));
+      v = iv_mul(spread, iv_add(iv_point(S(2)), iv_mul(x, iv_sub(one, iv_mul(iv_point(S(2)), sg)))));
+      break;
+    }
+  }
+  return max(UpperBound::abs_of(ptr(v.lo)), UpperBound::abs_of(ptr(v.hi)));
 }
 
 /// Intervals at a wider precision (the difference act(h + δ) − act(h) where
@@ -682,18 +750,19 @@ Iv<S> activation_difference(const S& h_mid, const UpperBound& h_rad, const Iv<S>
 /// c' = (act(h) + mean A) W_2 + b_2, R' = (A − 1 mean(A)ᵀ) W_2.
 ///
 /// Entrywise (row_bounds off): A_ij over the boxes of h_j and D_ij. With row
-/// bounds, in the rows where ν^h ≤ 8ν^D_i (R not collapsed below the error of
-/// h = cᵀW_1 + b_1), A_ij is evaluated at the midpoints, Ã_ij = A(h̃_j, D̃_ij)
-/// within ρ_ij, and
+/// bounds, A_ij is evaluated at the midpoints, Ã_ij = A(h̃_j, D̃_ij) within
+/// ρ_ij, and
 ///   A(h, D) − A(h̃, D̃) = [act(h + D) − act(h + D̃)] + [g(h) − g(h̃)],
 ///   g(y) = act(y + D̃) − act(y),
-/// the first within L_j·|D − D̃| and the second within 2L_j·r^h_j, where
-/// L_j ≥ |act'| over the hull of column j's arguments (h̃_j ± r^h_j widened by
-/// every row's D_ij box and by 0). So ‖A_i − Ã_i‖₂ ≤ max_j L_j · (ν^D_i +
-/// 2ν^h) + ‖ρ_i‖₂: the row bounds ν^D_i ≥ ‖D_i − D̃_i‖₂ and ν^h ≥ ‖h − h̃‖₂
-/// move by ‖W_1‖₂ and the act's Lipschitz constant, not by |W_1| entrywise.
-/// The other rows (collapse: the second term would swamp the first) keep the
-/// boxes, whose mean value form makes h's radius a second-order term.
+/// the first within L_j·|D − D̃| and the second within r^h_j·min(2L_j,
+/// M_j|D̃_ij|) (|g'(y)| = |act'(y + D̃) − act'(y)| ≤ M_j|D̃_ij|), where
+/// L_j ≥ |act'| and M_j ≥ |act''| over the hull of column j's arguments
+/// (h̃_j ± r^h_j widened by every row's D_ij box and by 0). So ‖A_i − Ã_i‖₂ ≤
+/// max_j L_j·ν^D_i + min(2 max_j L_j·ν^h, ‖E_i‖₂) + ‖ρ_i‖₂ with E_ij the
+/// second term's bound: the row bounds ν^D_i ≥ ‖D_i − D̃_i‖₂ and ν^h ≥
+/// ‖h − h̃‖₂ move by ‖W_1‖₂ and the act's Lipschitz constant, not by |W_1|
+/// entrywise, and where R has collapsed far below the error of h = cᵀW_1 +
+/// b_1, h's error enters second order, relative to D̃_i (math.md §10).
 template <class S>
 BallSplit<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
                          const BallSplit<S>& x, bool row_bounds, long p) {
@@ -709,7 +778,7 @@ BallSplit<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w,
   const Eigen::Index n = D.B.mid.rows();
   std::vector<Iv<S>> hv(static_cast<std::size_t>(m)), act_h(static_cast<std::size_t>(m)),
       act_mid(static_cast<std::size_t>(m));
-  std::vector<UpperBound> L(static_cast<std::size_t>(m));  // ≥ |act'| over column j's hull
+  std::vector<UpperBound> L(static_cast<std::size_t>(m)), M(L);  // ≥ |act'|, |act''| over column j's hull
   detail::run_blocks(static_cast<std::size_t>(m), n * m >= 4096 ? product_threads() : 1, [&](std::size_t ju) {
     use_full_mpfr_exponent_range();
     const auto j = static_cast<Eigen::Index>(ju);
@@ -726,21 +795,18 @@ BallSplit<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w,
       widest = max(widest, D.B.rad.at(i, j));
     }
     const Iv<S> widened = iv_add(spread, iv_of(S(0), widest));
-    const Iv<S> slope = iv_derivative(iv_add(hv[ju], widened), a.activation);
+    const Iv<S> hull = iv_add(hv[ju], widened);
+    const Iv<S> slope = iv_derivative(hull, a.activation);
     L[ju] = max(UpperBound::abs_of(ptr(slope.lo)), UpperBound::abs_of(ptr(slope.hi)));
+    M[ju] = second_derivative_bound(hull, a.activation);
   });
   UpperBound Lmax;
   for (const UpperBound& Lj : L) Lmax = max(Lmax, Lj);
-  // Row i at the midpoints when h's error does not swamp D_i's (ν^h ≤ 8ν^D_i).
   const UpperBound nu_h = h.rows.at(0, 0);
-  std::vector<char> at_midpoint(static_cast<std::size_t>(n), 0);
-  if (row_bounds)
-    for (Eigen::Index i = 0; i < n; ++i) at_midpoint[static_cast<std::size_t>(i)] = nu_h <= UpperBound::of(8.0) * D.rows.at(i, 0);
   BallMatrix<S> A = ball_of_rows<S>(n, m, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
-    const bool midpoint = at_midpoint[static_cast<std::size_t>(i)] != 0;
     for (Eigen::Index j = 0; j < m; ++j) {
       const auto ju = static_cast<std::size_t>(j);
-      if (midpoint) {
+      if (row_bounds) {
         const S& dm = D.B.mid(i, j);
         row[ju] = activation_difference(h.B.mid(0, j), UpperBound{}, iv_point(h.B.mid(0, j)), act_mid[ju],
                                         iv_point(dm), UpperBound::abs_of(ptr(dm)), a.activation, p);
@@ -752,17 +818,20 @@ BallSplit<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w,
   });
   RowBall<S> Ar{std::move(A), RadiusMatrix{}, m};
   if (row_bounds) {
-    // Midpoint rows: ρ_i (the radii so far) + L_j(r^D_ij + 2r^h_j) entrywise, and
-    // max L·(ν^D_i + 2ν^h) + ‖ρ_i‖₂ in norm; the other rows keep their boxes' radii.
-    const auto midpoint = [&](Eigen::Index i) { return at_midpoint[static_cast<std::size_t>(i)] != 0; };
+    // ρ_i (the radii so far) + L_j r^D_ij + E_ij entrywise, and
+    // max L·ν^D_i + min(2 max L·ν^h, ‖E_i‖₂) + ‖ρ_i‖₂ in norm.
+    const RadiusMatrix E = radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) {
+      const auto ju = static_cast<std::size_t>(j);
+      const UpperBound first = UpperBound::of(2.0) * L[ju], second = M[ju] * UpperBound::abs_of(ptr(D.B.mid(i, j)));
+      return h.B.rad.at(0, j) * (second <= first ? second : first);
+    });
+    const RadiusMatrix E_rows = row_norms_up(E);
+    const UpperBound h_moves = UpperBound::of(2.0) * Lmax * nu_h;
     moved_by(
-        Ar,
-        [&](Eigen::Index i, Eigen::Index j) {
-          return midpoint(i) ? L[static_cast<std::size_t>(j)] * (D.B.rad.at(i, j) + UpperBound::of(2.0) * h.B.rad.at(0, j))
-                             : UpperBound{};
-        },
+        Ar, [&](Eigen::Index i, Eigen::Index j) { return L[static_cast<std::size_t>(j)] * D.B.rad.at(i, j) + E.at(i, j); },
         [&](Eigen::Index i) {
-          return midpoint(i) ? Lmax * (D.rows.at(i, 0) + UpperBound::of(2.0) * nu_h) : UpperBound::infinite();
+          const UpperBound e = E_rows.at(i, 0);
+          return Lmax * D.rows.at(i, 0) + (e <= h_moves ? e : h_moves);
         });
   }
   // act(h): over h's box, or with row bounds at h̃ within ρ + L∘r^h entrywise, ‖ρ‖₂ + max L·ν^h in norm.

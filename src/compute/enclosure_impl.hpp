@@ -325,6 +325,30 @@ template <class S, class F> void increasing_upper(Iv<S>& y, const Iv<S>& a, doub
   mpfr_add(ptr(y.hi), ptr(y.hi), ptr(width), MPFR_RNDU);
 }
 
+/// 1/√2 rounded outward (GELU's x/√2).
+template <class S> Iv<S> iv_inverse_sqrt2() {
+  Iv<S> s;
+  mpfr_sqrt_ui(ptr(s.lo), 2, MPFR_RNDU);
+  mpfr_ui_div(ptr(s.lo), 1, ptr(s.lo), MPFR_RNDD);
+  mpfr_sqrt_ui(ptr(s.hi), 2, MPFR_RNDD);
+  mpfr_ui_div(ptr(s.hi), 1, ptr(s.hi), MPFR_RNDU);
+  return s;
+}
+
+/// The tanh GELUs' c: √(2/π) (gelu_tanh), rounded outward, or the decimal
+/// 0.7978845608 (gelu_fast).
+template <class S> Iv<S> iv_tanh_gelu_scale(Activation act) {
+  if (act == Activation::gelu_fast) return iv_decimal<S>(0.7978845608);
+  Iv<S> c;
+  mpfr_const_pi(ptr(c.hi), MPFR_RNDD);
+  mpfr_ui_div(ptr(c.hi), 2, ptr(c.hi), MPFR_RNDU);
+  mpfr_sqrt(ptr(c.hi), ptr(c.hi), MPFR_RNDU);
+  mpfr_const_pi(ptr(c.lo), MPFR_RNDU);
+  mpfr_ui_div(ptr(c.lo), 2, ptr(c.lo), MPFR_RNDD);
+  mpfr_sqrt(ptr(c.lo), ptr(c.lo), MPFR_RNDD);
+  return c;
+}
+
 /// act(x) on an interval (math.md §2: relu, gelu = x·Φ(x), gelu_tanh and
 /// gelu_fast = ½x(1 + tanh(c(x + 0.044715x³))), silu = x·σ(x)).
 template <class S> Iv<S> iv_activate(const Iv<S>& x, Activation act) {
@@ -335,12 +359,7 @@ template <class S> Iv<S> iv_activate(const Iv<S>& x, Activation act) {
       v.hi = x.hi > 0 ? x.hi : S(0);
       return v;
     case Activation::gelu: {
-      Iv<S> s;  // 1/√2
-      mpfr_sqrt_ui(ptr(s.lo), 2, MPFR_RNDU);
-      mpfr_ui_div(ptr(s.lo), 1, ptr(s.lo), MPFR_RNDD);
-      mpfr_sqrt_ui(ptr(s.hi), 2, MPFR_RNDD);
-      mpfr_ui_div(ptr(s.hi), 1, ptr(s.hi), MPFR_RNDU);
-      const Iv<S> a = iv_mul(x, s);
+      const Iv<S> a = iv_mul(x, iv_inverse_sqrt2<S>());
       Iv<S> e;  // erf is increasing, with slope ≤ 2/√π < 1.1284
       mpfr_erf(ptr(e.lo), ptr(a.lo), MPFR_RNDD);
       increasing_upper(e, a, 1.1284, [](mpfr_ptr y, mpfr_srcptr v) { mpfr_erf(y, v, MPFR_RNDU); });
@@ -351,17 +370,7 @@ template <class S> Iv<S> iv_activate(const Iv<S>& x, Activation act) {
     }
     case Activation::gelu_tanh:
     case Activation::gelu_fast: {
-      Iv<S> c;
-      if (act == Activation::gelu_fast) {
-        c = iv_decimal<S>(0.7978845608);
-      } else {  // √(2/π)
-        mpfr_const_pi(ptr(c.hi), MPFR_RNDD);
-        mpfr_ui_div(ptr(c.hi), 2, ptr(c.hi), MPFR_RNDU);
-        mpfr_sqrt(ptr(c.hi), ptr(c.hi), MPFR_RNDU);
-        mpfr_const_pi(ptr(c.lo), MPFR_RNDU);
-        mpfr_ui_div(ptr(c.lo), 2, ptr(c.lo), MPFR_RNDD);
-        mpfr_sqrt(ptr(c.lo), ptr(c.lo), MPFR_RNDD);
-      }
+      const Iv<S> c = iv_tanh_gelu_scale<S>(act);
       const Iv<S> cube = iv_mul(x, iv_sqr(x));
       const Iv<S> a = iv_mul(c, iv_add(x, iv_mul(iv_decimal<S>(0.044715), cube)));
       Iv<S> t;  // tanh is increasing, with slope ≤ 1

@@ -244,7 +244,8 @@ RadiusMatrix row_norms_up(const RadiusMatrix& a) {
   RadiusMatrix r{MatrixXd::Zero(a.rows(), 1), x.exp};
   for (Eigen::Index i = 0; i < x.rows(); ++i) {
     double s = 0;
-    for (Eigen::Index j = 0; j < x.cols(); ++j) s = add_up(s, mul_up(x.m(i, j), x.m(i, j)));
+    for (Eigen::Index j = 0; j < x.cols(); ++j)
+      if (x.m(i, j) != 0) s = add_up(s, mul_up(x.m(i, j), x.m(i, j)));  // zeros add nothing, not an ulp of 0
     r.m(i, 0) = s == 0 ? 0.0 : next_up(std::sqrt(s));
   }
   r.normalize();
