@@ -69,11 +69,11 @@ namespace {
 std::vector<LayerStats> measure_at(const Precision& p, const Model& model, const Variant& variant,
                                    const InputSpec& input, Center center, ForwardMethod method,
                                    const ProgressFn& progress, const std::string& stage,
-                                   const MeasureSet& measures = {}) {
+                                   const MeasureSet& measures = {}, long perturb_bits = 0) {
   const std::function<void(int, int)> on_layer = layer_progress(progress, stage, model.arch().layers);
   std::vector<LayerStats> stats = with_scalar(p, [&](auto tag) {
     using S = typename decltype(tag)::type;
-    return measure_layers<S>(model, variant, input, center, method, on_layer, measures);
+    return measure_layers<S>(model, variant, input, center, method, on_layer, measures, perturb_bits);
   });
   // Double's exponent range ends at 1.8e308: a pass that overflowed into
   // inf/NaN measured nothing. (MPFR exponents do not overflow in practice.)
@@ -258,13 +258,18 @@ std::vector<LayerReport> layer_reports(const std::vector<LayerStats>& stats, con
 
 /// The least digits the confirmation gave any quantity that more precision
 /// can improve: the lower end of the optimal centre's enclosure is limited by
-/// its linear program, and an exact 0 (identical rows) has no digits to gain.
-int least_rounding_digits(const std::vector<LayerReport>& layers) {
+/// its linear program, and an exact 0 (identical rows) has no digits to gain
+/// unless the (perturbed) confirming run `ck` found a nonzero residual there:
+/// then the rows became identical by rounding, and more bits resolve them.
+int least_rounding_digits(const std::vector<LayerReport>& layers, const std::vector<LayerStats>& ck) {
   int least = std::numeric_limits<int>::max();
-  for (const LayerReport& r : layers)
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const LayerReport& r = layers[l];
     for (const Quantity* q : {&r.res_composite, &r.res_one, &r.res_inf, &r.res_frobenius, &r.norm_composite,
                               &r.norm_frobenius, &r.relative_residual})
       if (q->value != 0) least = std::min(least, q->digits.value_or(0));
+    if (r.relative_residual.value == 0 && l < ck.size() && ck[l].relative_residual != 0) least = 0;
+  }
   return least;
 }
 
@@ -302,9 +307,13 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   out.method = request.resolved_method(model);
   const long n = input.rows(&model), d = model.arch().d_model;
   const bool escalate = request.automatic && out.method == ForwardMethod::centred;
-  // Every run made, by precision (a confirming run becomes the working run
-  // when the centred pass escalates).
+  // Every working run made, by precision, and every confirming run, by its
+  // precision and the working run's. A confirming run is perturbed at the
+  // working run's resolution (ForwardOptions::perturb_bits, math.md §6 "What a
+  // confirmation proves"), so it never becomes a working run.
   std::map<long, std::vector<LayerStats>> runs;
+  std::map<std::pair<long, long>, std::vector<LayerStats>> checks;
+  const auto perturbation = [](const Precision& working) { return working.bits + 4; };
   std::optional<std::vector<LayerStats>> rounding_runs;  // the rounding check's values
   // Double confirmed by the rounding check: the pass at q and its check,
   // the three passes at once (double_check.hpp); returns the pass's values.
@@ -335,10 +344,10 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
           [&] { working = measure_at(p, model, variant, input, center, out.method, shared, stage, request.measures); },
           [&] {
             confirming = measure_at(check, model, variant, input, center, out.method, shared,
-                                    "confirming run at " + check.name(), request.measures);
+                                    "confirming run at " + check.name(), request.measures, perturbation(p));
           });
       runs[p.bits] = std::move(working);
-      runs[check.bits] = std::move(confirming);
+      checks[{check.bits, p.bits}] = std::move(confirming);
     } else {
       runs[p.bits] = measure_at(p, model, variant, input, center, out.method, progress, stage, request.measures);
     }
@@ -378,14 +387,18 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
         check = Precision::at_least(tiers[tiers.size() - 2]);  // no tier above: the tier below checks
       }
     }
+    if (runs.find(p.bits) == runs.end())
+      runs.emplace(p.bits, measure_at(p, model, variant, input, center, out.method, progress,
+                                      pass_name(out.method) + " at " + p.name(), request.measures));
     if (check && !rounding) {
-      auto it = runs.find(check->bits);
-      if (it == runs.end()) {
+      auto it = checks.find({check->bits, p.bits});
+      if (it == checks.end()) {
         const std::string stage = "confirming run at " + check->name() +
                                   (check->bits < p.bits ? " (the tier below: there is no higher tier)" : "");
-        it = runs
-                 .emplace(check->bits, measure_at(*check, model, variant, input, center, out.method, progress, stage,
-                                                  request.measures))
+        it = checks
+                 .emplace(std::make_pair(check->bits, p.bits),
+                          measure_at(*check, model, variant, input, center, out.method, progress, stage,
+                                     request.measures, perturbation(p)))
                  .first;
       }
       ck = &it->second;
@@ -394,7 +407,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     out.check = check;
     out.layers = layer_reports(runs.at(p.bits), ck, p, check ? check->bits : p.bits, request.target_digits, n, d);
     if (!escalate || !check) break;
-    if (least_rounding_digits(out.layers) >= request.target_digits) break;
+    if (least_rounding_digits(out.layers, *ck) >= request.target_digits) break;
     if (check->bits < p.bits || check->bits > max_bits) {
       out.ceiling_reached = true;  // the digits asked need a precision above the ceiling
       break;

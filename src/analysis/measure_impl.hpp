@@ -72,8 +72,10 @@ std::vector<LayerStats> measure_matrices(const std::vector<Matrix<double>>& X,
 template <class S>
 std::vector<LayerStats> measure_layers(const Model& model, const Variant& variant, const InputSpec& input,
                                        Center center, ForwardMethod method,
-                                       const std::function<void(int, int)>& on_layer, const MeasureSet& measures) {
+                                       const std::function<void(int, int)>& on_layer, const MeasureSet& measures,
+                                       long perturb_bits) {
   ForwardOptions opt;
+  opt.perturb_bits = perturb_bits;
   opt.record_attention = measures.any_attention();
   opt.on_layer = on_layer;
   std::vector<LayerStats> out;
@@ -84,11 +86,9 @@ std::vector<LayerStats> measure_layers(const Model& model, const Variant& varian
       const auto lu = static_cast<std::size_t>(l);
       const Matrix<S> X = t.X(l);
       out.push_back(detail::layer_stats<S>(X, t.R[lu], true, center));
-      std::vector<Matrix<S>> P;  // P = Π + E (math.md §7)
-      if (l > 0 && opt.record_attention)
-        for (std::size_t h = 0; h < t.Pi[lu - 1].size(); ++h) P.push_back(t.Pi[lu - 1][h] + t.E[lu - 1][h]);
-      detail::add_layer_measures<S>(out.back(), X, t.c[lu], t.R[lu], l > 0 && opt.record_attention ? &P : nullptr,
-                                    measures);
+      // P = Π + E (math.md §7), as the pass formed it.
+      detail::add_layer_measures<S>(out.back(), X, t.c[lu], t.R[lu],
+                                    l > 0 && opt.record_attention ? &t.P[lu - 1] : nullptr, measures);
     }
     return out;
   }
@@ -110,7 +110,7 @@ std::vector<LayerStats> measure_layers(const Model& model, const Variant& varian
 #define SANPATH_INSTANTIATE_ANALYSIS(S)                                                                  \
   template std::vector<sanpath::LayerStats> sanpath::measure_layers<S>(                                 \
       const sanpath::Model&, const sanpath::Variant&, const sanpath::InputSpec&, sanpath::Center,             \
-      sanpath::ForwardMethod, const std::function<void(int, int)>&, const sanpath::MeasureSet&);                 \
+      sanpath::ForwardMethod, const std::function<void(int, int)>&, const sanpath::MeasureSet&, long);                 \
   template std::vector<sanpath::LayerStats> sanpath::measure_matrices<S>(                                 \
       const std::vector<sanpath::Matrix<double>>&, const std::vector<std::vector<sanpath::Matrix<double>>>&, \
       sanpath::Center, const sanpath::MeasureSet&);

@@ -78,13 +78,14 @@ void times_split(const RowVector<S>& c, const Matrix<S>& R, const MatrixXd& W, M
 }
 
 /// One head's attention P = rowsoftmax(1vᵀ + S) = Π + E (math.md §7), Π the
-/// masked row softmax of v. Rows with max|S_ij| ≤ ½ use e = expm1(S),
+/// masked row softmax of v. Rows with max|S_ij| ≤ ½ use e = expm1(S) and
 /// s_i = Σ_k Π_ik e_ik, E_ij = Π_ij (e_ij − s_i)/(1 + s_i) and
-/// P_ij = Π_ij (1 + e_ij)/(1 + s_i) (no cancellation against 1); other rows
-/// take P from the stable softmax of v + S and E = P − Π.
+/// P_ij = Π_ij (1 + e_ij)/(1 + s_i) (no cancellation against 1), with the
+/// numerator in math.md §7.1's saturated form (see saturated_numerators);
+/// other rows take P from the stable softmax of v + S and E = P − Π.
 template <class S> struct HeadAttention {
   Matrix<S> Pi, E;
-  Matrix<S> P;  ///< empty without a mask when every row took the expm1 form (nothing reads it then)
+  Matrix<S> P;  ///< empty unless asked for, under a mask or when a row took the softmax form
   bool all_small = true;  ///< every row took the expm1 form
 };
 
@@ -97,7 +98,45 @@ template <class S> bool abs_greater(const S& x, const S& y) {
   }
 }
 
-template <class S> HeadAttention<S> head_attention(const Matrix<S>& v, const Matrix<S>& Sm, MaskKind mask) {
+/// e_j − Σ_k π_k e_k for j < last, written into num, without subtracting
+/// the dominant term (math.md §7.1 "Saturated rows"): with m the key of
+/// largest π, t = Σ_{k≠m} π_k (e_m − e_k) and e_j − Σ_k π_k e_k =
+/// (e_j − e_m) + t (num_m = t), since 1 − π_m = Σ_{k≠m} π_k. Written as
+/// e_j − s, the sum s holds π_m e_m, and where π_m rounds to 1 (a row whose
+/// attention sits on one key, π_m = 1 − 10⁻¹⁸⁹) every tier below some 630
+/// bits returns the same wrong numerator, 0 at j = m.
+template <class S, class Pi>
+void saturated_numerators(const Pi& pi, const std::vector<S>& e, Eigen::Index last, std::vector<S>& num) {
+  Eigen::Index m = 0;
+  for (Eigen::Index j = 1; j < last; ++j)
+    if (pi(j) > pi(m)) m = j;
+  const S& em = e[static_cast<std::size_t>(m)];
+  S t(0), d;
+  for (Eigen::Index k = 0; k < last; ++k) {
+    if (k == m) continue;
+    if constexpr (is_mpfr_v<S>) {  // in place: no temporary number per operation
+      mpfr_sub(d.backend().data(), em.backend().data(), e[static_cast<std::size_t>(k)].backend().data(), MPFR_RNDN);
+      mpfr_mul(d.backend().data(), d.backend().data(), pi(k).backend().data(), MPFR_RNDN);
+      mpfr_add(t.backend().data(), t.backend().data(), d.backend().data(), MPFR_RNDN);
+    } else {
+      t += pi(k) * S(em - e[static_cast<std::size_t>(k)]);
+    }
+  }
+  for (Eigen::Index j = 0; j < last; ++j) {
+    S& out = num[static_cast<std::size_t>(j)];
+    if (j == m) {
+      out = t;
+    } else if constexpr (is_mpfr_v<S>) {
+      mpfr_sub(out.backend().data(), e[static_cast<std::size_t>(j)].backend().data(), em.backend().data(), MPFR_RNDN);
+      mpfr_add(out.backend().data(), out.backend().data(), t.backend().data(), MPFR_RNDN);
+    } else {
+      out = S(e[static_cast<std::size_t>(j)] - em) + t;
+    }
+  }
+}
+
+template <class S>
+HeadAttention<S> head_attention(const Matrix<S>& v, const Matrix<S>& Sm, MaskKind mask, bool want_P = false) {
   using std::abs;
   const Eigen::Index n = Sm.rows();
   HeadAttention<S> out;
@@ -114,19 +153,20 @@ template <class S> HeadAttention<S> head_attention(const Matrix<S>& v, const Mat
   }
   const S half = S(1) / S(2);
   // P is read (attention()'s second form) under a mask or when some row has
-  // |S_ij| > ½; otherwise only Π and E are: P is not formed.
-  bool need_P = causal;
+  // |S_ij| > ½, and recorded when asked; otherwise only Π and E are.
+  bool need_P = causal || want_P;
   for (Eigen::Index j = 0; j < n && !need_P; ++j)
     for (Eigen::Index i = 0; i < n && !need_P; ++i) need_P = abs_greater(Sm(i, j), half);
   out.E = Matrix<S>::Zero(n, n);
   if (need_P) out.P = Matrix<S>::Zero(n, n);
   const Matrix<S>& Pi = out.Pi;
-  std::vector<S> e(static_cast<std::size_t>(n));
+  std::vector<S> e(static_cast<std::size_t>(n)), num(static_cast<std::size_t>(n));
   for (Eigen::Index i = 0; i < n; ++i) {
     const Eigen::Index last = causal ? i + 1 : n;
     bool small = true;
     for (Eigen::Index j = 0; j < last && small; ++j) small = !abs_greater(Sm(i, j), half);
     if (small) {
+      const auto pi = [&](Eigen::Index j) -> const S& { return Pi(i, j); };
       if constexpr (is_mpfr_v<S>) {
         // Each operation in place: the same correctly rounded results as the
         // double branch's expressions, without a temporary number per operation.
@@ -137,15 +177,15 @@ template <class S> HeadAttention<S> head_attention(const Matrix<S>& v, const Mat
           mpfr_mul(t.backend().data(), Pi(i, j).backend().data(), ej, MPFR_RNDN);
           mpfr_add(s.backend().data(), s.backend().data(), t.backend().data(), MPFR_RNDN);
         }
+        saturated_numerators(pi, e, last, num);
         mpfr_add_ui(t.backend().data(), s.backend().data(), 1, MPFR_RNDN);
         mpfr_ui_div(inv.backend().data(), 1, t.backend().data(), MPFR_RNDN);
         for (Eigen::Index j = 0; j < last; ++j) {
-          mpfr_srcptr ej = e[static_cast<std::size_t>(j)].backend().data();
           mpfr_mul(pij.backend().data(), Pi(i, j).backend().data(), inv.backend().data(), MPFR_RNDN);
-          mpfr_sub(t.backend().data(), ej, s.backend().data(), MPFR_RNDN);
-          mpfr_mul(out.E(i, j).backend().data(), pij.backend().data(), t.backend().data(), MPFR_RNDN);
+          mpfr_mul(out.E(i, j).backend().data(), pij.backend().data(), num[static_cast<std::size_t>(j)].backend().data(),
+                   MPFR_RNDN);
           if (need_P) {
-            mpfr_add_ui(t.backend().data(), ej, 1, MPFR_RNDN);
+            mpfr_add_ui(t.backend().data(), e[static_cast<std::size_t>(j)].backend().data(), 1, MPFR_RNDN);
             mpfr_mul(out.P(i, j).backend().data(), pij.backend().data(), t.backend().data(), MPFR_RNDN);
           }
         }
@@ -155,10 +195,11 @@ template <class S> HeadAttention<S> head_attention(const Matrix<S>& v, const Mat
           e[static_cast<std::size_t>(j)] = expm1_of(Sm(i, j));
           s += Pi(i, j) * e[static_cast<std::size_t>(j)];
         }
+        saturated_numerators(pi, e, last, num);
         const S inv = S(1) / S(S(1) + s);
         for (Eigen::Index j = 0; j < last; ++j) {
           const S pij = Pi(i, j) * inv;
-          out.E(i, j) = pij * S(e[static_cast<std::size_t>(j)] - s);
+          out.E(i, j) = pij * num[static_cast<std::size_t>(j)];
           if (need_P) out.P(i, j) = pij * S(S(1) + e[static_cast<std::size_t>(j)]);
         }
       }
@@ -187,7 +228,7 @@ template <class S> HeadAttention<S> head_attention(const Matrix<S>& v, const Mat
 /// W_O is applied after centring.
 template <class S>
 Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const Split<S>& x, MaskKind mask,
-                   std::vector<Matrix<S>>* Pis, std::vector<Matrix<S>>* Es) {
+                   std::vector<Matrix<S>>* Pis, std::vector<Matrix<S>>* Ps) {
   using std::sqrt;
   const Eigen::Index n = x.R.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
   Matrix<S> q0, QR, cv, VR;
@@ -200,7 +241,7 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
   const S scale = S(1) / sqrt(S(static_cast<double>(dq)));
   Matrix<S> Mc = cv;            // 1×H·d_v: centre of the heads' values
   Matrix<S> Mr(n, H * dv);      // n×H·d_v: the rest
-  std::vector<Matrix<S>> Pi_h(static_cast<std::size_t>(H)), E_h(static_cast<std::size_t>(H));
+  std::vector<Matrix<S>> Pi_h(static_cast<std::size_t>(H)), P_h(static_cast<std::size_t>(H));
   const double head_work = double(H) * double(n) * double(n) * double(dq + dv) * (is_mpfr_v<S> ? 64.0 : 1.0);
   detail::run_blocks(static_cast<std::size_t>(H), head_work >= double(1 << 20) ? product_threads() : 1,
                      [&](std::size_t hu) {
@@ -215,7 +256,7 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
                        v *= scale;
                        gemm_nt(Qh, Kh, Sm);
                        Sm *= scale;
-                       HeadAttention<S> att = head_attention(v, Sm, mask);
+                       HeadAttention<S> att = head_attention(v, Sm, mask, Pis != nullptr);
                        if (mask == MaskKind::none && att.all_small) {
                          // P V = 1 πᵀV + E V: π's part is a centre; E V (third order) keeps its digits.
                          gemm(att.E, Vh, PV);
@@ -240,13 +281,13 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
                        Mr.middleCols(h * dv, dv) = PV;  // disjoint columns per head
                        if (Pis) {
                          Pi_h[hu] = std::move(att.Pi);
-                         E_h[hu] = std::move(att.E);
+                         P_h[hu] = std::move(att.P);  // as formed: Π + E would lose P's small entries where E = P − Π
                        }
                      });
   if (Pis)
     for (auto& P : Pi_h) Pis->push_back(std::move(P));
-  if (Es)
-    for (auto& P : E_h) Es->push_back(std::move(P));
+  if (Ps)
+    for (auto& P : P_h) Ps->push_back(std::move(P));
   const RowVector<S> shift = take_mean(Mr);
   Mc += shift;
   Matrix<S> c_out;
@@ -494,8 +535,9 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
   }
   if (options.record_attention) {
     t.Pi.resize(static_cast<std::size_t>(a.layers));
-    t.E.resize(static_cast<std::size_t>(a.layers));
+    t.P.resize(static_cast<std::size_t>(a.layers));
   }
+  centred::Split<S> carried{t.c.back(), t.R.back()};  // the pair entering the layer (perturbed when asked)
   detail::PackedLayer<S> w;
   for (int l = 0; l < a.layers; ++l) {
     check_interrupt();
@@ -503,13 +545,14 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
     const LayerWeights& lw = *held;
     detail::pack_into(w, a, lw, with_mlp);
     std::vector<Matrix<S>>* Pi = options.record_attention ? &t.Pi[static_cast<std::size_t>(l)] : nullptr;
-    std::vector<Matrix<S>>* E = options.record_attention ? &t.E[static_cast<std::size_t>(l)] : nullptr;
-    const centred::Split<S> x{t.c.back(), t.R.back()};
+    std::vector<Matrix<S>>* P = options.record_attention ? &t.P[static_cast<std::size_t>(l)] : nullptr;
+    detail::perturb_entries(carried.R, options.perturb_bits, l);
+    const centred::Split<S>& x = carried;
     // Attention half.
     centred::Split<S> z =
         variant.layernorm == LayerNormKind::pre
-            ? centred::attention(a, w, centred::layer_norm_centred(x, lw.ln1_g, lw.ln1_b, a.ln_eps), variant.mask, Pi, E)
-            : centred::attention(a, w, x, variant.mask, Pi, E);
+            ? centred::attention(a, w, centred::layer_norm_centred(x, lw.ln1_g, lw.ln1_b, a.ln_eps), variant.mask, Pi, P)
+            : centred::attention(a, w, x, variant.mask, Pi, P);
     if (variant.skip) centred::add_to(z, x);
     if (variant.layernorm == LayerNormKind::post) z = centred::layer_norm_centred(z, lw.ln1_g, lw.ln1_b, a.ln_eps);
     // MLP half.
@@ -523,8 +566,9 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
       if (variant.layernorm == LayerNormKind::post) xn = centred::layer_norm_centred(xn, lw.ln2_g, lw.ln2_b, a.ln_eps);
     }
     centred::check_layer(model, l + 1, x.R, xn.R);
-    t.c.push_back(std::move(xn.c));
-    t.R.push_back(std::move(xn.R));
+    t.c.push_back(xn.c);
+    t.R.push_back(xn.R);
+    carried = std::move(xn);
     if (options.on_layer) options.on_layer(l + 1, a.layers);
   }
   return t;

@@ -193,6 +193,30 @@ template <class S> void apply_rotary(Matrix<S>& M, const RotaryTable<S>& t, Eige
 
 namespace detail {
 
+/// ForwardOptions::perturb_bits on the input M of layer `layer` (nothing at b = 0 or for double).
+template <class S> void perturb_entries(Matrix<S>& M, long bits, int layer) {
+  if constexpr (is_mpfr_v<S>) {
+    if (bits <= 0) return;
+    S step;
+    for (Eigen::Index j = 0; j < M.cols(); ++j)
+      for (Eigen::Index i = 0; i < M.rows(); ++i) {
+        std::uint64_t z = (static_cast<std::uint64_t>(layer) << 42) ^ (static_cast<std::uint64_t>(i) << 21) ^
+                          static_cast<std::uint64_t>(j);
+        z += 0x9e3779b97f4a7c15ULL;  // splitmix64's finaliser: a sign per entry, the same on every machine
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+        mpfr_ptr x = M(i, j).backend().data();
+        mpfr_mul_2si(step.backend().data(), x, -bits, MPFR_RNDN);
+        if (z & 1) mpfr_neg(step.backend().data(), step.backend().data(), MPFR_RNDN);
+        mpfr_add(x, x, step.backend().data(), MPFR_RNDN);
+      }
+  } else {
+    (void)M, (void)bits, (void)layer;
+  }
+}
+
+
 /// activate() in a rounding mode the caller has read (toward_rounding).
 template <class S> S activate(const S& x, Activation act, [[maybe_unused]] int mode) {
   using std::erf;
@@ -603,6 +627,7 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
     const LayerWeights& lw = *held;
     detail::pack_into(w, a, lw, with_mlp);
     std::vector<Matrix<S>>* P = options.record_attention ? &t.P[static_cast<std::size_t>(l)] : nullptr;
+    detail::perturb_entries(t.X.back(), options.perturb_bits, l);
     t.X.push_back(detail::layer_map(a, variant, w, lw, t.X.back(), P, pos, detail::window_of(a, l)));
     if (options.on_layer) options.on_layer(l + 1, a.layers);
   }

@@ -273,13 +273,25 @@ template <class S> std::vector<MeasureValue> attention_measures(const std::vecto
   if (P.empty() || P.front().rows() == 0) return out;
   const S rows = S(static_cast<long>(P.size()) * static_cast<long>(P.front().rows()));
   if (m.has(Measure::attention_entropy)) {
+    // Row by row, the largest entry p_m by −p_m·log1p(−q), q = Σ_{j≠m} p_j:
+    // where a row sits on one key (p_m = 1 − 10⁻¹⁸⁹) p_m rounds to 1 at every
+    // tier below ~630 bits and −p_m log p_m, of the size of q, would vanish
+    // at all of them alike (math.md §7.1 "Saturated rows").
     S sum = 0;
     for (const Matrix<S>& Ph : P)
-      for (Eigen::Index j = 0; j < Ph.cols(); ++j)
-        for (Eigen::Index i = 0; i < Ph.rows(); ++i) {
+      for (Eigen::Index i = 0; i < Ph.rows(); ++i) {
+        Eigen::Index top = 0;
+        for (Eigen::Index j = 1; j < Ph.cols(); ++j)
+          if (Ph(i, j) > Ph(i, top)) top = j;
+        S q = 0;
+        for (Eigen::Index j = 0; j < Ph.cols(); ++j) {
           const S& p = Ph(i, j);
-          if (p > 0) sum -= p * log(p);
+          if (j == top || !(p > 0)) continue;
+          q += p;
+          sum -= p * log(p);
         }
+        if (Ph(i, top) > 0) sum -= Ph(i, top) * log1p_of(S(-q));
+      }
     out.push_back({"attention_entropy", to_big(S(sum / rows))});
   }
   if (m.has(Measure::first_token_mass)) {

@@ -102,7 +102,7 @@ template <class S>
 std::vector<LayerStats> measure_layers(const Model& model, const Variant& variant, const InputSpec& input,
                                        Center center, ForwardMethod method = ForwardMethod::direct,
                                        const std::function<void(int, int)>& on_layer = {},
-                                       const MeasureSet& measures = {});
+                                       const MeasureSet& measures = {}, long perturb_bits = 0);
 
 /// The statistics and measures (as measure_layers) of given matrices X^l,
 /// l = 0..L (n×d, exact in double: an emulated pass's values), at scalar S;
@@ -224,7 +224,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   extern template std::vector<LayerStats> measure_layers<S>(const Model&, const Variant&, const InputSpec&, \
                                                             Center, ForwardMethod,                          \
                                                             const std::function<void(int, int)>&,           \
-                                                            const MeasureSet&);                            \
+                                                            const MeasureSet&, long);                      \
   extern template std::vector<LayerStats> measure_matrices<S>(const std::vector<Matrix<double>>&,          \
                                                               const std::vector<std::vector<Matrix<double>>>&, \
                                                               Center, const MeasureSet&);

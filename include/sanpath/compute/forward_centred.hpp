@@ -18,9 +18,10 @@ template <class S> struct CentredTrace {
   Variant variant;
   std::vector<RowVector<S>> c;
   std::vector<Matrix<S>> R;
-  /// When recorded: attention of layer l, head h as P = Pi + E (n×n each): Pi[l-1][h] has rows π^(i)
-  /// (all rows equal without mask), E[l-1][h] the small correction of math.md §7.
-  std::vector<std::vector<Matrix<S>>> Pi, E;
+  /// When recorded: attention of layer l, head h (n×n each): Pi[l-1][h] has rows π^(i) (all rows
+  /// equal without mask), P[l-1][h] the attention P = Π + E of math.md §7, each entry as the pass
+  /// formed it (Π + E where E came from expm1(S), the softmax of v + S on other rows).
+  std::vector<std::vector<Matrix<S>>> Pi, P;
   int layers() const { return static_cast<int>(R.size()) - 1; }
   Matrix<S> X(int l) const;  ///< 1 c[l]ᵀ + R[l] (rounds R away when tiny: only for ‖X‖ and checks)
 };
