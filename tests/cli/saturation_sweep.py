@@ -34,7 +34,7 @@ decimal.getcontext().prec = 200
 decimal.getcontext().Emax = decimal.MAX_EMAX
 decimal.getcontext().Emin = decimal.MIN_EMIN
 
-LAYOUTS = ["distilbert", "bert", "gpt2", "roberta", "albert", "opt"]
+LAYOUTS = ["distilbert", "bert", "gpt2", "roberta", "opt"]  # ALBERT is written without embeddings: no token input
 SCALES = ["0.02", "0.1", "0.3", "0.5"]
 VARIANTS = {
     "san": ["--skip", "off", "--mlp", "none", "--layernorm", "none"],
