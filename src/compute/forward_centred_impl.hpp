@@ -537,7 +537,6 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
     t.Pi.resize(static_cast<std::size_t>(a.layers));
     t.P.resize(static_cast<std::size_t>(a.layers));
   }
-  centred::Split<S> carried{t.c.back(), t.R.back()};  // the pair entering the layer (perturbed when asked)
   detail::PackedLayer<S> w;
   for (int l = 0; l < a.layers; ++l) {
     check_interrupt();
@@ -546,8 +545,8 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
     detail::pack_into(w, a, lw, with_mlp);
     std::vector<Matrix<S>>* Pi = options.record_attention ? &t.Pi[static_cast<std::size_t>(l)] : nullptr;
     std::vector<Matrix<S>>* P = options.record_attention ? &t.P[static_cast<std::size_t>(l)] : nullptr;
-    detail::perturb_entries(carried.R, options.perturb_bits, l);
-    const centred::Split<S>& x = carried;
+    centred::Split<S> x{t.c.back(), t.R.back()};
+    detail::perturb_entries(x.R, options.perturb_bits, l);
     // Attention half.
     centred::Split<S> z =
         variant.layernorm == LayerNormKind::pre
@@ -566,9 +565,8 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
       if (variant.layernorm == LayerNormKind::post) xn = centred::layer_norm_centred(xn, lw.ln2_g, lw.ln2_b, a.ln_eps);
     }
     centred::check_layer(model, l + 1, x.R, xn.R);
-    t.c.push_back(xn.c);
-    t.R.push_back(xn.R);
-    carried = std::move(xn);
+    t.c.push_back(std::move(xn.c));
+    t.R.push_back(std::move(xn.R));
     if (options.on_layer) options.on_layer(l + 1, a.layers);
   }
   return t;

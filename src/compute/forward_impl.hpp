@@ -2,6 +2,7 @@
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/core/linalg.hpp"
 #include "sanpath/core/resources.hpp"
+#include "sanpath/model/random.hpp"  // Rng: the perturbation's signs
 #include "core/linalg_impl.hpp"  // detail::run_blocks
 
 
@@ -197,18 +198,13 @@ namespace detail {
 template <class S> void perturb_entries(Matrix<S>& M, long bits, int layer) {
   if constexpr (is_mpfr_v<S>) {
     if (bits <= 0) return;
+    Rng signs(static_cast<std::uint64_t>(layer));  // the same signs on every machine, entry by entry
     S step;
     for (Eigen::Index j = 0; j < M.cols(); ++j)
       for (Eigen::Index i = 0; i < M.rows(); ++i) {
-        std::uint64_t z = (static_cast<std::uint64_t>(layer) << 42) ^ (static_cast<std::uint64_t>(i) << 21) ^
-                          static_cast<std::uint64_t>(j);
-        z += 0x9e3779b97f4a7c15ULL;  // splitmix64's finaliser: a sign per entry, the same on every machine
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        z ^= z >> 31;
         mpfr_ptr x = M(i, j).backend().data();
         mpfr_mul_2si(step.backend().data(), x, -bits, MPFR_RNDN);
-        if (z & 1) mpfr_neg(step.backend().data(), step.backend().data(), MPFR_RNDN);
+        if (signs.next() & 1) mpfr_neg(step.backend().data(), step.backend().data(), MPFR_RNDN);
         mpfr_add(x, x, step.backend().data(), MPFR_RNDN);
       }
   } else {
