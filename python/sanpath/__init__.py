@@ -805,7 +805,7 @@ def forward(model: Model, input: BatchLike, *, skip=None, mlp=None, layernorm=No
     "mpfr" or "certified" (every digit proven by ball arithmetic, docs/math.md
     §10: each Number's ``interval`` is then the enclosure (lo, hi) of the
     exact value and ``digits`` the digits it proves; the centred pass with
-    auto where docs/math.md §7 covers the family, the direct one with
+    auto where its enclosure covers the family (docs/families.md), the direct one with
     ``method="direct"``, a fixed precision or a family it does not cover;
     every family, token ids or pixels through its embeddings or X^0
     given as numbers, centre mean or optimal);

@@ -5,7 +5,6 @@
 #include "sanpath/compute/enclosure_effectiveness.hpp"
 #include "sanpath/compute/enclosure_paths.hpp"
 #include "sanpath/compute/enclosure_rerun.hpp"
-#include "sanpath/compute/forward_centred.hpp"  // centred_pass_supports
 #include "sanpath/compute/paths.hpp"
 #include "sanpath/core/errors.hpp"
 #include "sanpath/core/dispatch.hpp"
@@ -26,11 +25,25 @@ void refuse(const std::string& what) {
   throw std::invalid_argument("--check certified: " + what + " (math.md §10: not enclosed yet)");
 }
 
+/// The pass that encloses `request`: an explicit --method as asked (centred
+/// refused where its enclosure does not cover the model); otherwise the
+/// request's own method, direct where the centred enclosure does not cover
+/// the model.
+ForwardMethod enclosed_method(const Model& model, const Variant& variant, const PrecisionRequest& request) {
+  const ForwardMethod m = request.resolved_method();
+  if (m != ForwardMethod::centred) return m;
+  if (request.method) {
+    check_centred_enclosure_supports(model, variant);
+    return m;
+  }
+  return centred_enclosure_supports(model.arch()) ? m : ForwardMethod::direct;
+}
+
 void check_request(const Model& model, const Variant& variant, const PrecisionRequest& request, Center center) {
   if (center == Center::median) refuse("the median centre; use --center mean or optimal");
   if (!request.measures.empty()) refuse("--measures");
   if (request.emulate) refuse("--emulate");
-  if (request.resolved_method(model) == ForwardMethod::centred) check_centred_enclosure_supports(model, variant);
+  enclosed_method(model, variant, request);
 }
 
 /// The enclosures of every layer at tier p, by the direct or the centred pass.
@@ -150,22 +163,14 @@ int least_digits(const std::vector<LayerReport>& layers) {
   return least;
 }
 
-/// Auto: the highest tier allowed (--max-bits, or the top tier); fixed: the tier itself.
-long ceiling_of(const PrecisionRequest& request) {
-  if (!request.automatic) return request.fixed.bits;
-  return request.max_bits > 0 ? request.max_bits : Precision::max_bits();
-}
-
-/// The tier a certified run starts at: start_bits under the ceiling (auto), or the fixed tier.
-Precision start_tier(const PrecisionRequest& request, int layers, const Growth& g = {}) {
+/// The tier a certified run starts at: start_bits for `digits` (0: the
+/// digits asked) on the request's ladder (an MPFR tier: 65 bits at least),
+/// or the fixed tier.
+Precision start_tier(const PrecisionRequest& request, int layers, const Growth& g = {}, int digits = 0) {
   if (!request.automatic) return request.fixed;
-  const long ceiling = ceiling_of(request);
-  const long start = std::min<long>(Precision::max_bits(), start_bits(request.target_digits, layers, g));
-  return Precision::at_least(std::max<long>(65, std::min(start, ceiling)));
+  const Precision p = request.tier_for(std::max(65L, start_bits(digits > 0 ? digits : request.target_digits, layers, g)));
+  return p.native_double ? Precision::at_least(65) : p;
 }
-
-/// Whether the tier above p exists and is within `top` bits.
-bool rises_within(const Precision& p, long top) { return !p.is_top() && p.next().bits <= top; }
 
 /// attempt(p), or nullopt when its balls grew too wide at tier p to bound a
 /// denominator away from 0 (NumericalError: the enclosure is void there, a
@@ -184,10 +189,9 @@ template <class F> auto attempt_or_rise(const Precision& p, bool can_rise, F&& a
 /// asked or the ceiling stops it; records the tiers run in `r`.
 template <class F> void climb(Provenance& r, const PrecisionRequest& request, int layers, F&& attempt) {
   Precision p = start_tier(request, layers);
-  const long max_bits = ceiling_of(request);
-  if (request.automatic) r.ceiling_bits = max_bits;
+  if (request.automatic) r.ceiling_bits = request.ceiling();
   for (;;) {
-    const bool can_rise = request.automatic && rises_within(p, max_bits);
+    const bool can_rise = request.automatic && request.rises_from(p);
     const std::optional<int> least = attempt_or_rise(p, can_rise, attempt);
     r.tried_bits.push_back(p.bits);
     r.precision = p;
@@ -252,7 +256,7 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
   out.center = center;
   // Auto runs the centred pass where it is enclosed (as uncertified runs
   // do); --method direct or a fixed precision the direct pass.
-  const ForwardMethod method = request.resolved_method(model);
+  const ForwardMethod method = enclosed_method(model, variant, request);
   out.method = method;
   out.chosen_by = method;
   out.check_method = CheckMethod::certified;
@@ -269,16 +273,13 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
     plain.confirm = false;
     plain.method = ForwardMethod::direct;
     ForwardAnalysis d = analyze_forward(model, variant, input, plain, center, progress);
-    const ForwardMethod enclosed_by =
-        (request.method && *request.method == ForwardMethod::direct) || !centred_pass_supports(model.arch())
-            ? ForwardMethod::direct
-            : ForwardMethod::centred;
-    const long top = request.max_bits > 0 ? request.max_bits : Precision::max_bits();
-    Precision p =
-        Precision::at_least(std::min<long>(top, start_bits(17, model.arch().layers, growth_of(enclosed_by, model.arch(), variant))));
+    PrecisionRequest centred = request;
+    centred.automatic = true;  // double's enclosed run: the centred pass where it is enclosed, unless asked otherwise
+    const ForwardMethod enclosed_by = enclosed_method(model, variant, centred);
+    Precision p = start_tier(centred, model.arch().layers, growth_of(enclosed_by, model.arch(), variant), 17);
     std::optional<std::vector<ResidualEnclosure>> enclosures;
     while (!enclosures) {
-      enclosures = attempt_or_rise(p, rises_within(p, top), [&](const Precision& at) {
+      enclosures = attempt_or_rise(p, centred.rises_from(p), [&](const Precision& at) {
         return enclose_at(at, model, variant, input, enclosed_by, center, progress);
       });
       if (!enclosures) p = p.next();
@@ -291,10 +292,9 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
   }
   // Auto: start_bits, then up to the tier the residuals need.
   Precision p = start_tier(request, model.arch().layers, growth_of(method, model.arch(), variant));
-  const long max_bits = ceiling_of(request);
-  if (request.automatic) out.ceiling_bits = max_bits;
+  if (request.automatic) out.ceiling_bits = request.ceiling();
   for (;;) {
-    const bool can_rise = request.automatic && rises_within(p, max_bits);
+    const bool can_rise = request.automatic && request.rises_from(p);
     const std::optional<std::vector<ResidualEnclosure>> tried = attempt_or_rise(p, can_rise, [&](const Precision& at) {
       return enclose_at(at, model, variant, input, method, center, progress);
     });
@@ -321,11 +321,8 @@ ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& var
       if (!mpfr_inf_p(e.relative_residual.hi.backend().data()) && !mpfr_zero_p(e.relative_residual.hi.backend().data()))
         deepest = std::min(deepest, log10_abs(e.relative_residual.hi));
     const double need = (asked - deepest) * 3.3219280948873623 + 64;
-    Precision next = p.next();
-    if (need > static_cast<double>(next.bits))
-      next = Precision::at_least(static_cast<long>(std::min<double>(need, static_cast<double>(max_bits))));
-    if (next.bits <= p.bits) next = p.next();
-    p = next;
+    const Precision jump = request.tier_for(static_cast<long>(std::min(need, 1e15)));
+    p = jump.bits > p.bits ? jump : p.next();
   }
   return out;
 }

@@ -48,8 +48,7 @@ EmulationReport analyze_emulation(const Model& model, const Variant& variant, co
   const std::vector<Matrix<double>> X(t.X.begin(), t.X.begin() + static_cast<std::ptrdiff_t>(finite));
   // The emulated values are exact data: measured at 128 bits or the exact run's tier, confirmed one tier up.
   const Precision p = exact.precision.native_double ? Precision::at_least(128) : exact.precision;
-  const std::vector<long>& tiers = Precision::tiers();
-  const Precision q = p.is_top() ? Precision::at_least(tiers[tiers.size() - 2]) : p.next();
+  const Precision q = PrecisionRequest::confirming_tier(p).value_or(p);
   const std::vector<LayerStats> a = measure_emulated(p, X, t.P, center, measures);
   const std::vector<LayerStats> b = measure_emulated(q, X, t.P, center, measures);
   const long bits = std::min(p.bits, q.bits);

@@ -42,13 +42,30 @@ bool reads_weights_in_place(const PrecisionRequest& req, Center center) {
   }
 }
 
-ForwardMethod PrecisionRequest::resolved_method(const Model& model) const {
-  const ForwardMethod m = resolved_method();
-  if (m == ForwardMethod::centred && !centred_pass_supports(model.arch())) {
-    if (method) throw std::invalid_argument(centred_pass_refusal(model.source()));
-    return ForwardMethod::direct;
-  }
-  return m;
+long PrecisionRequest::ceiling() const {
+  if (!automatic) return Precision::max_bits();
+  const long top = max_bits > 0 ? std::min(max_bits, Precision::max_bits()) : Precision::max_bits();
+  if (top < 53) throw std::invalid_argument("precision: the auto ceiling of " + std::to_string(top) + " bits is below 53");
+  return top;
+}
+
+Precision PrecisionRequest::tier_for(long need) const {
+  const long top = ceiling();
+  const Precision p = Precision::at_least(std::max(53L, std::min(need, top)));
+  if (p.bits <= top) return p;
+  Precision best = Precision::at_least(53);
+  for (long t : Precision::tiers())
+    if (t <= top) best = Precision::at_least(t);
+  return best;
+}
+
+bool PrecisionRequest::rises_from(const Precision& p) const { return !p.is_top() && p.next().bits <= ceiling(); }
+
+std::optional<Precision> PrecisionRequest::confirming_tier(const Precision& p) {
+  if (!p.is_top()) return p.next();
+  const std::vector<long>& tiers = Precision::tiers();
+  if (tiers.size() < 2) return std::nullopt;
+  return Precision::at_least(tiers[tiers.size() - 2]);
 }
 
 PrecisionRequest PrecisionRequest::parse(const std::string& text) {
@@ -91,26 +108,6 @@ std::vector<LayerStats> measure_at(const Precision& p, const Model& model, const
 
 std::string pass_name(ForwardMethod method) { return method == ForwardMethod::centred ? "centred pass" : "forward pass"; }
 
-/// The auto ceiling of a request: request.max_bits (default the top tier).
-long auto_ceiling(const PrecisionRequest& request) {
-  const long max_bits =
-      request.max_bits > 0 ? std::min(request.max_bits, Precision::max_bits()) : Precision::max_bits();
-  if (request.automatic && max_bits < 53)
-    throw std::invalid_argument("precision: the auto ceiling of " + std::to_string(max_bits) + " bits is below 53");
-  return max_bits;
-}
-
-/// The smallest tier with at least `need` bits, or the largest at most
-/// `max_bits` when that one is above it (the smallest tier when none is).
-Precision tier_for(long need, long max_bits) {
-  const Precision p = Precision::at_least(std::max(53L, std::min(need, max_bits)));
-  if (p.bits <= max_bits) return p;
-  Precision best = Precision::at_least(53);
-  for (long t : Precision::tiers())
-    if (t <= max_bits) best = Precision::at_least(t);
-  return best;
-}
-
 /// The smallest relative residual of any layer; one that rounded to exactly
 /// 0 is unresolved and counts as one unit of the working precision.
 BigReal smallest_relative_residual(const std::vector<LayerStats>& stats, const Precision& p) {
@@ -138,9 +135,8 @@ PrecisionChoice direct_ladder(const Model& model, const Variant& variant, const 
                               const PrecisionRequest& request, Center center, const ProgressFn& progress,
                               std::vector<LayerStats>* measured) {
   PrecisionChoice out;
-  const long max_bits = auto_ceiling(request);
-  const ForwardMethod method = request.resolved_method(model);
-  Precision p = request.automatic ? Precision::at_least(std::min(128L, max_bits)) : request.fixed;
+  const ForwardMethod method = request.resolved_method();
+  Precision p = request.automatic ? request.tier_for(128) : request.fixed;
   if (!request.automatic && measured == nullptr) {
     out.precision = p;
     out.tried_bits.push_back(p.bits);
@@ -154,12 +150,8 @@ PrecisionChoice direct_ladder(const Model& model, const Variant& variant, const 
     if (!request.automatic) break;
     const long need = direct_bits_needed(stats, p, model, input, request);
     if (need <= p.bits) break;
-    if (p.bits >= max_bits || p.is_top()) {
-      out.ceiling_reached = true;
-      break;
-    }
-    Precision q = Precision::at_least(std::min(need, max_bits));
-    if (q.bits > max_bits) {
+    const Precision q = request.tier_for(need);
+    if (q.bits <= p.bits) {  // the tier needed lies above the ceiling
       out.ceiling_reached = true;
       break;
     }
@@ -182,7 +174,7 @@ Precision centred_start(const Model& model, const InputSpec& input, const Precis
   const double nd = static_cast<double>(std::max(2L, input.rows(&model) * model.arch().d_model));
   const double need = request.target_digits * std::log2(10.0) + 0.5 * std::log2(nd) +
                       0.5 * std::log2(3.0) * model.arch().layers + 8.0;
-  return tier_for(static_cast<long>(std::ceil(need)), auto_ceiling(request));
+  return request.tier_for(static_cast<long>(std::ceil(need)));
 }
 
 /// The measures of one layer, confirmed by the check run's (`ck`, null: no
@@ -278,18 +270,17 @@ int least_rounding_digits(const std::vector<LayerReport>& layers, const std::vec
 PrecisionChoice choose_precision(const Model& model, const Variant& variant, const InputSpec& input,
                                  const PrecisionRequest& request, Center center, const ProgressFn& progress) {
   model.check_supports(variant);
-  if (!request.automatic || request.resolved_method(model) == ForwardMethod::direct)
+  if (!request.automatic || request.resolved_method() == ForwardMethod::direct)
     return direct_ladder(model, variant, input, request, center, progress, nullptr);
   // One centred pass measures every residual to the digits asked; the
   // direct pass then needs the bits of its smallest one.
-  const long max_bits = auto_ceiling(request);
   const Precision c = centred_start(model, input, request);
   const std::vector<LayerStats> stats = measure_at(c, model, variant, input, center, ForwardMethod::centred, progress,
                                                    pass_name(ForwardMethod::centred) + " at " + c.name());
   const long need = direct_bits_needed(stats, c, model, input, request);
   PrecisionChoice out;
   out.method = ForwardMethod::centred;
-  out.precision = tier_for(need, max_bits);
+  out.precision = request.tier_for(need);
   out.ceiling_reached = out.precision.bits < need;
   out.tried_bits = {c.bits, out.precision.bits};
   return out;
@@ -304,7 +295,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   ForwardAnalysis out;
   out.variant = variant;
   out.center = center;
-  out.method = request.resolved_method(model);
+  out.method = request.resolved_method();
   const long n = input.rows(&model), d = model.arch().d_model;
   const bool escalate = request.automatic && out.method == ForwardMethod::centred;
   // Every working run made, by precision, and every confirming run, by its
@@ -367,9 +358,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     out.ceiling_reached = choice.ceiling_reached;
     runs[p.bits] = std::move(stats);
   }
-  const long max_bits = request.automatic ? auto_ceiling(request) : Precision::max_bits();
-  if (request.automatic) out.ceiling_bits = max_bits;
-  const std::vector<long>& tiers = Precision::tiers();
+  if (request.automatic) out.ceiling_bits = request.ceiling();
   for (;;) {
     std::optional<Precision> check;
     const std::vector<LayerStats>* ck = nullptr;
@@ -381,11 +370,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
       if (!rounding_runs) throw std::logic_error("analyze_forward: a rounding check that was not run");
       ck = &*rounding_runs;
     } else if (request.confirm) {
-      if (!p.is_top()) {
-        check = p.next();
-      } else if (tiers.size() >= 2) {
-        check = Precision::at_least(tiers[tiers.size() - 2]);  // no tier above: the tier below checks
-      }
+      check = PrecisionRequest::confirming_tier(p);
     }
     if (runs.find(p.bits) == runs.end())
       runs.emplace(p.bits, measure_at(p, model, variant, input, center, out.method, progress,
@@ -408,7 +393,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
     out.layers = layer_reports(runs.at(p.bits), ck, p, check ? check->bits : p.bits, request.target_digits, n, d);
     if (!escalate || !check) break;
     if (least_rounding_digits(out.layers, *ck) >= request.target_digits) break;
-    if (check->bits < p.bits || check->bits > max_bits) {
+    if (!request.rises_from(p)) {
       out.ceiling_reached = true;  // the digits asked need a precision above the ceiling
       break;
     }

@@ -4,7 +4,7 @@
 /// ENCLOSURE template module instantiates this file, which brings the direct
 /// pass (enclosure_impl.hpp) with it: one unit per tier for both.
 #include "sanpath/compute/enclosure_centred.hpp"
-#include "sanpath/compute/forward_centred.hpp"  // centred_pass_supports, use_full_mpfr_exponent_range
+#include "sanpath/compute/forward_centred.hpp"  // use_full_mpfr_exponent_range
 #include "compute/enclosure_impl.hpp"
 
 namespace sanpath {

@@ -98,7 +98,7 @@ template <class S> bool abs_greater(const S& x, const S& y) {
   }
 }
 
-/// e_j − Σ_k π_k e_k for j < last, written into num, without subtracting
+/// e_j − Σ_k π_k e_k for first ≤ j < last (the keys the row sees), written into num, without subtracting
 /// the dominant term (math.md §7.1 "Saturated rows"): with m the key of
 /// largest π, t = Σ_{k≠m} π_k (e_m − e_k) and e_j − Σ_k π_k e_k =
 /// (e_j − e_m) + t (num_m = t), since 1 − π_m = Σ_{k≠m} π_k. Written as
@@ -106,13 +106,14 @@ template <class S> bool abs_greater(const S& x, const S& y) {
 /// attention sits on one key, π_m = 1 − 10⁻¹⁸⁹) every tier below some 630
 /// bits returns the same wrong numerator, 0 at j = m.
 template <class S, class Pi>
-void saturated_numerators(const Pi& pi, const std::vector<S>& e, Eigen::Index last, std::vector<S>& num) {
-  Eigen::Index m = 0;
-  for (Eigen::Index j = 1; j < last; ++j)
+void saturated_numerators(const Pi& pi, const std::vector<S>& e, Eigen::Index first, Eigen::Index last,
+                          std::vector<S>& num) {
+  Eigen::Index m = first;
+  for (Eigen::Index j = first + 1; j < last; ++j)
     if (pi(j) > pi(m)) m = j;
   const S& em = e[static_cast<std::size_t>(m)];
   S t(0), d;
-  for (Eigen::Index k = 0; k < last; ++k) {
+  for (Eigen::Index k = first; k < last; ++k) {
     if (k == m) continue;
     if constexpr (is_mpfr_v<S>) {  // in place: no temporary number per operation
       mpfr_sub(d.backend().data(), em.backend().data(), e[static_cast<std::size_t>(k)].backend().data(), MPFR_RNDN);
@@ -122,7 +123,7 @@ void saturated_numerators(const Pi& pi, const std::vector<S>& e, Eigen::Index la
       t += pi(k) * S(em - e[static_cast<std::size_t>(k)]);
     }
   }
-  for (Eigen::Index j = 0; j < last; ++j) {
+  for (Eigen::Index j = first; j < last; ++j) {
     S& out = num[static_cast<std::size_t>(j)];
     if (j == m) {
       out = t;
@@ -135,26 +136,29 @@ void saturated_numerators(const Pi& pi, const std::vector<S>& e, Eigen::Index la
   }
 }
 
-template <class S>
-HeadAttention<S> head_attention(const Matrix<S>& v, const Matrix<S>& Sm, MaskKind mask, bool want_P = false) {
+/// The keys row i sees: [first, last) under `mask` and a sliding `window` (0: none), as row_softmax.
+inline std::pair<Eigen::Index, Eigen::Index> visible_keys(Eigen::Index i, Eigen::Index n, MaskKind mask,
+                                                          Eigen::Index window) {
+  if (mask != MaskKind::causal) return {0, n};
+  return {window > 0 ? std::max<Eigen::Index>(0, i - window + 1) : 0, i + 1};
+}
+
+/// P = Π + E for one head from Π = rowsoftmax(A⁰ + A¹) (masked, n×n), the
+/// second-order logits Sm and `logit(i, j)` = (A⁰ + A¹)_ij up to terms
+/// constant along row i (read only on rows with some |S_ij| > ½). `rows_differ`:
+/// Π's rows are not all one row (a mask, positions), so P is formed for the
+/// caller's P − 1e_kᵀ.
+template <class S, class Logit>
+HeadAttention<S> head_attention(Matrix<S> Pi_in, const Logit& logit, const Matrix<S>& Sm, MaskKind mask,
+                                Eigen::Index window, bool rows_differ, bool want_P) {
   using std::abs;
   const Eigen::Index n = Sm.rows();
   HeadAttention<S> out;
-  const bool causal = mask == MaskKind::causal;
-  if (causal) {
-    Matrix<S> Vrow(n, n);
-    for (Eigen::Index j = 0; j < n; ++j)
-      for (Eigen::Index i = 0; i < n; ++i) Vrow(i, j) = v(j, 0);
-    out.Pi = row_softmax(Vrow, mask);
-  } else {
-    // Every row of Π is the softmax of vᵀ: one row's exponentials, the very
-    // roundings row_softmax makes in each of the n identical rows.
-    out.Pi = row_softmax(Matrix<S>(v.transpose()), MaskKind::none).replicate(n, 1);
-  }
+  out.Pi = std::move(Pi_in);
   const S half = S(1) / S(2);
-  // P is read (attention()'s second form) under a mask or when some row has
+  // P is read (attention()'s second form) where Π's rows differ or some row has
   // |S_ij| > ½, and recorded when asked; otherwise only Π and E are.
-  bool need_P = causal || want_P;
+  bool need_P = rows_differ || want_P;
   for (Eigen::Index j = 0; j < n && !need_P; ++j)
     for (Eigen::Index i = 0; i < n && !need_P; ++i) need_P = abs_greater(Sm(i, j), half);
   out.E = Matrix<S>::Zero(n, n);
@@ -162,25 +166,25 @@ HeadAttention<S> head_attention(const Matrix<S>& v, const Matrix<S>& Sm, MaskKin
   const Matrix<S>& Pi = out.Pi;
   std::vector<S> e(static_cast<std::size_t>(n)), num(static_cast<std::size_t>(n));
   for (Eigen::Index i = 0; i < n; ++i) {
-    const Eigen::Index last = causal ? i + 1 : n;
+    const auto [first, last] = visible_keys(i, n, mask, window);
     bool small = true;
-    for (Eigen::Index j = 0; j < last && small; ++j) small = !abs_greater(Sm(i, j), half);
+    for (Eigen::Index j = first; j < last && small; ++j) small = !abs_greater(Sm(i, j), half);
     if (small) {
       const auto pi = [&](Eigen::Index j) -> const S& { return Pi(i, j); };
       if constexpr (is_mpfr_v<S>) {
         // Each operation in place: the same correctly rounded results as the
         // double branch's expressions, without a temporary number per operation.
         S s(0), t, inv, pij;
-        for (Eigen::Index j = 0; j < last; ++j) {
+        for (Eigen::Index j = first; j < last; ++j) {
           mpfr_ptr ej = e[static_cast<std::size_t>(j)].backend().data();
           mpfr_expm1(ej, Sm(i, j).backend().data(), MPFR_RNDN);
           mpfr_mul(t.backend().data(), Pi(i, j).backend().data(), ej, MPFR_RNDN);
           mpfr_add(s.backend().data(), s.backend().data(), t.backend().data(), MPFR_RNDN);
         }
-        saturated_numerators(pi, e, last, num);
+        saturated_numerators(pi, e, first, last, num);
         mpfr_add_ui(t.backend().data(), s.backend().data(), 1, MPFR_RNDN);
         mpfr_ui_div(inv.backend().data(), 1, t.backend().data(), MPFR_RNDN);
-        for (Eigen::Index j = 0; j < last; ++j) {
+        for (Eigen::Index j = first; j < last; ++j) {
           mpfr_mul(pij.backend().data(), Pi(i, j).backend().data(), inv.backend().data(), MPFR_RNDN);
           mpfr_mul(out.E(i, j).backend().data(), pij.backend().data(), num[static_cast<std::size_t>(j)].backend().data(),
                    MPFR_RNDN);
@@ -191,13 +195,13 @@ HeadAttention<S> head_attention(const Matrix<S>& v, const Matrix<S>& Sm, MaskKin
         }
       } else {
         S s(0);
-        for (Eigen::Index j = 0; j < last; ++j) {
+        for (Eigen::Index j = first; j < last; ++j) {
           e[static_cast<std::size_t>(j)] = expm1_of(Sm(i, j));
           s += Pi(i, j) * e[static_cast<std::size_t>(j)];
         }
-        saturated_numerators(pi, e, last, num);
+        saturated_numerators(pi, e, first, last, num);
         const S inv = S(1) / S(S(1) + s);
-        for (Eigen::Index j = 0; j < last; ++j) {
+        for (Eigen::Index j = first; j < last; ++j) {
           const S pij = Pi(i, j) * inv;
           out.E(i, j) = pij * num[static_cast<std::size_t>(j)];
           if (need_P) out.P(i, j) = pij * S(S(1) + e[static_cast<std::size_t>(j)]);
@@ -205,40 +209,171 @@ HeadAttention<S> head_attention(const Matrix<S>& v, const Matrix<S>& Sm, MaskKin
       }
     } else {
       out.all_small = false;
-      Matrix<S> logits(1, last);
-      for (Eigen::Index j = 0; j < last; ++j) logits(0, j) = v(j, 0) + Sm(i, j);
+      Matrix<S> logits(1, last - first);
+      for (Eigen::Index j = first; j < last; ++j) logits(0, j - first) = logit(i, j) + Sm(i, j);
       const Matrix<S> P = row_softmax(logits, MaskKind::none);
-      for (Eigen::Index j = 0; j < last; ++j) {
-        out.P(i, j) = P(0, j);
-        out.E(i, j) = P(0, j) - Pi(i, j);
+      for (Eigen::Index j = first; j < last; ++j) {
+        out.P(i, j) = P(0, j - first);
+        out.E(i, j) = P(0, j - first) - Pi(i, j);
       }
     }
   }
   return out;
 }
 
-/// Attn(1cᵀ + R) as (c_a, R_a). Per head, with q0 = W_Qᵀc + b_Q,
-/// v_j = q0ᵀW_Kᵀr_j/√d_qk, S = R W_Q (R W_K)ᵀ/√d_qk and V = 1 c_vᵀ + R W_V:
-/// P V = 1 c_vᵀ + P R W_V. Without a mask and with every |S_ij| ≤ ½,
-/// P R W_V = 1 πᵀR W_V + E R W_V: π's part goes to the centre and the
-/// residual gets E R W_V (third order in R) centred; otherwise
-/// P R W_V = 1 (R W_V)_kᵀ + (P − 1e_kᵀ) R W_V, k the key of largest column
-/// sum of P, and the second term is centred (first order in R under a mask;
-/// rows that all attend to k nearly alone keep their differences' digits).
-/// W_O is applied after centring.
+/// tanh y1 − tanh y0 (dy = y1 − y0, given to its own accuracy) without
+/// cancellation: sinh(dy) sech y1 sech y0, written with exponentials of
+/// non-positive arguments as 2 e^{−2m}(−expm1(−2|dy|)) / ((1 + e^{−2|y1|})(1 + e^{−2|y0|})),
+/// m = min(|y0|, |y1|) where y0 and y1 have one sign, else 0.
+template <class S> S tanh_difference(const S& y0, const S& y1, const S& dy) {
+  using std::abs;
+  using std::exp;
+  using std::min;
+  const S m = (y0 >= 0) == (y1 >= 0) ? S(min(abs(y0), abs(y1))) : S(0);
+  S dt = S(2) * exp(S(-2 * m)) * S(-expm1_of(S(-2 * abs(dy)))) /
+         S(S(S(1) + exp(S(-2 * abs(y1)))) * S(S(1) + exp(S(-2 * abs(y0)))));
+  return dy < 0 ? S(-dt) : dt;
+}
+
+/// tanh u − u without cancellation: (sinh u − u cosh u)/cosh u with
+/// sinh u − u cosh u = −Σ_{k≥1} 2k u^{2k+1}/(2k+1)! (terms of one sign) for |u| ≤ 1.
+template <class S> S tanh_minus_identity(const S& u) {
+  using std::abs;
+  using std::cosh;
+  using std::tanh;
+  if (abs(u) > S(1)) return tanh(u) - u;
+  const S u2 = u * u, eps = std::numeric_limits<S>::epsilon();
+  S term = u, sum(0);  // term = u^{2k+1}/(2k+1)!
+  for (int k = 1; k < 4 * static_cast<int>(precision_bits_v<S>) + 8; ++k) {
+    term = term * u2 / S(static_cast<double>((2 * k) * (2 * k + 1)));
+    const S add = S(static_cast<double>(2 * k)) * term;
+    sum += add;
+    if (abs(add) <= eps * abs(sum) / 4) break;
+  }
+  return -sum / cosh(u);
+}
+
+/// The logits of one head split by order in R (math.md §7.1): from the raw
+/// pieces Â⁰ (of the centre), Â¹ (linear in R) and Â² (the rest), all scaled,
+/// a soft cap κ tanh(Â/κ) gives A⁰ = κT, A¹ = sech²(Â⁰/κ) Â¹ and
+/// S = sech²(Â⁰/κ)(Â² + κ(tanh u − u) − Â¹ T t)/(1 + T t), T = tanh(Â⁰/κ),
+/// u = (Â¹ + Â²)/κ, t = tanh u, for |u| ≤ ½; above, where 1 + T t may
+/// cancel, S = κ(tanh(Â⁰/κ + u) − T) − A¹ by tanh_difference. A0 becomes
+/// A⁰ + A¹ and A2 becomes S.
 template <class S>
-Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const Split<S>& x, MaskKind mask,
-                   std::vector<Matrix<S>>* Pis, std::vector<Matrix<S>>* Ps) {
-  using std::sqrt;
+void cap_logits(const S& cap, Matrix<S>& A0, Matrix<S>& A1, Matrix<S>& A2) {
+  using std::abs;
+  using std::cosh;
+  using std::tanh;
+  const S half = S(1) / S(2);
+  for (Eigen::Index j = 0; j < A0.cols(); ++j)
+    for (Eigen::Index i = 0; i < A0.rows(); ++i) {
+      const S z = A0(i, j) / cap, T = tanh(z), ch = cosh(z), sech2 = S(1) / S(ch * ch);
+      const S u = S(A1(i, j) + A2(i, j)) / cap, first = sech2 * A1(i, j);
+      if (abs(u) <= half) {  // 1 + T t ≥ 1 − tanh ½
+        const S t = tanh(u);
+        A2(i, j) = sech2 * S(A2(i, j) + cap * tanh_minus_identity(u) - A1(i, j) * T * t) / S(S(1) + T * t);
+      } else {  // κ(tanh(z + u) − tanh z) − A¹, the difference without cancellation (T t may be near −1)
+        A2(i, j) = cap * tanh_difference(z, S(z + u), u) - first;
+      }
+      A0(i, j) = cap * T + first;
+    }
+}
+
+/// One head's logits where Π's rows differ by position (rotary, XLNet's
+/// relative terms, T5's bucket bias, a soft cap): L = A⁰ + A¹ and S = A² from
+/// the centre's rotated query and key rows Q0, K0 (n×d_qk: row i at position
+/// i) and the residual's dQ, dK, never as a difference of logits.
+template <class S>
+void positional_logits(const Architecture& a, const detail::PackedLayer<S>& w, const Matrix<S>& RK, Eigen::Index h, const Matrix<S>& Q0, const Matrix<S>& dQ,
+                       const Matrix<S>& K0, const Matrix<S>& dK, const S& scale, Matrix<S>& L, Matrix<S>& Sm) {
+  const Eigen::Index n = Q0.rows(), dq = a.d_qk;
+  Matrix<S> A1, T;
+  if (a.xlnet_relative) {
+    // [(q_i + r_w)·k_j + (q_i + r_r)·(R(i − j) W_R)] with q = q⁰ + δq, k = k⁰ + δk.
+    Matrix<S> Qw = Q0, Qr = Q0, Bc, Br;
+    for (Eigen::Index c = 0; c < dq; ++c)
+      for (Eigen::Index i = 0; i < n; ++i) {
+        Qw(i, c) += w.rw(h * dq + c);
+        Qr(i, c) += w.rr(h * dq + c);
+      }
+    const Matrix<S> RKh = RK.middleCols(h * dq, dq);
+    gemm_nt(Qw, K0, L);
+    gemm_nt(Qr, RKh, Bc);  // n × (2n−1), column k ↔ p = k − (n−1)
+    gemm_nt(Qw, dK, A1);
+    gemm_nt(dQ, K0, T);
+    A1 += T;
+    gemm_nt(dQ, RKh, Br);
+    for (Eigen::Index j = 0; j < n; ++j)
+      for (Eigen::Index i = 0; i < n; ++i) {
+        L(i, j) += Bc(i, i - j + n - 1);
+        A1(i, j) += Br(i, i - j + n - 1);
+      }
+  } else {
+    gemm_nt(Q0, K0, L);
+    gemm_nt(Q0, dK, A1);
+    gemm_nt(dQ, K0, T);
+    A1 += T;
+  }
+  if (a.rel_buckets > 0)  // T5: B_h[i, j] = T[bucket(j − i), h], part of A⁰
+    for (Eigen::Index j = 0; j < n; ++j)
+      for (Eigen::Index i = 0; i < n; ++i)
+        L(i, j) += S(w.pos_bias(t5_bucket(static_cast<long>(j - i), a.rel_buckets, a.rel_max_distance), h));
+  gemm_nt(dQ, dK, Sm);
+  L *= scale;
+  A1 *= scale;
+  Sm *= scale;
+  if (a.softcap) {
+    cap_logits(decimal_constant<S>(*a.softcap), L, A1, Sm);
+  } else {
+    L += A1;
+  }
+}
+
+/// Whether the logits are math.md §1's bilinear ones (no rotary, relative
+/// terms, bucket bias or soft cap): Π is then the softmax of one vector v,
+/// masked row by row.
+inline bool bilinear_logits(const Architecture& a) { return !a.position_dependent_logits() && !a.softcap; }
+
+/// Attn(1cᵀ + R) as (c_a, R_a) (math.md §7, §7.1). V = 1 c_vᵀ + R W_V and
+/// P V = 1 c_vᵀ + P R W_V. Where the logits are math.md §1's bilinear ones
+/// (no rotary, relative terms or soft cap), per head q0 = W_Qᵀc + b_Q,
+/// v_j = q0ᵀW_Kᵀr_j·s, S = R W_Q (R W_K)ᵀ·s and Π the masked softmax of v;
+/// otherwise Π = rowsoftmax(A⁰ + A¹) and S from positional_logits. Without a
+/// mask, with Π = 1πᵀ and every |S_ij| ≤ ½, P R W_V = 1 πᵀR W_V + E R W_V:
+/// π's part goes to the centre and the residual gets E R W_V (third order in
+/// R) centred; otherwise P R W_V = 1 (R W_V)_kᵀ + (P − 1e_kᵀ) R W_V, k the key
+/// of largest column sum of P, and the second term is centred (first order in
+/// R where Π's rows differ; rows that all attend to k nearly alone keep their
+/// differences' digits). W_O is applied after centring.
+template <class S>
+Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const detail::PositionTables<S>& pos,
+                   const Split<S>& x, MaskKind mask, Eigen::Index window, std::vector<Matrix<S>>* Pis,
+                   std::vector<Matrix<S>>* Ps) {
   const Eigen::Index n = x.R.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
-  Matrix<S> q0, QR, cv, VR;
+  const bool bilinear = bilinear_logits(a);
+  Matrix<S> q0, QR, cv, VR, k0, KR;
   times_split(x.c, x.R, w.WQ, q0, QR);
   times_split(x.c, x.R, w.WV, cv, VR);
   detail::add_row(q0, w.bQ);
   detail::add_row(cv, w.bV);
-  Matrix<S> KR;
-  gemm_weights(x.R, w.WK, KR);
-  const S scale = S(1) / sqrt(S(static_cast<double>(dq)));
+  if (bilinear) {
+    gemm_weights(x.R, w.WK, KR);
+  } else {
+    times_split(x.c, x.R, w.WK, k0, KR);
+    detail::add_row(k0, w.bK);
+  }
+  // The centre's query and key at every position, and the residual's, rotated by position.
+  Matrix<S> Q0, K0, RK;
+  if (!bilinear) {
+    Q0 = q0.replicate(n, 1);
+    K0 = k0.replicate(n, 1);
+    if (pos.rotary)
+      for (Eigen::Index h = 0; h < H; ++h)
+        for (Matrix<S>* M : {&Q0, &K0, &QR, &KR}) apply_rotary(*M, *pos.rotary, h * dq);
+    if (a.xlnet_relative) gemm_weights(*pos.sinusoid, w.WR, RK);
+  }
+  const S scale = detail::score_scale<S>(a);
   Matrix<S> Mc = cv;            // 1×H·d_v: centre of the heads' values
   Matrix<S> Mr(n, H * dv);      // n×H·d_v: the rest
   std::vector<Matrix<S>> Pi_h(static_cast<std::size_t>(H)), P_h(static_cast<std::size_t>(H));
@@ -250,14 +385,29 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
                        const auto h = static_cast<Eigen::Index>(hu);
                        const Matrix<S> Qh = QR.middleCols(h * dq, dq), Kh = KR.middleCols(h * dq, dq),
                                        Vh = VR.middleCols(h * dv, dv);
-                       const Matrix<S> q0h = q0.middleCols(h * dq, dq).transpose();
-                       Matrix<S> v, Sm, PV;
-                       gemm(Kh, q0h, v);  // n×1
-                       v *= scale;
-                       gemm_nt(Qh, Kh, Sm);
-                       Sm *= scale;
-                       HeadAttention<S> att = head_attention(v, Sm, mask, Pis != nullptr);
-                       if (mask == MaskKind::none && att.all_small) {
+                       Matrix<S> v, L, Sm, PV;
+                       HeadAttention<S> att;
+                       if (bilinear) {
+                         const Matrix<S> q0h = q0.middleCols(h * dq, dq).transpose();
+                         gemm(Kh, q0h, v);  // n×1
+                         v *= scale;
+                         gemm_nt(Qh, Kh, Sm);
+                         Sm *= scale;
+                         // Without a mask every row of Π is the softmax of vᵀ: one row's exponentials,
+                         // the very roundings row_softmax makes in each of the n identical rows.
+                         Matrix<S> Pi = mask == MaskKind::none
+                                            ? Matrix<S>(row_softmax(Matrix<S>(v.transpose()), MaskKind::none).replicate(n, 1))
+                                            : row_softmax(Matrix<S>(v.transpose().replicate(n, 1)), mask, window);
+                         att = head_attention(std::move(Pi), [&](Eigen::Index, Eigen::Index j) -> const S& { return v(j, 0); },
+                                              Sm, mask, window, mask != MaskKind::none, Pis != nullptr);
+                       } else {
+                         positional_logits(a, w, RK, h, Matrix<S>(Q0.middleCols(h * dq, dq)), Qh,
+                                           Matrix<S>(K0.middleCols(h * dq, dq)), Kh, scale, L, Sm);
+                         att = head_attention(row_softmax(L, mask, window),
+                                              [&](Eigen::Index i, Eigen::Index j) -> const S& { return L(i, j); }, Sm,
+                                              mask, window, true, Pis != nullptr);
+                       }
+                       if (bilinear && mask == MaskKind::none && att.all_small) {
                          // P V = 1 πᵀV + E V: π's part is a centre; E V (third order) keeps its digits.
                          gemm(att.E, Vh, PV);
                          const Matrix<S> pi = att.Pi.topRows(1);
@@ -265,8 +415,9 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
                          gemm(pi, Vh, piV);
                          Mc.middleCols(h * dv, dv) += piV;
                        } else {
-                         // A mask makes Π V first order; large S makes P far from Π. P V = 1 V_kᵀ + (P − 1e_kᵀ) V
-                         // for the key k of most weight: rows that all (nearly) attend to k keep their digits.
+                         // Π's rows differ (a mask, positions) or large S makes P far from Π:
+                         // P V = 1 V_kᵀ + (P − 1e_kᵀ) V for the key k of most weight; rows that
+                         // all (nearly) attend to k keep their digits.
                          const Eigen::Index k = detail::heaviest_key(att.P);
                          Matrix<S> D = att.P;
                          for (Eigen::Index i = 0; i < n; ++i) {
@@ -298,59 +449,61 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
   return out;
 }
 
-/// LN(1cᵀ + R) as (c', R'). LN is invariant under x → x + t1, so r_i is
-/// replaced by r̃_i = r_i − mean(r_i)1; with ĉ = c − mean(c)1, s² = var(c) + eps
-/// and δv_i = (2ĉ·r̃_i + |r̃_i|²)/d (= var(c + r_i) − var(c)):
-/// Δ_i = γ ∘ (r̃_i/s'_i − ĉ δv_i/(s s'_i (s + s'_i))), s'_i² = s² + δv_i.
+/// N(1cᵀ + R) as (c', R') for the model's norm N (math.md §7's row-wise
+/// rule): LayerNorm, or RMSNorm with gain g or 1 + g (Architecture::norm,
+/// norm_unit_offset). LayerNorm is invariant under x → x + t1, so it reads
+/// ĉ = c − mean(c)1 and r̃_i = r_i − mean(r_i)1; RMSNorm reads ĉ = c, r̃_i = r_i.
+/// With m(y) = |y|²/d (the variance, resp. the mean square), s² = m(ĉ) + eps and
+/// δm_i = (2ĉ·r̃_i + |r̃_i|²)/d (= m(ĉ + r̃_i) − m(ĉ)):
+/// Δ_i = γ ∘ (r̃_i/s'_i − ĉ δm_i/(s s'_i (s + s'_i))), s'_i² = s² + δm_i.
 template <class S>
-Split<S> layer_norm_centred(const Split<S>& x, const VectorXd& gain, const VectorXd& bias, double eps) {
+Split<S> norm_centred(const Architecture& a, const Split<S>& x, const VectorXd& gain, const VectorXd& bias) {
   using std::abs;
   using std::sqrt;
+  const bool layer = a.norm == NormKind::layer;
   const Eigen::Index n = x.R.rows(), d = x.R.cols();
-  const S e = decimal_constant<S>(eps);
+  const S e = decimal_constant<S>(a.ln_eps);
   const S dd = S(static_cast<double>(d));
-  RowVector<S> ch = x.c;
-  {
+  RowVector<S> g(d);
+  for (Eigen::Index j = 0; j < d; ++j) g(j) = a.norm_unit_offset && !layer ? S(S(1) + S(gain(j))) : S(gain(j));
+  // y − mean(y)1 for LayerNorm, y itself for RMSNorm.
+  const auto reduce = [&](auto& y) {
+    if (!layer) return;
     S m(0);
-    for (Eigen::Index j = 0; j < d; ++j) m += ch(j);
+    for (Eigen::Index j = 0; j < d; ++j) m += y(j);
     m /= dd;
-    for (Eigen::Index j = 0; j < d; ++j) ch(j) -= m;
-  }
+    for (Eigen::Index j = 0; j < d; ++j) y(j) -= m;
+  };
+  RowVector<S> ch = x.c;
+  reduce(ch);
   S vc(0);
   for (Eigen::Index j = 0; j < d; ++j) vc += ch(j) * ch(j);
   vc /= dd;
   const S s = sqrt(S(vc + e));
   RowVector<S> gc(d);
-  for (Eigen::Index j = 0; j < d; ++j) gc(j) = ch(j) / s * S(gain(j)) + S(bias(j));
+  for (Eigen::Index j = 0; j < d; ++j) gc(j) = ch(j) / s * g(j) + S(bias(j));
   Matrix<S> Delta(n, d);
-  RowVector<S> rt(d);
+  RowVector<S> rt(d), y(d);
   for (Eigen::Index i = 0; i < n; ++i) {
     check_interrupt();
-    S m(0);
-    for (Eigen::Index j = 0; j < d; ++j) m += x.R(i, j);
-    m /= dd;
-    for (Eigen::Index j = 0; j < d; ++j) rt(j) = x.R(i, j) - m;
+    rt = x.R.row(i);
+    reduce(rt);
     S cr(0), rr(0);
     for (Eigen::Index j = 0; j < d; ++j) {
       cr += ch(j) * rt(j);
       rr += rt(j) * rt(j);
     }
-    S dvar = S(S(2) * cr + rr) / dd;
-    if (abs(dvar) * 2 > vc) {  // not small: var(c + r_i) from the row itself, as layer_norm does
-      S ym(0);
-      for (Eigen::Index j = 0; j < d; ++j) ym += S(ch(j) + rt(j));
-      ym /= dd;
-      S var(0);
-      for (Eigen::Index j = 0; j < d; ++j) {
-        const S y = ch(j) + rt(j) - ym;
-        var += y * y;
-      }
-      var /= dd;
-      dvar = var - vc;
+    S dm = S(S(2) * cr + rr) / dd;
+    if (abs(dm) * 2 > vc) {  // not small: m(ĉ + r̃_i) from the row itself, as the direct pass does
+      for (Eigen::Index j = 0; j < d; ++j) y(j) = ch(j) + rt(j);
+      reduce(y);
+      S m(0);
+      for (Eigen::Index j = 0; j < d; ++j) m += y(j) * y(j);
+      dm = m / dd - vc;
     }
-    const S s1 = sqrt(S(vc + e + dvar));
-    const S k = dvar / S(s * s1 * S(s + s1));
-    for (Eigen::Index j = 0; j < d; ++j) Delta(i, j) = S(rt(j) / s1 - ch(j) * k) * S(gain(j));
+    const S s1 = sqrt(S(vc + e + dm));
+    const S k = dm / S(s * s1 * S(s + s1));
+    for (Eigen::Index j = 0; j < d; ++j) Delta(i, j) = S(rt(j) / s1 - ch(j) * k) * g(j);
   }
   return recentre(std::move(gc), std::move(Delta));
 }
@@ -390,12 +543,8 @@ template <class S> struct ActivationDifference {
       case Activation::gelu_fast: {
         const S y0 = a * (h + k * h * h * h), y1 = a * (x1 + k * x1 * x1 * x1);
         const S dy = a * delta * S(S(1) + k * S(x1 * x1 + x1 * h + h * h));
-        const S m = (y0 >= 0) == (y1 >= 0) ? S(min(abs(y0), abs(y1))) : S(0);
         const S one_p_t1 = S(2) / S(S(1) + exp(S(-2 * y1)));
-        S dt = S(2) * exp(S(-2 * m)) * S(-expm1_of(S(-2 * abs(dy)))) /
-               S(S(S(1) + exp(S(-2 * abs(y1)))) * S(S(1) + exp(S(-2 * abs(y0)))));
-        if (dy < 0) dt = -dt;
-        return half * S(delta * one_p_t1 + h * dt);
+        return half * S(delta * one_p_t1 + h * tanh_difference(y0, y1, dy));
       }
       case Activation::gelu: {
         const S Phi1 = half * erfc_of(S(-x1 * inv_sqrt2));
@@ -422,8 +571,11 @@ template <class S> struct ActivationDifference {
         }
         return delta * Phi1 + h * dPhi;
       }
-      case Activation::silu:  // the gated MLP of the Llama family: refused by centred_pass_supports
-        break;
+      case Activation::silu: {
+        // x σ(x), σ(x) = ½(1 + tanh(x/2)): δ σ(x1) + h (σ(x1) − σ(h)), the difference of σ by tanh_difference.
+        const S sigma1 = S(1) / S(S(1) + exp(S(-x1)));
+        return delta * sigma1 + h * half * tanh_difference(S(h * half), S(x1 * half), S(delta * half));
+      }
     }
     throw std::logic_error("activation difference: no centred form for this activation");
   }
@@ -432,7 +584,9 @@ template <class S> struct ActivationDifference {
 /// f(1cᵀ + R) for the MLP f(z) = act(z W_1 + b_1) W_2 + b_2: with
 /// h = cᵀW_1 + b_1 and D = R W_1 (exact split of the pre-activations),
 /// A_ij = act(h_j + D_ij) − act(h_j); c' = (act(h) + mean A) W_2 + b_2,
-/// R' = (A − 1 mean(A)ᵀ) W_2.
+/// R' = (A − 1 mean(A)ᵀ) W_2. The gated MLP f(z) = (act(z W_gate) ∘ (z W_1 + b_1)) W_2 + b_2
+/// splits its gate the same way (h_g = cᵀW_gate, D_g = R W_gate) and its
+/// hidden row as A_ij = act(h_g + D_g)_ij D_ij + h_j (act(h_g + D_g) − act(h_g))_ij.
 template <class S>
 Split<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
                      const Split<S>& x) {
@@ -440,11 +594,22 @@ Split<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w, con
   times_split(x.c, x.R, lw.W_1, hc, D);
   detail::add_row(hc, w.b1);
   const ActivationDifference<S> diff(a.activation);
-  for (Eigen::Index j = 0; j < D.cols(); ++j) {
-    if (j % 64 == 0) check_interrupt();
-    for (Eigen::Index i = 0; i < D.rows(); ++i) D(i, j) = diff(hc(0, j), D(i, j));
+  if (lw.gated()) {
+    Matrix<S> gc, G;
+    times_split(x.c, x.R, lw.W_gate, gc, G);
+    for (Eigen::Index j = 0; j < D.cols(); ++j) {
+      if (j % 64 == 0) check_interrupt();
+      for (Eigen::Index i = 0; i < D.rows(); ++i)
+        D(i, j) = activate(S(gc(0, j) + G(i, j)), a.activation) * D(i, j) + hc(0, j) * diff(gc(0, j), G(i, j));
+    }
+    for (Eigen::Index j = 0; j < hc.cols(); ++j) hc(0, j) *= activate(gc(0, j), a.activation);
+  } else {
+    for (Eigen::Index j = 0; j < D.cols(); ++j) {
+      if (j % 64 == 0) check_interrupt();
+      for (Eigen::Index i = 0; i < D.rows(); ++i) D(i, j) = diff(hc(0, j), D(i, j));
+    }
+    for (Eigen::Index j = 0; j < hc.cols(); ++j) hc(0, j) = activate(hc(0, j), a.activation);
   }
-  for (Eigen::Index j = 0; j < hc.cols(); ++j) hc(0, j) = activate(hc(0, j), a.activation);
   hc += take_mean(D);
   Matrix<S> c_out;
   Split<S> out;
@@ -457,6 +622,35 @@ Split<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w, con
 template <class S> void add_to(Split<S>& y, const Split<S>& x) {
   y.c += x.c;
   y.R += x.R;
+}
+
+/// One layer (c, R) → (c', R') of `variant`: detail::layer_map's block shapes
+/// (math.md §2; families.md: parallel blocks, sandwich norms) on the pair,
+/// each term centred on its own before it is added (math.md §7.1).
+template <class S>
+Split<S> layer_map(const Architecture& a, const Variant& variant, const detail::PackedLayer<S>& w,
+                   const LayerWeights& lw, const Split<S>& x, const detail::PositionTables<S>& pos,
+                   Eigen::Index window, std::vector<Matrix<S>>* Pi, std::vector<Matrix<S>>* P) {
+  const bool pre = variant.layernorm == LayerNormKind::pre, post = variant.layernorm == LayerNormKind::post;
+  const bool sandwich = a.sandwich_norms && pre;
+  const auto norm_gain = [&](const Split<S>& y, const VectorXd& g) {
+    return norm_centred(a, y, g, VectorXd::Zero(g.size()).eval());
+  };
+  Split<S> z = attention(a, w, pos, pre ? norm_centred(a, x, lw.ln1_g, lw.ln1_b) : x, variant.mask, window, Pi, P);
+  if (sandwich) z = norm_gain(z, lw.ln3_g);
+  if (a.parallel_residual) {  // X' = [skip]X + Attn(N_1 X) + [mlp] f(N_2 X)
+    if (variant.mlp != MlpKind::none) add_to(z, mlp_centred(a, w, lw, pre ? norm_centred(a, x, lw.ln2_g, lw.ln2_b) : x));
+    if (variant.skip) add_to(z, x);
+    return z;
+  }
+  if (variant.skip) add_to(z, x);
+  if (post) z = norm_centred(a, z, lw.ln1_g, lw.ln1_b);
+  if (variant.mlp == MlpKind::none) return z;
+  Split<S> xn = mlp_centred(a, w, lw, pre ? norm_centred(a, z, lw.ln2_g, lw.ln2_b) : z);
+  if (sandwich) xn = norm_gain(xn, lw.ln4_g);
+  if (variant.mlp == MlpKind::residual) add_to(xn, z);
+  if (post) xn = norm_centred(a, xn, lw.ln2_g, lw.ln2_b);
+  return xn;
 }
 
 /// Throws NumericalError when R is not finite, or (double) when a nonzero R
@@ -508,8 +702,8 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
     throw std::invalid_argument(model.source() + ": input: has " + std::to_string(R0.cols()) +
                                 " features (columns), the model expects d_model = " + std::to_string(a.d_model));
   if (R0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
-  if (!centred_pass_supports(a)) throw std::invalid_argument(centred_pass_refusal(model.source()));
   model.check_supports(variant);
+  detail::check_window_length(model, R0.rows());
   if constexpr (is_mpfr_v<S>) use_full_mpfr_exponent_range();
   const bool with_mlp = variant.mlp != MlpKind::none;
   const auto n = static_cast<std::uint64_t>(R0.rows());
@@ -518,7 +712,9 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
   const std::uint64_t L = static_cast<std::uint64_t>(std::max(a.layers, 0));
   const std::uint64_t H = static_cast<std::uint64_t>(std::max(a.heads, 1));
   count = add_sat(count, options.record_attention ? mul_sat(mul_sat(L, H), mul_sat(n, n)) : 0);
-  count = add_sat(count, mul_sat(mul_sat(3, H), mul_sat(n, n)));  // P, S and v's rows of the heads in flight
+  // P, S and v's rows of the heads in flight; A⁰ + A¹, A¹ and three products more where positions enter the logits.
+  const bool bilinear = centred::bilinear_logits(a);
+  count = add_sat(count, mul_sat(mul_sat(bilinear ? 3 : 8, H), mul_sat(n, n)));
   count = add_sat(count, mul_sat(L + 1, static_cast<std::uint64_t>(a.d_model)));
   require_memory(mul_sat(count, scalar_bytes(is_mpfr_v<S>, precision_bits_v<S>)),
                  model.source() + ": centred forward pass",
@@ -537,6 +733,7 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
     t.Pi.resize(static_cast<std::size_t>(a.layers));
     t.P.resize(static_cast<std::size_t>(a.layers));
   }
+  const detail::PositionTables<S> pos = detail::PositionTables<S>::make(a, R0.rows());
   detail::PackedLayer<S> w;
   for (int l = 0; l < a.layers; ++l) {
     check_interrupt();
@@ -547,23 +744,7 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
     std::vector<Matrix<S>>* P = options.record_attention ? &t.P[static_cast<std::size_t>(l)] : nullptr;
     centred::Split<S> x{t.c.back(), t.R.back()};
     detail::perturb_entries(x.R, options.perturb_bits, l);
-    // Attention half.
-    centred::Split<S> z =
-        variant.layernorm == LayerNormKind::pre
-            ? centred::attention(a, w, centred::layer_norm_centred(x, lw.ln1_g, lw.ln1_b, a.ln_eps), variant.mask, Pi, P)
-            : centred::attention(a, w, x, variant.mask, Pi, P);
-    if (variant.skip) centred::add_to(z, x);
-    if (variant.layernorm == LayerNormKind::post) z = centred::layer_norm_centred(z, lw.ln1_g, lw.ln1_b, a.ln_eps);
-    // MLP half.
-    centred::Split<S> xn;
-    if (variant.mlp == MlpKind::none) {
-      xn = std::move(z);
-    } else {
-      xn = centred::mlp_centred(
-          a, w, lw, variant.layernorm == LayerNormKind::pre ? centred::layer_norm_centred(z, lw.ln2_g, lw.ln2_b, a.ln_eps) : z);
-      if (variant.mlp == MlpKind::residual) centred::add_to(xn, z);
-      if (variant.layernorm == LayerNormKind::post) xn = centred::layer_norm_centred(xn, lw.ln2_g, lw.ln2_b, a.ln_eps);
-    }
+    centred::Split<S> xn = centred::layer_map(a, variant, w, lw, x, pos, detail::window_of(a, l), Pi, P);
     centred::check_layer(model, l + 1, x.R, xn.R);
     t.c.push_back(std::move(xn.c));
     t.R.push_back(std::move(xn.R));

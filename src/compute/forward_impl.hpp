@@ -542,6 +542,15 @@ template <class S> Matrix<S> norm_gain(const Architecture& a, const Matrix<S>& X
   return norm(a, X, g, VectorXd::Zero(g.size()).eval());
 }
 
+/// Refuses n tokens beyond a sliding window that no layer applies (Mistral, Qwen2: math.md §8).
+inline void check_window_length(const Model& model, Eigen::Index n) {
+  const Architecture& a = model.arch();
+  if (a.attention_window > 0 && a.window_layers.empty() && n > a.attention_window)
+    throw std::invalid_argument(model.source() + ": sliding_window: " + std::to_string(n) +
+                                " tokens exceed the window of " + std::to_string(a.attention_window) +
+                                "; sliding-window attention is not supported (math.md §8)");
+}
+
 /// The window layer l applies (0: none).
 inline Eigen::Index window_of(const Architecture& a, int l) { return a.window_applies(l) ? a.attention_window : 0; }
 
@@ -597,10 +606,7 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
                                 " features (columns), the model expects d_model = " + std::to_string(a.d_model));
   if (X0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
   model.check_supports(variant);
-  if (a.attention_window > 0 && a.window_layers.empty() && X0.rows() > a.attention_window)
-    throw std::invalid_argument(model.source() + ": sliding_window: " + std::to_string(X0.rows()) +
-                                " tokens exceed the window of " + std::to_string(a.attention_window) +
-                                "; sliding-window attention is not supported (math.md §8)");
+  detail::check_window_length(model, X0.rows());
   const bool with_mlp = variant.mlp != MlpKind::none;
   // Refuse before allocating anything when the peak memory exceeds the budget.
   const auto n = static_cast<std::uint64_t>(X0.rows());

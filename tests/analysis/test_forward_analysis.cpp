@@ -278,3 +278,26 @@ TEST_CASE("without a confirming run the direct pass reports noise as an upper bo
   CHECK_FALSE(c.layers.back().relative_residual.below_resolution);
   CHECK_FALSE(c.layers.back().digits);
 }
+
+TEST_CASE("one precision ladder: tiers within the ceiling, the confirming tier one up or, at the top, one down") {
+  const std::vector<long>& tiers = Precision::tiers();
+  REQUIRE(tiers.size() >= 2);
+  PrecisionRequest req;  // auto
+  CHECK(req.ceiling() == Precision::max_bits());
+  req.max_bits = tiers[1] + 1;  // between two tiers: the tier above it is out of reach
+  CHECK(req.ceiling() == tiers[1] + 1);
+  CHECK(req.tier_for(1).bits == tiers[0]);
+  CHECK(req.tier_for(tiers[1]).bits == tiers[1]);
+  CHECK(req.tier_for(tiers[1] + 1).bits == tiers[1]);  // never above the ceiling
+  CHECK(req.tier_for(1L << 40).bits == tiers[1]);
+  CHECK_FALSE(req.rises_from(Precision::at_least(tiers[1])));
+  CHECK(req.rises_from(Precision::at_least(tiers[0])));
+  req.max_bits = 40;
+  CHECK_THROWS_WITH(req.ceiling(), Catch::Contains("below 53"));
+  req.max_bits = 1L << 40;  // clamped to the top tier
+  CHECK(req.ceiling() == Precision::max_bits());
+  const PrecisionRequest fixed = PrecisionRequest::parse(std::to_string(tiers[0]));
+  CHECK(fixed.ceiling() == Precision::max_bits());  // a fixed run's confirming tier lies above it
+  CHECK(PrecisionRequest::confirming_tier(Precision::at_least(tiers[0]))->bits == tiers[1]);
+  CHECK(PrecisionRequest::confirming_tier(Precision::at_least(Precision::max_bits()))->bits == tiers[tiers.size() - 2]);
+}

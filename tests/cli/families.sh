@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The layout families of families.md from the CLI: for each of xlnet, t5,
 # gpt_neox, phi, opt, gemma, gemma2 and vit, `init --layout` writes a
-# checkpoint whose config.json names the family, and forward, collapse (both
+# checkpoint whose config.json names the family, and forward (auto on the
+# centred pass, which agrees with the direct one, math.md §7.1), collapse (both
 # conventions), paths (--sums with Theorem 2.1, --enumerate, --top), bounds
 # (saying whether the theorems apply, and why not) and report run on it;
 # refusals of configurations families.md does not define (one line naming
@@ -49,6 +50,16 @@ for fam in xlnet t5 gpt_neox phi opt gemma gemma2 vit; do
   check "$fam forward" '
 assert len(j["layers"]) == 3, len(j["layers"])
 assert all(l["digits"] is not None and l["digits"] >= 15 for l in j["layers"]), [l["digits"] for l in j["layers"]]'
+  check "$fam forward: auto runs the centred pass" 'assert j["method"] == "centred", j["method"]'
+  cp "$dir/out" "$dir/$fam-centred.json"
+  for v in "--skip off --mlp none --layernorm none" ""; do  # the SAN and the family's own block, centred and direct
+    # shellcheck disable=SC2086
+    expect 0 "$SANPATH" forward --model "$M" "${IN[@]}" $v --format json --precision 257
+    cp "$dir/out" "$dir/$fam-c.json"
+    # shellcheck disable=SC2086
+    expect 0 "$SANPATH" forward --model "$M" "${IN[@]}" $v --format json --precision 257 --method direct
+    agree "$dir/$fam-c.json" "$dir/out" || fail "$fam ($v): centred and direct passes disagree"
+  done
   expect 0 "$SANPATH" forward --model "$M" "${IN[@]}" --precision double --format json
   check "$fam forward double" 'assert all(l["digits"] >= 8 for l in j["layers"]), [l["digits"] for l in j["layers"]]'
   expect 0 "$SANPATH" forward --model "$M" "${IN[@]}"

@@ -68,10 +68,12 @@ else
     check "$m forward" '
 assert j["model"]["activation"] == "silu" and j["model"]["heads"] == 8
 assert len(j["layers"]) == 6 and all(l["digits"] >= 15 for l in j["layers"])
-assert j["method"] == "direct", j["method"]  # auto falls back: math.md §7 does not cover the family'
-    expect 3 "$SANPATH" forward --model "$M" --tokens $T --method centred
-    grep -q "centred pass (math.md §7) is implemented for math.md §1.s attention with LayerNorm only, not for rotary embeddings" "$dir/err" ||
-      fail "$m: --method centred is not refused with the reason: $(cat "$dir/err")"
+assert j["method"] == "centred", j["method"]  # auto: the centred pass covers the family (math.md 7.1)'
+    cp "$dir/out" "$dir/centred.json"
+    # The direct pass, confirmed on its own, agrees with every digit both confirm.
+    expect 0 "$SANPATH" forward --model "$M" --tokens $T --method direct --format json
+    cp "$dir/out" "$dir/direct.json"
+    agree "$dir/centred.json" "$dir/direct.json" || fail "$m: centred and direct passes disagree"
     expect 0 "$SANPATH" paths --model "$M" --tokens $T --sums --mlp none --layernorm none --format json
     check "$m paths --sums" '
 assert j["total_paths"] == str(9 ** 5)

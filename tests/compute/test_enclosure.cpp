@@ -1000,5 +1000,5 @@ TEST_CASE("enclosed passes: double is refused, and the centred one names the fam
   CHECK_THROWS_WITH(forward_enclosed<double>(m, Variant::san(), test_input(1)), Catch::Contains("MPFR tier"));
   const Model llama = test::random_llama(1, 2, 1, 8, 4, 8, 3);
   CHECK_THROWS_WITH(forward_centred_enclosed<mpfr_real<19>>(llama, Variant::san(), exact_ball<mpfr_real<19>>(test_input(1))),
-                    Catch::Contains("centred pass (math.md §7)") && Catch::Contains("rotary"));
+                    Catch::Contains("enclosed centred pass") && Catch::Contains("rotary"));
 }

@@ -177,8 +177,16 @@ TEMPLATE_TEST_CASE("saturated attention: E from expm1(S) keeps the weight off th
     for (Eigen::Index j = 0; j < n; ++j) Sm(i, j) = Big(static_cast<double>((3 * i + 5 * j) % 11) - 5.0) / Big(1e4);
   // The reference takes the very inputs the working precision holds.
   const Matrix<S> vs = convert<S>(v), Ss = convert<S>(Sm);
-  const auto att = centred::head_attention(vs, Ss, MaskKind::none);
-  const auto ref = centred::head_attention(convert<Big>(vs), convert<Big>(Ss), MaskKind::none);
+  // Π = 1 softmax(v)ᵀ, as the centred pass forms it for §1's attention without a mask.
+  const auto attend = [n](const auto& v1, const auto& S1) {
+    using T = typename std::decay_t<decltype(v1)>::Scalar;
+    Matrix<T> Pi = row_softmax(Matrix<T>(v1.transpose()), MaskKind::none).replicate(n, 1);
+    return centred::head_attention(std::move(Pi), [&](Eigen::Index, Eigen::Index j) -> const T& { return v1(j, 0); },
+                                   S1, MaskKind::none, 0, false, false);
+  };
+  const auto att = attend(vs, Ss);
+  const Matrix<Big> vb = convert<Big>(vs), Sb = convert<Big>(Ss);
+  const auto ref = attend(vb, Sb);
   REQUIRE(att.all_small);
   REQUIRE(att.Pi(0, 2) == S(1));  // the premise: π_2 is 1 at the working precision
   for (Eigen::Index i = 0; i < n; ++i) {
@@ -314,4 +322,121 @@ TEST_CASE("deep pure SAN: residual norms at 257 bits match a 100,000-bit mpmath 
     deepest = log10_abs(r);
   }
   REQUIRE(deepest < -5000);  // the case is as deep as it claims
+}
+
+namespace {
+
+/// A width-8 random model with the features of one family (math.md §7.1:
+/// every family in the centred pass), gains drawn around 1 (or 0 for a gain
+/// 1 + w) so the norms are not trivial.
+struct FeatureCase {
+  const char* name;
+  Architecture arch;
+  std::vector<Variant> variants;
+};
+
+Model feature_model(const Architecture& a, std::uint64_t seed) {
+  RandomModelSpec s;
+  s.arch = a;
+  s.std = 0.5;
+  s.bias_std = 0.1;
+  s.seed = seed;
+  const Model m = random_model(s);
+  std::vector<LayerWeights> layers = m.layers();
+  Rng rng(seed + 1000);
+  const double base = a.norm_unit_offset ? 0.0 : 1.0;
+  for (LayerWeights& lw : layers)
+    for (VectorXd* g : {&lw.ln1_g, &lw.ln2_g, &lw.ln3_g, &lw.ln4_g})
+      for (Eigen::Index j = 0; j < g->size(); ++j) (*g)(j) = base + 0.3 * rng.gaussian();
+  return Model(m.arch(), layers, std::nullopt, "test-model");
+}
+
+std::vector<FeatureCase> feature_cases() {
+  const Variant full{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  const Variant san_causal{false, MlpKind::none, LayerNormKind::none, MaskKind::causal};
+  const Variant san{false, MlpKind::none, LayerNormKind::none, MaskKind::none};
+  const Variant mlp_pre{false, MlpKind::plain, LayerNormKind::pre, MaskKind::none};
+  Architecture base{3, 2, 8, 4, 4, 16, Variant{}, Activation::gelu, 1e-5};
+  std::vector<FeatureCase> out;
+  {  // Llama / Mistral / Qwen2: RMSNorm, rotary, gated silu MLP, grouped keys and values.
+    Architecture a = base;
+    a.norm = NormKind::rms;
+    a.rope_theta = 10000.0;
+    a.gated_mlp = true;
+    a.activation = Activation::silu;
+    a.kv_heads = 1;
+    a.variant = full;
+    out.push_back({"llama", a, {full, san_causal, san, mlp_pre}});
+  }
+  {  // Gemma: gain 1 + w, gelu_tanh gate, its own score scale.
+    Architecture a = out.back().arch;
+    a.norm_unit_offset = true;
+    a.activation = Activation::gelu_tanh;
+    a.score_scale_base = 3.0;
+    out.push_back({"gemma", a, {full, san_causal}});
+  }
+  {  // Gemma 2: soft cap (small, so it bends the logits), sandwich norms, a window on alternate layers.
+    Architecture a = out.back().arch;
+    a.softcap = 1.5;
+    a.sandwich_norms = true;
+    a.attention_window = 3;
+    a.window_layers = {true, false, true};
+    out.push_back({"gemma2", a, {full, san_causal, san}});
+  }
+  {  // GPT-NeoX / Phi: LayerNorm, partial rotary, parallel block.
+    Architecture a = base;
+    a.rope_theta = 10000.0;
+    a.rotary_dims = 2;
+    a.parallel_residual = true;
+    a.activation = Activation::gelu_tanh;
+    a.own_norm_placement_only = true;
+    a.variant = full;
+    out.push_back({"gpt_neox", a, {full, san_causal, Variant{false, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}}});
+  }
+  {  // T5 encoder: RMSNorm, bucket bias, no score scale, relu.
+    Architecture a = base;
+    a.norm = NormKind::rms;
+    a.rel_buckets = 8;
+    a.rel_max_distance = 16;
+    a.score_scale_base = 1.0;
+    a.activation = Activation::relu;
+    a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::none};
+    out.push_back({"t5", a, {a.variant, san}});
+  }
+  {  // XLNet: relative position and content terms, post-norm.
+    Architecture a = base;
+    a.xlnet_relative = true;
+    a.variant = Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none};
+    out.push_back({"xlnet", a, {a.variant, san}});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every family's features: centred and direct passes agree (128 and 257 bits, math.md 7.1)") {
+  std::uint64_t seed = 500;
+  for (const FeatureCase& f : feature_cases())
+    for (const Variant& v : f.variants) {
+      INFO(f.name << ": " << describe(v, f.arch.activation));
+      const Model m = feature_model(f.arch, ++seed);
+      const MatrixXd X0 = test_input(++seed);
+      const ForwardTrace<Ref> ref = forward<Ref>(m, v, convert<Ref>(X0));
+      compare(forward_centred<double>(m, v, X0), ref, 2048);
+      compare(forward_centred<mpfr_real<38>>(m, v, convert<mpfr_real<38>>(X0)), ref, 2048);
+      compare(forward_centred<mpfr_real<77>>(m, v, convert<mpfr_real<77>>(X0)), ref, 2048);
+    }
+}
+
+TEST_CASE("soft cap pieces: tanh(u) - u keeps its relative accuracy where u is tiny (math.md 7.1)") {
+  using T = mpfr_real<77>;
+  using S308 = mpfr_real<308>;
+  for (const char* text : {"1e-30", "-3e-5", "0.25", "-0.99", "1.5"}) {
+    const T u(text);
+    const mpfr_real<308> ref = tanh(mpfr_real<308>(text)) - mpfr_real<308>(text);
+    const T got = centred::tanh_minus_identity(u);
+    CAPTURE(text);
+    const double rel = static_cast<double>(mpfr_real<308>(abs(S308(got) - ref) / abs(ref)));
+    CHECK(rel < 8 * static_cast<double>(std::numeric_limits<T>::epsilon()));
+  }
 }

@@ -51,3 +51,19 @@ def num(s):
     return float(s[2:]) if s.startswith('< ') else float(s)
 $1" || fail "$name"
 }
+
+# agree FILE_A FILE_B: two `forward --format json` outputs of one model and
+# input agree, layer by layer, to every digit both confirm (the strings carry
+# 20 significant digits), each with 15 digits at least.
+agree() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, sys
+from decimal import Decimal
+c, d = (json.load(open(f))["layers"] for f in sys.argv[1:3])
+assert len(c) == len(d), (len(c), len(d))
+for a, b in zip(c, d):
+    k = min(a["digits"], b["digits"], 19)
+    x, y = Decimal(a["relative_residual"]), Decimal(b["relative_residual"])
+    assert k >= 15 and abs(x - y) <= abs(y) * Decimal(10) ** (1 - k), (a, b)
+PY
+}

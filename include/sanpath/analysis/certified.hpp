@@ -1,7 +1,7 @@
 #pragma once
 /// \file certified.hpp
 /// The certified forward analysis (`--check certified`, math.md §10): the
-/// centred pass (auto, where centred_pass_supports; compute/enclosure_centred.hpp)
+/// centred pass (auto, where centred_enclosure_supports; compute/enclosure_centred.hpp)
 /// or the direct pass (compute/enclosure.hpp) in ball arithmetic at an MPFR tier,
 /// every layer's residual norms enclosed, every printed digit proven by its
 /// enclosure (Quantity::enclosure, proven_digits). With --precision auto the

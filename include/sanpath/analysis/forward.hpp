@@ -56,12 +56,22 @@ struct PrecisionRequest {
   /// The forward pass; unset: centred when automatic, direct at a fixed precision.
   std::optional<ForwardMethod> method;
 
-  /// The method used for this request (see `method`).
+  /// The method used for this request (see `method`); the centred pass covers every model.
   ForwardMethod resolved_method() const;
-  /// The method used for `model`: as above, except that an unset method is
-  /// direct for models the centred pass does not cover (centred_pass_supports);
-  /// an explicit centred method for such a model throws std::invalid_argument.
-  ForwardMethod resolved_method(const Model& model) const;
+
+  /// The precision ladder every analysis climbs (auto's working tiers, the
+  /// confirming tier, certified climbs): the highest tier a run may use —
+  /// auto: max_bits, clamped to the top tier (std::invalid_argument below 53);
+  /// fixed: the top tier (its confirming run sits above it).
+  long ceiling() const;
+  /// The smallest tier with at least `need` bits (53 at least), or the
+  /// largest tier within ceiling() when that one is above it.
+  Precision tier_for(long need) const;
+  /// Whether the tier above p exists and lies within ceiling().
+  bool rises_from(const Precision& p) const;
+  /// The tier that confirms a run at p: the next tier up, or at the top the
+  /// tier below (nullopt in a build of one tier).
+  static std::optional<Precision> confirming_tier(const Precision& p);
   CheckMethod check = CheckMethod::automatic;
 
   /// "auto", "double" or a number of bits; throws std::invalid_argument.

@@ -31,8 +31,7 @@
 ///     as act(h̃ + δ) − act(h̃) at the midpoint h̃ and twice the bits, plus
 ///     r_h·max|act'(y + δ) − act'(y)| over y ∈ h̃ ± r_h.
 ///
-/// Covers what the centred pass covers (centred_pass_supports, masks none
-/// and causal).
+/// Covers what centred_enclosure_supports says (masks none and causal).
 ///
 /// \code
 ///   const auto t = forward_centred_enclosed<mpfr_real<38>>(model, Variant::san(), ball_of(X0));
@@ -54,8 +53,18 @@ template <class S> struct EnclosedCentredTrace {
   int layers() const { return static_cast<int>(R.size()) - 1; }
 };
 
+/// Whether the enclosed centred pass covers `a`: math.md §1's attention with
+/// LayerNorm (not rotary, RMSNorm, a gated MLP, parallel blocks, soft-capped
+/// or position-biased logits, sandwich norms, windows, a score scale of the
+/// family's own). Elsewhere certified digits come from the direct ball pass.
+inline bool centred_enclosure_supports(const Architecture& a) {
+  return a.norm == NormKind::layer && !a.rope_theta && !a.gated_mlp && !a.parallel_residual && !a.softcap &&
+         !a.score_scale_base && !a.sandwich_norms && a.rel_buckets == 0 && !a.xlnet_relative &&
+         a.window_layers.empty();
+}
+
 /// Throws std::invalid_argument naming what the enclosed centred pass does
-/// not cover in `model` run with `variant` (what forward_centred refuses).
+/// not cover in `model` run with `variant` (centred_enclosure_supports).
 void check_centred_enclosure_supports(const Model& model, const Variant& variant);
 
 /// The centred pass in ball arithmetic at tier S (an MPFR tier; double

@@ -26,39 +26,28 @@ template <class S> struct CentredTrace {
   Matrix<S> X(int l) const;  ///< 1 c[l]ᵀ + R[l] (rounds R away when tiny: only for ‖X‖ and checks)
 };
 
-/// Runs `model` on X0 (n×d_model) with the layer map of `variant`, centred.
-/// Every variant forward() runs (skip, mlp none/plain/residual with every
-/// activation, layernorm none/pre/post, mask none/causal, biases, shared
-/// layers). Attention: P = rowsoftmax(1vᵀ + S) = Π + E with
-/// E_ij = π_j (e_ij − Σ_k π_k e_ik)/(1 + Σ_k π_k e_ik), e = expm1(S) (rows
-/// with max|S_ij| > 1/2 take E = P − Π from the stable softmax). Row-wise
-/// maps g (LayerNorm, the MLP's activation) add Δ_i = g(c + r_i) − g(c),
-/// evaluated by cancellation-free identities: LayerNorm through
-/// 1/s' − 1/s = −δv/(s s'(s + s')), gelu_tanh through
+/// Runs `model` on X0 (n×d_model) with the layer map of `variant`, centred
+/// (math.md §7, §7.1). Every family and variant forward() runs: skip, mlp
+/// none/plain/residual (plain or gated, every activation), LayerNorm and
+/// RMSNorm (gain g or 1 + g) before, after or around each sublayer (sandwich
+/// norms), sequential and parallel blocks, masks and sliding windows, rotary
+/// (whole or partial), XLNet's relative terms, T5's bucket bias, soft caps,
+/// grouped keys and values, biases, shared layers. Attention: P = Π + E with
+/// Π = rowsoftmax(A⁰ + A¹) (the logits of the centre and their part linear in
+/// R; for math.md §1's bilinear logits the softmax of one vector v) and
+/// E_ij = Π_ij (e_ij − Σ_k Π_ik e_ik)/(1 + Σ_k Π_ik e_ik), e = expm1(S), S the
+/// second-order logits (rows with max|S_ij| > 1/2 take E = P − Π from the
+/// stable softmax). Row-wise maps g (the norms, the MLP's activation) add
+/// Δ_i = g(c + r_i) − g(c), evaluated by cancellation-free identities: the
+/// norms through 1/s' − 1/s = −δm/(s s'(s + s')), gelu_tanh and silu through
 /// tanh a − tanh b = sinh(a − b) sech a sech b, gelu through a Hermite series
 /// of Φ(h + δ) − Φ(h) (|δ|(1+|h|) ≤ ½) or complementary error functions,
 /// relu exactly by the sign pattern. The cost of a layer is that of forward()
-/// at the same precision.
+/// at the same precision (four products of n×n logits per head where
+/// positions enter them, against one).
 /// Throws std::invalid_argument like forward(); NumericalError naming the
 /// layer when R turns non-finite, or (double) underflows to all-zero from a
 /// nonzero residual.
-/// Whether math.md §7 defines the centred pass for `a`: not for the Llama
-/// family (rotary embeddings make the attention row-dependent in a way §7
-/// does not treat; RMSNorm and the gated MLP have no centred form here).
-inline bool centred_pass_supports(const Architecture& a) {
-  return a.norm == NormKind::layer && !a.rope_theta && !a.gated_mlp && !a.parallel_residual && !a.softcap &&
-         !a.score_scale_base && !a.sandwich_norms && a.rel_buckets == 0 && !a.xlnet_relative &&
-         a.window_layers.empty();
-}
-
-/// The message of the refusal, naming `source`.
-inline std::string centred_pass_refusal(const std::string& source) {
-  return source + ": method: the centred pass (math.md §7) is implemented for math.md §1's attention with "
-                  "LayerNorm only, not for rotary embeddings, RMSNorm, a gated MLP, parallel blocks, soft-capped or "
-                  "position-biased logits (the Llama family, XLNet, T5, GPT-NeoX, Phi, Gemma); use the direct pass "
-                  "(--method direct)";
-}
-
 template <class S>
 CentredTrace<S> forward_centred(const Model& model, const Variant& variant, const Matrix<S>& X0,
                                 const ForwardOptions& options = {});
