@@ -326,30 +326,13 @@ TEST_CASE("deep pure SAN: residual norms at 257 bits match a 100,000-bit mpmath 
 
 namespace {
 
-/// A width-8 random model with the features of one family (math.md §7.1:
-/// every family in the centred pass), gains drawn around 1 (or 0 for a gain
-/// 1 + w) so the norms are not trivial.
+/// The features of one family (math.md §7.1: every family in the centred
+/// pass) on a width-8 architecture, and the variants to run.
 struct FeatureCase {
   const char* name;
   Architecture arch;
   std::vector<Variant> variants;
 };
-
-Model feature_model(const Architecture& a, std::uint64_t seed) {
-  RandomModelSpec s;
-  s.arch = a;
-  s.std = 0.5;
-  s.bias_std = 0.1;
-  s.seed = seed;
-  const Model m = random_model(s);
-  std::vector<LayerWeights> layers = m.layers();
-  Rng rng(seed + 1000);
-  const double base = a.norm_unit_offset ? 0.0 : 1.0;
-  for (LayerWeights& lw : layers)
-    for (VectorXd* g : {&lw.ln1_g, &lw.ln2_g, &lw.ln3_g, &lw.ln4_g})
-      for (Eigen::Index j = 0; j < g->size(); ++j) (*g)(j) = base + 0.3 * rng.gaussian();
-  return Model(m.arch(), layers, std::nullopt, "test-model");
-}
 
 std::vector<FeatureCase> feature_cases() {
   const Variant full{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
@@ -419,7 +402,7 @@ TEST_CASE("every family's features: centred and direct passes agree (128 and 257
   for (const FeatureCase& f : feature_cases())
     for (const Variant& v : f.variants) {
       INFO(f.name << ": " << describe(v, f.arch.activation));
-      const Model m = feature_model(f.arch, ++seed);
+      const Model m = test::width8_model_of(f.arch, ++seed, 0.5);
       const MatrixXd X0 = test_input(++seed);
       const ForwardTrace<Ref> ref = forward<Ref>(m, v, convert<Ref>(X0));
       compare(forward_centred<double>(m, v, X0), ref, 2048);

@@ -20,25 +20,35 @@
 
 namespace sanpath::test {
 
-/// A random model of every part (d = 8, d_qk = d_v = 4, d_ff = 16), with
-/// LayerNorm gains ~ 1 ± 0.3 and biases ~ ±0.1.
-inline Model width8_model(int L, Activation act, std::uint64_t seed, double std, int H = 2, bool shared = false) {
+/// A random model of architecture `a` (drawn with `std`, biases ~ ±0.1),
+/// its norm gains ~ 1 ± 0.3 (0 ± 0.3 for a gain 1 + w) and biases ~ ±0.1.
+inline Model width8_model_of(const Architecture& a, std::uint64_t seed, double std) {
   RandomModelSpec s;
-  s.arch = {L, H, 8, 4, 4, 16, Variant{}, act, 1e-5, shared};
+  s.arch = a;
   s.std = std;
   s.bias_std = 0.1;
   s.seed = seed;
   const Model m = random_model(s);
   std::vector<LayerWeights> layers = m.layers();
   Rng rng(seed + 1000);
-  for (LayerWeights& lw : layers)
+  const double base = a.norm_unit_offset ? 0.0 : 1.0;
+  for (LayerWeights& lw : layers) {
     for (Eigen::Index j = 0; j < lw.ln1_g.size(); ++j) {
-      lw.ln1_g(j) = 1 + 0.3 * rng.gaussian();
-      lw.ln2_g(j) = 1 + 0.3 * rng.gaussian();
+      lw.ln1_g(j) = base + 0.3 * rng.gaussian();
+      lw.ln2_g(j) = base + 0.3 * rng.gaussian();
       lw.ln1_b(j) = 0.1 * rng.gaussian();
       lw.ln2_b(j) = 0.1 * rng.gaussian();
     }
+    for (VectorXd* g : {&lw.ln3_g, &lw.ln4_g})  // sandwich norms, where the model has them
+      for (Eigen::Index j = 0; j < g->size(); ++j) (*g)(j) = base + 0.3 * rng.gaussian();
+  }
   return Model(m.arch(), layers, std::nullopt, "test-model");
+}
+
+/// A random model of every part (d = 8, d_qk = d_v = 4, d_ff = 16), with
+/// LayerNorm gains ~ 1 ± 0.3 and biases ~ ±0.1.
+inline Model width8_model(int L, Activation act, std::uint64_t seed, double std, int H = 2, bool shared = false) {
+  return width8_model_of({L, H, 8, 4, 4, 16, Variant{}, act, 1e-5, shared}, seed, std);
 }
 
 /// X = 1cᵀ + R, n × 8: c ~ N(0, 1) per column, R spread 0.5.
