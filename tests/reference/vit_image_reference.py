@@ -23,6 +23,7 @@ import json
 import os
 import struct
 import sys
+import warnings
 
 import numpy as np
 from PIL import Image
@@ -32,7 +33,9 @@ STD = [0.229, 0.224, 0.225]
 
 
 def pixel_values(path, config):
-    image = Image.open(path).convert("RGB")
+    with warnings.catch_warnings():  # a palette's transparency is dropped, as it should be here
+        warnings.simplefilter("ignore")
+        image = Image.open(path).convert("RGB")
     if config["do_resize"]:
         size = config["size"]
         image = image.resize((size["width"], size["height"]), resample=config["resample"])
