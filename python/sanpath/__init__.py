@@ -675,6 +675,28 @@ def load_pixels(path: str) -> Union[Input, Batch]:
     return _sanpath.pixels_file(str(path))
 
 
+def image(path, model) -> Union[Input, Batch]:
+    """A PNG or JPEG image for a ViT model (as ``--image``), preprocessed as the checkpoint's
+    ``preprocessor_config.json`` says, to the bit as HuggingFace's ViTImageProcessor computes it: RGB as PIL's
+    ``convert("RGB")``, PIL's ``resize`` with the ``resample`` filter, ``rescale_factor``, then
+    ``(x - image_mean) / image_std`` in float32; channels first.
+
+    ``path``: one file (one :class:`Input`, ``kind`` "pixels", named by the path), or a folder (its ``*.png``,
+    ``*.jpg``, ``*.jpeg`` in name order) or a list of files and folders (a :class:`Batch`). ``model``: a
+    :class:`Model` loaded from the checkpoint's folder (a model that takes no images raises :class:`InputError`)
+    or that folder's path. The values are ``Input.pixel_values`` ([3, H, W], float64 holding the float32 values);
+    the result goes wherever :func:`pixels` does, with the same results as :func:`pixels` of those values.
+    Unreadable files, other formats and a ``preprocessor_config.json`` missing or lacking a key raise
+    :class:`InputError` naming the file and the key.
+    """
+    paths = [os.fspath(p) for p in path] if isinstance(path, (list, tuple)) else [os.fspath(path)]
+    if isinstance(model, Model):
+        # The checkpoint's folder: the model's source, without load(first_layers=N)'s note.
+        folder = model.source.split(" (first ")[0]
+        return _sanpath.images_file(paths, folder, model)
+    return _sanpath.images_file(paths, os.fspath(model))
+
+
 def token_file(path: str) -> Batch:
     """The batch of a token file, as ``--tokens-file``: one sequence of comma-separated ids per line
     (lengths may differ; blank lines and '#' comments skipped)."""
@@ -1103,6 +1125,6 @@ __all__ = [
     "random_input", "default_input", "forward", "collapse", "length_sums", "enumerate_paths", "iter_paths",
     "sample_paths", "path_counts", "distribution_notes", "bounds", "report", "set_memory_budget", "set_threads", "threads", "Batch", "ForwardBatchResult",
     "CollapseBatchResult", "EffectivenessResult", "EffectivenessBatchResult", "BoundsSearchResult", "batch", "token_file", "input_file",
-    "random_batch", "effectiveness", "bounds_search", "RerunResult", "RerunBatchResult", "pixels", "load_pixels",
+    "random_batch", "effectiveness", "bounds_search", "RerunResult", "RerunBatchResult", "pixels", "load_pixels", "image",
     "LAYOUTS", "kernels",
 ]

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "sanpath/analysis/batch.hpp"
+#include "sanpath/io/image.hpp"
 #include "sanpath/io/inputs.hpp"
 
 #include "common.hpp"
@@ -127,6 +128,19 @@ void register_batches(py::module_& m) {
     }
     return pixel_batch(std::move(inputs), name);
   });
+  // Images for a ViT model, as --image reads them (io/image.hpp read_images): one file is one image named by its
+  // path; several files, or a folder, a Batch. With `model`, a model that takes no images is refused.
+  m.def(
+      "images_file",
+      [](const std::vector<std::string>& paths, const std::string& model_path,
+         const Model* model) -> std::variant<InputSpec, Batch> {
+        std::vector<InputSpec> inputs = read_images(paths, model_path, model);
+        if (!image_batch(paths)) return std::move(inputs.front());
+        Batch b{std::move(inputs), {}};
+        b.description = describe_batch(b.inputs, paths.size() == 1 ? paths.front() : std::string("images"));
+        return b;
+      },
+      py::arg("paths"), py::arg("model_path"), py::arg("model") = nullptr);
   m.def("pixels_file", [](const std::string& path) -> std::variant<InputSpec, Batch> {
     std::vector<InputSpec> inputs = read_pixels(path);
     if (inputs.front().source == path) return std::move(inputs.front());  // pixel_values of shape [C, H, W]

@@ -425,6 +425,13 @@ PYBIND11_MODULE(_sanpath, m) {
         if (s.kind == InputSpec::Kind::pixels) return std::nullopt;
         return s.rows(nullptr);
       })
+      // An image's values [C, H, W] as the model is fed them (float64); None for other inputs.
+      .def_property_readonly("pixel_values", [](const InputSpec& s) -> std::optional<py::array_t<double>> {
+        if (s.kind != InputSpec::Kind::pixels) return std::nullopt;
+        py::array_t<double> a({s.pixel_shape[0], s.pixel_shape[1], s.pixel_shape[2]});
+        std::copy(s.pixels.begin(), s.pixels.end(), a.mutable_data());
+        return a;
+      })
       .def_property_readonly("kind", [](const InputSpec& s) {
         switch (s.kind) {
           case InputSpec::Kind::matrix: return "matrix";

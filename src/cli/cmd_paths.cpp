@@ -171,9 +171,13 @@ void register_paths(CLI::App& app) {
     if (seed->count() > 0 && o->input.random_n == 0 && o->sample == 0 && rerun->count() == 0)
       throw UsageError("--seed: needs --random-input, --sample or --rerun");
     if (rerun->count() > 0 && !o->effectiveness) throw UsageError("--rerun: only with --effectiveness");
-    const InputBatch batch = o->input.specs();
+    // --image reads the model's image processor and needs the model: loaded first then; other inputs are
+    // read (and refused) before the model.
+    std::optional<Model> loaded;
+    if (!o->input.images.empty()) loaded.emplace(o->model.load(o->input.load_options()));
+    const InputBatch batch = o->input.specs(loaded ? &*loaded : nullptr, o->model.path);
     if (batch.batch && !o->sums && !o->effectiveness)
-      throw UsageError((!o->input.file.empty() ? o->input.file + ": X" : !o->input.tokens_file.empty() ? std::string("--tokens-file") : std::string("--batch")) + ": a batch of " + std::to_string(batch.inputs.size()) +
+      throw UsageError((!o->input.file.empty() ? o->input.file + ": X" : !o->input.tokens_file.empty() ? std::string("--tokens-file") : !o->input.images.empty() ? std::string("--image") : std::string("--batch")) + ": a batch of " + std::to_string(batch.inputs.size()) +
                        " inputs; paths analyses a batch with --sums or --effectiveness only (one input for --enumerate, "
                        "--sample)");
     if (rerun->count() > 0 && o->rerun < 1) throw UsageError("--rerun: at least 1 path per length");
@@ -193,7 +197,7 @@ void register_paths(CLI::App& app) {
       throw UsageError("--sample: " + std::to_string(o->sample) +
                        " samples: at least 2 are needed for a confidence interval");
 
-    const Model model = o->model.load(o->input.load_options());
+    const Model model = loaded ? std::move(*loaded) : o->model.load(o->input.load_options());
     const Variant v = model.resolve(ov);
     const InputSpec& in = batch.inputs.front();
     const RunInfo info{model.source(), batch.description};

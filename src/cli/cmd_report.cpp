@@ -82,7 +82,7 @@ void register_report(CLI::App& app) {
     req.conventions = as_usage("--conventions", [&] { return parse_conventions(o->conventions, "conventions"); });
     const bool embedded = o->model.path.empty();
     const Model model = embedded ? random_model(default_collapse_model()) : o->model.load(o->input.load_options());
-    const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()));
+    const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()), &model, o->model.path);
     req.info = {embedded ? "embedded default (random BERT-shaped, seed 0)" : model.source(), in.description};
     if (!embedded && !o->model.first_layers) req.head = read_task_head(o->model.path, model);
     if (o->repeats < 1) throw UsageError("--repeats: at least 1 repetition");

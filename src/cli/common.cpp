@@ -5,6 +5,7 @@
 
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/image.hpp"
 #include "sanpath/io/inputs.hpp"
 #include "sanpath/io/safetensors.hpp"
 #include "sanpath/io/tensor_eigen.hpp"
@@ -92,6 +93,12 @@ void InputOptions::add(CLI::App& app, bool required, bool batches) {
                           "[b, C, S, S] (a batch), already normalised by the model's image processor"
                         : "ViT: safetensors file holding a tensor pixel_values of shape [C, S, S], already normalised "
                           "by the model's image processor");
+  g->add_option("--image", images,
+                std::string("ViT: a PNG or JPEG file, preprocessed as the model's preprocessor_config.json says "
+                            "(ViTImageProcessor: RGB, PIL's resize with its resample filter, rescale_factor, "
+                            "image_mean and image_std, computed to the bit as the Python pipeline does)") +
+                    (batches ? "; repeated, or a folder of *.png/*.jpg/*.jpeg files (name order): a batch" : ""))
+      ->type_name("FILE");
   if (batches)
     g->add_option("--tokens-file", tokens_file,
                   "a batch: one sequence of comma-separated token ids per line (lengths may differ; blank lines and "
@@ -115,8 +122,17 @@ void InputOptions::add(CLI::App& app, bool required, bool batches) {
   }
 }
 
-InputBatch InputOptions::specs() const {
+InputBatch InputOptions::specs(const Model* model, const std::string& model_path) const {
   InputBatch b;
+  if (!images.empty()) {
+    if (!model || model_path.empty())
+      throw UsageError("--image: needs --model, a ViT checkpoint with its preprocessor_config.json");
+    b.inputs = read_images(images, model_path, model);
+    b.batch = image_batch(images);
+    b.description = !b.batch ? b.inputs[0].describe()
+                             : describe_batch(b.inputs, images.size() == 1 ? images.front() : std::string("--image"));
+    return b;
+  }
   if (!file.empty()) {
     b.inputs = read_input_tensor(file);
     b.batch = b.inputs.front().source != file;  // [b, n, d]: the inputs are named "<file>[i]"
@@ -167,8 +183,8 @@ InputBatch InputOptions::specs() const {
   return b;
 }
 
-InputBatch InputOptions::specs_or(InputSpec fallback) const {
-  if (given()) return specs();
+InputBatch InputOptions::specs_or(InputSpec fallback, const Model* model, const std::string& model_path) const {
+  if (given()) return specs(model, model_path);
   InputBatch b;
   b.description = fallback.describe();
   b.inputs.push_back(std::move(fallback));
@@ -191,11 +207,12 @@ LoadOptions InputOptions::load_options() const {
   return o;
 }
 
-InputSpec InputOptions::spec() const {
-  InputBatch b = specs();
+InputSpec InputOptions::spec(const Model* model, const std::string& model_path) const {
+  InputBatch b = specs(model, model_path);
   if (b.batch)
-    throw UsageError((!pixels.empty() ? pixels + ": pixel_values"
-                      : file.empty() ? std::string("--tokens-file")
+    throw UsageError((!pixels.empty()   ? pixels + ": pixel_values"
+                      : !images.empty() ? std::string("--image")
+                      : file.empty()    ? std::string("--tokens-file")
                                      : file + ": X") +
                      ": a batch of " +
                      std::to_string(b.inputs.size()) +
