@@ -20,6 +20,7 @@
 #include "sanpath/core/linalg.hpp"
 #include "sanpath/core/resources.hpp"
 #include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/families.hpp"
 #include "sanpath/model/random.hpp"
 #include "sanpath/io/task_head.hpp"
 #include "sanpath/report/format.hpp"
@@ -343,13 +344,12 @@ PYBIND11_MODULE(_sanpath, m) {
     a.shared_layers = shared_layers;
     const std::optional<Layout> layout =
         layout_name ? std::optional<Layout>(parse_layout(*layout_name)) : std::nullopt;
-    const auto is = [&](Layout l) { return layout && *layout == l; };
-    const bool llama = is(Layout::llama) || is(Layout::mistral) || is(Layout::qwen2);
-    const bool new_family = is(Layout::xlnet) || is(Layout::t5) || is(Layout::gpt_neox) || is(Layout::phi) ||
-                            is(Layout::opt) || is(Layout::gemma) || is(Layout::gemma2) || is(Layout::vit);
-    const bool grouped = llama || is(Layout::phi) || is(Layout::gemma) || is(Layout::gemma2);
+    const bool llama = layout && rotary_family(*layout);
+    const bool new_family = layout && layout_family(*layout).own_structure;
+    const bool grouped = layout && layout_family(*layout).key_value_heads;
     if (!grouped && kv_heads != 0)
-      throw std::invalid_argument("kv_heads: only for the Llama family, phi, gemma and gemma2 layouts");
+      throw std::invalid_argument("kv_heads: only for the layouts " +
+                                  family_names([](const LayoutFamily& f) { return f.key_value_heads; }));
     const VariantOverride ov = overrides(skip, mlp, layernorm, mask);
     a.variant = ov.apply(llama ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
                                : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
@@ -380,8 +380,8 @@ PYBIND11_MODULE(_sanpath, m) {
                family.query_pre_attn_scalar || family.rel_buckets || family.rel_max_distance || family.gated ||
                family.clamp_len || family.causal || family.image_size || family.patch_size || family.channels ||
                family.embed_dim || family.pre_norm) {
-      throw std::invalid_argument(where + ": the family options (rotary_fraction, …) belong to the layouts xlnet, "
-                                  "t5, gpt_neox, phi, opt, gemma, gemma2 and vit");
+      throw std::invalid_argument(where + ": the family options (rotary_fraction, …) belong to the layouts " +
+                                  family_names([](const LayoutFamily& f) { return f.own_structure; }));
     }
     // The native init (layout None) keeps the checks it always had; a layout adds those of `init --layout`.
     if (layout && a.d_ff == 0 && a.variant.mlp != MlpKind::none)
@@ -396,7 +396,8 @@ PYBIND11_MODULE(_sanpath, m) {
     if (layout) {
       // The random embeddings take the layout's kind; ALBERT's have none to draw.
       if (*layout != Layout::albert) s.embeddings = *layout;
-      if (*layout == Layout::vit && vocab > 0) throw std::invalid_argument("vocab: a vit model takes images, not tokens");
+      if (layout_family(*layout).input == InputKind::pixels && vocab > 0)
+        throw std::invalid_argument("vocab: a " + *layout_name + " model takes images, not tokens");
       if (*layout == Layout::albert && vocab > 0)
         throw std::invalid_argument("vocab: the albert layout is written without embeddings");
       if (*layout == Layout::albert && !shared_layers)
@@ -414,7 +415,22 @@ PYBIND11_MODULE(_sanpath, m) {
     return k;
   });
   m.def("distribution_notes", [] { return distribution_notes(); });
-  m.def("layout_names", [] { return layout_names(); });
+  // The family registry (io/families.hpp): sanpath.FAMILIES and sanpath.LAYOUTS.
+  m.def("layout_families", [] {
+    py::list out;
+    for (const LayoutFamily& f : layout_families()) {
+      py::dict d;
+      d["name"] = f.name;
+      d["display"] = f.display;
+      d["model_types"] = py::tuple(py::cast(f.model_types));
+      d["input"] = to_string(f.input);
+      d["key_value_heads"] = f.key_value_heads;
+      d["own_structure"] = f.own_structure;
+      d["options"] = py::tuple(py::cast(f.options));
+      out.append(d);
+    }
+    return out;
+  });
   m.def("default_collapse_model", [] { return std::make_shared<Model>(random_model(default_collapse_model())); });
 
   // ---- inputs

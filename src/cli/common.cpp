@@ -5,6 +5,7 @@
 
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/families.hpp"
 #include "sanpath/io/inputs.hpp"
 #include "sanpath/io/safetensors.hpp"
 #include "sanpath/io/tensor_eigen.hpp"
@@ -32,8 +33,9 @@ bool decimal(const std::string& text, std::size_t max_digits) {
 
 void ModelOptions::add(CLI::App& app, bool required, bool streaming) {
   auto* o = app.add_option("--model", path,
-                 "Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT, Llama, Mistral, Qwen2) or a native "
-                 "sanpath .safetensors file (see `sanpath init`)");
+                           "Model: a HuggingFace folder (config.json + model.safetensors or its shards) of a family "
+                           "sanpath loads (" + family_display_names() + ") or a native sanpath .safetensors file (see "
+                           "`sanpath init`)");
   if (required) o->required();
   app.add_option("--first-layers", first_layers,
                  "N: the checkpoint's first N layers only, as a model of N layers: the others are neither read nor "
