@@ -455,6 +455,7 @@ PYBIND11_MODULE(_sanpath, m) {
   m.def("input_matrix", [](const Eigen::Ref<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>& X,
                            const std::string& source) { return InputSpec::from_matrix(MatrixXd(X), source); });
   m.def("input_random", [](int n, std::uint64_t seed, double spread, std::optional<double> residual) {
+    as_option("--random-input", [&] { return checked_random_count(n, "tokens"); });
     RandomInputSpec r;
     r.n = n;
     r.seed = seed;

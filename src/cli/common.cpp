@@ -152,11 +152,9 @@ InputBatch InputOptions::specs() const {
   r.seed = seed;
   r.spread = spread;
   r.residual = residual;
-  if (random_n < 1 || random_n > (1 << 20))
-    throw UsageError("--random-input: " + std::to_string(random_n) + " tokens is outside [1, 1048576]");
+  as_usage("--random-input", [&] { return checked_random_count(random_n, "tokens"); });
   if (batch_size) {
-    if (*batch_size < 1 || *batch_size > (1 << 20))
-      throw UsageError("--batch: " + std::to_string(*batch_size) + " inputs is outside [1, 1048576]");
+    as_usage("--batch", [&] { return checked_random_count(*batch_size, "inputs"); });
     b.inputs = random_input_batch(r, *batch_size);
     b.batch = true;
     const std::uint64_t last = seed + static_cast<std::uint64_t>(*batch_size) - 1;
@@ -246,12 +244,8 @@ void PrecisionOptions::add(CLI::App& app, const std::string& default_text) {
 
 PrecisionRequest PrecisionOptions::request() const {
   PrecisionRequest r = as_usage("--precision", [&] { return PrecisionRequest::parse(precision); });
-  if (digits < 1 || digits > 100000) throw UsageError("--digits: " + std::to_string(digits) + " is outside [1, 100000]");
-  if (max_bits != 0 && (max_bits < 53 || max_bits > Precision::max_bits()))
-    throw UsageError("--max-bits: " + std::to_string(max_bits) + " is outside [53, " +
-                     std::to_string(Precision::max_bits()) + "]");
-  r.target_digits = digits;
-  r.max_bits = max_bits;
+  r.target_digits = as_usage("--digits", [&] { return PrecisionRequest::checked_digits(digits); });
+  r.max_bits = as_usage("--max-bits", [&] { return PrecisionRequest::checked_max_bits(max_bits); });
   r.confirm = !no_confirm;
   if (!method.empty()) r.method = as_usage("--method", [&] { return parse_method(method); });
   r.check = as_usage("--check", [&] { return parse_check_method(check); });
