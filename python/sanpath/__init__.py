@@ -863,17 +863,20 @@ def collapse(model: Optional[Model] = None, input: Optional[BatchLike] = None, *
 def length_sums(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,
                 precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
                 confirm: bool = True, method: Optional[str] = None, check: str = "auto", name: Optional[str] = None,
-                progress=None) -> Result:
+                verify_decomposition: bool = False, progress=None) -> Result:
     """``sanpath paths --sums``: the sum S_k of all path terms of each length (no enumeration).
 
-    ``check="certified"`` (``paths --sums --check certified``): every digit
-    proven by ball arithmetic (docs/math.md §10), each Number's ``interval``
-    the enclosure of its exact value; the decomposition error is then the
-    bound its enclosure proves (its exact value is 0)."""
+    ``check`` ("auto", "mpfr" or "certified", as ``paths --check``; "rounding" raises
+    :class:`InputError`: a path analysis is no double forward pass). ``check="certified"``
+    (``paths --sums --check certified``): every digit proven by ball arithmetic (docs/math.md §10),
+    each Number's ``interval`` the enclosure of its exact value; the decomposition error is then the
+    bound its enclosure proves (its exact value is 0). ``verify_decomposition=True``
+    (``paths --sums --verify-decomposition``): raises :class:`NumericalError` unless Theorem 2.1's
+    reconstruction error is at most 2^-(bits/2) (``.decomposition_holds`` says the same without raising)."""
     model, name = _name(model, name)
     return Result(_sanpath.length_sums(model, _input(input), name, *_variant_args(skip, mlp, layernorm, mask),
                                        _request(precision, digits, max_bits, confirm, method, check),
-                                       _progress(progress)))
+                                       bool(verify_decomposition), _progress(progress)))
 
 
 def enumerate_paths(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,
@@ -1070,7 +1073,8 @@ def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out
     ``measures`` (as in :func:`forward`): one chart per measure in the collapse section.
     ``check="certified"`` (``sanpath report --check certified``): every section with proven digits
     (docs/math.md §10), the bound's verdicts proofs, the re-run sub-networks of the effectiveness section
-    (the default ``rerun=8``) included. ``check`` takes "auto" or "certified".
+    (the default ``rerun=8``) included. ``check`` takes "auto", "mpfr" (every section confirmed one tier up)
+    or "certified"; "rounding" raises :class:`InputError` (the path sections are no double forward pass).
     """
     model, name = _name(model, name)
     inp = default_input() if input is None else _input_or_batch(input)

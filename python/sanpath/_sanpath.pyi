@@ -321,7 +321,7 @@ def forward(model: Model, input: Input, name: str, skip: Optional[str], mlp: Opt
 def collapse(model: Model, input: Input, name: str, request: PrecisionRequest, conventions: str,
              progress: Progress) -> CollapseResult: ...
 def length_sums(model: Model, input: Input, name: str, skip: Optional[str], mlp: Optional[str],
-                layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest,
+                layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest, verify: bool,
                 progress: Progress) -> LengthSumsResult: ...
 def enumerate_paths(model: Model, input: Input, name: str, skip: Optional[str], mlp: Optional[str],
                     layernorm: Optional[str], mask: Optional[str], request: PrecisionRequest, length: Optional[int],

@@ -119,6 +119,14 @@ inline void check_applies(const PrecisionRequest& r, Center center) {
   });
 }
 
+/// Refuses a --check that the analyses of `scope` cannot honour (as the CLI: require_check).
+inline void check_honoured(const PrecisionRequest& r, CheckScope scope) {
+  as_option("--check", [&] {
+    require_check(r.check, scope);
+    return 0;
+  });
+}
+
 inline CollapseConventions conventions_of(const std::string& text) {
   return as_option("--conventions", [&] { return parse_conventions(text, "conventions"); });
 }

@@ -566,12 +566,13 @@ PYBIND11_MODULE(_sanpath, m) {
   m.def("length_sums", [](ModelPtr model, const InputSpec& input, const std::string& name,
                           std::optional<std::string> skip, std::optional<std::string> mlp,
                           std::optional<std::string> layernorm, std::optional<std::string> mask,
-                          const PrecisionRequest& req,
-                          py::object progress) {
+                          const PrecisionRequest& req, bool verify, py::object progress) {
+    check_honoured(req, CheckScope::paths);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     ProgressBridge bridge(progress);
     LengthSumsResult r{{model, {name, input.describe()}}, {}};
     r.r = run_released([&] { return analyze_length_sums(*model, v, input, req, bridge.fn()); }, &bridge);
+    if (verify) verify_decomposition(r.r.decomposition_error, r.r.precision, "--verify-decomposition");
     return r;
   });
 
@@ -612,6 +613,7 @@ PYBIND11_MODULE(_sanpath, m) {
                               std::optional<int> length, std::optional<std::pair<int, int>> lengths,
                               std::optional<std::string> heads_per_layer, std::size_t top, int threads,
                               std::uint64_t limit, py::object progress) {
+    check_honoured(req, CheckScope::paths);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     EnumerationRequest er;
     er.filter = filter_of(*model, v, length, lengths, heads_per_layer);
@@ -640,6 +642,7 @@ PYBIND11_MODULE(_sanpath, m) {
                                   std::optional<int> length,
                                   std::optional<std::pair<int, int>> lengths,
                                   std::optional<std::string> heads_per_layer, std::uint64_t limit) {
+    check_honoured(req, CheckScope::paths);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     require_attention_only(v);
     const PathFilter f = filter_of(*model, v, length, lengths, heads_per_layer);
@@ -653,6 +656,7 @@ PYBIND11_MODULE(_sanpath, m) {
                            const PrecisionRequest& req,
                            const std::vector<int>& lengths, std::uint64_t samples, std::uint64_t seed,
                            py::object progress) {
+    check_honoured(req, CheckScope::path_sampling);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     ProgressBridge bridge(progress);
     SampleResult r{{model, {name, input.describe()}}, {}};
@@ -728,6 +732,7 @@ PYBIND11_MODULE(_sanpath, m) {
                           const PrecisionRequest& precision, const std::string& gamma, const std::string& conventions,
                           int threads, std::uint64_t rerun, int repeats, const std::string& generator,
                           std::optional<std::string> out, py::object progress) {
+    check_honoured(precision, CheckScope::paths);
     ReportRequest req;
     if (repeats < 1) throw std::invalid_argument("repeats: at least 1 repetition");
     if (rerun > 0) {  // as `sanpath report --rerun N --repeats R`

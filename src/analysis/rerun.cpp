@@ -5,6 +5,7 @@
 
 #include "sanpath/analysis/certified.hpp"
 #include "sanpath/analysis/confirmation.hpp"
+#include "sanpath/analysis/double_check.hpp"  // require_check
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/rerun.hpp"
 #include "sanpath/core/dispatch.hpp"
@@ -95,6 +96,7 @@ RerunReport analyze_rerun(const Model& model, const Variant& variant, const Inpu
   if (rerun.threads < 0) throw std::invalid_argument("re-run: threads: " + std::to_string(rerun.threads) + " is negative");
   if (request.check == CheckMethod::certified)
     return analyze_rerun_certified(model, variant, input, request, rerun, head, progress);
+  require_check(request.check, CheckScope::paths);
   model.check_supports(variant);
   const bool exact = attention_only(variant);
   RerunReport r;

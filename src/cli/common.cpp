@@ -275,19 +275,37 @@ void PrecisionOptions::add_measures(CLI::App& app) {
       ->default_val("none");
 }
 
-void PrecisionOptions::add_check(CLI::App& app) {
-  app.add_option("--check", check,
-                 "how digits are confirmed: auto|rounding|mpfr|certified. rounding: the double pass is re-run in double "
-                 "rounded upward and downward, and a digit is printed when it survives 10 times the larger "
-                 "difference (seconds, where mpfr takes a minute on BERT-base); mpfr: a run one precision tier up "
-                 "(128 bits for double); certified: every printed digit proven, not confirmed (math.md §10): the "
-                 "pass (centred with auto, as without it; direct with --method direct or a fixed precision) runs "
-                 "in ball arithmetic at an MPFR tier and encloses every exact value, JSON gives each layer's "
-                 "\"intervals\" [lo, hi] and digits_by_quantity the digits they prove (forward, collapse and bounds, "
-                 "whose verdicts HOLDS and VIOLATED are then proven; every family, token ids or pixels "
-                 "through its embeddings, --input or --random-input taken as exact; centre mean or optimal). auto: "
-                 "rounding for --precision double with centre mean or median, mpfr otherwise")
+std::string PrecisionOptions::check_help(const std::string& details) {
+  return "how digits are confirmed or proven, the same on every command: auto|rounding|mpfr|certified. rounding: "
+         "the double pass is re-run in double rounded upward and downward, and a digit is printed when it survives "
+         "10 times the larger difference (seconds, where mpfr takes a minute on BERT-base); mpfr: a run one "
+         "precision tier up (128 bits for double); certified: every printed digit proven, not confirmed (math.md "
+         "§10), by ball arithmetic at an MPFR tier; auto: rounding for a forward pass in --precision double with "
+         "centre mean or median, mpfr otherwise. A method a command cannot honour is refused (exit code 2). " +
+         details;
+}
+
+CLI::Option* PrecisionOptions::add_check(CLI::App& app, const std::string& details) {
+  return app
+      .add_option("--check", check,
+                  check_help(!details.empty()
+                                 ? details
+                                 : "certified: the pass (centred with auto, as without it; direct with --method "
+                                   "direct or a fixed precision) encloses every exact value, JSON gives each layer's "
+                                   "\"intervals\" [lo, hi] and digits_by_quantity the digits they prove (forward, "
+                                   "collapse and bounds, whose verdicts HOLDS and VIOLATED are then proven; every "
+                                   "family, token ids or pixels through its embeddings, --input or --random-input "
+                                   "taken as exact; centre mean or optimal)"))
       ->default_val("auto");
+}
+
+PrecisionRequest PrecisionOptions::request_in(CheckScope scope) const {
+  const PrecisionRequest r = request();
+  as_usage("--check", [&] {
+    require_check(r.check, scope);
+    return 0;
+  });
+  return r;
 }
 
 PrecisionRequest PrecisionOptions::request_for(Center center) const {

@@ -128,7 +128,7 @@ struct Family {
   std::string tensor_mark;               ///< a fragment only this family's tensor names have
   bool shared_layers = false;            ///< one stored layer used by every layer
   int written_position_offset = 0;       ///< position rows written before the first used one
-  std::string display;                   ///< the family's name in prose ("GPT-2", "Gemma 2"; families.hpp)
+  std::string display{};                 ///< the family's name in prose ("GPT-2", "Gemma 2"; families.hpp)
   InputKind input = InputKind::tokens;   ///< what its models embed
   bool key_value_heads = false;          ///< grouped key/value heads (`init --kv-heads`)
   double fixed_ln_eps = 0;               ///< LayerNorm epsilon the format fixes (0: config.json has it)
