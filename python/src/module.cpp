@@ -734,7 +734,7 @@ PYBIND11_MODULE(_sanpath, m) {
                           std::optional<std::string> out, py::object progress) {
     check_honoured(precision, CheckScope::paths);
     ReportRequest req;
-    if (repeats < 1) throw std::invalid_argument("repeats: at least 1 repetition");
+    as_option("repeats", [&] { return RerunRequest::checked_repeats(repeats); });
     if (rerun > 0) {  // as `sanpath report --rerun N --repeats R`
       RerunRequest rr;
       rr.samples = rerun;

@@ -178,8 +178,8 @@ void register_paths(CLI::App& app) {
       throw UsageError((!o->input.file.empty() ? o->input.file + ": X" : !o->input.tokens_file.empty() ? std::string("--tokens-file") : std::string("--batch")) + ": a batch of " + std::to_string(batch.inputs.size()) +
                        " inputs; paths analyses a batch with --sums or --effectiveness only (one input for --enumerate, "
                        "--sample)");
-    if (rerun->count() > 0 && o->rerun < 1) throw UsageError("--rerun: at least 1 path per length");
-    if (repeats->count() > 0 && o->repeats < 1) throw UsageError("--repeats: at least 1 repetition");
+    if (rerun->count() > 0) as_usage("--rerun", [&] { return RerunRequest::checked_samples(o->rerun); });
+    if (repeats->count() > 0) as_usage("--repeats", [&] { return RerunRequest::checked_repeats(o->repeats); });
     if (!o->enumerate) {
       for (const CLI::Option* opt : {lengths, heads, top, limit})
         if (opt->count() > 0) throw UsageError(opt->get_name() + ": only with --enumerate");

@@ -84,7 +84,7 @@ void register_report(CLI::App& app) {
     const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()));
     req.info = {embedded ? "embedded default (random BERT-shaped, seed 0)" : model.source(), in.description};
     if (!embedded && !o->model.first_layers) req.head = read_task_head(o->model.path, model);
-    if (o->repeats < 1) throw UsageError("--repeats: at least 1 repetition");
+    as_usage("--repeats", [&] { return RerunRequest::checked_repeats(o->repeats); });
     if (o->rerun > 0) {
       RerunRequest rr;
       rr.samples = o->rerun;
