@@ -274,3 +274,5 @@ def test_layouts():
     by_name = {f["name"]: f for f in sanpath.FAMILIES}
     assert by_name["vit"]["input"] == "pixels" and by_name["bert"]["input"] == "tokens"
     assert by_name["gemma2"]["display"] == "Gemma 2" and by_name["gpt_neox"]["model_types"] == ("gpt_neox",)
+    # random_model's family keywords are the registry's family options, every one of them.
+    assert set(sanpath._FAMILY_OPTIONS) == {o for f in sanpath.FAMILIES for o in f["options"]}
