@@ -123,14 +123,14 @@ void register_init(CLI::App& app) {
     a.activation = as_usage("--activation", [&] { return parse_activation(o->activation); });
     a.ln_eps = o->ln_eps;
     a.shared_layers = o->shared;
-    const std::optional<Layout> layout =
-        o->layout == "native" ? std::nullopt : std::optional<Layout>(as_usage("--layout", [&] { return parse_layout(o->layout); }));
-    const bool llama = (layout && rotary_family(*layout)) || o->family == "llama";
+    const bool native = o->layout == "native";
+    // The HuggingFace layout (unused when native).
+    const Layout layout = native ? Layout::bert : as_usage("--layout", [&] { return parse_layout(o->layout); });
+    const bool llama = (!native && rotary_family(layout)) || o->family == "llama";
     if (!o->family.empty() && o->family != "llama") throw UsageError("--family: '" + o->family + "' is not llama");
     // The families of families.md: structure from family_structure.
-    const std::optional<Layout> new_family =
-        layout && layout_family(*layout).own_structure ? layout : std::nullopt;
-    const bool grouped = o->family == "llama" || (layout && layout_family(*layout).key_value_heads);
+    const bool new_family = !native && layout_family(layout).own_structure;
+    const bool grouped = o->family == "llama" || (!native && layout_family(layout).key_value_heads);
     if (!grouped && o->kv_heads != 0)
       throw UsageError("--kv-heads: only for the layouts " + family_names(key_value_heads) + " (and --family llama)");
     a.variant = o->variant.overrides().apply(llama ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
@@ -148,7 +148,7 @@ void register_init(CLI::App& app) {
       if (ov.skip || ov.mlp || ov.layernorm || ov.mask)
         throw UsageError("--layout " + o->layout + ": the family's structure is fixed by its config.json; choose "
                          "variants when running it (forward, collapse, … --skip/--mlp/--layernorm/--mask)");
-      const FamilyDefaults def = family_defaults(*new_family);
+      const FamilyDefaults def = family_defaults(layout);
       if (activation->count() == 0) a.activation = def.activation;
       if (ln_eps->count() == 0) a.ln_eps = def.ln_eps;
       a.kv_heads = o->kv_heads;
@@ -177,9 +177,9 @@ void register_init(CLI::App& app) {
       f.channels = o->channels;
       f.embed_dim = o->embed_dim;
       f.pre_norm = on_off(o->pre_norm, "--pre-norm");
-      s.embeddings = *new_family;
+      s.embeddings = layout;
       as_usage("--layout " + o->layout, [&] {
-        family_structure(*new_family, s, f);
+        family_structure(layout, s, f);
         return 0;
       });
     } else if (o->rotary_fraction || !o->parallel_residual.empty() || o->sliding_window || o->softcap ||
@@ -199,19 +199,19 @@ void register_init(CLI::App& app) {
     s.seed = o->seed;
     s.vocab = o->vocab;
     s.max_positions = o->max_positions;
-    if (!layout) {
+    if (native) {
       if (o->dtype != "F64") throw UsageError("--dtype: native files are F64");
       save_native(as_usage("init", [&] { return random_model(s); }), o->out);
       return;
     }
     // The random embeddings take the layout's kind; ALBERT's have none to draw.
-    if (*layout != Layout::albert) s.embeddings = *layout;
-    if (layout_family(*layout).input == InputKind::pixels && o->vocab > 0)
+    if (layout != Layout::albert) s.embeddings = layout;
+    if (layout_family(layout).input == InputKind::pixels && o->vocab > 0)
       throw UsageError("--vocab: a " + o->layout + " model takes images, not tokens");
-    if (*layout == Layout::albert && o->vocab > 0)
+    if (layout == Layout::albert && o->vocab > 0)
       throw UsageError("--vocab: the albert layout is written without embeddings");
-    if (*layout == Layout::albert && !o->shared) throw UsageError("--layout albert: needs --shared-layers");
-    save_hf(as_usage("init", [&] { return random_model(s); }), o->out, *layout, o->dtype);
+    if (layout == Layout::albert && !o->shared) throw UsageError("--layout albert: needs --shared-layers");
+    save_hf(as_usage("init", [&] { return random_model(s); }), o->out, layout, o->dtype);
   });
 }
 
