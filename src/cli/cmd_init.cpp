@@ -13,10 +13,10 @@ bool key_value_heads(const LayoutFamily& f) { return f.key_value_heads; }
 
 /// `--layout`'s help: every family of the registry with its display name and input.
 std::string layout_help() {
-  std::string s = "native (a sanpath file of any structure) or the HuggingFace layout of a family:";
+  std::string s;
   for (const LayoutFamily& f : layout_families())
-    s += " " + f.name + " (" + f.display + (f.input == InputKind::pixels ? ", images" : "") + ")";
-  return s;
+    s += (s.empty() ? "" : ", ") + f.name + " (" + f.display + (f.input == InputKind::pixels ? "; images" : "") + ")";
+  return "native (a sanpath file of any structure) or the HuggingFace layout of a family: " + s;
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ EOF
 # and init --layout offers every layout, with its display name.
 tr -s ' \n' ' ' <"$tmp/forward.txt" | grep -q "BERT, GPT-2, ALBERT, RoBERTa, DistilBERT, Llama, Mistral, Qwen2, XLNet, T5 encoder, GPT-NeoX, Phi, OPT, Gemma, Gemma 2, ViT" ||
   fail "forward --help: --model does not name every family"
-for layout in "bert (BERT)" "gpt_neox (GPT-NeoX)" "gemma2 (Gemma 2)" "vit (ViT, images)"; do
+for layout in "bert (BERT)," "gpt_neox (GPT-NeoX)," "gemma2 (Gemma 2)," "vit (ViT; images)"; do
   tr -s ' \n' ' ' <"$tmp/init.txt" | grep -qF "$layout" || fail "init --help: --layout lacks '$layout'"
 done
 
