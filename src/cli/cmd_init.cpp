@@ -16,7 +16,7 @@ std::string layout_help() {
   std::string s;
   for (const LayoutFamily& f : layout_families())
     s += (s.empty() ? "" : ", ") + f.name + " (" + f.display + (f.input == InputKind::pixels ? "; images" : "") + ")";
-  return "native (a sanpath file of any structure) or the HuggingFace layout of a family: " + s;
+  return "native (a sanpath file of any structure; the default) or the HuggingFace layout of a family: " + s;
 }
 
 }  // namespace
