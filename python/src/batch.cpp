@@ -147,8 +147,7 @@ void register_batches(py::module_& m) {
     return pixel_batch(std::move(inputs), path);
   });
   m.def("batch_random", [](int n, int count, std::uint64_t seed, double spread, std::optional<double> residual) {
-    if (count < 1 || count > (1 << 20))
-      throw std::invalid_argument("--batch: " + std::to_string(count) + " inputs is outside [1, 1048576]");
+    as_option("--batch", [&] { return checked_random_count(count, "inputs"); });
     RandomInputSpec r;
     r.n = n;
     r.seed = seed;

@@ -32,9 +32,8 @@ void register_bounds(CLI::App& app) {
   if (CLI::App* g = cmd->get_option_group("input"))
     g->description("X^0, n tokens × d_model features: exactly one of these, unless --search (no default)");
   // --seed also seeds the search: it needs --random-input only without --search (checked below).
-  cmd->get_option("--model")
-      ->description("Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT, Llama, Mistral, Qwen2) or a native "
-                    "sanpath .safetensors file (see `sanpath init`); required unless --search (no default)");
+  cmd->get_option("--model")->description(cmd->get_option("--model")->get_description() +
+                                          "; required unless --search (no default)");
   o->seed = cmd->get_option("--seed");
   o->seed->description("seed of the random input (--random-input) or of the search (--search)");
   for (CLI::Option* needed : o->seed->get_needs()) {

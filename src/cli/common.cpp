@@ -5,6 +5,7 @@
 
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/families.hpp"
 #include "sanpath/io/image.hpp"
 #include "sanpath/io/inputs.hpp"
 #include "sanpath/io/safetensors.hpp"
@@ -33,8 +34,9 @@ bool decimal(const std::string& text, std::size_t max_digits) {
 
 void ModelOptions::add(CLI::App& app, bool required, bool streaming) {
   auto* o = app.add_option("--model", path,
-                 "Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT, Llama, Mistral, Qwen2) or a native "
-                 "sanpath .safetensors file (see `sanpath init`)");
+                           "Model: a HuggingFace folder (config.json + model.safetensors or its shards) of a family "
+                           "sanpath loads (" + family_display_names() + ") or a native sanpath .safetensors file (see "
+                           "`sanpath init`)");
   if (required) o->required();
   app.add_option("--first-layers", first_layers,
                  "N: the checkpoint's first N layers only, as a model of N layers: the others are neither read nor "
@@ -166,11 +168,9 @@ InputBatch InputOptions::specs(const Model* model, const std::string& model_path
   r.seed = seed;
   r.spread = spread;
   r.residual = residual;
-  if (random_n < 1 || random_n > (1 << 20))
-    throw UsageError("--random-input: " + std::to_string(random_n) + " tokens is outside [1, 1048576]");
+  as_usage("--random-input", [&] { return checked_random_count(random_n, "tokens"); });
   if (batch_size) {
-    if (*batch_size < 1 || *batch_size > (1 << 20))
-      throw UsageError("--batch: " + std::to_string(*batch_size) + " inputs is outside [1, 1048576]");
+    as_usage("--batch", [&] { return checked_random_count(*batch_size, "inputs"); });
     b.inputs = random_input_batch(r, *batch_size);
     b.batch = true;
     const std::uint64_t last = seed + static_cast<std::uint64_t>(*batch_size) - 1;
@@ -261,12 +261,8 @@ void PrecisionOptions::add(CLI::App& app, const std::string& default_text) {
 
 PrecisionRequest PrecisionOptions::request() const {
   PrecisionRequest r = as_usage("--precision", [&] { return PrecisionRequest::parse(precision); });
-  if (digits < 1 || digits > 100000) throw UsageError("--digits: " + std::to_string(digits) + " is outside [1, 100000]");
-  if (max_bits != 0 && (max_bits < 53 || max_bits > Precision::max_bits()))
-    throw UsageError("--max-bits: " + std::to_string(max_bits) + " is outside [53, " +
-                     std::to_string(Precision::max_bits()) + "]");
-  r.target_digits = digits;
-  r.max_bits = max_bits;
+  r.target_digits = as_usage("--digits", [&] { return PrecisionRequest::checked_digits(digits); });
+  r.max_bits = as_usage("--max-bits", [&] { return PrecisionRequest::checked_max_bits(max_bits); });
   r.confirm = !no_confirm;
   if (!method.empty()) r.method = as_usage("--method", [&] { return parse_method(method); });
   r.check = as_usage("--check", [&] { return parse_check_method(check); });
@@ -296,19 +292,37 @@ void PrecisionOptions::add_measures(CLI::App& app) {
       ->default_val("none");
 }
 
-void PrecisionOptions::add_check(CLI::App& app) {
-  app.add_option("--check", check,
-                 "how digits are confirmed: auto|rounding|mpfr|certified. rounding: the double pass is re-run in double "
-                 "rounded upward and downward, and a digit is printed when it survives 10 times the larger "
-                 "difference (seconds, where mpfr takes a minute on BERT-base); mpfr: a run one precision tier up "
-                 "(128 bits for double); certified: every printed digit proven, not confirmed (math.md §10): the "
-                 "pass (centred with auto, as without it; direct with --method direct or a fixed precision) runs "
-                 "in ball arithmetic at an MPFR tier and encloses every exact value, JSON gives each layer's "
-                 "\"intervals\" [lo, hi] and digits_by_quantity the digits they prove (forward, collapse and bounds, "
-                 "whose verdicts HOLDS and VIOLATED are then proven; every family, token ids or pixels "
-                 "through its embeddings, --input or --random-input taken as exact; centre mean or optimal). auto: "
-                 "rounding for --precision double with centre mean or median, mpfr otherwise")
+std::string PrecisionOptions::check_help(const std::string& details) {
+  return "how digits are confirmed or proven, the same on every command: auto|rounding|mpfr|certified. rounding: "
+         "the double pass is re-run in double rounded upward and downward, and a digit is printed when it survives "
+         "10 times the larger difference (seconds, where mpfr takes a minute on BERT-base); mpfr: a run one "
+         "precision tier up (128 bits for double); certified: every printed digit proven, not confirmed (math.md "
+         "§10), by ball arithmetic at an MPFR tier; auto: rounding for a forward pass in --precision double with "
+         "centre mean or median, mpfr otherwise. A method a command cannot honour is refused (exit code 2). " +
+         details;
+}
+
+CLI::Option* PrecisionOptions::add_check(CLI::App& app, const std::string& details) {
+  return app
+      .add_option("--check", check,
+                  check_help(!details.empty()
+                                 ? details
+                                 : "certified: the pass (centred with auto, as without it; direct with --method "
+                                   "direct or a fixed precision) encloses every exact value, JSON gives each layer's "
+                                   "\"intervals\" [lo, hi] and digits_by_quantity the digits they prove (forward, "
+                                   "collapse and bounds, whose verdicts HOLDS and VIOLATED are then proven; every "
+                                   "family, token ids or pixels through its embeddings, --input or --random-input "
+                                   "taken as exact; centre mean or optimal)"))
       ->default_val("auto");
+}
+
+PrecisionRequest PrecisionOptions::request_in(CheckScope scope) const {
+  const PrecisionRequest r = request();
+  as_usage("--check", [&] {
+    require_check(r.check, scope);
+    return 0;
+  });
+  return r;
 }
 
 PrecisionRequest PrecisionOptions::request_for(Center center) const {

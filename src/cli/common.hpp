@@ -110,9 +110,15 @@ struct PrecisionOptions {
   void add_measures(CLI::App& app);
   /// --emulate: the model as a fp32/bf16/fp16 framework evaluates it, beside the exact values.
   void add_emulate(CLI::App& app);
-  /// --check: how the digits are confirmed (commands built on analyze_forward).
-  void add_check(CLI::App& app);
+  /// --check's help: what every command's --check means, then `details`,
+  /// what this command does with each method.
+  static std::string check_help(const std::string& details);
+  /// --check (default auto): how the digits are confirmed or proven; the
+  /// details of the commands built on analyze_forward unless given.
+  CLI::Option* add_check(CLI::App& app, const std::string& details = "");
   PrecisionRequest request() const;
+  /// request(), refusing a --check that `scope` cannot honour (require_check).
+  PrecisionRequest request_in(CheckScope scope) const;
   /// request(), refusing a --check that does not apply to the precision or `center`.
   PrecisionRequest request_for(Center center) const;
 };
