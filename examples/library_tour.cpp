@@ -1,4 +1,4 @@
-// The library tour of the README: the relative residual of every layer of a
+// The library tour of docs/tour.md: the relative residual of every layer of a
 // pure self-attention network (no skip connections, no MLP, no LayerNorm),
 // every doubly exponentially collapsed residual resolved by the centred pass.
 #include <sanpath/analysis/forward.hpp>

@@ -21,6 +21,7 @@
 #include "sanpath/model/random.hpp"
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/families.hpp"
 #include "sanpath/io/inputs.hpp"
 #include "sanpath/io/safetensors.hpp"
 #include "sanpath/compute/bounds.hpp"

@@ -23,7 +23,7 @@ import io
 import json
 import operator
 import os
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -452,10 +452,8 @@ class BoundsSearchResult(Result):
 def load(path: str, first_layers: Optional[int] = None, stream_layers: str = "off") -> Model:
     """Loads a HuggingFace folder or a native ``.safetensors`` file.
 
-    Every layout of :data:`LAYOUTS` (single or sharded safetensors): BERT, RoBERTa, DistilBERT, GPT-2, ALBERT,
-    Llama, Mistral, Qwen2, XLNet, the T5 encoder, GPT-NeoX (Pythia), Phi, OPT, Gemma, Gemma 2 and ViT (which
-    takes images: :func:`pixels`, :func:`load_pixels`); the family is recognised from config.json
-    (docs/families.md).
+    Every family of :data:`FAMILIES` (single or sharded safetensors; those whose ``input`` is "pixels" take
+    images: :func:`pixels`, :func:`load_pixels`); the family is recognised from config.json (docs/families.md).
 
     ``first_layers=N``: the checkpoint's first N layers only, as a model of N layers (``sanpath ... --first-layers
     N``), for checkpoints whose weights as doubles exceed the memory; the other layers are neither read nor checked
@@ -499,9 +497,15 @@ def from_arrays(tensors: Mapping[str, Any], config: Union[Mapping[str, Any], str
     return _sanpath.model_from_tensors(items, config, name)
 
 
+#: The layout families, from the library's registry (``sanpath init --help`` lists the same): one dict per
+#: family with ``name`` (its layout), ``display`` (its name in prose), ``model_types`` (the config.json
+#: ``model_type`` values :func:`load` recognises), ``input`` ("tokens" or "pixels"), ``key_value_heads``
+#: (``random_model(kv_heads=...)`` applies), ``own_structure`` and ``options`` (its family options).
+FAMILIES: Tuple[Dict[str, Any], ...] = tuple(_sanpath.layout_families())
+
 #: The HuggingFace layouts (``random_model(layout=...)``, :meth:`Model.save_hf`, ``sanpath init --layout``);
 #: :func:`load` reads the folders of every one of them.
-LAYOUTS: Tuple[str, ...] = tuple(_sanpath.layout_names().split("|"))
+LAYOUTS: Tuple[str, ...] = tuple(f["name"] for f in FAMILIES)
 
 #: The family options of :func:`random_model` (``init --layout X``'s family options), by parameter name.
 _FAMILY_OPTIONS = ("rotary_fraction", "parallel_residual", "sliding_window", "softcap", "query_pre_attn_scalar",
@@ -673,6 +677,28 @@ def load_pixels(path: str) -> Union[Input, Batch]:
     """The tensor ``pixel_values`` of a safetensors file (F32, F64, F16 or BF16), as ``--pixels FILE``:
     [C, S, S] is one :class:`Input`, [b, C, S, S] a :class:`Batch` (images named ``<path>[i]``)."""
     return _sanpath.pixels_file(str(path))
+
+
+def image(path, model) -> Union[Input, Batch]:
+    """A PNG or JPEG image for a ViT model (as ``--image``), preprocessed as the checkpoint's
+    ``preprocessor_config.json`` says, to the bit as HuggingFace's ViTImageProcessor computes it: RGB as PIL's
+    ``convert("RGB")``, PIL's ``resize`` with the ``resample`` filter, ``rescale_factor``, then
+    ``(x - image_mean) / image_std`` in float32; channels first.
+
+    ``path``: one file (one :class:`Input`, ``kind`` "pixels", named by the path), or a folder (its ``*.png``,
+    ``*.jpg``, ``*.jpeg`` in name order) or a list of files and folders (a :class:`Batch`). ``model``: a
+    :class:`Model` loaded from the checkpoint's folder (a model that takes no images raises :class:`InputError`)
+    or that folder's path. The values are ``Input.pixel_values`` ([3, H, W], float64 holding the float32 values);
+    the result goes wherever :func:`pixels` does, with the same results as :func:`pixels` of those values.
+    Unreadable files, other formats and a ``preprocessor_config.json`` missing or lacking a key raise
+    :class:`InputError` naming the file and the key.
+    """
+    paths = [os.fspath(p) for p in path] if isinstance(path, (list, tuple)) else [os.fspath(path)]
+    if isinstance(model, Model):
+        # The checkpoint's folder: the model's source, without load(first_layers=N)'s note.
+        folder = model.source.split(" (first ")[0]
+        return _sanpath.images_file(paths, folder, model)
+    return _sanpath.images_file(paths, os.fspath(model))
 
 
 def token_file(path: str) -> Batch:
@@ -859,17 +885,20 @@ def collapse(model: Optional[Model] = None, input: Optional[BatchLike] = None, *
 def length_sums(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,
                 precision: Union[str, int] = "auto", digits: int = 20, max_bits: Optional[int] = None,
                 confirm: bool = True, method: Optional[str] = None, check: str = "auto", name: Optional[str] = None,
-                progress=None) -> Result:
+                verify_decomposition: bool = False, progress=None) -> Result:
     """``sanpath paths --sums``: the sum S_k of all path terms of each length (no enumeration).
 
-    ``check="certified"`` (``paths --sums --check certified``): every digit
-    proven by ball arithmetic (docs/math.md §10), each Number's ``interval``
-    the enclosure of its exact value; the decomposition error is then the
-    bound its enclosure proves (its exact value is 0)."""
+    ``check`` ("auto", "mpfr" or "certified", as ``paths --check``; "rounding" raises
+    :class:`InputError`: a path analysis is no double forward pass). ``check="certified"``
+    (``paths --sums --check certified``): every digit proven by ball arithmetic (docs/math.md §10),
+    each Number's ``interval`` the enclosure of its exact value; the decomposition error is then the
+    bound its enclosure proves (its exact value is 0). ``verify_decomposition=True``
+    (``paths --sums --verify-decomposition``): raises :class:`NumericalError` unless Theorem 2.1's
+    reconstruction error is at most 2^-(bits/2) (``.decomposition_holds`` says the same without raising)."""
     model, name = _name(model, name)
     return Result(_sanpath.length_sums(model, _input(input), name, *_variant_args(skip, mlp, layernorm, mask),
                                        _request(precision, digits, max_bits, confirm, method, check),
-                                       _progress(progress)))
+                                       bool(verify_decomposition), _progress(progress)))
 
 
 def enumerate_paths(model: Model, input: InputLike, *, skip=None, mlp=None, layernorm=None, mask=None,
@@ -1066,7 +1095,8 @@ def report(model: Optional[Model] = None, input: Optional[BatchLike] = None, out
     ``measures`` (as in :func:`forward`): one chart per measure in the collapse section.
     ``check="certified"`` (``sanpath report --check certified``): every section with proven digits
     (docs/math.md §10), the bound's verdicts proofs, the re-run sub-networks of the effectiveness section
-    (the default ``rerun=8``) included. ``check`` takes "auto" or "certified".
+    (the default ``rerun=8``) included. ``check`` takes "auto", "mpfr" (every section confirmed one tier up)
+    or "certified"; "rounding" raises :class:`InputError` (the path sections are no double forward pass).
     """
     model, name = _name(model, name)
     inp = default_input() if input is None else _input_or_batch(input)
@@ -1103,6 +1133,6 @@ __all__ = [
     "random_input", "default_input", "forward", "collapse", "length_sums", "enumerate_paths", "iter_paths",
     "sample_paths", "path_counts", "distribution_notes", "bounds", "report", "set_memory_budget", "set_threads", "threads", "Batch", "ForwardBatchResult",
     "CollapseBatchResult", "EffectivenessResult", "EffectivenessBatchResult", "BoundsSearchResult", "batch", "token_file", "input_file",
-    "random_batch", "effectiveness", "bounds_search", "RerunResult", "RerunBatchResult", "pixels", "load_pixels",
-    "LAYOUTS", "kernels",
+    "random_batch", "effectiveness", "bounds_search", "RerunResult", "RerunBatchResult", "pixels", "load_pixels", "image",
+    "LAYOUTS", "FAMILIES", "kernels",
 ]

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "sanpath/analysis/batch.hpp"
+#include "sanpath/io/image.hpp"
 #include "sanpath/io/inputs.hpp"
 
 #include "common.hpp"
@@ -127,14 +128,26 @@ void register_batches(py::module_& m) {
     }
     return pixel_batch(std::move(inputs), name);
   });
+  // Images for a ViT model, as --image reads them (io/image.hpp read_images): one file is one image named by its
+  // path; several files, or a folder, a Batch. With `model`, a model that takes no images is refused.
+  m.def(
+      "images_file",
+      [](const std::vector<std::string>& paths, const std::string& model_path,
+         const Model* model) -> std::variant<InputSpec, Batch> {
+        std::vector<InputSpec> inputs = read_images(paths, model_path, model);
+        if (!image_batch(paths)) return std::move(inputs.front());
+        Batch b{std::move(inputs), {}};
+        b.description = describe_batch(b.inputs, paths.size() == 1 ? paths.front() : std::string("images"));
+        return b;
+      },
+      py::arg("paths"), py::arg("model_path"), py::arg("model") = nullptr);
   m.def("pixels_file", [](const std::string& path) -> std::variant<InputSpec, Batch> {
     std::vector<InputSpec> inputs = read_pixels(path);
     if (inputs.front().source == path) return std::move(inputs.front());  // pixel_values of shape [C, H, W]
     return pixel_batch(std::move(inputs), path);
   });
   m.def("batch_random", [](int n, int count, std::uint64_t seed, double spread, std::optional<double> residual) {
-    if (count < 1 || count > (1 << 20))
-      throw std::invalid_argument("--batch: " + std::to_string(count) + " inputs is outside [1, 1048576]");
+    as_option("--batch", [&] { return checked_random_count(count, "inputs"); });
     RandomInputSpec r;
     r.n = n;
     r.seed = seed;

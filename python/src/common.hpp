@@ -101,14 +101,9 @@ inline PrecisionRequest precision_request(const std::string& precision, int digi
                                           const std::string& check, const std::string& measures = "none",
                                           const std::optional<std::string>& emulate = std::nullopt) {
   PrecisionRequest r = as_option("--precision", [&] { return PrecisionRequest::parse(precision); });
-  // The ranges the CLI's option parser enforces (src/cli/common.cpp), with its messages.
-  if (digits < 1 || digits > 100000)
-    throw std::invalid_argument("--digits: " + std::to_string(digits) + " is outside [1, 100000]");
-  if (max_bits && *max_bits != 0 && (*max_bits < 53 || *max_bits > Precision::max_bits()))
-    throw std::invalid_argument("--max-bits: " + std::to_string(*max_bits) + " is outside [53, " +
-                                std::to_string(Precision::max_bits()) + "]");
-  r.target_digits = digits;
-  r.max_bits = max_bits.value_or(0);
+  // The ranges the CLI enforces, by the same library checks and with its messages.
+  r.target_digits = as_option("--digits", [&] { return PrecisionRequest::checked_digits(digits); });
+  r.max_bits = as_option("--max-bits", [&] { return PrecisionRequest::checked_max_bits(max_bits.value_or(0)); });
   r.confirm = confirm;
   if (method) r.method = as_option("--method", [&] { return parse_method(*method); });
   r.check = as_option("--check", [&] { return parse_check_method(check); });
@@ -121,6 +116,14 @@ inline PrecisionRequest precision_request(const std::string& precision, int digi
 inline void check_applies(const PrecisionRequest& r, Center center) {
   as_option("--check", [&] {
     return uses_rounding_check(r.check, r.automatic ? Precision::at_least(128) : r.fixed, center);
+  });
+}
+
+/// Refuses a --check that the analyses of `scope` cannot honour (as the CLI: require_check).
+inline void check_honoured(const PrecisionRequest& r, CheckScope scope) {
+  as_option("--check", [&] {
+    require_check(r.check, scope);
+    return 0;
   });
 }
 

@@ -174,6 +174,7 @@ void register_effectiveness(py::module_& m) {
                                   std::optional<std::string> skip, std::optional<std::string> mlp,
                                   std::optional<std::string> layernorm, std::optional<std::string> mask,
                                   const PrecisionRequest& req, bool use_head, int threads, py::object progress) {
+    check_honoured(req, CheckScope::paths);
     check_threads(threads);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
@@ -191,6 +192,7 @@ void register_effectiveness(py::module_& m) {
                             std::optional<std::string> skip, std::optional<std::string> mlp,
                             std::optional<std::string> layernorm, std::optional<std::string> mask,
                             const PrecisionRequest& req, bool use_head, py::object progress) {
+    check_honoured(req, CheckScope::paths);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
     ProgressBridge bridge(progress);
@@ -204,6 +206,7 @@ void register_effectiveness(py::module_& m) {
                                   std::optional<std::string> layernorm, std::optional<std::string> mask,
                                   const PrecisionRequest& req, bool use_head, std::uint64_t samples, int repeats,
                                   std::uint64_t seed, int threads, py::object progress) {
+    check_honoured(req, CheckScope::paths);
     const RerunRequest rr = rerun_request(samples, repeats, seed, threads);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
@@ -218,6 +221,7 @@ void register_effectiveness(py::module_& m) {
                                         std::optional<std::string> layernorm, std::optional<std::string> mask,
                                         const PrecisionRequest& req, bool use_head, std::uint64_t samples,
                                         int repeats, std::uint64_t seed, int threads, py::object progress) {
+    check_honoured(req, CheckScope::paths);
     const RerunRequest rr = rerun_request(samples, repeats, seed, threads);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;

@@ -20,6 +20,7 @@
 #include "sanpath/core/linalg.hpp"
 #include "sanpath/core/resources.hpp"
 #include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/families.hpp"
 #include "sanpath/model/random.hpp"
 #include "sanpath/io/task_head.hpp"
 #include "sanpath/report/format.hpp"
@@ -343,13 +344,12 @@ PYBIND11_MODULE(_sanpath, m) {
     a.shared_layers = shared_layers;
     const std::optional<Layout> layout =
         layout_name ? std::optional<Layout>(parse_layout(*layout_name)) : std::nullopt;
-    const auto is = [&](Layout l) { return layout && *layout == l; };
-    const bool llama = is(Layout::llama) || is(Layout::mistral) || is(Layout::qwen2);
-    const bool new_family = is(Layout::xlnet) || is(Layout::t5) || is(Layout::gpt_neox) || is(Layout::phi) ||
-                            is(Layout::opt) || is(Layout::gemma) || is(Layout::gemma2) || is(Layout::vit);
-    const bool grouped = llama || is(Layout::phi) || is(Layout::gemma) || is(Layout::gemma2);
+    const bool llama = layout && rotary_family(*layout);
+    const bool new_family = layout && layout_family(*layout).own_structure;
+    const bool grouped = layout && layout_family(*layout).key_value_heads;
     if (!grouped && kv_heads != 0)
-      throw std::invalid_argument("kv_heads: only for the Llama family, phi, gemma and gemma2 layouts");
+      throw std::invalid_argument("kv_heads: only for the layouts " +
+                                  family_names([](const LayoutFamily& f) { return f.key_value_heads; }));
     const VariantOverride ov = overrides(skip, mlp, layernorm, mask);
     a.variant = ov.apply(llama ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
                                : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
@@ -380,8 +380,8 @@ PYBIND11_MODULE(_sanpath, m) {
                family.query_pre_attn_scalar || family.rel_buckets || family.rel_max_distance || family.gated ||
                family.clamp_len || family.causal || family.image_size || family.patch_size || family.channels ||
                family.embed_dim || family.pre_norm) {
-      throw std::invalid_argument(where + ": the family options (rotary_fraction, …) belong to the layouts xlnet, "
-                                  "t5, gpt_neox, phi, opt, gemma, gemma2 and vit");
+      throw std::invalid_argument(where + ": the family options (rotary_fraction, …) belong to the layouts " +
+                                  family_names([](const LayoutFamily& f) { return f.own_structure; }));
     }
     // The native init (layout None) keeps the checks it always had; a layout adds those of `init --layout`.
     if (layout && a.d_ff == 0 && a.variant.mlp != MlpKind::none)
@@ -396,7 +396,8 @@ PYBIND11_MODULE(_sanpath, m) {
     if (layout) {
       // The random embeddings take the layout's kind; ALBERT's have none to draw.
       if (*layout != Layout::albert) s.embeddings = *layout;
-      if (*layout == Layout::vit && vocab > 0) throw std::invalid_argument("vocab: a vit model takes images, not tokens");
+      if (layout_family(*layout).input == InputKind::pixels && vocab > 0)
+        throw std::invalid_argument("vocab: a " + *layout_name + " model takes images, not tokens");
       if (*layout == Layout::albert && vocab > 0)
         throw std::invalid_argument("vocab: the albert layout is written without embeddings");
       if (*layout == Layout::albert && !shared_layers)
@@ -414,7 +415,22 @@ PYBIND11_MODULE(_sanpath, m) {
     return k;
   });
   m.def("distribution_notes", [] { return distribution_notes(); });
-  m.def("layout_names", [] { return layout_names(); });
+  // The family registry (io/families.hpp): sanpath.FAMILIES and sanpath.LAYOUTS.
+  m.def("layout_families", [] {
+    py::list out;
+    for (const LayoutFamily& f : layout_families()) {
+      py::dict d;
+      d["name"] = f.name;
+      d["display"] = f.display;
+      d["model_types"] = py::tuple(py::cast(f.model_types));
+      d["input"] = to_string(f.input);
+      d["key_value_heads"] = f.key_value_heads;
+      d["own_structure"] = f.own_structure;
+      d["options"] = py::tuple(py::cast(f.options));
+      out.append(d);
+    }
+    return out;
+  });
   m.def("default_collapse_model", [] { return std::make_shared<Model>(random_model(default_collapse_model())); });
 
   // ---- inputs
@@ -424,6 +440,13 @@ PYBIND11_MODULE(_sanpath, m) {
       .def_property_readonly("rows", [](const InputSpec& s) -> std::optional<long> {
         if (s.kind == InputSpec::Kind::pixels) return std::nullopt;
         return s.rows(nullptr);
+      })
+      // An image's values [C, H, W] as the model is fed them (float64); None for other inputs.
+      .def_property_readonly("pixel_values", [](const InputSpec& s) -> std::optional<py::array_t<double>> {
+        if (s.kind != InputSpec::Kind::pixels) return std::nullopt;
+        py::array_t<double> a({s.pixel_shape[0], s.pixel_shape[1], s.pixel_shape[2]});
+        std::copy(s.pixels.begin(), s.pixels.end(), a.mutable_data());
+        return a;
       })
       .def_property_readonly("kind", [](const InputSpec& s) {
         switch (s.kind) {
@@ -439,6 +462,7 @@ PYBIND11_MODULE(_sanpath, m) {
   m.def("input_matrix", [](const Eigen::Ref<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>& X,
                            const std::string& source) { return InputSpec::from_matrix(MatrixXd(X), source); });
   m.def("input_random", [](int n, std::uint64_t seed, double spread, std::optional<double> residual) {
+    as_option("--random-input", [&] { return checked_random_count(n, "tokens"); });
     RandomInputSpec r;
     r.n = n;
     r.seed = seed;
@@ -549,12 +573,13 @@ PYBIND11_MODULE(_sanpath, m) {
   m.def("length_sums", [](ModelPtr model, const InputSpec& input, const std::string& name,
                           std::optional<std::string> skip, std::optional<std::string> mlp,
                           std::optional<std::string> layernorm, std::optional<std::string> mask,
-                          const PrecisionRequest& req,
-                          py::object progress) {
+                          const PrecisionRequest& req, bool verify, py::object progress) {
+    check_honoured(req, CheckScope::paths);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     ProgressBridge bridge(progress);
     LengthSumsResult r{{model, {name, input.describe()}}, {}};
     r.r = run_released([&] { return analyze_length_sums(*model, v, input, req, bridge.fn()); }, &bridge);
+    if (verify) verify_decomposition(r.r.decomposition_error, r.r.precision, "--verify-decomposition");
     return r;
   });
 
@@ -595,6 +620,7 @@ PYBIND11_MODULE(_sanpath, m) {
                               std::optional<int> length, std::optional<std::pair<int, int>> lengths,
                               std::optional<std::string> heads_per_layer, std::size_t top, int threads,
                               std::uint64_t limit, py::object progress) {
+    check_honoured(req, CheckScope::paths);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     EnumerationRequest er;
     er.filter = filter_of(*model, v, length, lengths, heads_per_layer);
@@ -623,6 +649,7 @@ PYBIND11_MODULE(_sanpath, m) {
                                   std::optional<int> length,
                                   std::optional<std::pair<int, int>> lengths,
                                   std::optional<std::string> heads_per_layer, std::uint64_t limit) {
+    check_honoured(req, CheckScope::paths);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     require_attention_only(v);
     const PathFilter f = filter_of(*model, v, length, lengths, heads_per_layer);
@@ -636,6 +663,7 @@ PYBIND11_MODULE(_sanpath, m) {
                            const PrecisionRequest& req,
                            const std::vector<int>& lengths, std::uint64_t samples, std::uint64_t seed,
                            py::object progress) {
+    check_honoured(req, CheckScope::path_sampling);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     ProgressBridge bridge(progress);
     SampleResult r{{model, {name, input.describe()}}, {}};
@@ -711,8 +739,9 @@ PYBIND11_MODULE(_sanpath, m) {
                           const PrecisionRequest& precision, const std::string& gamma, const std::string& conventions,
                           int threads, std::uint64_t rerun, int repeats, const std::string& generator,
                           std::optional<std::string> out, py::object progress) {
+    check_honoured(precision, CheckScope::paths);
     ReportRequest req;
-    if (repeats < 1) throw std::invalid_argument("repeats: at least 1 repetition");
+    as_option("repeats", [&] { return RerunRequest::checked_repeats(repeats); });
     if (rerun > 0) {  // as `sanpath report --rerun N --repeats R`
       RerunRequest rr;
       rr.samples = rerun;

@@ -188,6 +188,7 @@ def test_report_certified_is_the_cli(cli, tmp_path):
     assert "not enclosed yet" not in reruns and "digits of the mean" not in reruns
     assert "certified: every digit proven by ball arithmetic" in reruns
     with pytest.raises(ValueError) as e:
-        sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), check="mpfr")
+        sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), check="rounding")
     assert str(e.value) == cli_message(cli, "report", "--model", str(m), "--random-input", "5", "--seed", "1",
-                                       "--check", "mpfr", "--out", str(tmp_path / "no.html"))
+                                       "--check", "rounding", "--out", str(tmp_path / "no.html"))
+    assert str(e.value).startswith("--check: 'rounding' is not a check path analyses can honour")

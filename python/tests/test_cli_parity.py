@@ -1,4 +1,4 @@
-"""Every command of the README's CLI tour, run by the CLI and through Python:
+"""Every command of the CLI tour (docs/tour.md), run by the CLI and through Python:
 the same JSON (and the same table, files and HTML), byte for byte."""
 import os
 

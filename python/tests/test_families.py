@@ -254,7 +254,7 @@ def test_random_model_refusals():
             sanpath.random_model(**SIZES, layout=layout, rotary_fraction=0.5)
     with pytest.raises(sanpath.InputError, match=r"^layout: 'gpt-neox' is not one of bert, gpt2, .*gpt_neox"):
         sanpath.random_model(**SIZES, layout="gpt-neox")
-    with pytest.raises(sanpath.InputError, match=r"^kv_heads: only for the Llama family, phi, gemma and gemma2"):
+    with pytest.raises(sanpath.InputError, match=r"^kv_heads: only for the layouts llama, mistral, qwen2, phi, gemma, gemma2$"):
         sanpath.random_model(**SIZES, vocab=8, layout="gpt_neox", kv_heads=1)
     with pytest.raises(sanpath.InputError, match=r"^kv_heads: only for"):
         sanpath.random_model(**SIZES, kv_heads=1)
@@ -268,3 +268,11 @@ def test_random_model_refusals():
 def test_layouts():
     assert set(sanpath.LAYOUTS) >= {"bert", "gpt2", "llama", "xlnet", "t5", "gpt_neox", "phi", "opt", "gemma",
                                     "gemma2", "vit"}
+    # LAYOUTS and FAMILIES are the library's registry: one entry per layout, the names init --layout takes.
+    assert sanpath.LAYOUTS == tuple(f["name"] for f in sanpath.FAMILIES)
+    assert len(set(sanpath.LAYOUTS)) == len(sanpath.LAYOUTS) == 16
+    by_name = {f["name"]: f for f in sanpath.FAMILIES}
+    assert by_name["vit"]["input"] == "pixels" and by_name["bert"]["input"] == "tokens"
+    assert by_name["gemma2"]["display"] == "Gemma 2" and by_name["gpt_neox"]["model_types"] == ("gpt_neox",)
+    # random_model's family keywords are the registry's family options, every one of them.
+    assert set(sanpath._FAMILY_OPTIONS) == {o for f in sanpath.FAMILIES for o in f["options"]}

@@ -1,7 +1,10 @@
 """Exact path counts and streaming enumeration."""
 import math
 
+import pytest
+
 import sanpath
+from conftest import cli_message
 
 
 def test_exact_counts_beyond_64_bits():
@@ -64,3 +67,24 @@ def test_length_sums_and_samples():
     assert s.decomposition_holds
     r = sanpath.sample_paths(m, x, 10, seed=2)
     assert len(r.to_dict()["samples"]) == 4
+
+
+def test_check_means_what_paths_check_means(cli, tmp_path):
+    # check= is paths --check: auto, mpfr (a run one tier up, the same values) or certified; rounding and,
+    # for sampling, certified are refused with the CLI's message. verify_decomposition=True is
+    # --verify-decomposition.
+    m, x = small_san(), sanpath.random_input(4, seed=1)
+    path = str(tmp_path / "san.safetensors")
+    m.save(path)
+    assert sanpath.length_sums(m, x, check="mpfr").to_json() == sanpath.length_sums(m, x).to_json()
+    assert sanpath.length_sums(m, x, verify_decomposition=True).decomposition_holds
+    args = ["--model", path, "--random-input", "4", "--seed", "1"]
+    for call, cli_args in ((lambda: sanpath.length_sums(m, x, check="rounding"), ["--sums", "--check", "rounding"]),
+                           (lambda: sanpath.enumerate_paths(m, x, check="rounding"),
+                            ["--enumerate", "--check", "rounding"]),
+                           (lambda: sanpath.effectiveness(m, x, check="rounding"),
+                            ["--effectiveness", "--check", "rounding"])):
+        with pytest.raises(sanpath.InputError) as e:
+            call()
+        assert str(e.value) == cli_message(cli, "paths", *args, *cli_args)
+    assert cli_message(cli, "paths", *args, "--sums", "--check").endswith("--verify-decomposition")

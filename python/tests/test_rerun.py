@@ -108,7 +108,7 @@ def test_own_variant_has_no_exact_sense(cli, bert):
 
 def test_depth_one_rerun_is_the_exact_sense():
     """With one layer a head's attention sees X^0 in the sub-network as in the network: re-running
-    every path gives X_{≤k} itself (README, math.md §4), so every gap is below the resolution."""
+    every path gives X_{≤k} itself (docs/tour.md, math.md §4), so every gap is below the resolution."""
     m = sanpath.random_model(1, 2, 8, skip=True, mlp="none", layernorm="none", d_ff=0, seed=2, std=0.5)
     r = sanpath.effectiveness(m, sanpath.random_input(5, seed=3), rerun=2, repeats=2)
     assert r.head is None and all(e.agree is None and e.kl is None for e in r.lengths)

@@ -131,15 +131,15 @@ LayerReport layer_report(int l, const ResidualEnclosure& e, int asked, int most,
 /// How fast a pass's radii outgrow the true errors (ball arithmetic adds errors in absolute value; a
 /// product of width k moves an entrywise radius by about √k/2 times what it moves a vector): the bits a
 /// certified run adds to the digits asked before it starts, a margin and so many a layer. Measured
-/// (docs/performance.md, session 24):
+/// (docs/performance.md, "Where a certified run starts"):
 ///  - the direct pass: 64 and 16 a layer (4 to 5.5 digits a layer, tests/compute/test_enclosure.cpp);
 ///  - the centred pass without an MLP, whose attention carries row norms through the weights
 ///    (enclosure_centred_impl.hpp): 32 and log2(d) + 2 a layer (7 bits at d = 32, 11.6 at d = 768);
 ///  - the centred pass with an MLP and skip connections, whose rows do not collapse (row bounds
-///    through LayerNorm and the MLP as well, session 25): 32 and log2(d) + 7 a layer (5.8 bits at
+///    through LayerNorm and the MLP as well): 32 and log2(d) + 7 a layer (5.8 bits at
 ///    d = 64, 11.6 at 96, 15.8 at 768);
 ///  - the centred pass with an MLP and no skip (collapsing rows, c's error carried into them second
-///    order, session 29): 32 and log2(d) + 8 a layer (9.6 bits measured at d = 32, 17.4 at 768).
+///    order): 32 and log2(d) + 8 a layer (9.6 bits measured at d = 32, 17.4 at 768).
 struct Growth {
   long margin = 64;
   double per_layer = 16;

@@ -124,6 +124,18 @@ std::string to_string(CheckMethod m) {
   throw std::logic_error("to_string: unknown check method");
 }
 
+void require_check(CheckMethod method, CheckScope scope) {
+  if (scope == CheckScope::paths && method == CheckMethod::rounding)
+    throw std::invalid_argument(
+        "'rounding' is not a check path analyses can honour: they confirm by a run one tier up (auto, mpfr) or "
+        "prove their digits (certified); the rounding check re-runs a double forward pass (forward, collapse, "
+        "bounds)");
+  if (scope == CheckScope::path_sampling && (method == CheckMethod::rounding || method == CheckMethod::certified))
+    throw std::invalid_argument("'" + to_string(method) +
+                                "' is not a check path sampling can honour: it confirms by a run one tier up (auto, "
+                                "mpfr); certified is for --sums, --enumerate and --effectiveness (math.md §10)");
+}
+
 bool uses_rounding_check(CheckMethod method, const Precision& p, Center center) {
   const bool applies = p.native_double && center != Center::optimal;
   if (method == CheckMethod::rounding && !applies)

@@ -76,6 +76,18 @@ PrecisionRequest PrecisionRequest::parse(const std::string& text) {
   return r;
 }
 
+int PrecisionRequest::checked_digits(int digits) {
+  if (digits < 1 || digits > 100000) throw std::invalid_argument(std::to_string(digits) + " is outside [1, 100000]");
+  return digits;
+}
+
+long PrecisionRequest::checked_max_bits(long bits) {
+  if (bits != 0 && (bits < 53 || bits > Precision::max_bits()))
+    throw std::invalid_argument(std::to_string(bits) + " is outside [53, " + std::to_string(Precision::max_bits()) +
+                                "]");
+  return bits;
+}
+
 std::string PrecisionRequest::describe() const {
   return (automatic ? "auto (" + std::to_string(target_digits) + " digits wanted)" : fixed.name()) + ", " +
          to_string(resolved_method()) + " pass";

@@ -8,6 +8,8 @@
 #include "sanpath/analysis/paths.hpp"
 #include "sanpath/analysis/certified.hpp"
 #include "sanpath/analysis/confirmation.hpp"
+#include "sanpath/analysis/double_check.hpp"  // require_check
+#include "sanpath/core/errors.hpp"
 
 #include "sanpath/compute/effectiveness.hpp"
 #include "sanpath/compute/forward.hpp"
@@ -50,6 +52,7 @@ void require_decomposable(const Model& model, const Variant& variant) {
 
 Plan plan_precision(const Model& model, const Variant& variant, const InputSpec& input, const PrecisionRequest& request,
                     const ProgressFn& progress) {
+  require_check(request.check, CheckScope::paths);
   Plan plan;
   plan.choice =
       choose_precision(model, variant, input, request, Center::mean, prefixed_progress(progress, "precision: "));
@@ -481,6 +484,7 @@ PathSampleReport analyze_samples(const Model& model, const Variant& variant, con
     }
   }
   // The library's checks, before any forward pass.
+  require_check(request.check, CheckScope::path_sampling);
   if (samples < 2)
     throw std::invalid_argument("path sampling: samples: at least 2 are needed for a confidence interval, got " +
                                 std::to_string(samples));
@@ -584,6 +588,14 @@ BigReal decomposition_tolerance(const Precision& p) { return pow(BigReal(2, 30),
 bool decomposition_holds(const Quantity& error, const Precision& p) {
   if (error.enclosure) return error.enclosure->hi <= decomposition_tolerance(p);  // certified: proven
   return abs(error.value) <= decomposition_tolerance(p);
+}
+
+void verify_decomposition(const Quantity& error, const Precision& p, const std::string& what,
+                          const std::string& which) {
+  if (!decomposition_holds(error, p))
+    throw NumericalError(what + ": Theorem 2.1 fails" + (which.empty() ? "" : " for " + which) +
+                         ": the reconstruction error " + error.str() + " exceeds the tolerance " +
+                         to_sci(decomposition_tolerance(p), 2) + " at " + p.name());
 }
 
 }  // namespace sanpath

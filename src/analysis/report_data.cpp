@@ -1,5 +1,5 @@
 #include "sanpath/analysis/report_data.hpp"
-#include "sanpath/analysis/double_check.hpp"  // to_string(CheckMethod)
+#include "sanpath/analysis/double_check.hpp"  // require_check
 
 #include <stdexcept>
 
@@ -7,12 +7,8 @@ namespace sanpath {
 
 namespace {
 
-/// Throws std::invalid_argument for a check other than auto and certified (the sections' checks differ).
-void check_request(const ReportRequest& request) {
-  const CheckMethod c = request.precision.check;
-  if (c != CheckMethod::automatic && c != CheckMethod::certified)
-    throw std::invalid_argument("--check: '" + to_string(c) + "': the report takes auto or certified");
-}
+/// Throws std::invalid_argument for a check the path sections cannot honour (rounding).
+void check_request(const ReportRequest& request) { require_check(request.precision.check, CheckScope::paths); }
 
 /// The report of `input` around its collapse result: bounds and path lengths,
 /// and (`effectiveness`) the effectiveness section of that input alone.

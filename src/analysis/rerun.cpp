@@ -5,6 +5,7 @@
 
 #include "sanpath/analysis/certified.hpp"
 #include "sanpath/analysis/confirmation.hpp"
+#include "sanpath/analysis/double_check.hpp"  // require_check
 #include "sanpath/compute/embed.hpp"
 #include "sanpath/compute/rerun.hpp"
 #include "sanpath/core/dispatch.hpp"
@@ -87,14 +88,33 @@ RerunOptions rerun_options(const RerunRequest& r) {
   return o;
 }
 
+std::uint64_t RerunRequest::checked_samples(std::uint64_t samples) {
+  if (samples < 1) throw std::invalid_argument("at least 1 path per length");
+  return samples;
+}
+
+int RerunRequest::checked_repeats(int repeats) {
+  if (repeats < 1) throw std::invalid_argument("at least 1 repetition");
+  return repeats;
+}
+
 RerunReport analyze_rerun(const Model& model, const Variant& variant, const InputSpec& input,
                           const PrecisionRequest& request, const RerunRequest& rerun, const TaskHead* head,
                           const ProgressFn& progress) {
-  if (rerun.samples < 1) throw std::invalid_argument("re-run: samples: at least 1 path per length is needed");
-  if (rerun.repeats < 1) throw std::invalid_argument("re-run: repeats: at least 1 repetition is needed");
+  try {
+    RerunRequest::checked_samples(rerun.samples);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("re-run: samples: ") + e.what());
+  }
+  try {
+    RerunRequest::checked_repeats(rerun.repeats);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("re-run: repeats: ") + e.what());
+  }
   if (rerun.threads < 0) throw std::invalid_argument("re-run: threads: " + std::to_string(rerun.threads) + " is negative");
   if (request.check == CheckMethod::certified)
     return analyze_rerun_certified(model, variant, input, request, rerun, head, progress);
+  require_check(request.check, CheckScope::paths);
   model.check_supports(variant);
   const bool exact = attention_only(variant);
   RerunReport r;

@@ -32,9 +32,8 @@ void register_bounds(CLI::App& app) {
   if (CLI::App* g = cmd->get_option_group("input"))
     g->description("X^0, n tokens × d_model features: exactly one of these, unless --search (no default)");
   // --seed also seeds the search: it needs --random-input only without --search (checked below).
-  cmd->get_option("--model")
-      ->description("Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT, Llama, Mistral, Qwen2) or a native "
-                    "sanpath .safetensors file (see `sanpath init`); required unless --search (no default)");
+  cmd->get_option("--model")->description(cmd->get_option("--model")->get_description() +
+                                          "; required unless --search (no default)");
   o->seed = cmd->get_option("--seed");
   o->seed->description("seed of the random input (--random-input) or of the search (--search)");
   for (CLI::Option* needed : o->seed->get_needs()) {
@@ -129,13 +128,13 @@ void register_bounds(CLI::App& app) {
     for (const CLI::Option* opt : o->search_only)
       if (opt->count() > 0) throw UsageError(opt->get_name() + ": only with --search");
     if (o->model.path.empty()) throw UsageError("--model is required (or --search)");
-    if (!o->input.given()) throw UsageError("an input is required: one of --input, --tokens, --random-input");
+    if (!o->input.given()) throw UsageError("an input is required: one of --input, --tokens, --pixels, --image, --random-input");
     if (o->seed->count() > 0 && o->input.random_n == 0) throw UsageError("--seed: needs --random-input (or --search)");
     const Model model = o->model.load(o->input.load_options());
     const Variant v = model.resolve(ov);
     // An explicit theorem that does not fit is the command line's mistake: checked before any work.
     as_usage("--theorem", [&] { return select_theorem(v, model.arch().heads, theorem, Coverage::of(model, v)); });
-    const InputBatch batch = o->input.specs();
+    const InputBatch batch = o->input.specs(&model, o->model.path);
     BoundsRequest br;
     br.theorem = theorem;
     br.gamma = gamma;

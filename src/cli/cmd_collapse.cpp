@@ -52,7 +52,7 @@ void register_collapse(CLI::App& app) {
     const bool embedded = o->model.path.empty();
     const Model model = embedded ? random_model(default_collapse_model())
                                  : o->model.load(o->input.load_options(), reads_weights_in_place(req, Center::mean));
-    const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()));
+    const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()), &model, o->model.path);
     const std::string name = embedded ? "embedded default (random BERT-shaped, seed 0)" : model.source();
     if (in.batch) {
       const BatchCollapseResult r =

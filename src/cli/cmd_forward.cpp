@@ -51,7 +51,7 @@ void register_forward(CLI::App& app) {
     const Model model =
         o->model.load(o->input.load_options(), o->input.one_input() || reads_weights_in_place(req, center));
     const Variant v = model.resolve(ov);
-    const InputBatch in = o->input.specs();
+    const InputBatch in = o->input.specs(&model, o->model.path);
     if (in.batch) {
       const BatchForwardAnalysis a =
           analyze_forward_batch(model, v, in.inputs, req, center, product_threads(), o->out.progress());

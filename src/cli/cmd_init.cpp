@@ -1,9 +1,25 @@
 #include "common.hpp"
 
 #include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/families.hpp"
 #include "sanpath/model/random.hpp"
 
 namespace sanpath::cli {
+
+namespace {
+
+bool own_structure(const LayoutFamily& f) { return f.own_structure; }
+bool key_value_heads(const LayoutFamily& f) { return f.key_value_heads; }
+
+/// `--layout`'s help: every family of the registry with its display name and input.
+std::string layout_help() {
+  std::string s;
+  for (const LayoutFamily& f : layout_families())
+    s += (s.empty() ? "" : ", ") + f.name + " (" + f.display + (f.input == InputKind::pixels ? "; images" : "") + ")";
+  return "native (a sanpath file of any structure; the default) or the HuggingFace layout of a family: " + s;
+}
+
+}  // namespace
 
 void register_init(CLI::App& app) {
   auto* cmd = app.add_subcommand("init", "Write a seeded random model (native or a HuggingFace layout)");
@@ -23,14 +39,16 @@ void register_init(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("--out", o->out, "output: a .safetensors file (native) or a folder (HuggingFace layouts)")
       ->required();
-  cmd->add_option("--layout", o->layout, "native|" + layout_names())->default_val("native");
+  std::vector<std::string> layouts{"native"};
+  for (const LayoutFamily& f : layout_families()) layouts.push_back(f.name);
+  cmd->add_option("--layout", o->layout, layout_help())->default_val("native")->check(CLI::IsMember(layouts));
   cmd->add_option("--dtype", o->dtype, "F64|F32: tensor dtype of a HuggingFace layout (native is F64)")
       ->default_val("F64");
   cmd->add_option("--family", o->family,
                   "llama: with --layout native, a native file of the Llama family's structure (default: the "
                   "layout's own family)");
   cmd->add_option("--kv-heads", o->kv_heads,
-                  "Llama family, phi, gemma, gemma2: key/value heads H_kv (divides H; default H)");
+                  family_names(key_value_heads) + ": key/value heads H_kv (divides H; default H)");
   cmd->add_option("--rope-theta", o->rope_theta, "rotary base (Llama family, gpt_neox, phi, gemma, gemma2)")
       ->default_val(10000.0);
   auto* family = cmd->add_option_group("family options", "the options of the families of families.md");
@@ -87,8 +105,8 @@ void register_init(CLI::App& app) {
       "  sanpath init --out tiny-llama --layout llama --layers 2 --heads 4 --kv-heads 2 --d-model 32 --vocab 64\n"
       "  sanpath init --out tiny-pythia --layout gpt_neox --layers 2 --heads 4 --d-model 32 --vocab 64\n"
       "  sanpath init --out tiny-vit --layout vit --layers 2 --heads 4 --d-model 32 --image-size 32 --patch-size 8\n"
-      "\nThe layouts xlnet, t5, gpt_neox, phi, opt, gemma, gemma2 and vit take their structure from the family "
-      "(families.md) and the family options above; their activation and --ln-eps default to the family's.\n");
+      "\nThe layouts " + family_names(own_structure) + " take their structure from the family (families.md) and "
+      "the family options above; their activation and --ln-eps default to the family's.\n");
   cmd->callback([o, ln_eps, activation] {
     RandomModelSpec s;
     Architecture& a = s.arch;
@@ -105,15 +123,16 @@ void register_init(CLI::App& app) {
     a.activation = as_usage("--activation", [&] { return parse_activation(o->activation); });
     a.ln_eps = o->ln_eps;
     a.shared_layers = o->shared;
-    const bool llama = o->layout == "llama" || o->layout == "mistral" || o->layout == "qwen2" || o->family == "llama";
+    const bool native = o->layout == "native";
+    // The HuggingFace layout (unused when native).
+    const Layout layout = native ? Layout::bert : as_usage("--layout", [&] { return parse_layout(o->layout); });
+    const bool llama = (!native && rotary_family(layout)) || o->family == "llama";
     if (!o->family.empty() && o->family != "llama") throw UsageError("--family: '" + o->family + "' is not llama");
     // The families of families.md: structure from family_structure.
-    std::optional<Layout> new_family;
-    for (const char* name : {"xlnet", "t5", "gpt_neox", "phi", "opt", "gemma", "gemma2", "vit"})
-      if (o->layout == name) new_family = parse_layout(name);
-    const bool grouped = llama || o->layout == "phi" || o->layout == "gemma" || o->layout == "gemma2";
+    const bool new_family = !native && layout_family(layout).own_structure;
+    const bool grouped = o->family == "llama" || (!native && layout_family(layout).key_value_heads);
     if (!grouped && o->kv_heads != 0)
-      throw UsageError("--kv-heads: only for the Llama family, phi, gemma and gemma2 layouts");
+      throw UsageError("--kv-heads: only for the layouts " + family_names(key_value_heads) + " (and --family llama)");
     a.variant = o->variant.overrides().apply(llama ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
                                                    : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
     if (llama) {
@@ -129,7 +148,7 @@ void register_init(CLI::App& app) {
       if (ov.skip || ov.mlp || ov.layernorm || ov.mask)
         throw UsageError("--layout " + o->layout + ": the family's structure is fixed by its config.json; choose "
                          "variants when running it (forward, collapse, … --skip/--mlp/--layernorm/--mask)");
-      const FamilyDefaults def = family_defaults(*new_family);
+      const FamilyDefaults def = family_defaults(layout);
       if (activation->count() == 0) a.activation = def.activation;
       if (ln_eps->count() == 0) a.ln_eps = def.ln_eps;
       a.kv_heads = o->kv_heads;
@@ -158,17 +177,17 @@ void register_init(CLI::App& app) {
       f.channels = o->channels;
       f.embed_dim = o->embed_dim;
       f.pre_norm = on_off(o->pre_norm, "--pre-norm");
-      s.embeddings = *new_family;
+      s.embeddings = layout;
       as_usage("--layout " + o->layout, [&] {
-        family_structure(*new_family, s, f);
+        family_structure(layout, s, f);
         return 0;
       });
     } else if (o->rotary_fraction || !o->parallel_residual.empty() || o->sliding_window || o->softcap ||
                o->query_pre_attn_scalar || o->rel_buckets || o->rel_max_distance || !o->gated.empty() ||
                o->clamp_len || !o->attn_type.empty() || o->image_size || o->patch_size || o->channels ||
                o->embed_dim || !o->pre_norm.empty()) {
-      throw UsageError("--layout " + o->layout + ": the family options (--rotary-fraction, …) belong to the layouts "
-                       "xlnet, t5, gpt_neox, phi, opt, gemma, gemma2 and vit");
+      throw UsageError("--layout " + o->layout + ": the family options (--rotary-fraction, …) belong to the layouts " +
+                       family_names(own_structure));
     }
     if (a.d_ff == 0 && a.variant.mlp != MlpKind::none)
       throw UsageError("--d-ff: 0 (no MLP weights) needs --mlp none");
@@ -180,15 +199,15 @@ void register_init(CLI::App& app) {
     s.seed = o->seed;
     s.vocab = o->vocab;
     s.max_positions = o->max_positions;
-    if (o->layout == "native") {
+    if (native) {
       if (o->dtype != "F64") throw UsageError("--dtype: native files are F64");
       save_native(as_usage("init", [&] { return random_model(s); }), o->out);
       return;
     }
-    const Layout layout = as_usage("--layout", [&] { return parse_layout(o->layout); });
     // The random embeddings take the layout's kind; ALBERT's have none to draw.
     if (layout != Layout::albert) s.embeddings = layout;
-    if (layout == Layout::vit && o->vocab > 0) throw UsageError("--vocab: a vit model takes images, not tokens");
+    if (layout_family(layout).input == InputKind::pixels && o->vocab > 0)
+      throw UsageError("--vocab: a " + o->layout + " model takes images, not tokens");
     if (layout == Layout::albert && o->vocab > 0)
       throw UsageError("--vocab: the albert layout is written without embeddings");
     if (layout == Layout::albert && !o->shared) throw UsageError("--layout albert: needs --shared-layers");

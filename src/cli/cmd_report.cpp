@@ -48,12 +48,11 @@ void register_report(CLI::App& app) {
       ->default_val(8)
       ->check(unsigned_integer);
   cmd->add_option("--repeats", o->repeats, "--rerun: R repetitions with different draws")->default_val(3);
-  cmd->add_option("--check", o->precision.check,
-                  "auto|certified. certified: every section's digits proven, not confirmed (math.md §10: ball "
-                  "arithmetic at an MPFR tier, as `sanpath collapse|bounds|paths --sums|--effectiveness --check "
-                  "certified`), the bound's verdicts then proofs; the re-run sub-networks (the default --rerun 8) run in "
-                  "ball arithmetic too")
-      ->default_val("auto");
+  o->precision.add_check(
+      *cmd, "report takes auto, mpfr (every section confirmed one tier up) or certified; rounding is refused: the "
+            "path sections are no double forward pass. certified: every section's digits proven (as `sanpath "
+            "collapse|bounds|paths --sums|--effectiveness --check certified`), the bound's verdicts then proofs; the "
+            "re-run sub-networks (the default --rerun 8) run in ball arithmetic too");
   cmd->footer(
       "\nThe report holds: the relative residual per layer of SAN, SAN+MLP, SAN+skip and the full model "
       "(as `sanpath collapse`) on a log axis; the bound of Theorem 2.2/2.3 for the SAN against its measured "
@@ -76,16 +75,16 @@ void register_report(CLI::App& app) {
       "bounds and path lengths analyse the first input (said so in those sections).\n");
   cmd->callback([o] {
     ReportRequest req;
-    req.precision = o->precision.request();
+    req.precision = o->precision.request_in(CheckScope::paths);
     req.bounds.gamma = as_usage("--gamma", [&] { return BoundsRequest::parse_gamma(o->gamma); });
     req.generator = std::string("sanpath ") + SANPATH_VERSION;
     req.conventions = as_usage("--conventions", [&] { return parse_conventions(o->conventions, "conventions"); });
     const bool embedded = o->model.path.empty();
     const Model model = embedded ? random_model(default_collapse_model()) : o->model.load(o->input.load_options());
-    const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()));
+    const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()), &model, o->model.path);
     req.info = {embedded ? "embedded default (random BERT-shaped, seed 0)" : model.source(), in.description};
     if (!embedded && !o->model.first_layers) req.head = read_task_head(o->model.path, model);
-    if (o->repeats < 1) throw UsageError("--repeats: at least 1 repetition");
+    as_usage("--repeats", [&] { return RerunRequest::checked_repeats(o->repeats); });
     if (o->rerun > 0) {
       RerunRequest rr;
       rr.samples = o->rerun;

@@ -5,6 +5,8 @@
 
 #include "sanpath/io/atomic_file.hpp"
 #include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/families.hpp"
+#include "sanpath/io/image.hpp"
 #include "sanpath/io/inputs.hpp"
 #include "sanpath/io/safetensors.hpp"
 #include "sanpath/io/tensor_eigen.hpp"
@@ -32,8 +34,9 @@ bool decimal(const std::string& text, std::size_t max_digits) {
 
 void ModelOptions::add(CLI::App& app, bool required, bool streaming) {
   auto* o = app.add_option("--model", path,
-                 "Model: a HuggingFace folder (config.json + model.safetensors; BERT, GPT-2, ALBERT, Llama, Mistral, Qwen2) or a native "
-                 "sanpath .safetensors file (see `sanpath init`)");
+                           "Model: a HuggingFace folder (config.json + model.safetensors or its shards) of a family "
+                           "sanpath loads (" + family_display_names() + ") or a native sanpath .safetensors file (see "
+                           "`sanpath init`)");
   if (required) o->required();
   app.add_option("--first-layers", first_layers,
                  "N: the checkpoint's first N layers only, as a model of N layers: the others are neither read nor "
@@ -92,6 +95,12 @@ void InputOptions::add(CLI::App& app, bool required, bool batches) {
                           "[b, C, S, S] (a batch), already normalised by the model's image processor"
                         : "ViT: safetensors file holding a tensor pixel_values of shape [C, S, S], already normalised "
                           "by the model's image processor");
+  g->add_option("--image", images,
+                std::string("ViT: a PNG or JPEG file, preprocessed as the model's preprocessor_config.json says "
+                            "(ViTImageProcessor: RGB, PIL's resize with its resample filter, rescale_factor, "
+                            "image_mean and image_std, computed to the bit as the Python pipeline does)") +
+                    (batches ? "; repeated, or a folder of *.png/*.jpg/*.jpeg files (name order): a batch" : ""))
+      ->type_name("FILE");
   if (batches)
     g->add_option("--tokens-file", tokens_file,
                   "a batch: one sequence of comma-separated token ids per line (lengths may differ; blank lines and "
@@ -115,8 +124,17 @@ void InputOptions::add(CLI::App& app, bool required, bool batches) {
   }
 }
 
-InputBatch InputOptions::specs() const {
+InputBatch InputOptions::specs(const Model* model, const std::string& model_path) const {
   InputBatch b;
+  if (!images.empty()) {
+    if (!model || model_path.empty())
+      throw UsageError("--image: needs --model, a ViT checkpoint with its preprocessor_config.json");
+    b.inputs = read_images(images, model_path, model);
+    b.batch = image_batch(images);
+    b.description = !b.batch ? b.inputs[0].describe()
+                             : describe_batch(b.inputs, images.size() == 1 ? images.front() : std::string("--image"));
+    return b;
+  }
   if (!file.empty()) {
     b.inputs = read_input_tensor(file);
     b.batch = b.inputs.front().source != file;  // [b, n, d]: the inputs are named "<file>[i]"
@@ -150,11 +168,9 @@ InputBatch InputOptions::specs() const {
   r.seed = seed;
   r.spread = spread;
   r.residual = residual;
-  if (random_n < 1 || random_n > (1 << 20))
-    throw UsageError("--random-input: " + std::to_string(random_n) + " tokens is outside [1, 1048576]");
+  as_usage("--random-input", [&] { return checked_random_count(random_n, "tokens"); });
   if (batch_size) {
-    if (*batch_size < 1 || *batch_size > (1 << 20))
-      throw UsageError("--batch: " + std::to_string(*batch_size) + " inputs is outside [1, 1048576]");
+    as_usage("--batch", [&] { return checked_random_count(*batch_size, "inputs"); });
     b.inputs = random_input_batch(r, *batch_size);
     b.batch = true;
     const std::uint64_t last = seed + static_cast<std::uint64_t>(*batch_size) - 1;
@@ -167,8 +183,8 @@ InputBatch InputOptions::specs() const {
   return b;
 }
 
-InputBatch InputOptions::specs_or(InputSpec fallback) const {
-  if (given()) return specs();
+InputBatch InputOptions::specs_or(InputSpec fallback, const Model* model, const std::string& model_path) const {
+  if (given()) return specs(model, model_path);
   InputBatch b;
   b.description = fallback.describe();
   b.inputs.push_back(std::move(fallback));
@@ -191,11 +207,12 @@ LoadOptions InputOptions::load_options() const {
   return o;
 }
 
-InputSpec InputOptions::spec() const {
-  InputBatch b = specs();
+InputSpec InputOptions::spec(const Model* model, const std::string& model_path) const {
+  InputBatch b = specs(model, model_path);
   if (b.batch)
-    throw UsageError((!pixels.empty() ? pixels + ": pixel_values"
-                      : file.empty() ? std::string("--tokens-file")
+    throw UsageError((!pixels.empty()   ? pixels + ": pixel_values"
+                      : !images.empty() ? std::string("--image")
+                      : file.empty()    ? std::string("--tokens-file")
                                      : file + ": X") +
                      ": a batch of " +
                      std::to_string(b.inputs.size()) +
@@ -244,12 +261,8 @@ void PrecisionOptions::add(CLI::App& app, const std::string& default_text) {
 
 PrecisionRequest PrecisionOptions::request() const {
   PrecisionRequest r = as_usage("--precision", [&] { return PrecisionRequest::parse(precision); });
-  if (digits < 1 || digits > 100000) throw UsageError("--digits: " + std::to_string(digits) + " is outside [1, 100000]");
-  if (max_bits != 0 && (max_bits < 53 || max_bits > Precision::max_bits()))
-    throw UsageError("--max-bits: " + std::to_string(max_bits) + " is outside [53, " +
-                     std::to_string(Precision::max_bits()) + "]");
-  r.target_digits = digits;
-  r.max_bits = max_bits;
+  r.target_digits = as_usage("--digits", [&] { return PrecisionRequest::checked_digits(digits); });
+  r.max_bits = as_usage("--max-bits", [&] { return PrecisionRequest::checked_max_bits(max_bits); });
   r.confirm = !no_confirm;
   if (!method.empty()) r.method = as_usage("--method", [&] { return parse_method(method); });
   r.check = as_usage("--check", [&] { return parse_check_method(check); });
@@ -279,19 +292,37 @@ void PrecisionOptions::add_measures(CLI::App& app) {
       ->default_val("none");
 }
 
-void PrecisionOptions::add_check(CLI::App& app) {
-  app.add_option("--check", check,
-                 "how digits are confirmed: auto|rounding|mpfr|certified. rounding: the double pass is re-run in double "
-                 "rounded upward and downward, and a digit is printed when it survives 10 times the larger "
-                 "difference (seconds, where mpfr takes a minute on BERT-base); mpfr: a run one precision tier up "
-                 "(128 bits for double); certified: every printed digit proven, not confirmed (math.md §10): the "
-                 "pass (centred with auto, as without it; direct with --method direct or a fixed precision) runs "
-                 "in ball arithmetic at an MPFR tier and encloses every exact value, JSON gives each layer's "
-                 "\"intervals\" [lo, hi] and digits_by_quantity the digits they prove (forward, collapse and bounds, "
-                 "whose verdicts HOLDS and VIOLATED are then proven; every family, token ids or pixels "
-                 "through its embeddings, --input or --random-input taken as exact; centre mean or optimal). auto: "
-                 "rounding for --precision double with centre mean or median, mpfr otherwise")
+std::string PrecisionOptions::check_help(const std::string& details) {
+  return "how digits are confirmed or proven, the same on every command: auto|rounding|mpfr|certified. rounding: "
+         "the double pass is re-run in double rounded upward and downward, and a digit is printed when it survives "
+         "10 times the larger difference (seconds, where mpfr takes a minute on BERT-base); mpfr: a run one "
+         "precision tier up (128 bits for double); certified: every printed digit proven, not confirmed (math.md "
+         "§10), by ball arithmetic at an MPFR tier; auto: rounding for a forward pass in --precision double with "
+         "centre mean or median, mpfr otherwise. A method a command cannot honour is refused (exit code 2). " +
+         details;
+}
+
+CLI::Option* PrecisionOptions::add_check(CLI::App& app, const std::string& details) {
+  return app
+      .add_option("--check", check,
+                  check_help(!details.empty()
+                                 ? details
+                                 : "certified: the pass (centred with auto, as without it; direct with --method "
+                                   "direct or a fixed precision) encloses every exact value, JSON gives each layer's "
+                                   "\"intervals\" [lo, hi] and digits_by_quantity the digits they prove (forward, "
+                                   "collapse and bounds, whose verdicts HOLDS and VIOLATED are then proven; every "
+                                   "family, token ids or pixels through its embeddings, --input or --random-input "
+                                   "taken as exact; centre mean or optimal)"))
       ->default_val("auto");
+}
+
+PrecisionRequest PrecisionOptions::request_in(CheckScope scope) const {
+  const PrecisionRequest r = request();
+  as_usage("--check", [&] {
+    require_check(r.check, scope);
+    return 0;
+  });
+  return r;
 }
 
 PrecisionRequest PrecisionOptions::request_for(Center center) const {

@@ -56,6 +56,7 @@ struct InputBatch {
 struct InputOptions {
   std::string file;
   std::string pixels;
+  std::vector<std::string> images;  ///< --image: files or folders (ViT, with preprocessor_config.json)
   std::string tokens;
   std::string tokens_file;
   int random_n = 0;
@@ -67,14 +68,17 @@ struct InputOptions {
   /// one. `batches`: also --tokens-file and --batch.
   void add(CLI::App& app, bool required = true, bool batches = false);
   bool given() const {
-    return !file.empty() || !pixels.empty() || !tokens.empty() || !tokens_file.empty() || random_n != 0;
+    return !file.empty() || !pixels.empty() || !images.empty() || !tokens.empty() || !tokens_file.empty() ||
+           random_n != 0;
   }
-  /// One input; a batch is refused naming the option.
-  InputSpec spec() const;
+  /// One input; a batch is refused naming the option. `model`, loaded from
+  /// `model_path`, is what --image needs (io/image.hpp read_images): the
+  /// image processor beside it, and the check that it takes images.
+  InputSpec spec(const Model* model = nullptr, const std::string& model_path = "") const;
   /// The input or the batch (commands with `batches`).
-  InputBatch specs() const;
+  InputBatch specs(const Model* model = nullptr, const std::string& model_path = "") const;
   /// specs(), or `fallback` alone when no input option is given.
-  InputBatch specs_or(InputSpec fallback) const;
+  InputBatch specs_or(InputSpec fallback, const Model* model = nullptr, const std::string& model_path = "") const;
   /// The options name one input for sure (--tokens, or --random-input
   /// without --batch); --input may hold a batch, unknown before it is read.
   bool one_input() const { return (!tokens.empty() || random_n != 0) && !batch_size; }
@@ -106,9 +110,15 @@ struct PrecisionOptions {
   void add_measures(CLI::App& app);
   /// --emulate: the model as a fp32/bf16/fp16 framework evaluates it, beside the exact values.
   void add_emulate(CLI::App& app);
-  /// --check: how the digits are confirmed (commands built on analyze_forward).
-  void add_check(CLI::App& app);
+  /// --check's help: what every command's --check means, then `details`,
+  /// what this command does with each method.
+  static std::string check_help(const std::string& details);
+  /// --check (default auto): how the digits are confirmed or proven; the
+  /// details of the commands built on analyze_forward unless given.
+  CLI::Option* add_check(CLI::App& app, const std::string& details = "");
   PrecisionRequest request() const;
+  /// request(), refusing a --check that `scope` cannot honour (require_check).
+  PrecisionRequest request_in(CheckScope scope) const;
   /// request(), refusing a --check that does not apply to the precision or `center`.
   PrecisionRequest request_for(Center center) const;
 };

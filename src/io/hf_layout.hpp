@@ -8,6 +8,7 @@
 #include "hf_config.hpp"
 
 #include "sanpath/io/checkpoint.hpp"
+#include "sanpath/io/families.hpp"
 #include "sanpath/io/tensor_eigen.hpp"
 #include "sanpath/io/tensor_store.hpp"
 #include "sanpath/model/model.hpp"
@@ -127,6 +128,9 @@ struct Family {
   std::string tensor_mark;               ///< a fragment only this family's tensor names have
   bool shared_layers = false;            ///< one stored layer used by every layer
   int written_position_offset = 0;       ///< position rows written before the first used one
+  std::string display{};                 ///< the family's name in prose ("GPT-2", "Gemma 2"; families.hpp)
+  InputKind input = InputKind::tokens;   ///< what its models embed
+  bool key_value_heads = false;          ///< grouped key/value heads (`init --kv-heads`)
   double fixed_ln_eps = 0;               ///< LayerNorm epsilon the format fixes (0: config.json has it)
   /// Architecture and embedding sizes from config.json.
   void (*read_config)(const HfConfig& c, Architecture& a, EmbeddingSizes& e) = nullptr;

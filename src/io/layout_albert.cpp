@@ -63,6 +63,7 @@ json write_config(const Model& m, const EmbeddingSizes* e) {
 Family albert_family() {
   using namespace albert_layout;
   Family f{Layout::albert, "albert.", {"albert"}, "Albert", "albert_layer_groups."};
+  f.display = "ALBERT";
   f.shared_layers = true;
   return f.described_by(read_config, write_config, layer, embeddings);
 }

@@ -68,12 +68,14 @@ json write_roberta(const Model& m, const EmbeddingSizes* e) {
 Family bert_family() {
   using namespace bert_layout;
   Family f{Layout::bert, "bert.", {"bert"}, "Bert", "encoder.layer."};
+  f.display = "BERT";
   return f.described_by(read_config, write_bert, layer, embeddings);
 }
 
 Family roberta_family() {
   using namespace bert_layout;
   Family f{Layout::roberta, "roberta.", {"roberta"}, "Roberta", "roberta.encoder.layer."};
+  f.display = "RoBERTa";
   f.written_position_offset = 2;  // pad_token_id 1, written by write_roberta
   return f.described_by(read_roberta_config, write_roberta, layer, embeddings);
 }

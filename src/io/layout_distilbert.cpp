@@ -49,6 +49,7 @@ json write_config(const Model& m, const EmbeddingSizes* e) {
 Family distilbert_family() {
   using namespace distilbert_layout;
   Family f{Layout::distilbert, "distilbert.", {"distilbert"}, "DistilBert", ".attention.q_lin."};
+  f.display = "DistilBERT";
   f.fixed_ln_eps = 1e-12;
   return f.described_by(read_config, write_config, layer, embeddings);
 }

@@ -353,12 +353,14 @@ void gemma2_structure(RandomModelSpec& spec, const FamilyOptions& o) {
   }
 }
 
-Family make(Layout layout, const std::string& architecture, const std::string& mark,
+Family make(Layout layout, const std::string& display, const std::string& architecture, const std::string& mark,
             void (*structure)(RandomModelSpec&, const FamilyOptions&), std::vector<std::string> options) {
   Family f;
   f.layout = layout;
   f.prefix = "model.";
   f.model_types = {to_string(layout)};
+  f.display = display;
+  f.key_value_heads = true;
   f.architecture = architecture;
   f.tensor_mark = mark;
   f.load = load;
@@ -371,10 +373,10 @@ Family make(Layout layout, const std::string& architecture, const std::string& m
 }  // namespace gemma_layout
 
 // Gemma's tensor names are Llama's: the names identify llama.
-Family gemma_family() { return gemma_layout::make(Layout::gemma, "Gemma", "", gemma_layout::gemma_structure, {}); }
+Family gemma_family() { return gemma_layout::make(Layout::gemma, "Gemma", "Gemma", "", gemma_layout::gemma_structure, {}); }
 Family gemma2_family() {
   using namespace gemma_layout;
-  return make(Layout::gemma2, "Gemma2", ".pre_feedforward_layernorm.", gemma2_structure,
+  return make(Layout::gemma2, "Gemma 2", "Gemma2", ".pre_feedforward_layernorm.", gemma2_structure,
               {"sliding_window", "softcap", "query_pre_attn_scalar"});
 }
 

@@ -64,6 +64,7 @@ json write_config(const Model& m, const EmbeddingSizes* e) {
 Family gpt2_family() {
   using namespace gpt2_layout;
   Family f{Layout::gpt2, "transformer.", {"gpt2"}, "GPT2", ".attn.c_attn."};
+  f.display = "GPT-2";
   return f.described_by(read_config, write_config, layer, embeddings);
 }
 

@@ -292,6 +292,7 @@ Family gpt_neox_family() {
   f.layout = Layout::gpt_neox;
   f.prefix = "gpt_neox.";
   f.model_types = {"gpt_neox"};
+  f.display = "GPT-NeoX";
   f.architecture = "GPTNeoX";
   f.tensor_mark = ".attention.query_key_value.";
   f.load = load;

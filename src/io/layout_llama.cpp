@@ -188,6 +188,8 @@ Family make(Layout layout, const std::string& architecture, const std::string& m
   f.layout = layout;
   f.prefix = "model.";
   f.model_types = {to_string(layout)};
+  f.display = architecture;  // "Llama", "Mistral", "Qwen2"
+  f.key_value_heads = true;
   f.architecture = architecture;
   f.tensor_mark = mark;
   f.load = load;

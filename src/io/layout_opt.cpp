@@ -289,6 +289,7 @@ Family opt_family() {
   f.layout = Layout::opt;
   f.prefix = "model.decoder.";
   f.model_types = {"opt"};
+  f.display = "OPT";
   f.architecture = "OPT";
   f.tensor_mark = ".self_attn_layer_norm.";
   f.load = load;

@@ -185,6 +185,8 @@ Family phi_family() {
   f.layout = Layout::phi;
   f.prefix = "model.";
   f.model_types = {"phi"};
+  f.display = "Phi";
+  f.key_value_heads = true;
   f.architecture = "Phi";
   f.tensor_mark = ".self_attn.dense.";
   f.load = load;

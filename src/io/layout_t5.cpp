@@ -344,6 +344,7 @@ Family t5_family() {
   f.layout = Layout::t5;
   f.prefix = "";
   f.model_types = {"t5"};
+  f.display = "T5 encoder";
   f.architecture = "T5";
   f.tensor_mark = ".DenseReluDense.";
   f.load = load;

@@ -286,6 +286,8 @@ Family vit_family() {
   f.layout = Layout::vit;
   f.prefix = "vit.";
   f.model_types = {"vit"};
+  f.display = "ViT";
+  f.input = InputKind::pixels;
   f.architecture = "ViT";
   f.tensor_mark = "embeddings.cls_token";
   f.load = load;

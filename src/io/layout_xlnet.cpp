@@ -285,6 +285,7 @@ Family xlnet_family() {
   f.layout = Layout::xlnet;
   f.prefix = "transformer.";
   f.model_types = {"xlnet"};
+  f.display = "XLNet";
   f.architecture = "XLNet";
   f.tensor_mark = ".rel_attn.r_w_bias";
   f.load = load;

@@ -1,5 +1,6 @@
-// The layout families sanpath knows, and detecting which one a checkpoint
-// is. Adding a family is one entry in `families()`.
+// The layout families sanpath knows, their public registry (families.hpp),
+// and detecting which one a checkpoint is. Adding a family is one entry in
+// `families()`.
 #include "hf_layout.hpp"
 
 #include <algorithm>
@@ -18,7 +19,39 @@ const std::vector<Family>& families() {
   return all;
 }
 
+}  // namespace sanpath::io
 
+namespace sanpath {
+
+std::string to_string(InputKind k) { return k == InputKind::pixels ? "pixels" : "tokens"; }
+
+const std::vector<LayoutFamily>& layout_families() {
+  static const std::vector<LayoutFamily> all = [] {
+    std::vector<LayoutFamily> out;
+    for (const io::Family& f : io::families())
+      out.push_back(LayoutFamily{f.layout, to_string(f.layout), f.display, f.model_types, f.input, f.key_value_heads,
+                                 f.structure != nullptr, f.options});
+    std::sort(out.begin(), out.end(), [](const LayoutFamily& a, const LayoutFamily& b) { return a.layout < b.layout; });
+    return out;
+  }();
+  return all;
+}
+
+const LayoutFamily& layout_family(Layout layout) {
+  for (const LayoutFamily& f : layout_families())
+    if (f.layout == layout) return f;
+  throw std::logic_error("layout_family: no entry for layout " + to_string(layout));
+}
+
+std::string family_display_names() {
+  std::string s;
+  for (const LayoutFamily& f : layout_families()) s += (s.empty() ? "" : ", ") + f.display;
+  return s;
+}
+
+}  // namespace sanpath
+
+namespace sanpath::io {
 
 const Family& family(Layout l) {
   for (const Family& f : families())

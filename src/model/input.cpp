@@ -91,6 +91,12 @@ std::string InputSpec::describe() const {
   return source;
 }
 
+long checked_random_count(long count, const std::string& unit) {
+  if (count < 1 || count > (1L << 20))
+    throw std::invalid_argument(std::to_string(count) + " " + unit + " is outside [1, 1048576]");
+  return count;
+}
+
 std::vector<InputSpec> random_input_batch(const RandomInputSpec& spec, int count) {
   std::vector<InputSpec> out;
   for (int i = 0; i < count; ++i) {

@@ -325,3 +325,26 @@ TEST_CASE("--check choices: rounding only for double with a mean or median centr
   CHECK(parse_check_method("mpfr") == CheckMethod::mpfr);
   CHECK_THROWS_AS(parse_check_method("fast"), std::invalid_argument);
 }
+
+TEST_CASE("--check means the same on every command: what each kind of analysis honours") {
+  for (CheckMethod m : {CheckMethod::automatic, CheckMethod::rounding, CheckMethod::mpfr, CheckMethod::certified})
+    CHECK_NOTHROW(require_check(m, CheckScope::forward_pass));
+  for (CheckMethod m : {CheckMethod::automatic, CheckMethod::mpfr, CheckMethod::certified})
+    CHECK_NOTHROW(require_check(m, CheckScope::paths));
+  CHECK_THROWS_WITH(require_check(CheckMethod::rounding, CheckScope::paths),
+                    Catch::StartsWith("'rounding' is not a check path analyses can honour"));
+  CHECK_NOTHROW(require_check(CheckMethod::mpfr, CheckScope::path_sampling));
+  CHECK_THROWS_WITH(require_check(CheckMethod::certified, CheckScope::path_sampling),
+                    Catch::StartsWith("'certified' is not a check path sampling can honour"));
+  CHECK_THROWS_AS(require_check(CheckMethod::rounding, CheckScope::path_sampling), std::invalid_argument);
+}
+
+TEST_CASE("the ranges of --digits and --max-bits, asked of the library by the CLI and Python") {
+  CHECK(PrecisionRequest::checked_digits(1) == 1);
+  CHECK(PrecisionRequest::checked_digits(100000) == 100000);
+  CHECK_THROWS_WITH(PrecisionRequest::checked_digits(0), "0 is outside [1, 100000]");
+  CHECK(PrecisionRequest::checked_max_bits(0) == 0);
+  CHECK(PrecisionRequest::checked_max_bits(53) == 53);
+  CHECK_THROWS_WITH(PrecisionRequest::checked_max_bits(20), Catch::StartsWith("20 is outside [53, "));
+  CHECK_THROWS_AS(PrecisionRequest::checked_max_bits(Precision::max_bits() + 1), std::invalid_argument);
+}

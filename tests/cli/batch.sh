@@ -145,7 +145,7 @@ fi
 # ---- paths --sums and bounds on a batch: each input = its own run ------------
 attn=(--skip on --mlp none --layernorm none)
 for th in 1 2; do
-  "$SANPATH" paths -q --model "$T/fig" --tokens-file "$T/tokens.txt" "${attn[@]}" --sums --check --threads $th \
+  "$SANPATH" paths -q --model "$T/fig" --tokens-file "$T/tokens.txt" "${attn[@]}" --sums --verify-decomposition --threads $th \
     --format json -o "$T/sums$th.json"
   "$SANPATH" paths -q --model "$T/fig" --tokens-file "$T/tokens.txt" "${attn[@]}" --sums --threads $th -o "$T/sums$th.txt"
   "$SANPATH" bounds -q --model "$T/fig" --tokens-file "$T/tokens.txt" --skip off --mlp none --layernorm none \

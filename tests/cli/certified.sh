@@ -155,7 +155,7 @@ for mode in --sums --effectiveness "--effectiveness --rerun 2 --repeats 2"; do
   fi
 done
 for bad in "--sample 4 --check certified" "--enumerate --check certified --precision double" \
-  "--sums --check certified --precision double" "--sums --check mpfr" \
+  "--sums --check certified --precision double" "--sums --check rounding" "--sums --check" \
   "--effectiveness --rerun 2 --check certified --precision double" "--effectiveness --check certified --precision double"; do
   CASES=$((CASES + 1))
   rm -f "$WORK/refused.json"

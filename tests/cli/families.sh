@@ -79,7 +79,7 @@ assert j["decomposition_holds"] is True, j["decomposition_error"]'
   check "$fam paths --sums (skip)" '
 assert j["total_paths"] == "9"
 assert j["decomposition_holds"] is True, j["decomposition_error"]'
-  expect 0 "$SANPATH" paths --model "$M" "${IN[@]}" --enumerate --check --skip on --mlp none --layernorm none --format json
+  expect 0 "$SANPATH" paths --model "$M" "${IN[@]}" --enumerate --verify-decomposition --skip on --mlp none --layernorm none --format json
   check "$fam paths --enumerate" 'assert len(j["paths"]) == 9, len(j["paths"])'
   expect 0 "$SANPATH" paths --model "$M" "${IN[@]}" --enumerate --top 3 --skip on --mlp none --layernorm none --format json
   check "$fam paths --top 3" 'assert len(j["paths"]) == 3, len(j["paths"])'

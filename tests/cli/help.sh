@@ -119,6 +119,14 @@ if errors:
 print(f"help ok: {len(commands)} commands; known gaps: " + ", ".join(" ".join(g) for g in sorted(gaps)))
 EOF
 
+# The family lists come from the library's registry (io/families.hpp): --model's help names every family
+# and init --layout offers every layout, with its display name.
+tr -s ' \n' ' ' <"$tmp/forward.txt" | grep -q "BERT, GPT-2, ALBERT, RoBERTa, DistilBERT, Llama, Mistral, Qwen2, XLNet, T5 encoder, GPT-NeoX, Phi, OPT, Gemma, Gemma 2, ViT" ||
+  fail "forward --help: --model does not name every family"
+for layout in "bert (BERT)," "gpt_neox (GPT-NeoX)," "gemma2 (Gemma 2)," "vit (ViT; images)"; do
+  tr -s ' \n' ' ' <"$tmp/init.txt" | grep -qF "$layout" || fail "init --help: --layout lacks '$layout'"
+done
+
 # Errors: one line "sanpath: error: ...", the documented exit code.
 expect_error() {
   local code=$1 pattern=$2

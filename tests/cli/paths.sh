@@ -40,11 +40,27 @@ assert j["precision_bits"] >= 128'
 expect 0 "$SANPATH" paths --model "$san" "${IN[@]}" --sums --format csv
 head -1 "$dir/out" | grep -q "^length,count,frobenius,residual_composite,share,digits$" || fail "sums CSV header"
 [ "$(wc -l <"$dir/out")" -eq 5 ] || fail "sums CSV rows"
-expect 0 "$SANPATH" paths --model "$san" "${IN[@]}" --sums --check
+expect 0 "$SANPATH" paths --model "$san" "${IN[@]}" --sums --verify-decomposition
 grep -q "holds" "$dir/out" || fail "sums table: verdict"
+# --check means what it means on every command (how digits are confirmed): mpfr is a path analysis's own
+# check (a run one tier up), rounding is refused, and the old bare --check names --verify-decomposition.
+expect 0 "$SANPATH" paths --model "$san" "${IN[@]}" --sums --check mpfr --verify-decomposition
+grep -q "holds" "$dir/out" || fail "sums --check mpfr: verdict"
+expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --sums --check rounding
+[ "$(wc -l <"$dir/err")" -eq 1 ] && grep -q -- "^sanpath: error: --check: 'rounding' is not a check path analyses can honour" "$dir/err" ||
+  fail "--check rounding: $(cat "$dir/err")"
+for bare in "--sums --check" "--check --sums"; do
+  # shellcheck disable=SC2086
+  expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" $bare
+  [ "$(wc -l <"$dir/err")" -eq 1 ] && grep -q -- "--verify-decomposition" "$dir/err" ||
+    fail "bare --check ($bare): $(cat "$dir/err")"
+done
+expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --sample 10 --check certified
+grep -q -- "'certified' is not a check path sampling can honour" "$dir/err" || fail "--sample --check certified: $(cat "$dir/err")"
+expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --sums --check bogus
 
 # --enumerate: every path, 0-based heads with null for skip, in enumeration order.
-expect 0 "$SANPATH" paths --model "$san" "${IN[@]}" --enumerate --precision double --format json --check
+expect 0 "$SANPATH" paths --model "$san" "${IN[@]}" --enumerate --precision double --format json --verify-decomposition
 check "enumerate JSON" '
 p = j["paths"]
 assert len(p) == 27
@@ -117,7 +133,7 @@ assert [x['length'] for x in e] == [0, 1, 2, 3] and j['head'] is None
 assert [x['paths'] for x in e] == ['1', '7', '19', '27']
 assert e[-1]['distance'].startswith('< ') and all(x['agree'] is None for x in e)"
 expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --effectiveness --length 1
-expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --effectiveness --check
+expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --effectiveness --verify-decomposition
 expect 3 "$SANPATH" paths --model "$full" "${IN[@]}" --effectiveness
 grep -q "attention-only" "$dir/err" || fail "effectiveness variant refusal: $(cat "$dir/err")"
 
@@ -148,13 +164,13 @@ expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --enumerate --length 4
 expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --enumerate --lengths 2:1
 expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --enumerate --length 1 --lengths 1:2
 expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --enumerate --heads-per-layer '0/2/1'
-expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --enumerate --length 2 --check
+expect 2 "$SANPATH" paths --model "$san" "${IN[@]}" --enumerate --length 2 --verify-decomposition
 expect 2 "$SANPATH" paths --model "$nos" "${IN[@]}" --enumerate --length 2
 expect 2 "$SANPATH" paths --model "$san" --tokens 1,2 --seed 3 --sums
 
 # Help: purpose, defaults, two examples.
 expect 0 "$SANPATH" paths --help
-for want in "Examples" "--enumerate" "--sums" "--sample" "--top" "--limit" "1000000" "--heads-per-layer" "--check"; do
+for want in "Examples" "--enumerate" "--sums" "--sample" "--top" "--limit" "1000000" "--heads-per-layer" "--check" "--verify-decomposition"; do
   grep -q -- "$want" "$dir/out" || fail "help lacks $want"
 done
 
@@ -164,7 +180,7 @@ gpt2="$SHARED/data/real-models/gpt2-capp"
 if require_shared_in_ci "$gpt2"; then
   for skip in off on; do
     expect 0 "$SANPATH" paths --model "$gpt2" --tokens 1,5,9,13 --skip "$skip" --mlp none --layernorm none \
-      --sums --check --format json
+      --sums --verify-decomposition --format json
     check "gpt2 skip $skip" "
 assert num(j['decomposition_error']) < 2.0 ** -100, j['decomposition_error']
 assert j['decomposition_holds'] is True

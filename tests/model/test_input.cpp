@@ -65,3 +65,10 @@ TEST_CASE("token ids go through the model's embeddings; bad ids are named", "[in
   CHECK_THROWS_WITH(make_input<double>(m, InputSpec::from_tokens({1, 2, 3, 4})),
                     "random model (seed 0): tokens: sequence of 4 tokens is longer than the position table (3)");
 }
+
+TEST_CASE("the range of random inputs' tokens and batches, asked of the library by the CLI and Python") {
+  CHECK(checked_random_count(1, "tokens") == 1);
+  CHECK(checked_random_count(1L << 20, "inputs") == (1L << 20));
+  CHECK_THROWS_WITH(checked_random_count(0, "inputs"), "0 inputs is outside [1, 1048576]");
+  CHECK_THROWS_WITH(checked_random_count((1L << 20) + 1, "tokens"), "1048577 tokens is outside [1, 1048576]");
+}

@@ -157,7 +157,7 @@ TEST_CASE("format_forward: table rows, JSON fields and CSV lines", "[format]") {
 
 // The precision line and notes are written by report/ from the analyses'
 // Provenance and flags. Expected texts: the wording the analyses themselves
-// wrote before sentences moved to report/ (the README tour shows the same).
+// wrote before sentences moved to report/ (docs/tour.md shows the same).
 TEST_CASE("one provenance, the precision line of every check", "[format]") {
   const Model m = tiny_model();
   const RunInfo info{"tiny.safetensors", "3 token ids"};

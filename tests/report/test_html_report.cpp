@@ -138,9 +138,10 @@ TEST_CASE("a certified report: every section proven; with re-runs the effectiven
   const std::string html_rr = render_html(rr);
   CHECK(html_rr.find("not enclosed yet") == std::string::npos);
   CHECK(html_rr.find("certified: every digit proven by ball arithmetic (math.md §10)") != std::string::npos);
-  // a check the sections would each read differently is refused
-  req.precision.check = CheckMethod::mpfr;
-  CHECK_THROWS_WITH(build_report(m, tiny_input(), req), "--check: 'mpfr': the report takes auto or certified");
+  // a check the path sections cannot honour is refused (require_check, CheckScope::paths)
+  req.precision.check = CheckMethod::rounding;
+  CHECK_THROWS_WITH(build_report(m, tiny_input(), req),
+                    Catch::StartsWith("'rounding' is not a check path analyses can honour"));
 }
 
 TEST_CASE("values below resolution are drawn as upper-bound marks") {

@@ -32,6 +32,19 @@ inline constexpr double rounding_check_margin = 10.0;
 CheckMethod parse_check_method(const std::string& text);
 std::string to_string(CheckMethod m);
 
+/// The analyses a check method is asked of, by the methods they honour (the
+/// one meaning of `--check` on every command, and of Python's check=):
+/// - forward_pass (forward, collapse, bounds): auto, rounding, mpfr, certified;
+/// - paths (paths --sums, --enumerate, --effectiveness with or without
+///   --rerun, and report, whose sections include them): auto, mpfr (both a
+///   run one tier up) and certified; the rounding check re-runs a double
+///   forward pass, which a path analysis is not;
+/// - path_sampling (paths --sample): auto and mpfr (no proven form yet).
+enum class CheckScope { forward_pass, paths, path_sampling };
+/// Throws std::invalid_argument ("'rounding' is not a check path analyses
+/// can honour: …", naming what they take) when `scope` cannot honour `method`.
+void require_check(CheckMethod method, CheckScope scope);
+
 /// Whether analyze_forward confirms a pass at `p` by the rounding check:
 /// requested, or automatic for double with a mean or median centre (the
 /// optimal centre's linear program is solved in round-to-nearest only).

@@ -76,6 +76,13 @@ struct PrecisionRequest {
 
   /// "auto", "double" or a number of bits; throws std::invalid_argument.
   static PrecisionRequest parse(const std::string& text);
+  /// The ranges of target_digits and max_bits (`--digits`, `--max-bits`,
+  /// Python digits=, max_bits=): digits in [1, 100000]; bits 0 (the top
+  /// tier) or in [53, Precision::max_bits()]. Return the value or throw
+  /// std::invalid_argument ("0 is outside [1, 100000]") for the caller to
+  /// name the option.
+  static int checked_digits(int digits);
+  static long checked_max_bits(long bits);
   std::string describe() const;
 };
 

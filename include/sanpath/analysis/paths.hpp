@@ -237,5 +237,11 @@ std::vector<std::vector<int>> parse_heads_per_layer(const std::string& text, int
 /// wrong leaves an error of the order of the term, independent of p).
 BigReal decomposition_tolerance(const Precision& p);
 bool decomposition_holds(const Quantity& error, const Precision& p);
+/// `--verify-decomposition` (Python verify_decomposition=True): throws
+/// NumericalError "<what>: Theorem 2.1 fails[ for <which>]: the
+/// reconstruction error E exceeds the tolerance T at P" unless
+/// decomposition_holds(error, p).
+void verify_decomposition(const Quantity& error, const Precision& p, const std::string& what,
+                          const std::string& which = "");
 
 }  // namespace sanpath

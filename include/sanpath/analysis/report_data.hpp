@@ -75,8 +75,9 @@ struct HtmlReport {
 /// ("collapse: ", "bounds: ", "path lengths: ", "effectiveness: "). A
 /// certified request (CheckMethod::certified) certifies the collapse,
 /// bounds and path-length sections; the effectiveness section, not enclosed
-/// yet, is confirmed (CheckMethod::automatic) instead; other checks throw
-/// std::invalid_argument (the sections would each read them differently).
+/// yet, is confirmed (CheckMethod::automatic) instead; mpfr confirms every
+/// section one tier up; rounding, which the path sections cannot honour,
+/// throws std::invalid_argument (require_check, CheckScope::paths).
 HtmlReport build_report(const Model& model, const InputSpec& input, const ReportRequest& request,
                         const ProgressFn& progress = {});
 /// A batch: the collapse section runs run_collapse_batch and the

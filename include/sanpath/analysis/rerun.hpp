@@ -32,6 +32,13 @@ struct RerunRequest {
   int repeats = 5;             ///< R repetitions with different draws, ≥ 1
   std::uint64_t seed = 0;      ///< compute/rerun.hpp RerunOptions::seed
   int threads = 1;             ///< 0: all cores; results do not depend on it
+
+  /// The ranges of samples and repeats (`--rerun N`, `--repeats R`, Python
+  /// rerun=, repeats=): at least 1 each. Return the value or throw
+  /// std::invalid_argument ("at least 1 repetition") for the caller to name
+  /// the option.
+  static std::uint64_t checked_samples(std::uint64_t samples);
+  static int checked_repeats(int repeats);
 };
 
 /// The compute layer's options for `r` (compute/rerun.hpp).

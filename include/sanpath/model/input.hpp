@@ -43,6 +43,13 @@ struct InputSpec {
 /// `count` random inputs: `spec` with seeds spec.seed, spec.seed + 1, ….
 std::vector<InputSpec> random_input_batch(const RandomInputSpec& spec, int count);
 
+/// The range of the tokens of a random input and of the inputs of a random
+/// batch (`--random-input N`, `--batch B`, Python random_input(n=),
+/// random_batch(count=)): [1, 2^20]. Returns `count`, or throws
+/// std::invalid_argument ("0 inputs is outside [1, 1048576]", `unit` naming
+/// what is counted) for the caller to name the option.
+long checked_random_count(long count, const std::string& unit);
+
 /// "3 inputs from <source>, n = 4..9 tokens" (n = 8 when all agree).
 std::string describe_batch(const std::vector<InputSpec>& inputs, const std::string& source);
 
