@@ -1,5 +1,6 @@
 """method=, check= and conventions=: the CLI's --method, --check and
 --conventions (same defaults, same JSON, same error messages)."""
+import json
 import os
 
 import pytest
@@ -93,9 +94,15 @@ def test_collapse_and_report_option_errors_are_the_clis(cli, tmp_path):
     assert str(e.value) == msg
 
 
-def test_centred_refused_for_llama_as_by_the_cli(cli, models):
+def test_centred_balls_refused_for_llama_as_by_the_cli(cli, models):
+    # The centred pass covers the Llama family (math.md 7.1); its balls do not, and an
+    # explicit --method centred --check certified is refused in the same words.
     path = os.path.join(models, "llama-stories260k")
-    msg = cli_message(cli, "forward", "--model", path, "--tokens", "1,2,3", "--method", "centred")
+    msg = cli_message(cli, "forward", "--model", path, "--tokens", "1,2,3", "--method", "centred", "--check",
+                      "certified")
+    assert "enclosed centred pass" in msg and "rotary" in msg
     with pytest.raises(sanpath.InputError) as e:
-        sanpath.forward(sanpath.load(path), [1, 2, 3], method="centred")
+        sanpath.forward(sanpath.load(path), [1, 2, 3], method="centred", check="certified")
     assert str(e.value) == msg
+    j = json.loads(sanpath.forward(sanpath.load(path), [1, 2, 3], method="centred").to_json())
+    assert j["method"] == "centred" and all(layer["digits"] >= 15 for layer in j["layers"])
