@@ -4,6 +4,7 @@
 #include "support/helpers.hpp"
 
 #include "sanpath/compute/embed.hpp"
+#include "sanpath/compute/enclosure.hpp"
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/model/random.hpp"
@@ -121,6 +122,25 @@ TEST_CASE("embed_tokens takes the stated steps, whatever the family", "[embed]")
   e.recipe = EmbeddingRecipe{};
   const MatrixXd typed = sums.rowwise() + t.token_type.row(0);
   CHECK(embed_tokens<double>(with_embeddings(e), kIds) == layer_norm<double>(typed, t.ln_g, t.ln_b, t.ln_eps));
+}
+
+TEST_CASE("the enclosed embedding follows the stated steps and refuses those it has no enclosure for", "[embed]") {
+  using S = mpfr_real<19>;
+  Embeddings e = bert_tables();
+  e.position.resize(0, 0);
+  e.recipe = EmbeddingRecipe{};
+  e.recipe->positions = e.recipe->token_type = e.recipe->layer_norm = false;  // the rows as stored: exact
+  const BallMatrix<S> rows = embed_enclosed<S>(with_embeddings(e), kIds);
+  CHECK(rows.mid == embed_tokens<S>(with_embeddings(e), kIds));
+  CHECK(rows.rad.m.isZero(0.0));
+
+  e = bert_tables();
+  e.recipe = EmbeddingRecipe{};
+  e.recipe->token_type = e.recipe->layer_norm = false;
+  e.recipe->scale_by_root_width = true;  // √w after the positions: embed_tokens takes it, no enclosure yet
+  const Model scaled = with_embeddings(e);
+  CHECK(embed_tokens<double>(scaled, kIds).rows() == static_cast<Eigen::Index>(kIds.size()));
+  CHECK_THROWS_WITH(embed_enclosed<S>(scaled, kIds), Catch::Contains("not supported yet"));
 }
 
 TEST_CASE("a recipe's steps are checked against the tables it reads", "[embed]") {
