@@ -29,43 +29,35 @@ template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<
                                   std::to_string(id) + ", outside the vocabulary [0, " +
                                   std::to_string(e.vocab_size()) + ")");
   }
-  if (e.kind == Layout::opt) {
-    // E_i (· project_inᵀ when e ≠ d) + positions[i] (the stored row i + 2).
-    Matrix<S> T(n, w);
-    for (Eigen::Index i = 0; i < n; ++i) {
-      const Eigen::Index row = e.word_row(ids[static_cast<std::size_t>(i)]);
-      for (Eigen::Index j = 0; j < w; ++j) T(i, j) = S(e.word(row, j));
-    }
-    Matrix<S> out;
-    if (e.mapping.size() > 0)
-      gemm(T, convert<S>(e.mapping), out);
-    else
-      out = std::move(T);
-    for (Eigen::Index j = 0; j < out.cols(); ++j)
-      for (Eigen::Index i = 0; i < n; ++i) out(i, j) += S(e.position(i, j));
-    return out;
-  }
+  // The recipe's steps in order (EmbeddingRecipe): word rows, project_in, + position, + token type 0,
+  // √w, LayerNorm, mapping.
+  const EmbeddingRecipe& r = e.steps();
   Matrix<S> E(n, w);
   for (Eigen::Index i = 0; i < n; ++i) {
     const Eigen::Index row = e.word_row(ids[static_cast<std::size_t>(i)]);
-    for (Eigen::Index j = 0; j < w; ++j) {
-      S v = S(e.word(row, j));
-      if (e.has_position_table()) v += S(e.position(i, j));
-      if (e.kind != Layout::gpt2 && e.token_type.rows() > 0) v += S(e.token_type(0, j));
-      E(i, j) = v;
-    }
+    for (Eigen::Index j = 0; j < w; ++j) E(i, j) = S(e.word(row, j));
   }
-  if (e.kind == Layout::gemma || e.kind == Layout::gemma2) {
-    const S scale = sqrt(S(static_cast<double>(w)));  // √d in the working precision
-    for (Eigen::Index j = 0; j < w; ++j)
+  if (r.project_in && e.mapping.size() > 0) {
+    Matrix<S> P;
+    gemm(E, convert<S>(e.mapping), P);
+    E = std::move(P);
+  }
+  const bool types = r.token_type && e.token_type.rows() > 0;
+  if (r.positions || types)
+    for (Eigen::Index j = 0; j < E.cols(); ++j)
+      for (Eigen::Index i = 0; i < n; ++i) {
+        if (r.positions) E(i, j) += S(e.position(i, j));
+        if (types) E(i, j) += S(e.token_type(0, j));
+      }
+  if (r.scale_by_root_width) {
+    const S scale = sqrt(S(static_cast<double>(w)));  // √w in the working precision
+    for (Eigen::Index j = 0; j < E.cols(); ++j)
       for (Eigen::Index i = 0; i < n; ++i) E(i, j) *= scale;
-    return E;
   }
-  if (e.kind == Layout::gpt2 || token_rows_only(e.kind)) return E;
-  Matrix<S> N = layer_norm(E, e.ln_g, e.ln_b, e.ln_eps);
-  if (e.kind != Layout::albert) return N;
+  if (r.layer_norm) E = layer_norm(E, e.ln_g, e.ln_b, e.ln_eps);
+  if (!r.map_after_norm) return E;
   Matrix<S> out;
-  gemm(N, convert<S>(e.mapping), out);
+  gemm(E, convert<S>(e.mapping), out);
   for (Eigen::Index j = 0; j < out.cols(); ++j)
     for (Eigen::Index i = 0; i < out.rows(); ++i) out(i, j) += S(e.mapping_b(j));
   return out;

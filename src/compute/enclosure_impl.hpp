@@ -922,17 +922,28 @@ template <class S> BallMatrix<S> embed_enclosed(const Model& model, const std::v
     const auto word = [&](Eigen::Index i, Eigen::Index j) {
       return S(e.word(e.word_row(ids[static_cast<std::size_t>(i)]), j));  // exact
     };
-    if (e.kind == Layout::opt) {  // E_i (· project_in when e ≠ d) + position row i, as embed_tokens
+    const EmbeddingRecipe& r = e.steps();
+    const bool types = r.token_type && e.token_type.rows() > 0;
+    const auto refuse = [&](const char* steps) {
+      throw std::invalid_argument(model.source() + ": certified enclosures: embeddings that take " + steps +
+                                  " are not supported yet (math.md §10); give --input or --random-input");
+    };
+    if (r.project_in) {  // E_i (· mapping when non-empty) + position row i, as embed_tokens
+      if (types || r.scale_by_root_width || r.layer_norm || r.map_after_norm)
+        refuse("project_in with a token type, √w, a LayerNorm or a mapping");
       BallMatrix<S> T{Matrix<S>(n, w), RadiusMatrix::zero(n, w)};
       for (Eigen::Index j = 0; j < w; ++j)
         for (Eigen::Index i = 0; i < n; ++i) T.mid(i, j) = word(i, j);
       if (e.mapping.size() > 0) T = E::times_weights(T, e.mapping, p);
-      for (Eigen::Index j = 0; j < T.mid.cols(); ++j)
-        for (Eigen::Index i = 0; i < n; ++i) T.mid(i, j) += S(e.position(i, j));
+      if (r.positions)
+        for (Eigen::Index j = 0; j < T.mid.cols(); ++j)
+          for (Eigen::Index i = 0; i < n; ++i) T.mid(i, j) += S(e.position(i, j));
       E::add_rounding(T, p);
       return T;
     }
-    if (e.kind == Layout::gemma || e.kind == Layout::gemma2) {  // √d · E[ids], √d exact in the enclosure
+    if (r.scale_by_root_width) {  // √w · E[ids], √w exact in the enclosure
+      if (r.positions || types || r.layer_norm || r.map_after_norm)
+        refuse("√w with positions, a token type, a LayerNorm or a mapping");
       E::Iv<S> root;
       mpfr_sqrt_ui(E::ptr(root.lo), static_cast<unsigned long>(w), MPFR_RNDD);
       mpfr_sqrt_ui(E::ptr(root.hi), static_cast<unsigned long>(w), MPFR_RNDU);
@@ -942,31 +953,29 @@ template <class S> BallMatrix<S> embed_enclosed(const Model& model, const std::v
         return c;
       });
     }
-    if (token_rows_only(e.kind)) return {std::move(mid), RadiusMatrix::zero(n, w)};  // the rows as stored
-    const bool normed = e.kind != Layout::gpt2;
-    if (normed && e.ln_g.size() == 0)
-      throw std::invalid_argument(model.source() + ": certified enclosures: the " + to_string(e.kind) +
-                                  " embeddings are not supported yet (math.md §10); give --input or --random-input");
+    if (!r.positions && !types && !r.layer_norm && !r.map_after_norm)
+      return {std::move(mid), RadiusMatrix::zero(n, w)};  // the rows as stored
+    if (r.map_after_norm && !r.layer_norm) refuse("a mapping without a LayerNorm");
     // word + position (+ token type 0), then LayerNorm: on intervals from the exact stored rows
     const auto summed = [&](Eigen::Index i) {
       std::vector<E::Iv<S>> c(static_cast<std::size_t>(w));
       for (Eigen::Index j = 0; j < w; ++j) {
         E::Iv<S> v = E::iv_point(word(i, j));
-        if (e.has_position_table()) v = E::iv_add(v, E::iv_point(S(e.position(i, j))));
-        if (normed && e.token_type.rows() > 0) v = E::iv_add(v, E::iv_point(S(e.token_type(0, j))));
+        if (r.positions) v = E::iv_add(v, E::iv_point(S(e.position(i, j))));
+        if (types) v = E::iv_add(v, E::iv_point(S(e.token_type(0, j))));
         c[static_cast<std::size_t>(j)] = v;
       }
-      if (normed) E::normalize_row(c, e.ln_g, e.ln_b, e.ln_eps, false, false);
+      if (r.layer_norm) E::normalize_row(c, e.ln_g, e.ln_b, e.ln_eps, false, false);
       return c;
     };
-    if (e.kind != Layout::albert) return E::ball_around(std::move(mid), summed);
-    // ALBERT: the normalised rows (of width e), then the mapping to d and its bias
+    if (!r.map_after_norm) return E::ball_around(std::move(mid), summed);
+    // The normalised rows (of width w), then the mapping to d and its bias
     Matrix<S> sums(n, w);  // as embed_tokens sums them
     for (Eigen::Index j = 0; j < w; ++j)
       for (Eigen::Index i = 0; i < n; ++i) {
         S v = word(i, j);
-        if (e.has_position_table()) v += S(e.position(i, j));
-        if (e.token_type.rows() > 0) v += S(e.token_type(0, j));
+        if (r.positions) v += S(e.position(i, j));
+        if (types) v += S(e.token_type(0, j));
         sums(i, j) = v;
       }
     BallMatrix<S> N = E::ball_around(layer_norm(sums, e.ln_g, e.ln_b, e.ln_eps), summed);

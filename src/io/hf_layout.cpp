@@ -214,12 +214,15 @@ void check_shared_copies(const std::string& where, const std::string& key, int l
                  str(layers) + " copies of the shared layer weights");
 }
 
-void require_whole_word_table(const Model& model, const std::string& where) {
+void require_savable_embeddings(const Model& model, const std::string& where) {
   const auto& e = model.embeddings();
   if (e && !e->holds_all_words())
     fail(where, "embeddings.word",
          "holds " + std::to_string(e->word_ids->size()) + " of the " + str(e->vocab) +
              " rows (loaded for some token ids only); a saved model needs the whole table: load it with every row");
+  if (e && !e->family_recipe())
+    fail(where, "embeddings", "the recipe is not the " + to_string(e->kind) +
+                                  " family's, and a checkpoint's config names only the family");
 }
 
 LayerPrefix layer_prefix(const LoadOptions& options, int layers, const std::string& config_path,
@@ -627,6 +630,7 @@ Model load_family(const Family& fam, const HfConfig& c, const std::shared_ptr<co
   std::optional<Embeddings> emb;
   if (with_emb) {
     e.kind = fam.layout;
+    e.recipe = embedding_recipe(e.kind);
     e.ln_eps = a.ln_eps;
     emb = std::move(e);
   }
@@ -728,6 +732,7 @@ Model finish_walk(Walk& w, const Architecture& a, const std::string& source) {
   std::optional<Embeddings> emb;
   if (w.with_word) {
     w.emb.kind = w.fam.layout;
+    w.emb.recipe = embedding_recipe(w.emb.kind);
     w.emb.ln_eps = a.ln_eps;
     emb = std::move(w.emb);
   }
@@ -739,7 +744,7 @@ void save_family(const Family& fam, const Model& model, const std::string& folde
   const Architecture& a = model.arch();
   const std::string lname = to_string(fam.layout);
   if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
-  require_whole_word_table(model, folder);
+  require_savable_embeddings(model, folder);
   if (fam.save) return fam.save(fam, model, folder, dtype);
   const int d = a.d_model, H = a.heads, L = a.layers;
   if (d % H != 0 || a.d_qk != d / H || a.d_v != d / H)

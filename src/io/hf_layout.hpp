@@ -173,9 +173,11 @@ const Family& detect_family(const HfConfig& c, const TensorStore& f);
 /// Exact equality of two layers' weights.
 bool same_layer(const LayerWeights& a, const LayerWeights& b);
 
-/// Writers store whole tables only: refuses (naming `where` and
-/// embeddings.word) a model whose word table was loaded in part.
-void require_whole_word_table(const Model& model, const std::string& where);
+/// Writers store whole tables of a family's embeddings only: refuses
+/// (naming `where` and embeddings.word) a model whose word table was loaded
+/// in part, and (naming embeddings) one whose recipe is not its family's
+/// (Embeddings::family_recipe; the files name the family, not the recipe).
+void require_savable_embeddings(const Model& model, const std::string& where);
 
 /// Models keep one copy of the weights per layer: refuses a shared-layer
 /// model whose `layers` copies of `w` would exceed the memory budget

@@ -125,6 +125,7 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
     require_memory(mul_sat(2 * sizeof(double), static_cast<std::uint64_t>((N + 1 + cols + 1) * d)),
                    printable(f.path() + ": embeddings"), "the ViT position and patch tables as doubles");
     e.kind = Layout::vit;
+    e.recipe = embedding_recipe(e.kind);
     e.image_size = S;
     e.patch_size = p;
     e.channels = C;

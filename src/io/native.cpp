@@ -217,18 +217,16 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
       fail(path, c.field("embeddings.kind"), "'" + kind + "' is not one of " + layout_names());
     }
     e.ln_eps = ec.number("ln_eps");
-    const bool vit = e.kind == Layout::vit, opt = e.kind == Layout::opt;
-    const bool normed = e.kind != Layout::gpt2 && !token_rows_only(e.kind) && !opt && !vit,
-               albert = e.kind == Layout::albert;
-    const bool types = normed && e.kind != Layout::distilbert;
-    mat("embeddings.word", !vit, e.word);
-    mat("embeddings.position", e.has_position_table(), e.position);
-    mat("embeddings.token_type", types, e.token_type);
-    vec("embeddings.ln_g", normed, e.ln_g);
-    vec("embeddings.ln_b", normed, e.ln_b);
-    mat("embeddings.mapping", albert, e.mapping);  // OPT: present when e ≠ d
-    vec("embeddings.mapping_b", albert, e.mapping_b);
-    if (vit) {
+    // The file names the family; its recipe says which tables it holds.
+    const EmbeddingRecipe& r = e.recipe.emplace(embedding_recipe(e.kind));
+    mat("embeddings.word", !r.patches, e.word);
+    mat("embeddings.position", r.positions, e.position);
+    mat("embeddings.token_type", r.token_type, e.token_type);
+    vec("embeddings.ln_g", r.layer_norm, e.ln_g);
+    vec("embeddings.ln_b", r.layer_norm, e.ln_b);
+    mat("embeddings.mapping", r.map_after_norm, e.mapping);  // project_in: present when e ≠ d
+    vec("embeddings.mapping_b", r.map_after_norm, e.mapping_b);
+    if (r.patches) {
       e.image_size = ec.integer("image_size", 1);
       e.patch_size = ec.integer("patch_size", 1);
       e.channels = ec.integer("channels", 1);
@@ -270,7 +268,7 @@ struct NativeForm {
 };
 
 NativeForm native_form(const Model& model, const std::string& where) {
-  io::require_whole_word_table(model, where);
+  io::require_savable_embeddings(model, where);
   const Architecture& a = model.arch();
   const std::string dt = "F64";
   bool store_once = a.shared_layers && a.layers > 1;

@@ -174,6 +174,48 @@ bool token_rows_only(Layout l) {
   return rotary_family(l) || l == Layout::xlnet || l == Layout::t5 || l == Layout::gpt_neox || l == Layout::phi ||
          l == Layout::gemma || l == Layout::gemma2;
 }
+EmbeddingRecipe embedding_recipe(Layout l) {
+  EmbeddingRecipe r;  // BERT's: word + position + token type 0, then LayerNorm
+  switch (l) {
+    case Layout::bert:
+    case Layout::roberta:
+      return r;
+    case Layout::albert:
+      r.map_after_norm = true;
+      return r;
+    case Layout::distilbert:
+      r.token_type = false;
+      return r;
+    case Layout::gpt2:
+      r.token_type = r.layer_norm = false;
+      return r;
+    case Layout::opt:
+      r.project_in = true;
+      r.token_type = r.layer_norm = false;
+      return r;
+    case Layout::vit:
+      r.patches = true;
+      r.token_type = r.layer_norm = false;
+      return r;
+    case Layout::llama:
+    case Layout::mistral:
+    case Layout::qwen2:
+    case Layout::xlnet:
+    case Layout::t5:
+    case Layout::gpt_neox:
+    case Layout::phi:
+    case Layout::gemma:
+    case Layout::gemma2:
+      r.positions = r.token_type = r.layer_norm = false;
+      r.scale_by_root_width = l == Layout::gemma || l == Layout::gemma2;
+      return r;
+  }
+  throw std::logic_error("embedding_recipe: unknown layout");
+}
+const EmbeddingRecipe& Embeddings::steps() const {
+  if (!recipe) throw std::logic_error("Embeddings::steps: the recipe is unset (embeddings outside a Model)");
+  return *recipe;
+}
 bool rotary_family(Layout l) { return l == Layout::llama || l == Layout::mistral || l == Layout::qwen2; }
 bool parse_on_off(const std::string& t, const std::string& what) {
   if (t == "on") return true;
@@ -221,15 +263,23 @@ struct Model::Stream {
   std::vector<std::unique_ptr<LayerWeights>> free;
 };
 
+namespace {
+/// Embeddings whose recipe is stated: an unset one becomes the family's.
+std::optional<Embeddings> stated(std::optional<Embeddings> e) {
+  if (e && !e->recipe) e->recipe = embedding_recipe(e->kind);
+  return e;
+}
+}  // namespace
+
 Model::Model(Architecture arch, std::vector<LayerWeights> layers, std::optional<Embeddings> embeddings,
              std::string source, FiniteWeights finite)
-    : arch_(arch), layers_(std::move(layers)), embeddings_(std::move(embeddings)), source_(std::move(source)) {
+    : arch_(arch), layers_(std::move(layers)), embeddings_(stated(std::move(embeddings))), source_(std::move(source)) {
   validate(finite);
 }
 
 Model::Model(Architecture arch, std::shared_ptr<const LayerSource> layers, LayerParts parts,
              std::optional<Embeddings> embeddings, std::string source)
-    : arch_(arch), embeddings_(std::move(embeddings)), source_(std::move(source)) {
+    : arch_(arch), embeddings_(stated(std::move(embeddings))), source_(std::move(source)) {
   if (!layers) throw std::logic_error("Model: a streamed model needs a layer source");
   stream_ = std::make_shared<Stream>();
   stream_->source = std::move(layers);
@@ -327,9 +377,13 @@ void Model::validate(FiniteWeights finite) const {
   const Eigen::Index d = a.d_model;
   if (embeddings_) {
     const Embeddings& e = *embeddings_;
-    const Eigen::Index width =
-        e.kind == Layout::albert || (e.kind == Layout::opt && e.mapping.size() > 0) ? e.word.cols() : d;
-    if (e.kind == Layout::vit) {
+    const EmbeddingRecipe& r = e.steps();
+    if (r.project_in && r.map_after_norm)
+      c.fail("embeddings.recipe", "project_in and map_after_norm both read the mapping; a recipe takes one");
+    if (r.patches && (r.project_in || r.token_type || r.scale_by_root_width || r.layer_norm || r.map_after_norm))
+      c.fail("embeddings.recipe", "patches take only the position rows");
+    const Eigen::Index width = r.map_after_norm || (r.project_in && e.mapping.size() > 0) ? e.word.cols() : d;
+    if (r.patches) {
       // Pixels, not tokens: patch projection, CLS and positions (families.md).
       const long C = e.channels, S = e.image_size, p = e.patch_size;
       if (C < 1 || S < 1 || p < 1 || p > S)
@@ -353,28 +407,27 @@ void Model::validate(FiniteWeights finite) const {
     } else {
       c.shape(e.word, e.word.rows(), width, "embeddings.word");
     }
-    if (e.has_position_table())  // OPT adds its positions after project_in: width d
-      c.shape(e.position, e.position.rows(), e.kind == Layout::opt ? d : width, "embeddings.position");
+    if (r.positions)  // added after project_in: width d
+      c.shape(e.position, e.position.rows(), r.project_in ? d : width, "embeddings.position");
     else if (e.position.size() > 0)
       c.fail("embeddings.position", "a llama embedding has no position table (rotary positions)");
     if (rotary_family(e.kind) && !a.rotary())
       c.fail("embeddings.kind", "llama embeddings carry no positions; the model needs rope_theta");
-    const bool plain = e.kind == Layout::gpt2 || e.kind == Layout::opt || token_rows_only(e.kind);
     if (e.kind == Layout::distilbert) {
       if (e.token_type.size() > 0) c.fail("embeddings.token_type", "a distilbert model has no token types");
-    } else if (!plain) {
+    } else if (r.token_type) {
       if (e.token_type.rows() < 1) c.fail("embeddings.token_type", "missing");
       c.shape(e.token_type, e.token_type.rows(), width, "embeddings.token_type");
     }
-    if (!plain) {
+    if (r.layer_norm) {
       c.vec(e.ln_g, width, "embeddings.ln_g");
       c.vec(e.ln_b, width, "embeddings.ln_b");
     }
-    if (e.kind == Layout::albert) {
+    if (r.map_after_norm) {
       c.shape(e.mapping, width, d, "embeddings.mapping");
       c.vec(e.mapping_b, d, "embeddings.mapping_b");
     }
-    if (e.kind == Layout::opt && e.mapping.size() > 0) c.shape(e.mapping, e.word.cols(), d, "embeddings.mapping");
+    if (r.project_in && e.mapping.size() > 0) c.shape(e.mapping, e.word.cols(), d, "embeddings.mapping");
   }
 }
 

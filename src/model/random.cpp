@@ -186,14 +186,14 @@ Model random_model(const RandomModelSpec& spec) {
     Embeddings e;
     // Llama family: token rows only (rotary positions).
     e.kind = a.rotary() && !token_rows_only(spec.embeddings) ? Layout::llama : spec.embeddings;
-    const bool opt_projected = e.kind == Layout::opt && spec.embed_dim > 0 && spec.embed_dim != d;
+    const EmbeddingRecipe& r = e.recipe.emplace(embedding_recipe(e.kind));
+    const bool opt_projected = r.project_in && spec.embed_dim > 0 && spec.embed_dim != d;
     if (opt_projected) check_size(spec.embed_dim, 1, 65536, "embed_dim");
     e.word = draw(rng, spec.vocab, opt_projected ? spec.embed_dim : d, spec.std > 0 ? spec.std : 0.02);
-    if (e.has_position_table()) e.position = draw(rng, spec.max_positions, d, spec.std > 0 ? spec.std : 0.02);
+    if (r.positions) e.position = draw(rng, spec.max_positions, d, spec.std > 0 ? spec.std : 0.02);
     if (opt_projected) e.mapping = draw(rng, spec.embed_dim, d, sd(spec.embed_dim, d));
-    if (e.kind == Layout::bert || e.kind == Layout::roberta)
-      e.token_type = draw(rng, 1, d, spec.std > 0 ? spec.std : 0.02);
-    if (e.kind != Layout::gpt2 && e.kind != Layout::opt && !token_rows_only(e.kind)) {
+    if (r.token_type) e.token_type = draw(rng, 1, d, spec.std > 0 ? spec.std : 0.02);
+    if (r.layer_norm) {
       e.ln_g = VectorXd::Ones(d);
       e.ln_b = VectorXd::Zero(d);
     }

@@ -219,6 +219,44 @@ bool rotary_family(Layout l);
 /// Llama family, XLNet, T5, GPT-NeoX, Phi, Gemma, Gemma 2.
 bool token_rows_only(Layout l);
 
+/// How a model builds X^0 (n × d) from token ids t_0 … t_{n−1}: the steps
+/// below, each taken when its field is set, in this order (R is n × w, w =
+/// word.cols(), every operation in the working precision S):
+///
+///   R_i ← word[t_i]
+///   project_in:          R ← R · mapping            (mapping w × d, when non-empty; w becomes d)
+///   positions:           R_i ← R_i + position[i]     (needs n ≤ position.rows())
+///   token_type:          R_i ← R_i + token_type[0]   (when token_type has rows)
+///   scale_by_root_width: R ← √w · R                  (√w rounded in S)
+///   layer_norm:          R_i ← LN(R_i; ln_g, ln_b, ln_eps)
+///   map_after_norm:      R ← R · mapping + mapping_b (mapping w × d)
+///
+/// `patches`: the model takes images, not token ids: X^0 = [cls; patch rows]
+/// + position (ViT, embed_pixels). io/ states the recipe of each family
+/// (embedding_recipe); compute/ reads only these features.
+struct EmbeddingRecipe {
+  bool project_in = false;           ///< OPT's project_in before the positions
+  bool positions = true;             ///< a position table, row i added to token i
+  bool token_type = true;            ///< token type 0's row added (BERT, RoBERTa, ALBERT)
+  bool scale_by_root_width = false;  ///< Gemma's √d · E
+  bool layer_norm = true;            ///< LayerNorm after the sum
+  bool map_after_norm = false;       ///< ALBERT's embedding_hidden_mapping_in
+  bool patches = false;              ///< images cut into patches (ViT)
+  bool operator==(const EmbeddingRecipe& o) const {
+    return project_in == o.project_in && positions == o.positions && token_type == o.token_type &&
+           scale_by_root_width == o.scale_by_root_width && layer_norm == o.layer_norm &&
+           map_after_norm == o.map_after_norm && patches == o.patches;
+  }
+  bool operator!=(const EmbeddingRecipe& o) const { return !(*this == o); }
+};
+/// The recipe of a layout family's embeddings (the one map from family to
+/// recipe: loaders, the native format and random models all use it):
+/// BERT, RoBERTa: positions, token type, LayerNorm; DistilBERT: positions,
+/// LayerNorm; ALBERT: BERT's then map_after_norm; GPT-2: positions; OPT:
+/// project_in, positions; Gemma, Gemma 2: scale_by_root_width; ViT: patches,
+/// positions; the other token_rows_only families: nothing (the rows alone).
+EmbeddingRecipe embedding_recipe(Layout l);
+
 /// Token embeddings of a checkpoint, for building X^0 from token ids:
 /// token i uses position row i. word: vocab×e, position: max_pos×e,
 /// token_type: types×e (BERT, ALBERT, RoBERTa; empty for GPT-2 and
@@ -244,7 +282,19 @@ bool token_rows_only(Layout l);
 /// CLS row and `position` ((N+1)×d) the position rows, for images of
 /// `channels` × `image_size`² pixels cut into patches of `patch_size`².
 struct Embeddings {
+  /// The family the tables come from (io/: saving, naming). Below io/ only
+  /// the recipe says how X^0 is built.
   Layout kind = Layout::bert;
+  /// How X^0 is built from the tables. Unset: the family's,
+  /// embedding_recipe(kind), which Model's construction fills in, so a
+  /// Model's embeddings always state theirs.
+  std::optional<EmbeddingRecipe> recipe;
+  /// The stated recipe; throws std::logic_error while it is unset (an
+  /// Embeddings not yet in a Model).
+  const EmbeddingRecipe& steps() const;
+  /// Whether the recipe is the family's, embedding_recipe(kind): the one
+  /// the file formats, which name the family, can save.
+  bool family_recipe() const { return steps() == embedding_recipe(kind); }
   MatrixXd word, position, token_type;
   VectorXd ln_g, ln_b;
   double ln_eps = 1e-12;
@@ -255,7 +305,7 @@ struct Embeddings {
   int image_size = 0, patch_size = 0, channels = 0;
   /// ViT: patches per side ⌊S/p⌋.
   int patch_grid() const { return patch_size > 0 ? image_size / patch_size : 0; }
-  bool pixels() const { return kind == Layout::vit; }
+  bool pixels() const { return steps().patches; }
   std::optional<std::vector<long>> word_ids;
   int vocab = 0;  ///< rows of the whole table when word_ids is set
   int vocab_size() const { return word_ids ? vocab : static_cast<int>(word.rows()); }
@@ -264,7 +314,7 @@ struct Embeddings {
   /// std::logic_error when that row was not loaded (never a zero row).
   Eigen::Index word_row(long id) const;
   int max_positions() const { return static_cast<int>(position.rows()); }
-  bool has_position_table() const { return !token_rows_only(kind); }
+  bool has_position_table() const { return steps().positions; }
 };
 
 /// Whether a Model's construction tests every weight for finiteness, or a
