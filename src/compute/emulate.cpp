@@ -358,7 +358,7 @@ float activate(float x, Activation act, EmulatedFormat f) {
     case Activation::silu:
       return rnd(x / (1.0f + static_cast<float>(std::exp(-static_cast<double>(x)))), f);
   }
-  throw std::logic_error("emulate: activation " + to_string(act) + " is not emulated");
+  throw std::logic_error("emulate: unknown activation " + to_string(act));
 }
 
 /// The rotary angles of rule 8 in F: cos and sin of fl32(p · inv_i), n × r/2
