@@ -22,6 +22,10 @@ numpy float32 plus the C library's double functions:
     (libm through ctypes: glibc's, as sanpath calls them) on the argument widened to
     double, the result rounded once to binary32.
 
+One piece (over 600 lines) on purpose: both passes (native/BERT/GPT-2 and the families)
+run on one Emulator and its rounding, and the self-test checks that rounding; split, each
+part would import the others.
+
 Every value is held as a binary32 array whose entries lie in F. emulate() returns
 X^0..X^L (float64 arrays), the attention matrices P of every layer and head, and the
 first (layer, operation) whose result is not finite.
