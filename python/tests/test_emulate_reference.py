@@ -6,7 +6,9 @@ returns {"X": [X^0..X^L as float64 arrays], "P": per layer, per head, "overflow"
 "overflow_layer": int}. Every X^l and every P entry must have the reference's bits (NaN equal to NaN);
 both start from the same double input (an input matrix). Models: a BERT-like post-LN gelu model, a
 GPT-2-like pre-LN causal gelu_tanh model, relu with d_qk != d_v and shared layers, a Llama (RMSNorm,
-rotary, 4 query heads on 2 kv heads, SwiGLU), a Qwen2 (q/k/v biases), variants of them, the real
+rotary, 4 query heads on 2 kv heads, SwiGLU), a Qwen2 (q/k/v biases), the families' own features
+(XLNet's terms, T5's bucket bias, GPT-NeoX's and Phi's parallel blocks with partial rotary and
+gelu_fast, Gemma 2's soft cap, window and sandwich norms), variants of them, the real
 BERT and GPT-2 checkpoints of ../shared (these fail when the folder is absent), and an fp16 overflow
 (layer 2's MLP weights scaled by 300: layer 2 exceeds 65504, the weights do not), where both must name
 the same first overflowing layer and operation, and agree on every layer before it.
@@ -46,16 +48,28 @@ def _models():
                                               seed=17),
         "qwen2": lambda: sanpath.random_model(2, 4, 16, layout="qwen2", kv_heads=2, d_ff=24, std=0.3,
                                               bias_std=0.1, vocab=20, seed=19),
+        # docs/math.md section 9 rules 10-13: the families' own features
+        "xlnet": lambda: _family("xlnet", clamp_len=3),
+        "t5": lambda: _family("t5", d_qk=3, d_v=3, gated=True, rel_buckets=8, rel_max_distance=6),
+        "gpt_neox": lambda: _family("gpt_neox", rotary_fraction=0.5),
+        "phi": lambda: _family("phi", kv_heads=1, bias_std=0.1, activation="gelu_fast"),
+        "gemma2": lambda: _family("gemma2", d_qk=4, d_v=4, sliding_window=2, softcap=5.0, query_pre_attn_scalar=3.0),
     }
 
 
-HF = {"llama", "qwen2"}
+def _family(layout, **options):
+    """The CLI tests' small checkpoint of a families.md layout (tests/support/family_options.sh)."""
+    return sanpath.random_model(2, 2, 8, d_ff=12, std=0.3, seed=5, vocab=20, layout=layout, **options)
+
+
+FAMILIES = ("xlnet", "t5", "gpt_neox", "phi", "gemma2")
+HF = {"llama", "qwen2", *FAMILIES}
 # (model, variant overrides): the model's own, and others
 CASES = [("bert", {}), ("bert", {"skip": "off", "mlp": "none", "layernorm": "none"}),
          ("bert", {"skip": "off", "mlp": "residual", "layernorm": "post"}),
          ("gpt2", {}), ("gpt2", {"layernorm": "none"}), ("gpt2", {"mlp": "plain", "layernorm": "post"}),
          ("relu-shared", {}), ("llama", {}), ("llama", {"skip": "off", "mlp": "none", "layernorm": "none"}),
-         ("qwen2", {})]
+         ("qwen2", {})] + [(f, v) for f in FAMILIES for v in ({}, {"skip": "off", "mlp": "none", "layernorm": "none"})]
 
 
 def _reference_model(model, name, tmp_path):

@@ -303,7 +303,6 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   if (request.check == CheckMethod::certified)
     return analyze_forward_certified(model, variant, input, request, center, progress);
   model.check_supports(variant);
-  if (request.emulate) check_emulation_supports(model);  // before the exact runs, not after
   ForwardAnalysis out;
   out.variant = variant;
   out.center = center;

@@ -350,15 +350,19 @@ float activate(float x, Activation act, EmulatedFormat f) {
       const float in = 0.79788456080286535588f * (x + 0.044715f * u);
       return rnd((0.5f * x) * (1.0f + static_cast<float>(std::tanh(static_cast<double>(in)))), f);
     }
+    case Activation::gelu_fast: {  // HF's order: x·0.7978845608·(1 + 0.044715·x·x)
+      const float s = 1.0f + (0.044715f * x) * x;
+      const float in = (x * 0.7978845608f) * s;
+      return rnd((0.5f * x) * (1.0f + static_cast<float>(std::tanh(static_cast<double>(in)))), f);
+    }
     case Activation::silu:
       return rnd(x / (1.0f + static_cast<float>(std::exp(-static_cast<double>(x)))), f);
-    case Activation::gelu_fast:
-      break;  // refused by emulation_supports
   }
-  throw std::logic_error("emulate: activation " + to_string(act) + " is not emulated");
+  throw std::logic_error("emulate: unknown activation " + to_string(act));
 }
 
-/// The rotary angles of rule 8 in F: cos and sin of fl32(p · inv_i), n × d_h/2.
+/// The rotary angles of rule 8 in F: cos and sin of fl32(p · inv_i), n × r/2
+/// (r = rotated_dims(): the whole head, or the first r entries of partial rotary).
 struct Rotary {
   MatF cos, sin;
 };
@@ -379,7 +383,8 @@ Rotary rotary_of(const Architecture& a, Index n, EmulatedFormat f) {
   return r;
 }
 
-/// Rotates the d_h columns from `first` of M, row p by position p, rotate-half layout (rule 8).
+/// Rotates the r columns from `first` of M, row p by position p, rotate-half layout (rule 8);
+/// the head's other columns stay.
 void rotate(const Context& c, const Rotary& r, MatF& M, Index first) {
   const Index half = r.cos.cols();
   for (Index i = 0; i < half; ++i)
@@ -390,22 +395,71 @@ void rotate(const Context& c, const Rotary& r, MatF& M, Index first) {
     }
 }
 
-/// Row i of the scores A (n × n, raw fp32 chains of QKᵀ) → P's row i (rules 2, 4, 5):
-/// a_j = rnd_F(fl32(rnd_F(A_ij)·s)) over the visible keys, then the fused softmax;
-/// masked entries exactly 0.
-void softmax_row(Context& c, const MatF& A, Index i, Index visible, float scale, MatF& P, float* a) {
-  for (Index j = 0; j < visible; ++j) a[j] = rnd(rnd(A(i, j), c.f) * scale, c.f);
-  c.watch.note(a, static_cast<std::size_t>(visible));  // the masked scores are never formed
-  float m = a[0];
-  for (Index j = 1; j < visible; ++j)
+/// XLNet's sinusoid in F (rule 10): (2n − 1) × d, row r ↔ p = r − (n − 1)
+/// (clamped to ±clamp_len when > 0), column k < d/2 sin(angle_k), d/2 + k
+/// cos(angle_k), angle_k = fl32((float)p · (float)pow_d(10000, −2k/d)).
+MatF sinusoid_of(const Architecture& a, Index n, EmulatedFormat f) {
+  const Index d = a.d_model, half = d / 2, rows = 2 * n - 1;
+  if (d < 2 || d % 2 != 0) throw std::invalid_argument("xlnet: d_model must be even, got " + std::to_string(d));
+  MatF R(rows, d);
+  for (Index k = 0; k < half; ++k) {
+    const auto freq = static_cast<float>(std::pow(10000.0, (-2.0 * static_cast<double>(k)) / static_cast<double>(d)));
+    for (Index r = 0; r < rows; ++r) {
+      Index p = r - (n - 1);
+      if (a.clamp_len > 0) p = std::max<Index>(-a.clamp_len, std::min<Index>(a.clamp_len, p));
+      const float angle = static_cast<float>(p) * freq;
+      R(r, k) = rnd(static_cast<float>(std::sin(static_cast<double>(angle))), f);
+      R(r, half + k) = rnd(static_cast<float>(std::cos(static_cast<double>(angle))), f);
+    }
+  }
+  return R;
+}
+
+/// The scores the query row i sees, keys [first, last) (rules 4, 10–12):
+/// a_j = rnd_F(A_ij) from the raw fp32 chain of q_i·k_j; XLNet adds
+/// rnd_F(B_i,i−j+n−1) (the position term's chain), T5 its bucket bias
+/// T_F[bucket(j − i), h], each sum rounded; then the scale, then the soft
+/// cap c·tanh(a/c) rounded at each of its three steps. Written to a[j].
+struct ScoreTerms {
+  const MatF* B = nullptr;         ///< XLNet: raw chains (q_i + r_r)·(R W_R)_k, n × (2n − 1)
+  const MatF* pos_bias = nullptr;  ///< T5: the bucket table in F, buckets × H
+  Index head = 0;
+  float scale = 1.0f;
+  std::optional<float> cap;
+};
+
+void score_row(const Context& c, const Architecture& a, const MatF& A, const ScoreTerms& s, Index i, Index first,
+               Index last, float* out) {
+  const Index n = A.rows();
+  for (Index j = first; j < last; ++j) {
+    float x = rnd(A(i, j), c.f);
+    if (s.B) x = rnd(x + rnd((*s.B)(i, i - j + n - 1), c.f), c.f);
+    if (s.pos_bias)
+      x = rnd(x + (*s.pos_bias)(t5_bucket(static_cast<long>(j - i), a.rel_buckets, a.rel_max_distance), s.head), c.f);
+    x = rnd(x * s.scale, c.f);
+    if (s.cap) {
+      const float t = rnd(x / *s.cap, c.f);
+      x = rnd(*s.cap * rnd(static_cast<float>(std::tanh(static_cast<double>(t))), c.f), c.f);
+    }
+    out[j] = x;
+  }
+}
+
+/// P's row i from the scores a[first..last) (rule 5), the fused softmax;
+/// the keys outside [first, last) exactly 0 (never formed).
+void softmax_row(Context& c, Index i, Index first, Index last, MatF& P, float* a) {
+  c.watch.note(a + first, static_cast<std::size_t>(last - first));
+  float m = a[first];
+  for (Index j = first + 1; j < last; ++j)
     if (a[j] > m) m = a[j];
   float sum = 0.0f;
-  for (Index j = 0; j < visible; ++j) {
+  for (Index j = first; j < last; ++j) {
     a[j] = static_cast<float>(std::exp(static_cast<double>(a[j] - m)));
     sum += a[j];
   }
-  for (Index j = 0; j < visible; ++j) P(i, j) = rnd(a[j] / sum, c.f);
-  for (Index j = visible; j < P.cols(); ++j) P(i, j) = 0.0f;
+  for (Index j = 0; j < first; ++j) P(i, j) = 0.0f;
+  for (Index j = first; j < last; ++j) P(i, j) = rnd(a[j] / sum, c.f);
+  for (Index j = last; j < P.cols(); ++j) P(i, j) = 0.0f;
 }
 
 template <class Dst, class Src> void round_into(Dst&& dst, const Src& src, EmulatedFormat f) {
@@ -457,6 +511,10 @@ class WeightRounding {
 struct LayerF {
   MatF WQ, WK, WV, WO, W1, W2, Wgate;
   RowF bQ, bK, bV, bO, b1, b2, ln1_g, ln1_b, ln2_g, ln2_b;
+  MatF WR;          ///< XLNet: W_R of every head, d × (H·d_qk)
+  RowF rw, rr;      ///< XLNet: r_w, r_r of every head (H·d_qk)
+  MatF pos_bias;    ///< T5: the bucket table, buckets × H
+  RowF ln3_g, ln4_g, zero;  ///< Gemma 2's sandwich gains; `zero` their (absent) bias
 };
 
 /// Rounds the weights layer `w` uses under `variant` (rule 1) into `p`.
@@ -481,6 +539,21 @@ void round_layer(Context& c, const Architecture& a, const Variant& variant, cons
     r.add(p.bV.data() + h * dv, 1, hw.b_V.data(), 1, 1, dv);
   }
   r.add(p.bO, w.b_O);
+  if (a.xlnet_relative) {
+    p.WR.resize(d, H * dq);
+    p.rw.resize(H * dq);
+    p.rr.resize(H * dq);
+    for (Index h = 0; h < H; ++h) {
+      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+      r.add(p.WR, h * dq * d, hw.W_R);
+      r.add(p.rw.data() + h * dq, 1, hw.r_w.data(), 1, 1, dq);
+      r.add(p.rr.data() + h * dq, 1, hw.r_r.data(), 1, 1, dq);
+    }
+  }
+  if (a.rel_buckets > 0) {
+    p.pos_bias.resize(w.pos_bias.rows(), w.pos_bias.cols());
+    r.add(p.pos_bias, 0, w.pos_bias);
+  }
   const bool mlp = variant.mlp != MlpKind::none, norms = variant.layernorm != LayerNormKind::none;
   if (mlp) {
     p.W1.resize(w.W_1.rows(), w.W_1.cols());
@@ -496,6 +569,12 @@ void round_layer(Context& c, const Architecture& a, const Variant& variant, cons
     for (auto [dst, src] : {std::pair{&p.ln1_g, &w.ln1_g}, {&p.ln1_b, &w.ln1_b}, {&p.ln2_g, &w.ln2_g},
                             {&p.ln2_b, &w.ln2_b}})
       r.add(*dst, *src);
+  const bool sandwich = a.sandwich_norms && variant.layernorm == LayerNormKind::pre;
+  if (sandwich) {
+    r.add(p.ln3_g, w.ln3_g);
+    r.add(p.ln4_g, w.ln4_g);
+    p.zero = RowF::Zero(d);
+  }
   r.run();
   for (const MatF* M : {&p.WQ, &p.WK, &p.WV, &p.WO}) c.watch.note(*M);
   std::vector<const RowF*> rows{&p.bQ, &p.bK, &p.bV, &p.bO};
@@ -504,30 +583,54 @@ void round_layer(Context& c, const Architecture& a, const Variant& variant, cons
     rows.insert(rows.end(), {&p.b1, &p.b2});
   }
   if (norms) rows.insert(rows.end(), {&p.ln1_g, &p.ln1_b, &p.ln2_g, &p.ln2_b});
+  if (sandwich) rows.insert(rows.end(), {&p.ln3_g, &p.ln4_g});
+  if (a.xlnet_relative) {
+    c.watch.note(p.WR);
+    rows.insert(rows.end(), {&p.rw, &p.rr});
+  }
+  if (a.rel_buckets > 0) c.watch.note(p.pos_bias);
   for (const RowF* v : rows) c.watch.note(v->data(), static_cast<std::size_t>(v->size()));
 }
 
-/// Attn(X) in F (rules 2–5, 8): Q, K, V one product each with the stacked
-/// heads, bias, rotary; per head the scores, their scaling and the softmax,
-/// P_h V_h into its columns; the concatenation times W_O, then b_O.
-MatF attention(Context& c, const Architecture& a, const LayerF& w, const MatF& X, MaskKind mask,
-               const Rotary* rotary, std::vector<Matrix<double>>* P) {
+/// What a pass computes once from n and every layer reads: the rotary
+/// angles (rule 8) and XLNet's sinusoid (rule 10), in F.
+struct Positions {
+  std::optional<Rotary> rotary;
+  std::optional<MatF> sinusoid;
+};
+
+/// Attn(X) in F (rules 2–5, 8, 10–12): Q, K, V one product each with the
+/// stacked heads, bias, rotary; per head the scores with their position
+/// terms, scale and soft cap over the keys the mask and `window` (> 0: keys
+/// with i − j < W, causal) leave, and the softmax, P_h V_h into its columns;
+/// the concatenation times W_O, then b_O.
+MatF attention(Context& c, const Architecture& a, const LayerF& w, const MatF& X, MaskKind mask, Index window,
+               const Positions& pos, std::vector<Matrix<double>>* P) {
   const Index n = X.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
   MatF Q = matmul(c, X, w.WQ), K = matmul(c, X, w.WK), V = matmul(c, X, w.WV);
   add_row(c, Q, w.bQ);
   add_row(c, K, w.bK);
   add_row(c, V, w.bV);
-  if (rotary) {
+  if (pos.rotary) {
     for (Index h = 0; h < H; ++h) {
-      rotate(c, *rotary, Q, h * dq);
-      rotate(c, *rotary, K, h * dq);
+      rotate(c, *pos.rotary, Q, h * dq);
+      rotate(c, *pos.rotary, K, h * dq);
     }
     c.watch.note(Q);
     c.watch.note(K);
   }
+  // XLNet: content queries q + r_w, position queries q + r_r, the sinusoid times W_R.
+  MatF Qr, RK;
+  if (a.xlnet_relative) {
+    if (!pos.sinusoid || pos.sinusoid->rows() != 2 * n - 1)
+      throw std::logic_error("emulate: XLNet's sinusoid is missing or of another length");
+    Qr = Q;
+    add_row(c, Q, w.rw);
+    add_row(c, Qr, w.rr);
+    RK = matmul(c, *pos.sinusoid, w.WR);
+  }
   double scale_d = 1.0 / std::sqrt(static_cast<double>(dq));
   if (a.score_scale_base) scale_d = *a.score_scale_base == 1.0 ? 1.0 : 1.0 / std::sqrt(*a.score_scale_base);
-  const auto scale = static_cast<float>(scale_d);
   const bool causal = mask == MaskKind::causal;
   MatF heads_out(n, H * dv);
   std::vector<MatF> Ps(P ? static_cast<std::size_t>(H) : 0);
@@ -537,11 +640,28 @@ MatF attention(Context& c, const Architecture& a, const LayerF& w, const MatF& X
                        EmulationFpScope::set();
                        check_interrupt();
                        const auto h = static_cast<Index>(hu);
-                       MatF A(n, n), Ph(n, n);
+                       MatF A(n, n), Ph(n, n), B;
                        detail::sgemm(c.isa, n, n, dq, Q.data() + h * dq * n, n, K.data() + h * dq * n, n, true,
                                      A.data(), n);
+                       ScoreTerms terms;
+                       terms.head = h;
+                       terms.scale = static_cast<float>(scale_d);
+                       if (a.softcap) terms.cap = static_cast<float>(*a.softcap);
+                       if (a.rel_buckets > 0) terms.pos_bias = &w.pos_bias;
+                       if (a.xlnet_relative) {
+                         const Index m = RK.rows();  // 2n − 1
+                         B.resize(n, m);
+                         detail::sgemm(c.isa, n, m, dq, Qr.data() + h * dq * n, n, RK.data() + h * dq * m, m, true,
+                                       B.data(), n);
+                         terms.B = &B;
+                       }
                        std::vector<float> row(static_cast<std::size_t>(n));
-                       for (Index i = 0; i < n; ++i) softmax_row(c, A, i, causal ? i + 1 : n, scale, Ph, row.data());
+                       for (Index i = 0; i < n; ++i) {
+                         const Index last = causal ? i + 1 : n;
+                         const Index first = causal && window > 0 ? std::max<Index>(0, i - window + 1) : 0;
+                         score_row(c, a, A, terms, i, first, last, row.data());
+                         softmax_row(c, i, first, last, Ph, row.data());
+                       }
                        c.watch.note(Ph);
                        matmul_block(c, n, dv, n, Ph.data(), n, V.data() + h * dv * n, n, false,
                                     heads_out.data() + h * dv * n, n);
@@ -576,11 +696,13 @@ MatF mlp(Context& c, const Architecture& a, const LayerF& w, const MatF& Z) {
 }
 
 /// One layer X → X' of `variant`, in forward_impl.hpp's layer_map order
-/// (without its parallel and sandwich forms, which are refused), each
+/// (its parallel block and Gemma 2's sandwich norms included), each
 /// operation watched under its name.
 MatF layer(Context& c, EmulatedTrace& t, int l, const Architecture& a, const Variant& variant, const LayerF& w,
-           const MatF& X, const Rotary* rotary, std::vector<Matrix<double>>* P) {
+           const MatF& X, const Positions& pos, std::vector<Matrix<double>>* P) {
   const bool pre = variant.layernorm == LayerNormKind::pre, post = variant.layernorm == LayerNormKind::post;
+  const bool sandwich = a.sandwich_norms && pre;
+  const Index window = a.window_applies(l - 1) ? a.attention_window : 0;
   const char* norm_name = a.norm == NormKind::rms ? "RMSNorm" : "LayerNorm";
   auto watched = [&](const char* op, auto&& step) {
     c.watch.begin(l, op);
@@ -597,28 +719,26 @@ MatF layer(Context& c, EmulatedTrace& t, int l, const Architecture& a, const Var
     return watched(norm_name, [&] { return norm(c, a, M, g, b); });
   };
   const MatF X1 = pre ? normed(X, w.ln1_g, w.ln1_b) : MatF();
-  MatF Z = watched("attention", [&] { return attention(c, a, w, pre ? X1 : X, variant.mask, rotary, P); });
+  MatF Z = watched("attention", [&] { return attention(c, a, w, pre ? X1 : X, variant.mask, window, pos, P); });
+  if (sandwich) Z = normed(Z, w.ln3_g, w.zero);
+  if (a.parallel_residual) {  // X' = [skip]X + Attn(N_1 X) + [mlp] f(N_2 X), summed in this order
+    if (variant.mlp != MlpKind::none) {
+      const MatF X2 = pre ? normed(X, w.ln2_g, w.ln2_b) : MatF();
+      const MatF M = watched("MLP", [&] { return mlp(c, a, w, pre ? X2 : X); });
+      watched("residual", [&] { add(c, Z, M); });
+    }
+    if (variant.skip) watched("residual", [&] { add(c, Z, X); });
+    return Z;
+  }
   if (variant.skip) watched("residual", [&] { add(c, Z, X); });
   if (post) Z = normed(Z, w.ln1_g, w.ln1_b);
   if (variant.mlp == MlpKind::none) return Z;
   const MatF Z2 = pre ? normed(Z, w.ln2_g, w.ln2_b) : MatF();
   MatF Xn = watched("MLP", [&] { return mlp(c, a, w, pre ? Z2 : Z); });
+  if (sandwich) Xn = normed(Xn, w.ln4_g, w.zero);
   if (variant.mlp == MlpKind::residual) watched("residual", [&] { add(c, Xn, Z); });
   if (post) Xn = normed(Xn, w.ln2_g, w.ln2_b);
   return Xn;
-}
-
-/// The first feature of `a` the emulation does not implement, in words; nullopt when it runs `a`.
-std::optional<std::string> unemulated_feature(const Architecture& a) {
-  if (a.xlnet_relative) return "relative attention (XLNet terms)";
-  if (a.rel_buckets > 0) return "relative position bias (T5 buckets)";
-  if (a.softcap) return "score soft-capping";
-  if (a.parallel_residual) return "the parallel block";
-  if (a.sandwich_norms) return "the sandwich norms";
-  if (!a.window_layers.empty()) return "sliding-window attention";
-  if (a.rotary() && a.rotated_dims() != a.d_qk) return "partial rotary";
-  if (a.activation == Activation::gelu_fast) return "the activation gelu_fast";
-  return std::nullopt;
 }
 
 /// Whether every entry of v is zero (RMSNorm layers of the Llama family carry zero biases).
@@ -638,15 +758,6 @@ double round_to_format(double x, EmulatedFormat f) { return rnd(x, f); }
 
 float round_to_format(float x, EmulatedFormat f) { return rnd(x, f); }
 
-bool emulation_supports(const Architecture& a) { return !unemulated_feature(a); }
-
-void check_emulation_supports(const Model& model) {
-  if (const std::optional<std::string> feature = unemulated_feature(model.arch()))
-    throw std::invalid_argument(model.source() + ": emulate: " + *feature +
-                                " is not emulated; emulation covers math.md §1–2's layers and the Llama family "
-                                "(§7); use the exact pass (without --emulate)");
-}
-
 Matrix<double> emulated_product(const Matrix<double>& A, const Matrix<double>& B, EmulatedFormat f) {
   const EmulationFpScope fp;
   Context c{f, OverflowWatch(f), detail::double_isa()};
@@ -659,13 +770,12 @@ Matrix<double> emulated_product(const Matrix<double>& A, const Matrix<double>& B
 EmulatedTrace emulate_forward(const Model& model, const Variant& variant, const Matrix<double>& X0, EmulatedFormat f,
                               bool record_attention) {
   const Architecture& a = model.arch();
-  check_emulation_supports(model);
   if (X0.cols() != a.d_model)
     throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.cols()) +
                                 " features (columns), the model expects d_model = " + std::to_string(a.d_model));
   if (X0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
   model.check_supports(variant);
-  if (a.attention_window > 0 && X0.rows() > a.attention_window)
+  if (a.attention_window > 0 && a.window_layers.empty() && X0.rows() > a.attention_window)
     throw std::invalid_argument(model.source() + ": sliding_window: " + std::to_string(X0.rows()) +
                                 " tokens exceed the window of " + std::to_string(a.attention_window) +
                                 "; sliding-window attention is not supported (math.md §8)");
@@ -686,8 +796,9 @@ EmulatedTrace emulate_forward(const Model& model, const Variant& variant, const 
   c.watch.note(X);
   c.watch.end(t);
   t.X.push_back(X.cast<double>());
-  std::optional<Rotary> rotary;
-  if (a.rotary()) rotary = rotary_of(a, X0.rows(), f);
+  Positions pos;
+  if (a.rotary()) pos.rotary = rotary_of(a, X0.rows(), f);
+  if (a.xlnet_relative) pos.sinusoid = sinusoid_of(a, X0.rows(), f);
   LayerF w;
   for (int l = 0; l < a.layers; ++l) {
     check_interrupt();
@@ -702,7 +813,7 @@ EmulatedTrace emulate_forward(const Model& model, const Variant& variant, const 
       c.watch.end(t);
     }
     std::vector<Matrix<double>>* P = record_attention ? &t.P[static_cast<std::size_t>(l)] : nullptr;
-    X = layer(c, t, l + 1, a, variant, w, X, rotary ? &*rotary : nullptr, P);
+    X = layer(c, t, l + 1, a, variant, w, X, pos, P);
     t.X.push_back(X.cast<double>());
   }
   return t;

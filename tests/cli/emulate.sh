@@ -4,7 +4,7 @@
 # measures of the emulated model with confirmed and correct digits, the first
 # layer without a correct digit, the overflow), the tables, an fp16 overflow
 # reported with its layer and operation (later layers non-finite, nothing
-# measured there), a refused architecture before any run, bad values (exit 2,
+# measured there), every layout family emulated in bf16, bad values (exit 2,
 # one line naming --emulate). The emulated values are checked bit for bit
 # against the numpy reference in python/tests/test_emulate_reference.py and
 # tests/compute/test_emulate.cpp; their exact measurement in
@@ -69,11 +69,46 @@ grep -q "^fp16 emulation (math.md §9): relative residual of the model evaluated
 expect 2 "$SANPATH" forward --model "$SAN" --random-input 6 --emulate fp8 --output "$dir/never.json"
 grep -qx "sanpath: error: --emulate: emulate: 'fp8' is not one of fp32, bf16, fp16" "$dir/err" || fail "bad format: $(cat "$dir/err")"
 [ ! -e "$dir/never.json" ] || fail "bad format: an output file"
-T5="$dir/t5"
-expect 0 "$SANPATH" init --out "$T5" --layout t5 --layers 2 --heads 2 --d-model 16 --vocab 50 --seed 1
-expect 3 "$SANPATH" forward --model "$T5" --tokens 1,2,3 --emulate bf16 --output "$dir/never.json"
-grep -q "emulate: relative position bias (T5 buckets) is not emulated" "$dir/err" || fail "t5: $(cat "$dir/err")"
-[ "$(wc -l < "$dir/err")" -eq 1 ] || fail "t5: more than one line"
+
+# Every family runs emulated (docs/math.md §9 rules 10–13: XLNet's and T5's
+# position terms, the soft cap and windows, parallel blocks, sandwich norms,
+# partial rotary): a bf16 emulation object beside the exact run, every layer
+# measured with its digits, no refusal.
+source "$(dirname "$0")/../support/family_options.sh"
+FAMILY_OPTS[phi]="${FAMILY_OPTS[phi]} --activation gelu_fast"  # and the gelu_fast activation
+for fam in bert gpt2 albert roberta distilbert llama mistral qwen2 xlnet t5 gpt_neox phi opt gemma gemma2 vit; do
+  M="$dir/fam-$fam"
+  opts=${FAMILY_OPTS[$fam]:---vocab 20}
+  [ $fam = albert ] && opts="--shared-layers"  # written without embeddings: a random input
+  # shellcheck disable=SC2086
+  expect 0 "$SANPATH" init --out "$M" --layout $fam "${FAMILY_SIZE[@]}" $opts
+  if [ $fam = vit ]; then
+    /usr/bin/python3 - "$dir/img.safetensors" <<'PY'
+import json, math, struct, sys
+values = [math.sin(0.37 * k) for k in range(192)]
+data = struct.pack("<192f", *values)
+header = json.dumps({"pixel_values": {"dtype": "F32", "shape": [3, 8, 8], "data_offsets": [0, len(data)]}}).encode()
+header += b" " * (-len(header) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(header)) + header + data)
+PY
+    IN=(--pixels "$dir/img.safetensors")
+  elif [ $fam = albert ]; then
+    IN=(--random-input 5 --seed 1)
+  else
+    IN=(--tokens 1,5,7,3,19)
+  fi
+  expect 0 "$SANPATH" forward --model "$M" "${IN[@]}" --measures mu,cosine --emulate bf16 --quiet --format json
+  check "$fam forward --emulate bf16" '
+e = j["emulation"]
+assert e["format"] == "bf16" and e["overflow"] is None, e
+assert len(e["layers"]) == len(j["layers"]) == 3, len(e["layers"])
+for L in e["layers"]:
+    assert list(L["measures"]) == ["mu", "cosine", "one_minus_cosine"], L
+    assert L["digits_by_quantity"]["relative_residual"] >= 30, L
+    assert L["correct_digits"]["relative_residual"] >= 0, L
+    assert num(L["relative_residual"]) > 0, L'
+  grep -qi "not emulated" "$dir/err" && fail "$fam: $(cat "$dir/err")"
+done
 "$SANPATH" forward --help | grep -q -- "--emulate" || fail "forward --help: no --emulate"
 
 [ "$fails" -eq 0 ] && echo "emulate: all passed"

@@ -5,7 +5,8 @@
 #  - its self-test: rounding to fp32/bf16/fp16 against exact fractions and numpy's conversions
 #    (subnormals, ties, overflow), fmaf against exact fractions (ties lost in a double sum included);
 #  - its emulated passes of `sanpath init` models (BERT-like post-LN gelu, relu with d_qk != d_v and
-#    shared layers, GPT-2 and Llama/Qwen2 folders) and of the real checkpoints against the mpmath
+#    shared layers, GPT-2 and Llama/Qwen2 folders, every other layout family's folder) and of the real
+#    checkpoints against the mpmath
 #    reference's exact pass (sanpath_ref.py): fp32 within 1e-5, fp16 within 2e-2, bf16 within 1e-1 of
 #    max|X^l| (a missing or misplaced operation shows at the size of the quantity).
 # Usage: bash reference_emulate.sh <sanpath binary> <shared dir> <tmp dir>
@@ -59,6 +60,18 @@ make_model llamadir --layout llama --layers 2 --heads 4 --kv-heads 2 --d-model 1
 make_model qwendir --layout qwen2 --layers 2 --heads 4 --kv-heads 2 --d-model 16 --d-ff 24 --vocab 20 --seed 19 \
   --std 0.3 --bias-std 0.1 &&
   emu_case qwen2-folder "$WORK/qwendir" tokens 3,1,4,1,5
+
+# Every other family (docs/math.md section 9 rules 10-13): XLNet's terms (clamped), T5's bucket bias,
+# GPT-NeoX's and Phi's parallel blocks with partial rotary (Phi with gelu_fast), OPT, Gemma, Gemma 2's
+# soft cap, sliding window (5 tokens, window 2) and sandwich norms; and their SANs.
+. "$(dirname "$0")/../support/family_options.sh"
+FAMILY_OPTS[phi]="${FAMILY_OPTS[phi]} --activation gelu_fast"
+for fam in xlnet t5 gpt_neox phi opt gemma gemma2; do
+  # shellcheck disable=SC2086
+  make_model "${fam}dir" --layout $fam "${FAMILY_SIZE[@]}" ${FAMILY_OPTS[$fam]} &&
+    emu_case "$fam-folder" "$WORK/${fam}dir" tokens 1,5,7,3,19 &&
+    emu_case "$fam-folder-san" "$WORK/${fam}dir" tokens 1,5,7,3,19 --skip off --mlp none --layernorm none
+done
 
 real=$(real_models_dir)
 if [ -z "$real" ]; then

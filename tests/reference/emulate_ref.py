@@ -22,13 +22,19 @@ numpy float32 plus the C library's double functions:
     (libm through ctypes: glibc's, as sanpath calls them) on the argument widened to
     double, the result rounded once to binary32.
 
+One piece (over 600 lines) on purpose: both passes (native/BERT/GPT-2 and the families)
+run on one Emulator and its rounding, and the self-test checks that rounding; split, each
+part would import the others.
+
 Every value is held as a binary32 array whose entries lie in F. emulate() returns
 X^0..X^L (float64 arrays), the attention matrices P of every layer and head, and the
 first (layer, operation) whose result is not finite.
 
 Models: the reference's loaders (sanpath_ref.load_model): native files, BERT, GPT-2,
-and the Llama family (llama, mistral, qwen2: RMSNorm, rotary, grouped kv heads,
-SwiGLU). Command line:
+the Llama family (llama, mistral, qwen2: RMSNorm, rotary, grouped kv heads,
+SwiGLU) and every other families.md family (XLNet's terms, T5's bucket bias,
+GPT-NeoX's and Phi's parallel blocks and partial rotary, Gemma's gains, Gemma 2's
+soft cap, windows and sandwich norms, OPT, ViT). Command line:
 
   emulate_ref.py self-test            rounding against exact fractions and numpy's float16/float32
                                       conversions, fmaf against exact fractions (ties included)
@@ -235,11 +241,22 @@ class Emulator:
                 u = ((x * x).astype(F32) * x).astype(F32)
                 inner = (F32(0.79788456080286535588) * (x + (F32(0.044715) * u).astype(F32)).astype(F32))
                 y = ((F32(0.5) * x).astype(F32) * (F32(1.0) + libm("tanh", inner.astype(F32))).astype(F32))
+            elif name == "gelu_fast":  # HF's order: x 0.7978845608 (1 + 0.044715 x x)
+                k = (F32(1.0) + ((F32(0.044715) * x).astype(F32) * x).astype(F32)).astype(F32)
+                inner = ((x * F32(0.7978845608)).astype(F32) * k).astype(F32)
+                y = ((F32(0.5) * x).astype(F32) * (F32(1.0) + libm("tanh", inner)).astype(F32))
             elif name == "silu":
                 y = (x / (F32(1.0) + libm("exp", (-x).astype(F32))).astype(F32)).astype(F32)
             else:
                 raise ValueError(f"activation {name!r} not emulated")
         return self.note(what, rnd(y.astype(F32), self.fmt))
+
+    def attention_output(self, Pl, V, W_O, b_O):
+        """The heads' P_h V_h (V's columns split evenly over the heads) concatenated, times W_O, then b_O."""
+        dv = V.shape[1] // len(Pl)
+        outs = [self.matmul(P, V[:, h * dv:(h + 1) * dv], "attention") for h, P in enumerate(Pl)]
+        out = self.matmul(np.concatenate(outs, axis=1), W_O, "attention")
+        return out if b_O is None else self.add(out, b_O, "attention")
 
     def mul(self, a, b, what):
         with np.errstate(over="ignore", invalid="ignore"):
@@ -265,8 +282,159 @@ class Emulator:
             return self.note(what, rnd((a + b).astype(F32), self.fmt))
 
 
-def _llama_family(model):
-    return isinstance(model, R.FamilyModel) and model.family in ("llama", "mistral", "qwen2")
+def _family_emulate(model, X0, fmt, variant, record_attention):
+    """emulate() for a families.md model (every FamilyModel): the layer of sanpath_ref.family_layer in the
+    arithmetic of math.md section 9, rules 1-13 -- partial rotary (the first r entries of a head), XLNet's
+    sinusoid and terms (rule 10), T5's bucket bias (11), the soft cap and the sliding window (12), the
+    parallel block's sums (A + M) + X and Gemma 2's sandwich norms (13)."""
+    R.check_family_variant(model, variant)
+    skip, mlp, ln = variant["skip"] == "on", variant["mlp"], variant["layernorm"]
+    causal = variant["mask"] == "causal"
+    em = Emulator(fmt)
+    eps32 = F32(float(model.eps))
+    H, dqk, dv, d = model.H, model.d_qk, model.d_v, model.d
+    if model.scale is None:
+        s = F32(1.0 / math.sqrt(float(dqk)))
+    elif model.scale == "1":
+        s = F32(1.0)
+    else:
+        s = F32(1.0 / math.sqrt(float(model.scale)))
+    X = em.note("input", em.w(np.asarray(X0, dtype=F64)))
+    n = X.shape[0]
+    Xs, Ps = [X.astype(F64)], []
+    T = em.w(model.t5["table"]) if model.t5 else None
+    sinusoid = None
+    if model.xlnet:
+        c = model.clamp_len
+        ps = [max(-c, min(c, r - (n - 1))) if c > 0 else r - (n - 1) for r in range(2 * n - 1)]
+        f = np.array([_LIBM.pow(10000.0, (-2.0 * k) / d) for k in range(d // 2)], dtype=F64).astype(F32)
+        angle = (np.array(ps, dtype=F32)[:, None] * f[None, :]).astype(F32)
+        sinusoid = np.concatenate([rnd(libm("sin", angle), fmt), rnd(libm("cos", angle), fmt)], axis=1)
+    cache = {}
+    for l, lw in enumerate(model.layers, start=1):
+        em.layer = l
+        heads = lw["heads"]
+        if id(lw) not in cache:
+            w = {k: em.w(_stack(heads, k, 1)) for k in ("W_Q", "W_K", "W_V", "W_R")}
+            w.update({k: em.w(_stack(heads, k, 0)) for k in ("b_Q", "b_K", "b_V", "W_O", "r_w", "r_r")})
+            w["b_O"] = em.w(lw.get("b_O"))
+            for k in ("n1", "n2", "n3", "n4"):
+                if lw.get(k) is not None:
+                    w[k] = {"g": em.w(lw[k]["g"]), "b": em.w(lw[k].get("b"))}
+            w["mlp"] = {k: (em.w(v) if k != "kind" else v) for k, v in lw["mlp"].items()} if lw.get("mlp") else None
+            used = [w[k] for k in ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V", "W_O", "b_O", "W_R", "r_w", "r_r")]
+            used += [T] if T is not None else []
+            if ln != "none":
+                used += [v for k in ("n1", "n2", "n3", "n4") if k in w for v in w[k].values()]
+            if mlp != "none":
+                used += [v for k, v in w["mlp"].items() if k != "kind"]
+            for v in used:
+                if v is not None:
+                    em.note("weights", v)
+            cache[id(lw)] = w
+        w = cache[id(lw)]
+
+        def norm(key, Y):
+            nw = w[key]
+            if model.norm == "ln":
+                return em.layernorm(Y, nw["g"], nw["b"], eps32, "LayerNorm")
+            g = (F32(1.0) + nw["g"]).astype(F32) if model.norm == "rms1p" else nw["g"]
+            return em.rmsnorm(Y, g, eps32, "RMSNorm")
+
+        def attention(Y):
+            Q = em.matmul(Y, w["W_Q"], "attention")
+            K = em.matmul(Y, w["W_K"], "attention")
+            V = em.matmul(Y, w["W_V"], "attention")
+            for M, b in ((Q, "b_Q"), (K, "b_K"), (V, "b_V")):
+                if w[b] is not None:
+                    M[...] = em.add(M, w[b], "attention")
+            if model.xlnet:
+                Qr = em.add(Q, w["r_r"], "attention")
+                Q = em.add(Q, w["r_w"], "attention")
+                RK = em.matmul(sinusoid, w["W_R"], "attention")
+            vis = R.visible_keys(model, l - 1, n, causal)
+            Pl = []
+            for h in range(H):
+                Qh, Kh = Q[:, h * dqk:(h + 1) * dqk].copy(), K[:, h * dqk:(h + 1) * dqk].copy()
+                r = model.rotary
+                if r:
+                    Qh[:, :r] = em.rotary(Qh[:, :r], R._dec(model.theta), "attention")
+                    Kh[:, :r] = em.rotary(Kh[:, :r], R._dec(model.theta), "attention")
+                A = em.matmul(Qh, Kh.T, None)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    if model.xlnet:
+                        B = em.matmul(Qr[:, h * dqk:(h + 1) * dqk], RK[:, h * dqk:(h + 1) * dqk].T, None)
+                        idx = np.arange(n)[:, None] - np.arange(n)[None, :] + n - 1
+                        A = rnd((A + np.take_along_axis(B, idx, axis=1)).astype(F32), fmt)
+                    if T is not None:
+                        bias = np.array([[T[R.t5_bucket(j - i, model.t5["nb"], model.t5["md"]), h]
+                                          for j in range(n)] for i in range(n)], dtype=F32)
+                        A = rnd((A + bias).astype(F32), fmt)
+                    A = rnd((A * s).astype(F32), fmt)
+                    if model.softcap is not None:
+                        c = F32(float(model.softcap))
+                        t = rnd((A / c).astype(F32), fmt)
+                        A = rnd((c * rnd(libm("tanh", t), fmt)).astype(F32), fmt)
+                P = np.zeros((n, n), dtype=F32)
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    for i in range(n):
+                        keys = vis[i]
+                        a = A[i, keys]
+                        em.note("attention", a)
+                        m = F32(np.max(a))
+                        e = libm("exp", (a - m).astype(F32))
+                        S = F32(0.0)
+                        for x in e:
+                            S = F32(S + x)
+                        P[i, keys] = rnd((e / S).astype(F32), fmt)
+                Pl.append(em.note("attention", P))
+            if record_attention:
+                Ps.append([P.astype(F64) for P in Pl])
+            return em.attention_output(Pl, V, w["W_O"], w["b_O"])
+
+        def f(Z):
+            m = w["mlp"]
+            if m["kind"] == "gated":
+                G = em.matmul(Z, m["W_gate"], "MLP")
+                U = em.matmul(Z, m["W_up"], "MLP")
+                return em.matmul(em.mul(em.act(model.activation, G, "MLP"), U, "MLP"), m["W_down"], "MLP")
+            Hd = em.matmul(Z, m["W_1"], "MLP")
+            if m.get("b_1") is not None:
+                Hd = em.add(Hd, m["b_1"], "MLP")
+            out = em.matmul(em.act(model.activation, Hd, "MLP"), m["W_2"], "MLP")
+            return em.add(out, m["b_2"], "MLP") if m.get("b_2") is not None else out
+
+        N = (lambda key, Y: norm(key, Y)) if ln != "none" else (lambda key, Y: Y)
+        sandwich = model.sandwich and ln != "none"
+        if model.parallel:  # ((A + M) + X), each sum rounded (rule 13)
+            Xn = attention(N("n1", X))
+            if mlp == "residual":
+                Xn = em.add(Xn, f(N("n2", X)), "residual")
+            if skip:
+                Xn = em.add(Xn, X, "residual")
+        elif ln == "post":
+            a = attention(X)
+            Z = norm("n1", em.add(a, X, "residual") if skip else a)
+            if mlp == "none":
+                Xn = Z
+            else:
+                fz = f(Z)
+                Xn = norm("n2", em.add(fz, Z, "residual") if mlp == "residual" else fz)
+        else:
+            a = attention(N("n1", X))
+            if sandwich:
+                a = norm("n3", a)
+            Z = em.add(a, X, "residual") if skip else a
+            if mlp == "none":
+                Xn = Z
+            else:
+                fz = f(N("n2", Z))
+                if sandwich:
+                    fz = norm("n4", fz)
+                Xn = em.add(fz, Z, "residual") if mlp == "residual" else fz
+        X = Xn
+        Xs.append(X.astype(F64))
+    return {"X": Xs, "P": Ps, "overflow": em.overflow}
 
 
 def _stack(heads, key, axis):
@@ -284,20 +452,14 @@ def _layer_weights(em, model, lw, variant):
     w.update({k: em.w(_stack(heads, k, 0)) for k in ("b_Q", "b_K", "b_V")})
     w["W_O"] = em.w(_stack(heads, "W_O", 0))
     w["b_O"] = em.w(lw.get("b_O"))
-    if _llama_family(model):
-        w["n1"] = em.w(lw["n1"]["g"])
-        w["n2"] = em.w(lw["n2"]["g"])
-        m = lw["mlp"]
-        w.update({k: em.w(m[k]) for k in ("W_gate", "W_up", "W_down")})
-    else:
-        for k in ("W_1", "b_1", "W_2", "b_2", "ln1_g", "ln1_b", "ln2_g", "ln2_b"):
-            w[k] = em.w(lw.get(k))
+    for k in ("W_1", "b_1", "W_2", "b_2", "ln1_g", "ln1_b", "ln2_g", "ln2_b"):
+        w[k] = em.w(lw.get(k))
     used = {"W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V", "W_O", "b_O"}
     mlp, ln = variant["mlp"] != "none", variant["layernorm"] != "none"
     if mlp:
-        used |= {"W_1", "b_1", "W_2", "b_2", "W_gate", "W_up", "W_down"}
+        used |= {"W_1", "b_1", "W_2", "b_2"}
     if ln:
-        used |= {"ln1_g", "ln1_b", "n1"} | ({"ln2_g", "ln2_b", "n2"} if mlp else set())
+        used |= {"ln1_g", "ln1_b"} | ({"ln2_g", "ln2_b"} if mlp else set())
     for k, v in w.items():
         if v is not None and k in used:
             em.note("weights", v)
@@ -311,14 +473,11 @@ def emulate(model, X0, fmt, variant=None, record_attention=True):
     default the model's own. Returns {"X": [X^0..X^L as float64 arrays, values in F], "P": [per layer 1..L,
     per head, n x n float64], "overflow": (layer, operation) of the first non-finite result or None}.
     """
-    if isinstance(model, R.FamilyModel) and not _llama_family(model):
-        raise ValueError(f"{model.family}: not emulated by this reference (native, bert, gpt2, llama family)")
     variant = dict(model.own, **(variant or {}))
+    if isinstance(model, R.FamilyModel):
+        return _family_emulate(model, X0, fmt, variant, record_attention)
     skip, mlp, ln = variant["skip"] == "on", variant["mlp"], variant["layernorm"]
     causal = variant["mask"] == "causal"
-    llama = _llama_family(model)
-    if llama and ln == "post":
-        raise ValueError("llama family: --layernorm post refused (none or pre)")
     em = Emulator(fmt)
     eps = float(R._dec(model.eps)) if not isinstance(model.eps, float) else model.eps
     eps32 = F32(eps)
@@ -334,8 +493,6 @@ def emulate(model, X0, fmt, variant=None, record_attention=True):
         w = cache[id(lw)]
 
         def norm(which, Y):
-            if llama:
-                return em.rmsnorm(Y, w["n1" if which == 1 else "n2"], eps32, "RMSNorm")
             return em.layernorm(Y, w[f"ln{which}_g"], w[f"ln{which}_b"], eps32, "LayerNorm")
 
         def attention(Y):
@@ -348,28 +505,15 @@ def emulate(model, X0, fmt, variant=None, record_attention=True):
                 K = em.add(K, w["b_K"], "attention")
             if w["b_V"] is not None:
                 V = em.add(V, w["b_V"], "attention")
-            outs, Pl = [], []
+            Pl = []
             for h in range(H):
-                Qh, Kh = Q[:, h * dqk:(h + 1) * dqk], K[:, h * dqk:(h + 1) * dqk]
-                if llama:
-                    Qh = em.rotary(Qh, R._dec(model.theta), "attention")
-                    Kh = em.rotary(Kh, R._dec(model.theta), "attention")
-                A = em.scores(Qh, Kh, s, causal, "attention")
-                P = em.softmax(A, causal, "attention")
-                Pl.append(P.astype(F64))
-                outs.append(em.matmul(P, V[:, h * dv:(h + 1) * dv], "attention"))
+                A = em.scores(Q[:, h * dqk:(h + 1) * dqk], K[:, h * dqk:(h + 1) * dqk], s, causal, "attention")
+                Pl.append(em.softmax(A, causal, "attention"))
             if record_attention:
-                Ps.append(Pl)
-            out = em.matmul(np.concatenate(outs, axis=1), w["W_O"], "attention")
-            if w["b_O"] is not None:
-                out = em.add(out, w["b_O"], "attention")
-            return out
+                Ps.append([P.astype(F64) for P in Pl])
+            return em.attention_output(Pl, V, w["W_O"], w["b_O"])
 
         def f(Z):
-            if llama:
-                G = em.matmul(Z, w["W_gate"], "MLP")
-                U = em.matmul(Z, w["W_up"], "MLP")
-                return em.matmul(em.mul(em.act("silu", G, "MLP"), U, "MLP"), w["W_down"], "MLP")
             Hd = em.add(em.matmul(Z, w["W_1"], "MLP"), w["b_1"], "MLP")
             return em.add(em.matmul(em.act(model.activation, Hd, "MLP"), w["W_2"], "MLP"), w["b_2"], "MLP")
 

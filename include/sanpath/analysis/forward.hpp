@@ -192,8 +192,7 @@ struct ForwardAnalysis : Provenance {
 /// tier up), and their correct digits against `exact`, the exact analysis of
 /// the same model, variant and input, each printed to at most `asked`
 /// significant digits. Layers from the first non-finite one on
-/// are not measured. Throws std::invalid_argument for an architecture the
-/// emulation does not run (emulation_supports).
+/// are not measured. Throws std::invalid_argument as emulate_forward does.
 EmulationReport analyze_emulation(const Model& model, const Variant& variant, const InputSpec& input,
                                   EmulatedFormat format, Center center, const MeasureSet& measures, int asked,
                                   const ForwardAnalysis& exact);

@@ -58,25 +58,14 @@ struct EmulatedTrace {
   int layers() const { return static_cast<int>(X.size()) - 1; }
 };
 
-/// Whether emulate_forward runs `a`: math.md §1–2's layers (LayerNorm, every
-/// variant, relu/gelu/gelu_tanh/silu, biases, shared layers, the score scale
-/// of the architecture) and §7's Llama family (RMSNorm, rotary embeddings on
-/// the whole head, grouped-query attention, gated MLP, unit-offset gains).
-/// Not: XLNet's relative attention, T5's bucket bias, soft-capped logits,
-/// parallel blocks, sandwich norms, applied sliding windows, partial rotary,
-/// gelu_fast.
-bool emulation_supports(const Architecture& a);
-
-/// Throws std::invalid_argument "<source>: emulate: <feature> is not
-/// emulated; …" unless emulation_supports(model.arch()).
-void check_emulation_supports(const Model& model);
-
 /// Runs `model` on X0 = make_input<double>(model, input) (n × d_model) with
 /// the layer map of `variant` (the same as forward()'s) in format f.
-/// Throws std::invalid_argument like forward() (shapes, a variant the
-/// weights cannot run, a sequence longer than an unapplied sliding window),
-/// "<source>: emulate: <feature> is not emulated; ..." for an architecture
-/// emulation_supports refuses, and ResourceError beyond the memory budget.
+/// Every feature of every family the library loads is emulated (math.md §9
+/// lists them with their rounding points). Throws std::invalid_argument like
+/// forward() (shapes, a variant the weights cannot run, a sequence longer
+/// than an unapplied sliding window), "<source>: emulate: an RMSNorm bias
+/// (layer l) is not emulated; …" for nonzero RMSNorm biases, and
+/// ResourceError beyond the memory budget.
 EmulatedTrace emulate_forward(const Model& model, const Variant& variant, const Matrix<double>& X0, EmulatedFormat f,
                               bool record_attention);
 
