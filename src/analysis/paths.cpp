@@ -56,7 +56,7 @@ Plan plan_precision(const Model& model, const Variant& variant, const InputSpec&
   Plan plan;
   plan.choice =
       choose_precision(model, variant, input, request, Center::mean, prefixed_progress(progress, "precision: "));
-  if (request.confirm && !plan.choice.precision.is_top()) plan.check = plan.choice.precision.next();
+  if (request.confirm) plan.check = PrecisionRequest::confirming_tier(plan.choice.precision);
   return plan;
 }
 
@@ -379,7 +379,7 @@ PathEnumerationReport analyze_enumeration(const Model& model, const Variant& var
   // quantities (value and bound each), plus about 1 KiB per path for the
   // formatted report.
   const std::uint64_t kept = er.top_k > 0 ? std::min<std::uint64_t>(er.top_k, nwalked) : nwalked;
-  const long top_bits = plan.check ? plan.check->bits : p.bits;
+  const long top_bits = plan.check ? std::max(plan.check->bits, p.bits) : p.bits;
   const std::uint64_t per_record =
       add_sat(mul_sat(16, scalar_bytes(true, std::max(top_bits, 64L))), 1024 + 64 * static_cast<std::uint64_t>(L));
   require_memory(mul_sat(kept, per_record), "path enumeration", std::to_string(kept) + " path records kept");

@@ -127,7 +127,7 @@ RerunReport analyze_rerun(const Model& model, const Variant& variant, const Inpu
   } else {
     const PrecisionChoice choice =
         choose_precision(model, variant, input, request, Center::mean, prefixed_progress(progress, "precision: "));
-    if (request.confirm && !choice.precision.is_top()) check = choice.precision.next();
+    if (request.confirm) check = PrecisionRequest::confirming_tier(choice.precision);
     r.variant = variant;
     r.precision = choice.precision;
     r.check = check;

@@ -12,6 +12,7 @@
 #include "sanpath/core/resources.hpp"
 #include "core/dgemm.hpp"
 #include "core/linalg_impl.hpp"  // detail::run_blocks, detail::split_product
+#include "compute/layer_impl.hpp"  // detail::layer_map
 
 #include <algorithm>
 #include <atomic>
@@ -294,7 +295,7 @@ void add_row(Context& c, MatF& M, const RowF& b) {
 }
 
 /// M ← rnd_F(fl32(M + N)) (rule 3).
-void add(Context& c, MatF& M, const MatF& N) {
+void add_in_format(Context& c, MatF& M, const MatF& N) {
   float* m = M.data();
   const float* n = N.data();
   for (Index i = 0; i < M.size(); ++i) m[i] = rnd(m[i] + n[i], c.f);
@@ -303,7 +304,7 @@ void add(Context& c, MatF& M, const MatF& N) {
 
 /// LayerNorm or RMSNorm of every row, one fused operation each (rule 6).
 /// g, b: the gains and biases in F; RMSNorm's unit-offset gains (Gemma) are fl32(1 + g).
-MatF norm(Context& c, const Architecture& a, const MatF& X, const RowF& g, const RowF& b) {
+MatF norm_in_format(Context& c, const Architecture& a, const MatF& X, const RowF& g, const RowF& b) {
   const Index n = X.rows(), d = X.cols();
   const float dd = static_cast<float>(d), eps = static_cast<float>(a.ln_eps);
   MatF Y(n, d);
@@ -337,7 +338,7 @@ MatF norm(Context& c, const Architecture& a, const MatF& X, const RowF& g, const
 }
 
 /// An activation, fused: its fp32 formula of rule 7, one rounding to F.
-float activate(float x, Activation act, EmulatedFormat f) {
+float activate_in_format(float x, Activation act, EmulatedFormat f) {
   switch (act) {
     case Activation::relu:
       return x > 0.0f ? x : 0.0f;
@@ -385,7 +386,7 @@ Rotary rotary_of(const Architecture& a, Index n, EmulatedFormat f) {
 
 /// Rotates the r columns from `first` of M, row p by position p, rotate-half layout (rule 8);
 /// the head's other columns stay.
-void rotate(const Context& c, const Rotary& r, MatF& M, Index first) {
+void rotate_in_format(const Context& c, const Rotary& r, MatF& M, Index first) {
   const Index half = r.cos.cols();
   for (Index i = 0; i < half; ++i)
     for (Index p = 0; p < M.rows(); ++p) {
@@ -433,9 +434,9 @@ void score_row(const Context& c, const Architecture& a, const MatF& A, const Sco
   const Index n = A.rows();
   for (Index j = first; j < last; ++j) {
     float x = rnd(A(i, j), c.f);
-    if (s.B) x = rnd(x + rnd((*s.B)(i, i - j + n - 1), c.f), c.f);
+    if (s.B) x = rnd(x + rnd((*s.B)(i, detail::relative_column(i, j, n)), c.f), c.f);
     if (s.pos_bias)
-      x = rnd(x + (*s.pos_bias)(t5_bucket(static_cast<long>(j - i), a.rel_buckets, a.rel_max_distance), s.head), c.f);
+      x = rnd(x + detail::bucket_bias(a, *s.pos_bias, i, j, s.head), c.f);
     x = rnd(x * s.scale, c.f);
     if (s.cap) {
       const float t = rnd(x / *s.cap, c.f);
@@ -595,116 +596,28 @@ void round_layer(Context& c, const Architecture& a, const Variant& variant, cons
 /// What a pass computes once from n and every layer reads: the rotary
 /// angles (rule 8) and XLNet's sinusoid (rule 10), in F.
 struct Positions {
+  Index n = 0;  ///< the tokens
   std::optional<Rotary> rotary;
   std::optional<MatF> sinusoid;
 };
 
-/// Attn(X) in F (rules 2–5, 8, 10–12): Q, K, V one product each with the
-/// stacked heads, bias, rotary; per head the scores with their position
-/// terms, scale and soft cap over the keys the mask and `window` (> 0: keys
-/// with i − j < W, causal) leave, and the softmax, P_h V_h into its columns;
-/// the concatenation times W_O, then b_O.
-MatF attention(Context& c, const Architecture& a, const LayerF& w, const MatF& X, MaskKind mask, Index window,
-               const Positions& pos, std::vector<Matrix<double>>* P) {
-  const Index n = X.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
-  MatF Q = matmul(c, X, w.WQ), K = matmul(c, X, w.WK), V = matmul(c, X, w.WV);
-  add_row(c, Q, w.bQ);
-  add_row(c, K, w.bK);
-  add_row(c, V, w.bV);
-  if (pos.rotary) {
-    for (Index h = 0; h < H; ++h) {
-      rotate(c, *pos.rotary, Q, h * dq);
-      rotate(c, *pos.rotary, K, h * dq);
-    }
-    c.watch.note(Q);
-    c.watch.note(K);
-  }
-  // XLNet: content queries q + r_w, position queries q + r_r, the sinusoid times W_R.
-  MatF Qr, RK;
-  if (a.xlnet_relative) {
-    if (!pos.sinusoid || pos.sinusoid->rows() != 2 * n - 1)
-      throw std::logic_error("emulate: XLNet's sinusoid is missing or of another length");
-    Qr = Q;
-    add_row(c, Q, w.rw);
-    add_row(c, Qr, w.rr);
-    RK = matmul(c, *pos.sinusoid, w.WR);
-  }
-  double scale_d = 1.0 / std::sqrt(static_cast<double>(dq));
-  if (a.score_scale_base) scale_d = *a.score_scale_base == 1.0 ? 1.0 : 1.0 / std::sqrt(*a.score_scale_base);
-  const bool causal = mask == MaskKind::causal;
-  MatF heads_out(n, H * dv);
-  std::vector<MatF> Ps(P ? static_cast<std::size_t>(H) : 0);
-  const double head_work = double(H) * double(n) * double(n) * double(dq + dv);
-  detail::run_blocks(static_cast<std::size_t>(H), head_work >= double(1 << 20) ? product_threads() : 1,
-                     [&](std::size_t hu) {
-                       EmulationFpScope::set();
-                       check_interrupt();
-                       const auto h = static_cast<Index>(hu);
-                       MatF A(n, n), Ph(n, n), B;
-                       detail::sgemm(c.isa, n, n, dq, Q.data() + h * dq * n, n, K.data() + h * dq * n, n, true,
-                                     A.data(), n);
-                       ScoreTerms terms;
-                       terms.head = h;
-                       terms.scale = static_cast<float>(scale_d);
-                       if (a.softcap) terms.cap = static_cast<float>(*a.softcap);
-                       if (a.rel_buckets > 0) terms.pos_bias = &w.pos_bias;
-                       if (a.xlnet_relative) {
-                         const Index m = RK.rows();  // 2n − 1
-                         B.resize(n, m);
-                         detail::sgemm(c.isa, n, m, dq, Qr.data() + h * dq * n, n, RK.data() + h * dq * m, m, true,
-                                       B.data(), n);
-                         terms.B = &B;
-                       }
-                       std::vector<float> row(static_cast<std::size_t>(n));
-                       for (Index i = 0; i < n; ++i) {
-                         const Index last = causal ? i + 1 : n;
-                         const Index first = causal && window > 0 ? std::max<Index>(0, i - window + 1) : 0;
-                         score_row(c, a, A, terms, i, first, last, row.data());
-                         softmax_row(c, i, first, last, Ph, row.data());
-                       }
-                       c.watch.note(Ph);
-                       matmul_block(c, n, dv, n, Ph.data(), n, V.data() + h * dv * n, n, false,
-                                    heads_out.data() + h * dv * n, n);
-                       if (P) Ps[hu] = std::move(Ph);
-                     });
-  c.watch.note(heads_out);
-  if (P)
-    for (const MatF& Ph : Ps) P->push_back(Ph.cast<double>());
-  MatF out = matmul(c, heads_out, w.WO);
-  add_row(c, out, w.bO);
-  return out;
-}
+/// The emulated format's arithmetic for detail::layer_map, detail::attention
+/// and detail::mlp (compute/layer_impl.hpp): every operation in F as math.md
+/// §9 rounds it (rules 2–8, 10–12), each sub-layer watched under its name
+/// for the overflow report.
+struct EmulatedLayer {
+  using Value = MatF;
+  Context& c;
+  EmulatedTrace& t;
+  int l;  ///< the layer, from 1
+  const Architecture& a;
+  const LayerF& w;
+  MaskKind mask;
+  Index window;
+  const Positions& pos;
+  std::vector<Matrix<double>>* P;
 
-/// f(Z) in F (rules 2, 3, 7): Z W_1 + b_1, the activation (gated: times
-/// act(Z W_gate)), then times W_2, plus b_2.
-MatF mlp(Context& c, const Architecture& a, const LayerF& w, const MatF& Z) {
-  MatF Hid = matmul(c, Z, w.W1);
-  add_row(c, Hid, w.b1);
-  if (w.Wgate.size() > 0) {
-    const MatF G = matmul(c, Z, w.Wgate);
-    float* h = Hid.data();
-    const float* g = G.data();
-    for (Index i = 0; i < Hid.size(); ++i) h[i] = rnd(activate(g[i], a.activation, c.f) * h[i], c.f);
-  } else {
-    float* h = Hid.data();
-    for (Index i = 0; i < Hid.size(); ++i) h[i] = activate(h[i], a.activation, c.f);
-  }
-  c.watch.note(Hid);
-  MatF out = matmul(c, Hid, w.W2);
-  add_row(c, out, w.b2);
-  return out;
-}
-
-/// One layer X → X' of `variant`, in forward_impl.hpp's layer_map order
-/// (its parallel block and Gemma 2's sandwich norms included), each
-/// operation watched under its name.
-MatF layer(Context& c, EmulatedTrace& t, int l, const Architecture& a, const Variant& variant, const LayerF& w,
-           const MatF& X, const Positions& pos, std::vector<Matrix<double>>* P) {
-  const bool pre = variant.layernorm == LayerNormKind::pre, post = variant.layernorm == LayerNormKind::post;
-  const bool sandwich = a.sandwich_norms && pre;
-  const Index window = a.window_applies(l - 1) ? a.attention_window : 0;
-  const char* norm_name = a.norm == NormKind::rms ? "RMSNorm" : "LayerNorm";
-  auto watched = [&](const char* op, auto&& step) {
+  template <class Step> auto watched(const char* op, Step&& step) {
     c.watch.begin(l, op);
     if constexpr (std::is_void_v<decltype(step())>) {
       step();
@@ -714,32 +627,146 @@ MatF layer(Context& c, EmulatedTrace& t, int l, const Architecture& a, const Var
       c.watch.end(t);
       return result;
     }
-  };
-  auto normed = [&](const MatF& M, const RowF& g, const RowF& b) {
-    return watched(norm_name, [&] { return norm(c, a, M, g, b); });
-  };
-  const MatF X1 = pre ? normed(X, w.ln1_g, w.ln1_b) : MatF();
-  MatF Z = watched("attention", [&] { return attention(c, a, w, pre ? X1 : X, variant.mask, window, pos, P); });
-  if (sandwich) Z = normed(Z, w.ln3_g, w.zero);
-  if (a.parallel_residual) {  // X' = [skip]X + Attn(N_1 X) + [mlp] f(N_2 X), summed in this order
-    if (variant.mlp != MlpKind::none) {
-      const MatF X2 = pre ? normed(X, w.ln2_g, w.ln2_b) : MatF();
-      const MatF M = watched("MLP", [&] { return mlp(c, a, w, pre ? X2 : X); });
-      watched("residual", [&] { add(c, Z, M); });
-    }
-    if (variant.skip) watched("residual", [&] { add(c, Z, X); });
-    return Z;
   }
-  if (variant.skip) watched("residual", [&] { add(c, Z, X); });
-  if (post) Z = normed(Z, w.ln1_g, w.ln1_b);
-  if (variant.mlp == MlpKind::none) return Z;
-  const MatF Z2 = pre ? normed(Z, w.ln2_g, w.ln2_b) : MatF();
-  MatF Xn = watched("MLP", [&] { return mlp(c, a, w, pre ? Z2 : Z); });
-  if (sandwich) Xn = normed(Xn, w.ln4_g, w.zero);
-  if (variant.mlp == MlpKind::residual) watched("residual", [&] { add(c, Xn, Z); });
-  if (post) Xn = normed(Xn, w.ln2_g, w.ln2_b);
-  return Xn;
-}
+  MatF attention(const MatF& X) { return watched("attention", [&] { return detail::attention(*this, a, X); }); }
+  MatF mlp(const MatF& Z) { return watched("MLP", [&] { return detail::mlp(*this, w.Wgate.size() > 0, Z); }); }
+  MatF norm(const MatF& X, detail::NormAt at) {
+    const RowF* g = &w.ln1_g;
+    const RowF* b = &w.ln1_b;
+    switch (at) {
+      case detail::NormAt::ln1:
+        break;
+      case detail::NormAt::ln2:
+        g = &w.ln2_g, b = &w.ln2_b;
+        break;
+      case detail::NormAt::ln3:
+        g = &w.ln3_g, b = &w.zero;
+        break;
+      case detail::NormAt::ln4:
+        g = &w.ln4_g, b = &w.zero;
+        break;
+    }
+    return watched(a.norm == NormKind::rms ? "RMSNorm" : "LayerNorm",
+                   [&] { return norm_in_format(c, a, X, *g, *b); });
+  }
+  void add(MatF& Y, const MatF& X) {
+    watched("residual", [&] { add_in_format(c, Y, X); });
+  }
+
+  /// X W in F, then the bias (rules 2, 3).
+  MatF project(const MatF& X, detail::Projection which) {
+    using detail::Projection;
+    const auto with_bias = [&](const MatF& W, const RowF* b) {
+      MatF out = matmul(c, X, W);
+      if (b) add_row(c, out, *b);
+      return out;
+    };
+    switch (which) {
+      case Projection::Q:
+        return with_bias(w.WQ, &w.bQ);
+      case Projection::K:
+        return with_bias(w.WK, &w.bK);
+      case Projection::V:
+        return with_bias(w.WV, &w.bV);
+      case Projection::O:
+        return with_bias(w.WO, &w.bO);
+      case Projection::R:
+        return with_bias(w.WR, nullptr);
+      case Projection::W1:
+        return with_bias(w.W1, &w.b1);
+      case Projection::gate:
+        return with_bias(w.Wgate, nullptr);
+      case Projection::W2:
+        return with_bias(w.W2, &w.b2);
+    }
+    throw std::logic_error("emulate: unknown projection");
+  }
+  /// Every head's rotated columns (rule 8).
+  void rotate(MatF& M) {
+    for (Index h = 0; h < a.heads; ++h) rotate_in_format(c, *pos.rotary, M, h * a.d_qk);
+    c.watch.note(M);
+  }
+  MatF offset(const MatF& Q, detail::QueryOffset o) {
+    MatF out = Q;
+    add_row(c, out, o == detail::QueryOffset::content ? w.rw : w.rr);
+    return out;
+  }
+  MatF relative_keys() {
+    if (!pos.sinusoid || pos.sinusoid->rows() != 2 * pos.n - 1)
+      throw std::logic_error("emulate: XLNet's sinusoid is missing or of another length");
+    return matmul(c, *pos.sinusoid, w.WR);
+  }
+  static MatF columns(const MatF& M, Index first, Index count) { return M.middleCols(first, count); }
+  /// A Bᵀ as raw fp32 chains: the scores round them (rule 4, score_row).
+  MatF times_nt(const MatF& A, const MatF& B) const {
+    MatF C(A.rows(), B.rows());
+    detail::sgemm(c.isa, A.rows(), B.rows(), A.cols(), A.data(), A.rows(), B.data(), B.rows(), true, C.data(),
+                  A.rows());
+    return C;
+  }
+  /// P V in F (rule 2), on this head's thread.
+  MatF times(const MatF& A, const MatF& B) const {
+    MatF C(A.rows(), B.cols());
+    matmul_block(c, A.rows(), B.cols(), A.cols(), A.data(), A.rows(), B.data(), B.rows(), false, C.data(), A.rows());
+    return C;
+  }
+  /// P's rows (rules 4, 5, 10–12): each row's scores over the keys the mask
+  /// and window leave, then the fused softmax.
+  MatF weights(const MatF& A, const MatF* B, Index h) {
+    const Index n = A.rows();
+    ScoreTerms terms;
+    terms.head = h;
+    double scale = 1.0 / std::sqrt(static_cast<double>(a.d_qk));
+    if (a.score_scale_base) scale = *a.score_scale_base == 1.0 ? 1.0 : 1.0 / std::sqrt(*a.score_scale_base);
+    terms.scale = static_cast<float>(scale);
+    if (a.softcap) terms.cap = static_cast<float>(*a.softcap);
+    if (a.rel_buckets > 0) terms.pos_bias = &w.pos_bias;
+    terms.B = B;
+    MatF Ph(n, n);
+    std::vector<float> row(static_cast<std::size_t>(n));
+    for (Index i = 0; i < n; ++i) {
+      const auto [first, last] = detail::visible_keys(i, n, mask, window);
+      score_row(c, a, A, terms, i, first, last, row.data());
+      softmax_row(c, i, first, last, Ph, row.data());
+    }
+    c.watch.note(Ph);
+    return Ph;
+  }
+  MatF side_by_side(std::vector<MatF>& heads) {
+    MatF out(heads.front().rows(), a.heads * a.d_v);
+    for (std::size_t h = 0; h < heads.size(); ++h) out.middleCols(static_cast<Index>(h) * a.d_v, a.d_v) = heads[h];
+    c.watch.note(out);
+    return out;
+  }
+  bool recording() const { return P != nullptr; }
+  void record(std::vector<MatF>& Ps) const {
+    for (const MatF& Ph : Ps) P->push_back(Ph.cast<double>());
+  }
+  /// Heads in parallel where it pays; every head in F's floating-point environment.
+  template <class F> void for_heads(Index H, F&& f) const {
+    const double n = double(pos.n);
+    const double work = double(H) * n * n * double(a.d_qk + a.d_v);
+    detail::run_blocks(static_cast<std::size_t>(H), work >= double(1 << 20) ? product_threads() : 1,
+                       [&](std::size_t h) {
+                         EmulationFpScope::set();
+                         check_interrupt();
+                         f(static_cast<Index>(h));
+                       });
+  }
+  /// act on every entry, fused (rule 7).
+  void activate(MatF& Hid) const {
+    float* h = Hid.data();
+    for (Index i = 0; i < Hid.size(); ++i) h[i] = activate_in_format(h[i], a.activation, c.f);
+    c.watch.note(Hid);
+  }
+  /// Hid ← rnd_F(act(G) · Hid) (rule 7).
+  void gate(MatF& Hid, const MatF& G) const {
+    float* h = Hid.data();
+    const float* g = G.data();
+    for (Index i = 0; i < Hid.size(); ++i) h[i] = rnd(activate_in_format(g[i], a.activation, c.f) * h[i], c.f);
+    c.watch.note(Hid);
+  }
+};
 
 /// Whether every entry of v is zero (RMSNorm layers of the Llama family carry zero biases).
 bool all_zero(const VectorXd& v) { return (v.array() == 0.0).all(); }
@@ -797,6 +824,7 @@ EmulatedTrace emulate_forward(const Model& model, const Variant& variant, const 
   c.watch.end(t);
   t.X.push_back(X.cast<double>());
   Positions pos;
+  pos.n = X0.rows();
   if (a.rotary()) pos.rotary = rotary_of(a, X0.rows(), f);
   if (a.xlnet_relative) pos.sinusoid = sinusoid_of(a, X0.rows(), f);
   LayerF w;
@@ -813,7 +841,8 @@ EmulatedTrace emulate_forward(const Model& model, const Variant& variant, const 
       c.watch.end(t);
     }
     std::vector<Matrix<double>>* P = record_attention ? &t.P[static_cast<std::size_t>(l)] : nullptr;
-    X = layer(c, t, l + 1, a, variant, w, X, pos, P);
+    EmulatedLayer ar{c, t, l + 1, a, w, variant.mask, a.window_applies(l) ? a.attention_window : 0, pos, P};
+    X = detail::layer_map(ar, a, variant, X);
     t.X.push_back(X.cast<double>());
   }
   return t;

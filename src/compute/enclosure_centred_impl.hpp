@@ -857,6 +857,26 @@ template <class S> BallSplit<S> added(const BallSplit<S>& y, const BallSplit<S>&
   return {std::move(c.B), std::move(R.B), std::move(c.rows), std::move(R.rows)};
 }
 
+/// The centred ball's arithmetic for detail::layer_map (compute/layer_impl.hpp):
+/// what centred_enclosure_supports covers (LayerNorm, math.md §1's logits).
+template <class S> struct CentredBallLayer {
+  using Value = BallSplit<S>;
+  const Architecture& a;
+  const detail::PackedLayer<S>& w;
+  const LayerWeights& lw;
+  MaskKind mask;
+  bool row_bounds;
+  long p;
+
+  Value attention(const Value& x) const { return attention_centred(a, w, x, mask, row_bounds, p); }
+  Value mlp(const Value& z) const { return mlp_centred(a, w, lw, z, row_bounds, p); }
+  Value norm(const Value& x, detail::NormAt at) const {
+    const auto [g, b] = detail::norm_parameters(lw, at);
+    return layer_norm_centred(x, *g, b ? *b : VectorXd::Zero(g->size()).eval(), a.ln_eps, row_bounds, p);
+  }
+  void add(Value& y, const Value& x) const { y = added(y, x, p); }
+};
+
 }  // namespace enclosure_detail
 
 template <class S>
@@ -872,8 +892,7 @@ EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Varia
     use_full_mpfr_exponent_range();
     const long p = precision_bits_v<S>;
     const UpperBound scale = UpperBound::of(options.radius_scale);
-    const bool with_mlp = variant.mlp != MlpKind::none, pre = variant.layernorm == LayerNormKind::pre,
-               post = variant.layernorm == LayerNormKind::post;
+    const bool with_mlp = variant.mlp != MlpKind::none;
     EnclosedCentredTrace<S> t;
     t.variant = variant;
     const auto record = [&t](const E::BallSplit<S>& x) {
@@ -891,18 +910,8 @@ EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Varia
       const std::shared_ptr<const LayerWeights> held = model.layer_for_pass(l);
       const LayerWeights& lw = *held;
       detail::pack_into(w, a, lw, with_mlp);
-      E::BallSplit<S> z = E::attention_centred(
-          a, w, pre ? E::layer_norm_centred(x, lw.ln1_g, lw.ln1_b, a.ln_eps, options.row_bounds, p) : x, variant.mask,
-          options.row_bounds, p);
-      if (variant.skip) z = E::added(z, x, p);
-      if (post) z = E::layer_norm_centred(z, lw.ln1_g, lw.ln1_b, a.ln_eps, options.row_bounds, p);
-      if (with_mlp) {
-        E::BallSplit<S> y = E::mlp_centred(a, w, lw, pre ? E::layer_norm_centred(z, lw.ln2_g, lw.ln2_b, a.ln_eps, options.row_bounds, p) : z,
-                                             options.row_bounds, p);
-        if (variant.mlp == MlpKind::residual) y = E::added(y, z, p);
-        if (post) y = E::layer_norm_centred(y, lw.ln2_g, lw.ln2_b, a.ln_eps, options.row_bounds, p);
-        z = std::move(y);
-      }
+      E::CentredBallLayer<S> ar{a, w, lw, variant.mask, options.row_bounds, p};
+      E::BallSplit<S> z = detail::layer_map(ar, a, variant, x);
       z.c.rad = z.c.rad * scale;
       z.R.rad = z.R.rad * scale;
       if (z.c_rows.m.size()) z.c_rows = z.c_rows * scale;

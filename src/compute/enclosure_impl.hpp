@@ -83,15 +83,13 @@ template <class S> void add_bias(BallMatrix<S>& B, const RowVector<S>& b, long p
 template <class S> BallMatrix<S> softmax(const BallMatrix<S>& A, MaskKind mask, Eigen::Index window, long p) {
   const Eigen::Index n = A.mid.rows(), m = A.mid.cols();
   BallMatrix<S> P{row_softmax(A.mid, mask, window), RadiusMatrix{}};
-  const bool causal = mask == MaskKind::causal;
   // Per row: ε (the computed row against the exact softmax of Ã, relative)
   // and expm1(2r) (logits moved by at most r); unset: only the radius 1 holds.
   std::vector<std::optional<std::pair<UpperBound, UpperBound>>> row(static_cast<std::size_t>(n));
   mpfr_t span;
   mpfr_init2(span, 64);
   for (Eigen::Index i = 0; i < n; ++i) {
-    const Eigen::Index last = causal ? std::min(i + 1, m) : m;
-    const Eigen::Index first = causal && window > 0 ? std::max<Eigen::Index>(0, i - window + 1) : 0;
+    const auto [first, last] = detail::visible_keys(i, m, mask, window);
     UpperBound r;
     const S* mx = &A.mid(i, first);
     const S* mn = mx;
@@ -110,8 +108,7 @@ template <class S> BallMatrix<S> softmax(const BallMatrix<S>& A, MaskKind mask, 
   }
   const UpperBound one = UpperBound::of(1.0), c102 = UpperBound::of(1.02);
   P.rad = radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) {
-    const Eigen::Index last = causal ? std::min(i + 1, m) : m;
-    const Eigen::Index first = causal && window > 0 ? std::max<Eigen::Index>(0, i - window + 1) : 0;
+    const auto [first, last] = detail::visible_keys(i, m, mask, window);
     if (j < first || j >= last) return UpperBound{};  // masked: exactly 0 in both
     const auto& f = row[static_cast<std::size_t>(i)];
     if (!f) return one;
@@ -513,10 +510,12 @@ void rotate_heads(BallMatrix<S>& M, const BallRotary<S>& t, Eigen::Index heads, 
 
 /// What a pass encloses once from n and shares with every layer (as PositionTables).
 template <class S> struct BallPositions {
+  Eigen::Index n = 0;  ///< the tokens
   std::optional<BallRotary<S>> rotary;
   std::optional<BallMatrix<S>> sinusoid;  ///< XLNet: (2n − 1) × d
   static BallPositions make(const Architecture& a, Eigen::Index n) {
     BallPositions t;
+    t.n = n;
     if (a.rope_theta) t.rotary = rotary_enclosed<S>(n, a.rotated_dims(), *a.rope_theta);
     if (a.xlnet_relative) t.sinusoid = xlnet_sinusoid_enclosed<S>(n, a.d_model, a.clamp_len);
     return t;
@@ -546,114 +545,6 @@ template <class S> void soft_cap(BallMatrix<S>& A, double softcap) {
   A.rad = radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) { return rad[static_cast<std::size_t>(j * n + i)]; });
 }
 
-/// Attention of math.md §1 on a ball (heads one after another), with the
-/// position terms attention() adds: rotary queries and keys, XLNet's
-/// relative terms, T5's bucket bias, Gemma 2's soft cap.
-template <class S>
-BallMatrix<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const BallMatrix<S>& X, MaskKind mask,
-                        Eigen::Index window, const BallPositions<S>& pos, long p,
-                        std::vector<BallMatrix<S>>* record = nullptr) {
-  const Eigen::Index n = X.mid.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
-  BallMatrix<S> Q = times_weights(X, w.WQ, p), K = times_weights(X, w.WK, p), V = times_weights(X, w.WV, p);
-  add_bias(Q, w.bQ, p);
-  add_bias(K, w.bK, p);
-  add_bias(V, w.bV, p);
-  if (pos.rotary) {
-    rotate_heads(Q, *pos.rotary, H, dq, p);
-    rotate_heads(K, *pos.rotary, H, dq, p);
-  }
-  const S scale = detail::score_scale<S>(a);
-  // |s − s̃| ≤ 4u·s̃ (a decimal, a square root and a quotient, each rounded once).
-  const UpperBound u = unit(p);
-  const UpperBound s_up = UpperBound::abs_of(scale.backend().data()) * (UpperBound::of(1.0) + UpperBound::of(8.0) * u);
-  BallMatrix<S> RK;  // XLNet: the sinusoid projected by every head's W_R
-  if (a.xlnet_relative) {
-    if (!pos.sinusoid || pos.sinusoid->mid.rows() != 2 * n - 1)
-      throw std::logic_error("attention: XLNet's sinusoid table is missing or of another length");
-    RK = times_weights(*pos.sinusoid, w.WR, p);
-  }
-  BallMatrix<S> heads_out{Matrix<S>(n, H * dv), RadiusMatrix{}};
-  std::vector<RadiusMatrix> head_rad(static_cast<std::size_t>(H));
-  if (record) record->assign(static_cast<std::size_t>(H), BallMatrix<S>{});
-  // Heads side by side, as forward() runs them (each head's products then serial).
-  detail::run_blocks(static_cast<std::size_t>(H), product_threads(), [&](std::size_t hu) {
-    check_interrupt();
-    const auto h = static_cast<Eigen::Index>(hu);
-    BallMatrix<S> A;
-    if (a.xlnet_relative) {  // (q_i + r_w)·k_j + (q_i + r_r)·(R(i − j) W_R), each sum rounded once
-      BallMatrix<S> Qw = columns(Q, h * dq, dq), Qr = Qw;
-      for (Eigen::Index c = 0; c < dq; ++c)
-        for (Eigen::Index i = 0; i < n; ++i) {
-          Qw.mid(i, c) += w.rw(h * dq + c);
-          Qr.mid(i, c) += w.rr(h * dq + c);
-        }
-      add_rounding(Qw, p);
-      add_rounding(Qr, p);
-      A = times(Qw, columns(K, h * dq, dq), true, p);
-      const BallMatrix<S> B = times(Qr, columns(RK, h * dq, dq), true, p);  // column k ↔ p = k − (n − 1)
-      for (Eigen::Index j = 0; j < n; ++j)
-        for (Eigen::Index i = 0; i < n; ++i) A.mid(i, j) += B.mid(i, i - j + n - 1);
-      const RadiusMatrix rA = A.rad;
-      A.rad = radius_from(n, n, [&](Eigen::Index i, Eigen::Index j) { return rA.at(i, j) + B.rad.at(i, i - j + n - 1); });
-      add_rounding(A, p);
-    } else {
-      A = times(columns(Q, h * dq, dq), columns(K, h * dq, dq), true, p);
-    }
-    if (a.rel_buckets > 0) {  // T5: + B_h[i, j] = T[bucket(j − i), h], exact, each sum rounded once
-      for (Eigen::Index j = 0; j < n; ++j)
-        for (Eigen::Index i = 0; i < n; ++i)
-          A.mid(i, j) += S(w.pos_bias(t5_bucket(static_cast<long>(j - i), a.rel_buckets, a.rel_max_distance), h));
-      add_rounding(A, p);
-    }
-    A.mid *= scale;
-    // |A s − RN(Ã s̃)| ≤ r_A·s + 7u·|result|
-    A.rad = A.rad * s_up;
-    add_rounding(A, p, 8.0);
-    if (a.softcap) soft_cap(A, *a.softcap);
-    const BallMatrix<S> Ph = softmax(A, mask, window, p);
-    const BallMatrix<S> PV = times(Ph, columns(V, h * dv, dv), false, p);
-    heads_out.mid.middleCols(h * dv, dv) = PV.mid;  // disjoint columns per head
-    head_rad[hu] = PV.rad;
-    if (record) (*record)[hu] = Ph;
-  });
-  // One radius for the heads side by side (radius_from picks the common exponent).
-  heads_out.rad = radius_from(n, H * dv, [&](Eigen::Index i, Eigen::Index j) {
-    return head_rad[static_cast<std::size_t>(j / dv)].at(i, j % dv);
-  });
-  BallMatrix<S> out = times_weights(heads_out, w.WO, p);
-  add_bias(out, w.bO, p);
-  return out;
-}
-
-/// The MLP of math.md §2 (gated for Llama and Gemma: act(Z W_gate) ∘ (Z W_1 + b_1)).
-template <class S>
-BallMatrix<S> mlp(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
-                  const BallMatrix<S>& Z, long p) {
-  BallMatrix<S> Hid = times_weights(Z, lw.W_1, p);
-  add_bias(Hid, w.b1, p);
-  const Eigen::Index n = Hid.mid.rows(), m = Hid.mid.cols();
-  std::vector<UpperBound> rad(static_cast<std::size_t>(n * m));
-  if (lw.gated()) {
-    const BallMatrix<S> G = times_weights(Z, lw.W_gate, p);
-    detail::for_each_entry<S>(n, m, [&](Eigen::Index i, Eigen::Index j) {
-        const Iv<S> y = iv_mul(iv_activate(iv_of(G.mid(i, j), G.rad.at(i, j)), a.activation),
-                               iv_of(Hid.mid(i, j), Hid.rad.at(i, j)));
-        Hid.mid(i, j) *= activate(G.mid(i, j), a.activation);  // the forward pass's value
-        rad[static_cast<std::size_t>(j * n + i)] = radius_around(Hid.mid(i, j), y);
-    });
-  } else {
-    detail::for_each_entry<S>(n, m, [&](Eigen::Index i, Eigen::Index j) {
-        const Iv<S> y = iv_activate(iv_of(Hid.mid(i, j), Hid.rad.at(i, j)), a.activation);
-        Hid.mid(i, j) = activate(Hid.mid(i, j), a.activation);
-        rad[static_cast<std::size_t>(j * n + i)] = radius_around(Hid.mid(i, j), y);
-    });
-  }
-  Hid.rad = radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) { return rad[static_cast<std::size_t>(j * n + i)]; });
-  BallMatrix<S> out = times_weights(Hid, lw.W_2, p);
-  add_bias(out, w.b2, p);
-  return out;
-}
-
 /// X + Y, rounded once per entry.
 template <class S> BallMatrix<S> sum(const BallMatrix<S>& X, const BallMatrix<S>& Y, long p) {
   BallMatrix<S> Z{X.mid + Y.mid, X.rad + Y.rad};
@@ -667,30 +558,157 @@ BallMatrix<S> norm(const Architecture& a, const BallMatrix<S>& X, const VectorXd
   return normalize(X, g, b, a.ln_eps, a.norm == NormKind::rms, a.norm_unit_offset);
 }
 
-/// One layer of `variant`, as detail::layer_map (math.md §2; families.md:
-/// parallel blocks, Gemma 2's four norms).
+/// The ball arithmetic for detail::layer_map, detail::attention and
+/// detail::mlp (compute/layer_impl.hpp) over one layer's packed weights
+/// (`w` the attention's, `mlp_w` the MLP's: the same but in a path's
+/// sub-network), each operation enclosed at p bits, its midpoint the
+/// direct pass's value.
+template <class S> struct BallLayer {
+  using Value = BallMatrix<S>;
+  const Architecture& a;
+  const detail::PackedLayer<S>& w;
+  const detail::PackedLayer<S>& mlp_w;
+  const LayerWeights& lw;
+  const BallPositions<S>& pos;
+  MaskKind mask;
+  Eigen::Index window;
+  long p;
+  std::vector<BallMatrix<S>>* record_to;  ///< the heads' attention balls, when set
+
+  Value attention(const Value& X) { return detail::attention(*this, a, X); }
+  Value mlp(const Value& Z) { return detail::mlp(*this, lw.gated(), Z); }
+  Value norm(const Value& X, detail::NormAt at) const {
+    const auto [g, b] = detail::norm_parameters(lw, at);
+    return enclosure_detail::norm(a, X, *g, b ? *b : VectorXd::Zero(g->size()).eval());
+  }
+  void add(Value& Y, const Value& X) const { Y = sum(Y, X, p); }
+
+  Value project(const Value& X, detail::Projection which) const {
+    using detail::Projection;
+    const auto with_bias = [&](const MatrixXd& W, const RowVector<S>* b) {
+      BallMatrix<S> out = times_weights(X, W, p);
+      if (b) add_bias(out, *b, p);
+      return out;
+    };
+    switch (which) {
+      case Projection::Q:
+        return with_bias(w.WQ, &w.bQ);
+      case Projection::K:
+        return with_bias(w.WK, &w.bK);
+      case Projection::V:
+        return with_bias(w.WV, &w.bV);
+      case Projection::O:
+        return with_bias(w.WO, &w.bO);
+      case Projection::R:
+        return with_bias(w.WR, nullptr);
+      case Projection::W1:
+        return with_bias(lw.W_1, &mlp_w.b1);
+      case Projection::gate:
+        return with_bias(lw.W_gate, nullptr);
+      case Projection::W2:
+        return with_bias(lw.W_2, &mlp_w.b2);
+    }
+    throw std::logic_error("ball attention: unknown projection");
+  }
+  void rotate(Value& M) const { rotate_heads(M, *pos.rotary, a.heads, a.d_qk, p); }
+  /// Q + 1 rᵀ, each sum rounded once.
+  Value offset(const Value& Q, detail::QueryOffset o) const {
+    const RowVector<S>& r = o == detail::QueryOffset::content ? w.rw : w.rr;
+    Value out = Q;
+    detail::add_row(out.mid, r);
+    add_rounding(out, p);
+    return out;
+  }
+  Value relative_keys() const {
+    if (!pos.sinusoid || pos.sinusoid->mid.rows() != 2 * pos.n - 1)
+      throw std::logic_error("attention: XLNet's sinusoid table is missing or of another length");
+    return times_weights(*pos.sinusoid, w.WR, p);
+  }
+  static Value columns(const Value& M, Eigen::Index first, Eigen::Index count) {
+    return enclosure_detail::columns(M, first, count);
+  }
+  Value times_nt(const Value& A, const Value& B) const { return enclosure_detail::times(A, B, true, p); }
+  Value times(const Value& A, const Value& B) const { return enclosure_detail::times(A, B, false, p); }
+  /// The logits (+ XLNet's relative term from B, + T5's exact bucket bias,
+  /// each sum rounded once), scaled, soft-capped, then the row softmax.
+  Value weights(Value A, const Value* B, Eigen::Index h) const {
+    const Eigen::Index n = A.mid.rows();
+    if (B) {
+      for (Eigen::Index j = 0; j < n; ++j)
+        for (Eigen::Index i = 0; i < n; ++i) A.mid(i, j) += B->mid(i, detail::relative_column(i, j, n));
+      const RadiusMatrix rA = A.rad;
+      A.rad = radius_from(n, n, [&](Eigen::Index i, Eigen::Index j) {
+        return rA.at(i, j) + B->rad.at(i, detail::relative_column(i, j, n));
+      });
+      add_rounding(A, p);
+    }
+    if (a.rel_buckets > 0) {
+      for (Eigen::Index j = 0; j < n; ++j)
+        for (Eigen::Index i = 0; i < n; ++i) A.mid(i, j) += S(detail::bucket_bias(a, w.pos_bias, i, j, h));
+      add_rounding(A, p);
+    }
+    const S scale = detail::score_scale<S>(a);
+    // |s − s̃| ≤ 4u·s̃ (a decimal, a square root and a quotient, each rounded
+    // once), so |A s − RN(Ã s̃)| ≤ r_A·s̃(1 + 8u) + 8u·|result|.
+    const UpperBound s_up =
+        UpperBound::abs_of(scale.backend().data()) * (UpperBound::of(1.0) + UpperBound::of(8.0) * unit(p));
+    A.mid *= scale;
+    A.rad = A.rad * s_up;
+    add_rounding(A, p, 8.0);
+    if (a.softcap) soft_cap(A, *a.softcap);
+    return softmax(A, mask, window, p);
+  }
+  /// The heads' outputs side by side under one radius (radius_from picks the common exponent).
+  Value side_by_side(std::vector<Value>& heads) const {
+    const Eigen::Index n = heads.front().mid.rows(), dv = a.d_v;
+    Value out{Matrix<S>(n, a.heads * dv), RadiusMatrix{}};
+    for (std::size_t h = 0; h < heads.size(); ++h) out.mid.middleCols(static_cast<Eigen::Index>(h) * dv, dv) = heads[h].mid;
+    out.rad = radius_from(n, a.heads * dv, [&](Eigen::Index i, Eigen::Index j) {
+      return heads[static_cast<std::size_t>(j / dv)].rad.at(i, j % dv);
+    });
+    return out;
+  }
+  bool recording() const { return record_to != nullptr; }
+  void record(std::vector<Value>& Ps) const { *record_to = std::move(Ps); }
+  /// Heads side by side, as the direct pass runs them (each head's products then serial).
+  template <class F> void for_heads(Eigen::Index H, F&& f) const {
+    detail::run_blocks(static_cast<std::size_t>(H), product_threads(), [&](std::size_t h) {
+      check_interrupt();
+      f(static_cast<Eigen::Index>(h));
+    });
+  }
+  /// act on every entry: the midpoint the direct pass's, the radius covering act over the entry's interval.
+  void activate(Value& Hid) const {
+    const Eigen::Index n = Hid.mid.rows(), m = Hid.mid.cols();
+    std::vector<UpperBound> rad(static_cast<std::size_t>(n * m));
+    detail::for_each_entry<S>(n, m, [&](Eigen::Index i, Eigen::Index j) {
+      const Iv<S> y = iv_activate(iv_of(Hid.mid(i, j), Hid.rad.at(i, j)), a.activation);
+      Hid.mid(i, j) = sanpath::activate(Hid.mid(i, j), a.activation);
+      rad[static_cast<std::size_t>(j * n + i)] = radius_around(Hid.mid(i, j), y);
+    });
+    Hid.rad = radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) { return rad[static_cast<std::size_t>(j * n + i)]; });
+  }
+  /// Hid ← act(G) ∘ Hid likewise.
+  void gate(Value& Hid, const Value& G) const {
+    const Eigen::Index n = Hid.mid.rows(), m = Hid.mid.cols();
+    std::vector<UpperBound> rad(static_cast<std::size_t>(n * m));
+    detail::for_each_entry<S>(n, m, [&](Eigen::Index i, Eigen::Index j) {
+      const Iv<S> y = iv_mul(iv_activate(iv_of(G.mid(i, j), G.rad.at(i, j)), a.activation),
+                             iv_of(Hid.mid(i, j), Hid.rad.at(i, j)));
+      Hid.mid(i, j) *= sanpath::activate(G.mid(i, j), a.activation);  // the direct pass's value
+      rad[static_cast<std::size_t>(j * n + i)] = radius_around(Hid.mid(i, j), y);
+    });
+    Hid.rad = radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) { return rad[static_cast<std::size_t>(j * n + i)]; });
+  }
+};
+
+/// One layer of `variant` (detail::layer_map in the ball arithmetic).
 template <class S>
 BallMatrix<S> layer_map(const Architecture& a, const Variant& variant, const detail::PackedLayer<S>& w,
                         const LayerWeights& lw, const BallMatrix<S>& X, Eigen::Index window,
                         const BallPositions<S>& pos, long p, std::vector<BallMatrix<S>>* record = nullptr) {
-  const bool pre = variant.layernorm == LayerNormKind::pre, post = variant.layernorm == LayerNormKind::post;
-  const bool sandwich = a.sandwich_norms && pre;
-  const VectorXd zero_bias = VectorXd::Zero(a.d_model);
-  BallMatrix<S> Z = attention(a, w, pre ? norm(a, X, lw.ln1_g, lw.ln1_b) : X, variant.mask, window, pos, p, record);
-  if (sandwich) Z = norm(a, Z, lw.ln3_g, zero_bias);
-  if (a.parallel_residual) {
-    if (variant.mlp != MlpKind::none) Z = sum(Z, mlp(a, w, lw, pre ? norm(a, X, lw.ln2_g, lw.ln2_b) : X, p), p);
-    if (variant.skip) Z = sum(Z, X, p);
-    return Z;
-  }
-  if (variant.skip) Z = sum(Z, X, p);
-  if (post) Z = norm(a, Z, lw.ln1_g, lw.ln1_b);
-  if (variant.mlp == MlpKind::none) return Z;
-  BallMatrix<S> Xn = mlp(a, w, lw, pre ? norm(a, Z, lw.ln2_g, lw.ln2_b) : Z, p);
-  if (sandwich) Xn = norm(a, Xn, lw.ln4_g, zero_bias);
-  if (variant.mlp == MlpKind::residual) Xn = sum(Xn, Z, p);
-  if (post) Xn = norm(a, Xn, lw.ln2_g, lw.ln2_b);
-  return Xn;
+  BallLayer<S> ar{a, w, w, lw, pos, variant.mask, window, p, record};
+  return detail::layer_map(ar, a, variant, X);
 }
 
 /// Directed norms of an MPFR matrix M, or of M − 1cᵀ for a centre c (round

@@ -20,27 +20,16 @@ BallMatrix<S> run_enclosed(const detail::SubNetworks<S>& net, const Model& model
                            const BallMatrix<S>& X0, const std::vector<int>& heads, const BallPositions<S>& pos,
                            long p) {
   const Architecture& a = model.arch();
-  const bool pre = v.layernorm == LayerNormKind::pre, post = v.layernorm == LayerNormKind::post;
-  const bool sandwich = a.sandwich_norms && pre;
-  const VectorXd zero_bias = VectorXd::Zero(a.d_model);
+  Variant without_skip = v;
+  without_skip.skip = false;  // the skip branch is a path of its own (h = −1)
   BallMatrix<S> Y = X0;
   for (int l = 0; l < a.layers; ++l) {
     const int h = heads[static_cast<std::size_t>(l)];
     if (h < 0) continue;  // the skip branch: identity
     check_interrupt();
-    const LayerWeights& lw = model.layer(l);
-    BallMatrix<S> Z = attention(net.one_head(), net.head(l, h), pre ? norm(a, Y, lw.ln1_g, lw.ln1_b) : Y, v.mask,
-                                detail::window_of(a, l), pos, p);
-    if (sandwich) Z = norm(a, Z, lw.ln3_g, zero_bias);
-    if (post) Z = norm(a, Z, lw.ln1_g, lw.ln1_b);
-    if (v.mlp == MlpKind::none) {
-      Y = std::move(Z);
-      continue;
-    }
-    Y = mlp(a, net.mlp_half(l), lw, pre ? norm(a, Z, lw.ln2_g, lw.ln2_b) : Z, p);
-    if (sandwich) Y = norm(a, Y, lw.ln4_g, zero_bias);
-    if (v.mlp == MlpKind::residual) Y = sum(Y, Z, p);
-    if (post) Y = norm(a, Y, lw.ln2_g, lw.ln2_b);
+    BallLayer<S> ar{net.one_head(), net.head(l, h), net.mlp_half(l), model.layer(l), pos, v.mask,
+                    detail::window_of(a, l), p, nullptr};
+    Y = detail::layer_map(ar, net.one_head(), without_skip, Y);
   }
   return Y;
 }

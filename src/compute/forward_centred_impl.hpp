@@ -136,13 +136,6 @@ void saturated_numerators(const Pi& pi, const std::vector<S>& e, Eigen::Index fi
   }
 }
 
-/// The keys row i sees: [first, last) under `mask` and a sliding `window` (0: none), as row_softmax.
-inline std::pair<Eigen::Index, Eigen::Index> visible_keys(Eigen::Index i, Eigen::Index n, MaskKind mask,
-                                                          Eigen::Index window) {
-  if (mask != MaskKind::causal) return {0, n};
-  return {window > 0 ? std::max<Eigen::Index>(0, i - window + 1) : 0, i + 1};
-}
-
 /// P = Π + E for one head from Π = rowsoftmax(A⁰ + A¹) (masked, n×n), the
 /// second-order logits Sm and `logit(i, j)` = (A⁰ + A¹)_ij up to terms
 /// constant along row i (read only on rows with some |S_ij| > ½). `rows_differ`:
@@ -166,7 +159,7 @@ HeadAttention<S> head_attention(Matrix<S> Pi_in, const Logit& logit, const Matri
   const Matrix<S>& Pi = out.Pi;
   std::vector<S> e(static_cast<std::size_t>(n)), num(static_cast<std::size_t>(n));
   for (Eigen::Index i = 0; i < n; ++i) {
-    const auto [first, last] = visible_keys(i, n, mask, window);
+    const auto [first, last] = detail::visible_keys(i, n, mask, window);
     bool small = true;
     for (Eigen::Index j = first; j < last && small; ++j) small = !abs_greater(Sm(i, j), half);
     if (small) {
@@ -306,8 +299,8 @@ void positional_logits(const Architecture& a, const detail::PackedLayer<S>& w, c
     gemm_nt(dQ, RKh, Br);
     for (Eigen::Index j = 0; j < n; ++j)
       for (Eigen::Index i = 0; i < n; ++i) {
-        L(i, j) += Bc(i, i - j + n - 1);
-        A1(i, j) += Br(i, i - j + n - 1);
+        L(i, j) += Bc(i, detail::relative_column(i, j, n));
+        A1(i, j) += Br(i, detail::relative_column(i, j, n));
       }
   } else {
     gemm_nt(Q0, K0, L);
@@ -318,7 +311,7 @@ void positional_logits(const Architecture& a, const detail::PackedLayer<S>& w, c
   if (a.rel_buckets > 0)  // T5: B_h[i, j] = T[bucket(j − i), h], part of A⁰
     for (Eigen::Index j = 0; j < n; ++j)
       for (Eigen::Index i = 0; i < n; ++i)
-        L(i, j) += S(w.pos_bias(t5_bucket(static_cast<long>(j - i), a.rel_buckets, a.rel_max_distance), h));
+        L(i, j) += S(detail::bucket_bias(a, w.pos_bias, i, j, h));
   gemm_nt(dQ, dK, Sm);
   L *= scale;
   A1 *= scale;
@@ -619,38 +612,39 @@ Split<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w, con
   return out;
 }
 
-template <class S> void add_to(Split<S>& y, const Split<S>& x) {
-  y.c += x.c;
-  y.R += x.R;
-}
+/// The centred pair's arithmetic for detail::layer_map (compute/layer_impl.hpp):
+/// each sub-layer maps (c, R) to its own centred pair (math.md §7.1), and a
+/// sum adds centres and residuals apart.
+template <class S> struct CentredLayer {
+  using Value = Split<S>;
+  const Architecture& a;
+  const detail::PackedLayer<S>& w;
+  const LayerWeights& lw;
+  const detail::PositionTables<S>& pos;
+  MaskKind mask;
+  Eigen::Index window;
+  std::vector<Matrix<S>>* Pi;  ///< the heads' Π, when set
+  std::vector<Matrix<S>>* P;   ///< the heads' P, when set
 
-/// One layer (c, R) → (c', R') of `variant`: detail::layer_map's block shapes
-/// (math.md §2; families.md: parallel blocks, sandwich norms) on the pair,
-/// each term centred on its own before it is added (math.md §7.1).
+  Value attention(const Value& x) const { return centred::attention(a, w, pos, x, mask, window, Pi, P); }
+  Value mlp(const Value& z) const { return mlp_centred(a, w, lw, z); }
+  Value norm(const Value& x, detail::NormAt at) const {
+    const auto [g, b] = detail::norm_parameters(lw, at);
+    return norm_centred(a, x, *g, b ? *b : VectorXd::Zero(g->size()).eval());
+  }
+  static void add(Value& y, const Value& x) {
+    y.c += x.c;
+    y.R += x.R;
+  }
+};
+
+/// One layer (c, R) → (c', R') of `variant` (detail::layer_map on the pair).
 template <class S>
 Split<S> layer_map(const Architecture& a, const Variant& variant, const detail::PackedLayer<S>& w,
                    const LayerWeights& lw, const Split<S>& x, const detail::PositionTables<S>& pos,
                    Eigen::Index window, std::vector<Matrix<S>>* Pi, std::vector<Matrix<S>>* P) {
-  const bool pre = variant.layernorm == LayerNormKind::pre, post = variant.layernorm == LayerNormKind::post;
-  const bool sandwich = a.sandwich_norms && pre;
-  const auto norm_gain = [&](const Split<S>& y, const VectorXd& g) {
-    return norm_centred(a, y, g, VectorXd::Zero(g.size()).eval());
-  };
-  Split<S> z = attention(a, w, pos, pre ? norm_centred(a, x, lw.ln1_g, lw.ln1_b) : x, variant.mask, window, Pi, P);
-  if (sandwich) z = norm_gain(z, lw.ln3_g);
-  if (a.parallel_residual) {  // X' = [skip]X + Attn(N_1 X) + [mlp] f(N_2 X)
-    if (variant.mlp != MlpKind::none) add_to(z, mlp_centred(a, w, lw, pre ? norm_centred(a, x, lw.ln2_g, lw.ln2_b) : x));
-    if (variant.skip) add_to(z, x);
-    return z;
-  }
-  if (variant.skip) add_to(z, x);
-  if (post) z = norm_centred(a, z, lw.ln1_g, lw.ln1_b);
-  if (variant.mlp == MlpKind::none) return z;
-  Split<S> xn = mlp_centred(a, w, lw, pre ? norm_centred(a, z, lw.ln2_g, lw.ln2_b) : z);
-  if (sandwich) xn = norm_gain(xn, lw.ln4_g);
-  if (variant.mlp == MlpKind::residual) add_to(xn, z);
-  if (post) xn = norm_centred(a, xn, lw.ln2_g, lw.ln2_b);
-  return xn;
+  CentredLayer<S> ar{a, w, lw, pos, variant.mask, window, Pi, P};
+  return detail::layer_map(ar, a, variant, x);
 }
 
 /// Throws NumericalError when R is not finite, or (double) when a nonzero R

@@ -4,6 +4,7 @@
 #include "sanpath/core/resources.hpp"
 #include "sanpath/model/random.hpp"  // Rng: the perturbation's signs
 #include "core/linalg_impl.hpp"  // detail::run_blocks
+#include "compute/layer_impl.hpp"  // layer_map over an arithmetic
 
 
 #include <cfenv>
@@ -70,12 +71,9 @@ template <class S> Matrix<S> row_softmax(const Matrix<S>& A, MaskKind mask, Eige
   const Eigen::Index n = A.rows(), m = A.cols();
   Matrix<S> P(n, m);
   const int mode = std::fegetround();
-  const bool causal = mask == MaskKind::causal;
   for (Eigen::Index i = 0; i < n; ++i) {
     check_interrupt();  // a row costs n exp() calls: seconds at the top tiers
-    const Eigen::Index last = causal ? std::min(i + 1, m) : m;
-    // Sliding window: key j is visible iff i − j < W (and j ≤ i).
-    const Eigen::Index first = causal && window > 0 ? std::max<Eigen::Index>(0, i - window + 1) : 0;
+    const auto [first, last] = detail::visible_keys(i, m, mask, window);
     for (Eigen::Index j = 0; j < first; ++j) P(i, j) = S(0);
     S mx = A(i, first);
     for (Eigen::Index j = first + 1; j < last; ++j)
@@ -279,10 +277,12 @@ template <class S> void project(const Matrix<S>& X, const MappedMatrix* view, co
 /// What a pass computes once from n and shares with every layer: the
 /// rotary angles (rotary models) and XLNet's sinusoid (2n−1 rows).
 template <class S> struct PositionTables {
+  Eigen::Index n = 0;  ///< the tokens
   std::optional<RotaryTable<S>> rotary;
   std::optional<Matrix<S>> sinusoid;
   static PositionTables make(const Architecture& a, Eigen::Index n) {
     PositionTables t;
+    t.n = n;
     if (a.rope_theta) t.rotary = rotary_table<S>(n, a.rotated_dims(), *a.rope_theta);
     if (a.xlnet_relative) t.sinusoid = xlnet_sinusoid<S>(n, a.d_model, a.clamp_len);
     return t;
@@ -373,6 +373,14 @@ template <class S> void add_row(Matrix<S>& M, const RowVector<S>& b) {
     for (Eigen::Index i = 0; i < M.rows(); ++i) M(i, j) += b(j);
 }
 
+/// out = X·W + 1 biasᵀ (project(), then the bias where given).
+template <class S>
+void project_into(const Matrix<S>& X, const MappedMatrix* view, const MatrixXd& W, Matrix<S>& out,
+                  const RowVector<S>* bias) {
+  project(X, view, W, out);
+  if (bias) add_row(out, *bias);
+}
+
 /// The score scale s of math.md §1 (d_qk^(−1/2)) or the family's own
 /// (Architecture::score_scale_base), in S.
 template <class S> S score_scale(const Architecture& a) {
@@ -382,99 +390,6 @@ template <class S> S score_scale(const Architecture& a) {
     return S(1) / sqrt(decimal_constant<S>(*a.score_scale_base));
   }
   return S(1) / sqrt(S(static_cast<double>(a.d_qk)));
-}
-
-/// Attn(X) = Σ_h P_h V_h W_O^h + 1 b_Oᵀ; appends the P_h to `P` if non-null.
-/// `pos.rotary` (set iff the model is rotary) rotates the first
-/// rotated_dims() entries of every head's queries and keys after the bias
-/// (math.md §8, families.md partial rotary). The logits gain XLNet's
-/// relative terms or T5's bucket bias when the architecture has them, are
-/// scaled by score_scale(a), soft-capped (Gemma 2), then masked (with the
-/// sliding `window` on a causal mask when > 0).
-template <class S>
-Matrix<S> attention(const Architecture& a, const PackedLayer<S>& w, const Matrix<S>& X, MaskKind mask,
-                    std::vector<Matrix<S>>* P, const PositionTables<S>& pos, Eigen::Index window = 0) {
-  using std::tanh;
-  const Eigen::Index n = X.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
-  const RotaryTable<S>* rotary = pos.rotary ? &*pos.rotary : nullptr;
-  Matrix<S> Q, K, V;
-  project(X, w.view(&MappedLayer::WQ), w.WQ, Q);
-  project(X, w.view(&MappedLayer::WK), w.WK, K);
-  project(X, w.view(&MappedLayer::WV), w.WV, V);
-  add_row(Q, w.bQ);
-  add_row(K, w.bK);
-  add_row(V, w.bV);
-  if (rotary)
-    for (Eigen::Index h = 0; h < H; ++h) {
-      apply_rotary(Q, *rotary, h * dq);
-      apply_rotary(K, *rotary, h * dq);
-    }
-  const S scale = score_scale<S>(a);
-  // XLNet: the sinusoid projected by every head's W_R ((2n−1) × H·d_qk).
-  Matrix<S> RK;
-  if (a.xlnet_relative) {
-    if (!pos.sinusoid || pos.sinusoid->rows() != 2 * n - 1)
-      throw std::logic_error("attention: XLNet's sinusoid table is missing or of another length");
-    project(*pos.sinusoid, w.view(&MappedLayer::WR), w.WR, RK);
-  }
-  std::optional<S> cap;
-  if (a.softcap) cap = decimal_constant<S>(*a.softcap);
-  Matrix<S> heads_out(n, H * dv);
-  std::vector<Matrix<S>> Ps(P ? static_cast<std::size_t>(H) : 0);
-  // Heads in parallel (each head's products then run serially): the softmax
-  // exponentials dominate at high precision. Same operations per head for any
-  // thread count.
-  const double head_work = double(H) * double(n) * double(n) * double(dq + dv) * (is_mpfr_v<S> ? 64.0 : 1.0);
-  detail::run_blocks(static_cast<std::size_t>(H), head_work >= double(1 << 20) ? product_threads() : 1,
-                     [&](std::size_t hu) {
-                       check_interrupt();
-                       const auto h = static_cast<Eigen::Index>(hu);
-                       Matrix<S> A, PV;
-                       const Matrix<S> Qh = Q.middleCols(h * dq, dq), Kh = K.middleCols(h * dq, dq),
-                                       Vh = V.middleCols(h * dv, dv);
-                       if (a.xlnet_relative) {
-                         // [(q_i + r_w)·k_j + (q_i + r_r)·(R(i − j) W_R)] / √d_h
-                         Matrix<S> Qw = Qh, Qr = Qh, B;
-                         for (Eigen::Index c = 0; c < dq; ++c)
-                           for (Eigen::Index i = 0; i < n; ++i) {
-                             Qw(i, c) += w.rw(h * dq + c);
-                             Qr(i, c) += w.rr(h * dq + c);
-                           }
-                         gemm_nt(Qw, Kh, A);
-                         const Matrix<S> RKh = RK.middleCols(h * dq, dq);
-                         gemm_nt(Qr, RKh, B);  // n × (2n−1), column k ↔ p = k − (n−1)
-                         for (Eigen::Index j = 0; j < n; ++j)
-                           for (Eigen::Index i = 0; i < n; ++i) A(i, j) += B(i, i - j + n - 1);
-                       } else {
-                         gemm_nt(Qh, Kh, A);
-                       }
-                       if (a.rel_buckets > 0)  // T5: B_h[i, j] = T[bucket(j − i), h]
-                         for (Eigen::Index j = 0; j < n; ++j)
-                           for (Eigen::Index i = 0; i < n; ++i)
-                             A(i, j) += S(w.pos_bias(t5_bucket(static_cast<long>(j - i), a.rel_buckets,
-                                                               a.rel_max_distance),
-                                                     h));
-                       A *= scale;
-                       if (cap) {  // c·tanh(A/c)
-                         const int mode = std::fegetround();
-                         for (Eigen::Index j = 0; j < n; ++j)
-                           for (Eigen::Index i = 0; i < n; ++i) {
-                             S t = tanh(S(A(i, j) / *cap));
-                             if constexpr (std::is_same_v<S, double>) t = toward_rounding(t, 3, mode);
-                             A(i, j) = *cap * t;
-                           }
-                       }
-                       Matrix<S> Ph = row_softmax(A, mask, window);
-                       gemm(Ph, Vh, PV);
-                       heads_out.middleCols(h * dv, dv) = PV;  // disjoint columns per head
-                       if (P) Ps[hu] = std::move(Ph);
-                     });
-  if (P)
-    for (auto& Ph : Ps) P->push_back(std::move(Ph));
-  Matrix<S> out;
-  project(heads_out, w.view(&MappedLayer::WO), w.WO, out);
-  add_row(out, w.bO);
-  return out;
 }
 
 /// Double gelu_tanh on a whole matrix with Eigen's SIMD exp (tanh has no SIMD
@@ -510,28 +425,6 @@ template <class S, class F> void for_each_entry(Eigen::Index rows, Eigen::Index 
   });
 }
 
-template <class S>
-Matrix<S> mlp(const Architecture& a, const PackedLayer<S>& w, const LayerWeights& lw, const Matrix<S>& Z) {
-  Matrix<S> Hid;
-  project(Z, w.view(&MappedLayer::W1), lw.W_1, Hid);
-  add_row(Hid, w.b1);
-  if (lw.gated()) {  // act(Z W_gate) ∘ (Z W_1 + b_1)
-    Matrix<S> G;
-    project(Z, w.view(&MappedLayer::Wgate), lw.W_gate, G);
-    const int mode = std::fegetround();
-    for_each_entry<S>(Hid.rows(), Hid.cols(),
-                      [&](Eigen::Index i, Eigen::Index j) { Hid(i, j) *= activate(G(i, j), a.activation, mode); });
-  } else if (!activate_simd(Hid, a.activation)) {
-    const int mode = std::fegetround();
-    for_each_entry<S>(Hid.rows(), Hid.cols(),
-                      [&](Eigen::Index i, Eigen::Index j) { Hid(i, j) = activate(Hid(i, j), a.activation, mode); });
-  }
-  Matrix<S> out;
-  project(Hid, w.view(&MappedLayer::W2), lw.W_2, out);
-  add_row(out, w.b2);
-  return out;
-}
-
 /// The model's own normalisation: LayerNorm or RMSNorm (Gemma's with gain 1 + w).
 template <class S> Matrix<S> norm(const Architecture& a, const Matrix<S>& X, const VectorXd& g, const VectorXd& b) {
   return a.norm == NormKind::rms ? rms_norm(X, g, b, a.ln_eps, a.norm_unit_offset) : layer_norm(X, g, b, a.ln_eps);
@@ -554,30 +447,150 @@ inline void check_window_length(const Model& model, Eigen::Index n) {
 /// The window layer l applies (0: none).
 inline Eigen::Index window_of(const Architecture& a, int l) { return a.window_applies(l) ? a.attention_window : 0; }
 
-/// One layer X → X' of `variant` (math.md §2; families.md: parallel blocks,
-/// Gemma 2's four norms). Parallel blocks with mlp plain or layernorm post
-/// are refused by Model::check_supports before a pass starts.
+/// The direct pass's arithmetic for layer_impl.hpp's layer_map, attention
+/// and mlp: matrices of S over one layer's packed weights (`w` the
+/// attention's, `mlp_w` the MLP's: the same but in a path's sub-network,
+/// rerun_impl.hpp).
+template <class S> struct PointLayer {
+  using Value = Matrix<S>;
+  const Architecture& a;
+  const PackedLayer<S>& w;
+  const PackedLayer<S>& mlp_w;
+  const LayerWeights& lw;
+  const PositionTables<S>& pos;
+  MaskKind mask;
+  Eigen::Index window;
+  std::vector<Matrix<S>>* P;  ///< the heads' attention matrices are appended here when set
+
+  Value attention(const Value& X) { return detail::attention(*this, a, X); }
+  Value mlp(const Value& Z) { return detail::mlp(*this, lw.gated(), Z); }
+  Value norm(const Value& X, NormAt at) const {
+    const auto [g, b] = norm_parameters(lw, at);
+    return b ? detail::norm(a, X, *g, *b) : norm_gain(a, X, *g);
+  }
+  static void add(Value& Y, const Value& X) { Y += X; }
+
+  Value project(const Value& X, Projection p) const {
+    Value out;
+    const RowVector<S>* none = nullptr;
+    switch (p) {
+      case Projection::Q:
+        project_into(X, w.view(&MappedLayer::WQ), w.WQ, out, &w.bQ);
+        break;
+      case Projection::K:
+        project_into(X, w.view(&MappedLayer::WK), w.WK, out, &w.bK);
+        break;
+      case Projection::V:
+        project_into(X, w.view(&MappedLayer::WV), w.WV, out, &w.bV);
+        break;
+      case Projection::O:
+        project_into(X, w.view(&MappedLayer::WO), w.WO, out, &w.bO);
+        break;
+      case Projection::R:
+        project_into(X, w.view(&MappedLayer::WR), w.WR, out, none);
+        break;
+      case Projection::W1:
+        project_into(X, mlp_w.view(&MappedLayer::W1), lw.W_1, out, &mlp_w.b1);
+        break;
+      case Projection::gate:
+        project_into(X, mlp_w.view(&MappedLayer::Wgate), lw.W_gate, out, none);
+        break;
+      case Projection::W2:
+        project_into(X, mlp_w.view(&MappedLayer::W2), lw.W_2, out, &mlp_w.b2);
+        break;
+    }
+    return out;
+  }
+  void rotate(Value& M) const {
+    for (Eigen::Index h = 0; h < a.heads; ++h) apply_rotary(M, *pos.rotary, h * a.d_qk);
+  }
+  Value offset(const Value& Q, QueryOffset o) const {
+    Value out = Q;
+    add_row(out, o == QueryOffset::content ? w.rw : w.rr);
+    return out;
+  }
+  Value relative_keys() const {
+    if (!pos.sinusoid || pos.sinusoid->rows() != 2 * pos.n - 1)
+      throw std::logic_error("attention: XLNet's sinusoid table is missing or of another length");
+    return project(*pos.sinusoid, Projection::R);
+  }
+  static Value columns(const Value& M, Eigen::Index first, Eigen::Index count) { return M.middleCols(first, count); }
+  static Value times_nt(const Value& A, const Value& B) {
+    Value C;
+    gemm_nt(A, B, C);
+    return C;
+  }
+  static Value times(const Value& A, const Value& B) {
+    Value C;
+    gemm(A, B, C);
+    return C;
+  }
+  /// The logits A (+ XLNet's relative term from B, + T5's bucket bias),
+  /// scaled by score_scale(a), soft-capped (Gemma 2), then the masked row softmax.
+  Value weights(Value A, const Value* B, Eigen::Index h) const {
+    using std::tanh;
+    const Eigen::Index n = A.rows();
+    if (B)
+      for (Eigen::Index j = 0; j < n; ++j)
+        for (Eigen::Index i = 0; i < n; ++i) A(i, j) += (*B)(i, relative_column(i, j, n));
+    if (a.rel_buckets > 0)
+      for (Eigen::Index j = 0; j < n; ++j)
+        for (Eigen::Index i = 0; i < n; ++i) A(i, j) += S(bucket_bias(a, w.pos_bias, i, j, h));
+    A *= score_scale<S>(a);
+    if (a.softcap) {  // c·tanh(A/c)
+      const S cap = decimal_constant<S>(*a.softcap);
+      const int mode = std::fegetround();
+      for (Eigen::Index j = 0; j < n; ++j)
+        for (Eigen::Index i = 0; i < n; ++i) {
+          S t = tanh(S(A(i, j) / cap));
+          if constexpr (std::is_same_v<S, double>) t = toward_rounding(t, 3, mode);
+          A(i, j) = cap * t;
+        }
+    }
+    return row_softmax(A, mask, window);
+  }
+  Value side_by_side(std::vector<Value>& heads) const {
+    Value out(heads.front().rows(), a.heads * a.d_v);
+    for (std::size_t h = 0; h < heads.size(); ++h) out.middleCols(static_cast<Eigen::Index>(h) * a.d_v, a.d_v) = heads[h];
+    return out;
+  }
+  bool recording() const { return P != nullptr; }
+  void record(std::vector<Value>& Ps) const {
+    for (auto& Ph : Ps) P->push_back(std::move(Ph));
+  }
+  /// Heads in parallel (each head's products then run serially): the
+  /// softmax exponentials dominate at high precision. Same operations per
+  /// head for any thread count.
+  template <class F> void for_heads(Eigen::Index H, F&& f) const {
+    const double n = double(pos.n);
+    const double work = double(H) * n * n * double(a.d_qk + a.d_v) * (is_mpfr_v<S> ? 64.0 : 1.0);
+    run_blocks(static_cast<std::size_t>(H), work >= double(1 << 20) ? product_threads() : 1, [&](std::size_t h) {
+      check_interrupt();
+      f(static_cast<Eigen::Index>(h));
+    });
+  }
+  void activate(Value& Hid) const {
+    if (activate_simd(Hid, a.activation)) return;
+    const int mode = std::fegetround();
+    for_each_entry<S>(Hid.rows(), Hid.cols(), [&](Eigen::Index i, Eigen::Index j) {
+      Hid(i, j) = detail::activate(Hid(i, j), a.activation, mode);
+    });
+  }
+  void gate(Value& Hid, const Value& G) const {
+    const int mode = std::fegetround();
+    for_each_entry<S>(Hid.rows(), Hid.cols(), [&](Eigen::Index i, Eigen::Index j) {
+      Hid(i, j) *= detail::activate(G(i, j), a.activation, mode);
+    });
+  }
+};
+
+/// One layer X → X' of `variant` (layer_impl.hpp's layer_map in the direct pass's arithmetic).
 template <class S>
 Matrix<S> layer_map(const Architecture& a, const Variant& variant, const PackedLayer<S>& w, const LayerWeights& lw,
                     const Matrix<S>& X, std::vector<Matrix<S>>* P, const PositionTables<S>& pos,
                     Eigen::Index window) {
-  const bool pre = variant.layernorm == LayerNormKind::pre, post = variant.layernorm == LayerNormKind::post;
-  const bool sandwich = a.sandwich_norms && pre;
-  Matrix<S> Z = attention(a, w, pre ? norm(a, X, lw.ln1_g, lw.ln1_b) : X, variant.mask, P, pos, window);
-  if (sandwich) Z = norm_gain(a, Z, lw.ln3_g);
-  if (a.parallel_residual) {  // X' = [skip]X + Attn(LN_1 X) + [mlp] f(LN_2 X)
-    if (variant.mlp != MlpKind::none) Z += mlp(a, w, lw, pre ? norm(a, X, lw.ln2_g, lw.ln2_b) : X);
-    if (variant.skip) Z += X;
-    return Z;
-  }
-  if (variant.skip) Z += X;
-  if (post) Z = norm(a, Z, lw.ln1_g, lw.ln1_b);
-  if (variant.mlp == MlpKind::none) return Z;
-  Matrix<S> Xn = mlp(a, w, lw, pre ? norm(a, Z, lw.ln2_g, lw.ln2_b) : Z);
-  if (sandwich) Xn = norm_gain(a, Xn, lw.ln4_g);
-  if (variant.mlp == MlpKind::residual) Xn += Z;
-  if (post) Xn = norm(a, Xn, lw.ln2_g, lw.ln2_b);
-  return Xn;
+  PointLayer<S> ar{a, w, w, lw, pos, variant.mask, window, P};
+  return layer_map(ar, a, variant, X);
 }
 
 /// The key (column) of P with the largest column sum: the one rows attend

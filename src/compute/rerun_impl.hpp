@@ -73,28 +73,17 @@ template <class S> class SubNetworks {
   /// F_path(X0); the path is not checked (check_path).
   Matrix<S> run(const Matrix<S>& X0, const std::vector<int>& heads) const {
     const Architecture& a = model_.arch();
-    const bool pre = variant_.layernorm == LayerNormKind::pre, post = variant_.layernorm == LayerNormKind::post;
-    const bool sandwich = a.sandwich_norms && pre;
+    Variant v = variant_;
+    v.skip = false;  // the skip branch is a path of its own (h = −1)
     Matrix<S> Y = X0;
     for (int l = 0; l < a.layers; ++l) {
       const int h = heads[static_cast<std::size_t>(l)];
       if (h < 0) continue;  // the skip branch: identity
       check_interrupt();
-      const LayerWeights& lw = model_.layer(l);
       const Layer& w = layers_[static_cast<std::size_t>(l)];
-      const PackedLayer<S>& hw = w.heads[static_cast<std::size_t>(h)];
-      Matrix<S> Z = attention<S>(one_, hw, pre ? norm(a, Y, lw.ln1_g, lw.ln1_b) : Y, variant_.mask, nullptr, pos_,
-                                 window_of(a, l));
-      if (sandwich) Z = norm_gain(a, Z, lw.ln3_g);
-      if (post) Z = norm(a, Z, lw.ln1_g, lw.ln1_b);
-      if (variant_.mlp == MlpKind::none) {
-        Y = std::move(Z);
-        continue;
-      }
-      Y = mlp(a, w.mlp, lw, pre ? norm(a, Z, lw.ln2_g, lw.ln2_b) : Z);
-      if (sandwich) Y = norm_gain(a, Y, lw.ln4_g);
-      if (variant_.mlp == MlpKind::residual) Y += Z;
-      if (post) Y = norm(a, Y, lw.ln2_g, lw.ln2_b);
+      PointLayer<S> ar{one_, w.heads[static_cast<std::size_t>(h)], w.mlp, model_.layer(l), pos_, variant_.mask,
+                       window_of(a, l), nullptr};
+      Y = layer_map(ar, one_, v, Y);
     }
     return Y;
   }

@@ -46,9 +46,9 @@
 namespace sanpath {
 
 /// What every path report shares: the analysed variant and the provenance
-/// of its numbers (the direct pass; check: the run one tier up, none when
-/// not requested or at the top tier; ceiling_reached: the top precision did
-/// not resolve every layer's residual).
+/// of its numbers (the direct pass; check: the confirming run's tier,
+/// PrecisionRequest::confirming_tier, none when not requested;
+/// ceiling_reached: the top precision did not resolve every layer's residual).
 struct PathReportBase : Provenance {
   Variant variant;
   int layers = 0, heads = 0;       ///< L and H of the model
