@@ -206,7 +206,8 @@ std::string layer_key(const HfConfig& c) {
 void check_shared_copies(const std::string& where, const std::string& key, int layers, const LayerWeights& w) {
   std::uint64_t doubles = static_cast<std::uint64_t>(w.b_O.size() + w.W_1.size() + w.W_2.size() + w.b_1.size() +
                                                      w.b_2.size() + w.ln1_g.size() + w.ln1_b.size() +
-                                                     w.ln2_g.size() + w.ln2_b.size());
+                                                     w.ln2_g.size() + w.ln2_b.size() + w.q_norm.size() +
+                                                     w.k_norm.size());
   for (const HeadWeights& h : w.heads)
     doubles += static_cast<std::uint64_t>(h.W_Q.size() + h.W_K.size() + h.W_V.size() + h.W_O.size() + h.b_Q.size() +
                                           h.b_K.size() + h.b_V.size());
@@ -248,7 +249,7 @@ bool same_layer(const LayerWeights& a, const LayerWeights& b) {
   return same(a.b_O, b.b_O) && same(a.W_1, b.W_1) && same(a.W_2, b.W_2) && same(a.W_gate, b.W_gate) &&
          same(a.b_1, b.b_1) && same(a.b_2, b.b_2) && same(a.ln1_g, b.ln1_g) && same(a.ln1_b, b.ln1_b) &&
          same(a.ln2_g, b.ln2_g) && same(a.ln2_b, b.ln2_b) && same(a.ln3_g, b.ln3_g) && same(a.ln4_g, b.ln4_g) &&
-         same(a.pos_bias, b.pos_bias);
+         same(a.pos_bias, b.pos_bias) && same(a.q_norm, b.q_norm) && same(a.k_norm, b.k_norm);
 }
 
 namespace {
