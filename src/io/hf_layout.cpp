@@ -746,6 +746,11 @@ void save_family(const Family& fam, const Model& model, const std::string& folde
   const std::string lname = to_string(fam.layout);
   if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
   require_savable_embeddings(model, folder);
+  // Features only some layouts carry: never dropped in writing.
+  if (a.query_key_norm && fam.layout != Layout::qwen3 && fam.layout != Layout::gemma3)
+    fail(folder, "query_key_norm", "the " + lname + " layout has no query/key norm (qwen3 and gemma3 have one)");
+  if (!a.layer_rotary.empty() && fam.layout != Layout::gemma3)
+    fail(folder, "layer_rotary", "the " + lname + " layout has one rotary base for every layer (gemma3 has one per layer)");
   if (fam.save) return fam.save(fam, model, folder, dtype);
   const int d = a.d_model, H = a.heads, L = a.layers;
   if (d % H != 0 || a.d_qk != d / H || a.d_v != d / H)

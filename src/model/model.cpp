@@ -107,7 +107,8 @@ namespace {
 constexpr Layout all_layouts[] = {Layout::bert,  Layout::gpt2,  Layout::albert,   Layout::roberta,
                                   Layout::distilbert, Layout::llama, Layout::mistral, Layout::qwen2,
                                   Layout::xlnet, Layout::t5,    Layout::gpt_neox, Layout::phi,
-                                  Layout::opt,   Layout::gemma, Layout::gemma2,   Layout::vit};
+                                  Layout::opt,   Layout::gemma, Layout::gemma2,   Layout::vit,
+                                  Layout::qwen3, Layout::gemma3};
 }  // namespace
 std::string to_string(Layout l) {
   switch (l) {
@@ -127,6 +128,8 @@ std::string to_string(Layout l) {
     case Layout::gemma: return "gemma";
     case Layout::gemma2: return "gemma2";
     case Layout::vit: return "vit";
+    case Layout::qwen3: return "qwen3";
+    case Layout::gemma3: return "gemma3";
   }
   return "?";
 }
@@ -195,7 +198,7 @@ std::string structure_notes(const Architecture& a) {
 
 bool token_rows_only(Layout l) {
   return rotary_family(l) || l == Layout::xlnet || l == Layout::t5 || l == Layout::gpt_neox || l == Layout::phi ||
-         l == Layout::gemma || l == Layout::gemma2;
+         l == Layout::gemma || l == Layout::gemma2 || l == Layout::qwen3 || l == Layout::gemma3;
 }
 EmbeddingRecipe embedding_recipe(Layout l) {
   EmbeddingRecipe r;  // BERT's: word + position + token type 0, then LayerNorm
@@ -229,8 +232,10 @@ EmbeddingRecipe embedding_recipe(Layout l) {
     case Layout::phi:
     case Layout::gemma:
     case Layout::gemma2:
+    case Layout::qwen3:
+    case Layout::gemma3:
       r.positions = r.token_type = r.layer_norm = false;
-      r.scale_by_root_width = l == Layout::gemma || l == Layout::gemma2;
+      r.scale_by_root_width = l == Layout::gemma || l == Layout::gemma2 || l == Layout::gemma3;
       return r;
   }
   throw std::logic_error("embedding_recipe: unknown layout");

@@ -235,7 +235,7 @@ struct LayerWeights {
 /// carry the family whose recipe builds X^0.
 enum class Layout {
   bert, gpt2, albert, roberta, distilbert, llama, mistral, qwen2,
-  xlnet, t5, gpt_neox, phi, opt, gemma, gemma2, vit
+  xlnet, t5, gpt_neox, phi, opt, gemma, gemma2, vit, qwen3, gemma3
 };
 std::string to_string(Layout);
 /// Every layout's name, "bert|gpt2|…|vit"; throws std::invalid_argument.
@@ -246,7 +246,7 @@ std::string layout_names();
 /// position table, token rows alone as embeddings).
 bool rotary_family(Layout l);
 /// Embeddings that are the token rows alone (Gemma's scaled by √d): the
-/// Llama family, XLNet, T5, GPT-NeoX, Phi, Gemma, Gemma 2.
+/// Llama family, XLNet, T5, GPT-NeoX, Phi, Gemma, Gemma 2, Qwen3, Gemma 3.
 bool token_rows_only(Layout l);
 
 /// How a model builds X^0 (n × d) from token ids t_0 … t_{n−1}: the steps
@@ -283,7 +283,7 @@ struct EmbeddingRecipe {
 /// recipe: loaders, the native format and random models all use it):
 /// BERT, RoBERTa: positions, token type, LayerNorm; DistilBERT: positions,
 /// LayerNorm; ALBERT: BERT's then map_after_norm; GPT-2: positions; OPT:
-/// project_in, positions; Gemma, Gemma 2: scale_by_root_width; ViT: patches,
+/// project_in, positions; Gemma, Gemma 2, Gemma 3: scale_by_root_width; ViT: patches,
 /// positions; the other token_rows_only families: nothing (the rows alone).
 EmbeddingRecipe embedding_recipe(Layout l);
 
