@@ -84,7 +84,7 @@ void register_init(CLI::App& app) {
   cmd->add_option("--d-model", o->d_model, "model width d")->default_val(64);
   cmd->add_option("--d-qk", o->d_qk, "query/key width per head (default d/H)");
   cmd->add_option("--d-v", o->d_v, "value width per head (default d/H)");
-  cmd->add_option("--head-dim", o->head_dim, "both --d-qk and --d-v (config.json's head_dim)");
+  cmd->add_option("--head-dim", o->head_dim, "both --d-qk and --d-v (config.json's head_dim; default: theirs)");
   cmd->add_option("--d-ff", o->d_ff, "MLP width (default 4d; 0 = no MLP weights)");
   cmd->add_option("--init", o->init, "gaussian (N(0, std²)) | xavier (N(0, 2/(fan_in+fan_out)))")
       ->default_val("gaussian");
