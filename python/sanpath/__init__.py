@@ -510,7 +510,7 @@ LAYOUTS: Tuple[str, ...] = tuple(f["name"] for f in FAMILIES)
 #: The family options of :func:`random_model` (``init --layout X``'s family options), by parameter name.
 _FAMILY_OPTIONS = ("rotary_fraction", "parallel_residual", "sliding_window", "softcap", "query_pre_attn_scalar",
                    "rel_buckets", "rel_max_distance", "gated", "clamp_len", "causal", "image_size", "patch_size",
-                   "channels", "embed_dim", "pre_norm")
+                   "channels", "embed_dim", "pre_norm", "layer_pattern", "rope_local_base", "rope_linear_factor")
 
 
 def random_model(
@@ -521,6 +521,7 @@ def random_model(
     d_qk: Optional[int] = None,
     d_v: Optional[int] = None,
     d_ff: Optional[int] = None,
+    head_dim: Optional[int] = None,
     init: str = "gaussian",
     std: float = 0.02,
     bias_std: float = 0.0,
@@ -552,10 +553,13 @@ def random_model(
     channels: Optional[int] = None,
     embed_dim: Optional[int] = None,
     pre_norm: Optional[bool] = None,
+    layer_pattern: Optional[int] = None,
+    rope_local_base: Optional[float] = None,
+    rope_linear_factor: Optional[float] = None,
 ) -> Model:
     """A seeded random model, exactly as ``sanpath init`` makes it (same options, same weights).
 
-    Defaults as the CLI: d_qk = d_v = d_model / heads, d_ff = 4·d_model, BERT's
+    Defaults as the CLI: d_qk = d_v = d_model / heads (``head_dim`` sets both), d_ff = 4·d_model, BERT's
     structure (skip on, mlp residual, layernorm post, mask none) unless overridden,
     activation "gelu", ln_eps 1e-12.
 
@@ -564,14 +568,17 @@ def random_model(
     writes the same checkpoint. llama, mistral, qwen2: the Llama family's structure
     (RMSNorm, rotary with ``rope_theta``, ``kv_heads`` key/value heads, SwiGLU,
     pre-norm, causal; activation silu, ln_eps default 1e-5). xlnet, t5, gpt_neox,
-    phi, opt, gemma, gemma2, vit: the family's own structure (docs/families.md);
+    phi, opt, gemma, gemma2, vit, qwen3, gemma3: the family's own structure (docs/families.md);
     ``activation`` and ``ln_eps`` default to the family's (None), the variant
     options ``skip``/``mlp``/``layernorm``/``mask`` are refused (choose variants
-    when running the model), ``kv_heads`` (phi, gemma, gemma2; None: H) and
-    ``rope_theta`` apply, and the family options set what its config.json would:
-    ``rotary_fraction`` (gpt_neox 0.25, phi 0.5), ``parallel_residual`` (gpt_neox,
-    True), ``sliding_window`` (gemma2, 4096; 0: none), ``softcap`` (gemma2, 50; 0:
-    none), ``query_pre_attn_scalar`` (gemma2, head_dim), ``rel_buckets`` /
+    when running the model), ``kv_heads`` (phi, gemma, gemma2, qwen3, gemma3; None: H) and
+    ``rope_theta`` apply (gemma3: the full-attention layers' base), and the family
+    options set what its config.json would: ``rotary_fraction`` (gpt_neox 0.25, phi
+    0.5), ``parallel_residual`` (gpt_neox, True), ``sliding_window`` (gemma2, gemma3,
+    4096; 0: none), ``softcap`` (gemma2, 50; 0: none), ``query_pre_attn_scalar``
+    (gemma2, gemma3, head_dim), ``layer_pattern`` (gemma3 sliding_window_pattern, 6),
+    ``rope_local_base`` (gemma3 rope_local_base_freq, 10000), ``rope_linear_factor``
+    (gemma3 linear rope_scaling of the full-attention layers, 1: none), ``rel_buckets`` /
     ``rel_max_distance`` (t5, 32 / 128), ``gated`` (t5 gated-gelu, False: relu),
     ``clamp_len`` (xlnet, none), ``causal`` (xlnet attn_type "uni", False: "bi"),
     ``image_size`` / ``patch_size`` / ``channels`` (vit, 224 / 16 / 3; a vit model
@@ -580,6 +587,10 @@ def random_model(
     do_layer_norm_before, True). An option of another family, or any family option
     without such a layout, raises :class:`InputError` naming it.
     """
+    if head_dim is not None:
+        if d_qk is not None or d_v is not None:
+            raise InputError("head_dim: give it or d_qk/d_v, not both")
+        d_qk = d_v = head_dim
     if (d_qk is None or d_v is None) and d_model % heads != 0:
         raise InputError(f"d_model: {d_model} is not divisible by heads {heads} (give d_qk and d_v)")
     family = _sanpath.FamilyOptions()

@@ -65,6 +65,9 @@ class FamilyOptions:
     channels: Optional[int]
     embed_dim: Optional[int]
     pre_norm: Optional[bool]
+    layer_pattern: Optional[int]
+    rope_local_base: Optional[float]
+    rope_linear_factor: Optional[float]
     def __init__(self) -> None: ...
 
 class LayerReport:

@@ -320,7 +320,10 @@ PYBIND11_MODULE(_sanpath, m) {
       .def_readwrite("patch_size", &FamilyOptions::patch_size)
       .def_readwrite("channels", &FamilyOptions::channels)
       .def_readwrite("embed_dim", &FamilyOptions::embed_dim)
-      .def_readwrite("pre_norm", &FamilyOptions::pre_norm);
+      .def_readwrite("pre_norm", &FamilyOptions::pre_norm)
+      .def_readwrite("layer_pattern", &FamilyOptions::layer_pattern)
+      .def_readwrite("rope_local_base", &FamilyOptions::rope_local_base)
+      .def_readwrite("rope_linear_factor", &FamilyOptions::rope_linear_factor);
   // The spec of `sanpath init` (src/cli/cmd_init.cpp), step by step, with its refusals: the same options give
   // the same model. `layout` nullopt: the native init (BERT's structure unless overridden); `activation` /
   // `ln_eps` nullopt: the layout's default as `init` takes it.
@@ -379,7 +382,8 @@ PYBIND11_MODULE(_sanpath, m) {
     } else if (family.rotary_fraction || family.parallel_residual || family.sliding_window || family.softcap ||
                family.query_pre_attn_scalar || family.rel_buckets || family.rel_max_distance || family.gated ||
                family.clamp_len || family.causal || family.image_size || family.patch_size || family.channels ||
-               family.embed_dim || family.pre_norm) {
+               family.embed_dim || family.pre_norm || family.layer_pattern || family.rope_local_base ||
+               family.rope_linear_factor) {
       throw std::invalid_argument(where + ": the family options (rotary_fraction, …) belong to the layouts " +
                                   family_names([](const LayoutFamily& f) { return f.own_structure; }));
     }

@@ -270,9 +270,37 @@ def test_layouts():
                                     "gemma2", "vit"}
     # LAYOUTS and FAMILIES are the library's registry: one entry per layout, the names init --layout takes.
     assert sanpath.LAYOUTS == tuple(f["name"] for f in sanpath.FAMILIES)
-    assert len(set(sanpath.LAYOUTS)) == len(sanpath.LAYOUTS) == 16
+    assert len(set(sanpath.LAYOUTS)) == len(sanpath.LAYOUTS) == 18
     by_name = {f["name"]: f for f in sanpath.FAMILIES}
     assert by_name["vit"]["input"] == "pixels" and by_name["bert"]["input"] == "tokens"
     assert by_name["gemma2"]["display"] == "Gemma 2" and by_name["gpt_neox"]["model_types"] == ("gpt_neox",)
     # random_model's family keywords are the registry's family options, every one of them.
     assert set(sanpath._FAMILY_OPTIONS) == {o for f in sanpath.FAMILIES for o in f["options"]}
+
+
+# Qwen3 and Gemma 3: read and written; every pass refuses them until compute/ has the query/key norm.
+QK_CASES = [
+    ("qwen3", dict(vocab=32, kv_heads=1, head_dim=4), VOCAB + ["--kv-heads", "1", "--head-dim", "4"]),
+    ("gemma3", dict(vocab=32, head_dim=4, sliding_window=2, layer_pattern=2, rope_local_base=500.0,
+                    rope_linear_factor=4.0, query_pre_attn_scalar=16.0, rope_theta=20000.0),
+     VOCAB + ["--head-dim", "4", "--sliding-window", "2", "--layer-pattern", "2", "--rope-local-base", "500",
+              "--rope-linear-factor", "4", "--query-pre-attn-scalar", "16", "--rope-theta", "20000"]),
+]
+
+
+@pytest.mark.parametrize("layout, kwargs, args", QK_CASES, ids=[c[0] for c in QK_CASES])
+def test_query_key_norm_families_match_cli(cli, tmp_path, layout, kwargs, args):
+    folder = init_both(cli, tmp_path, layout, kwargs, args)
+    config = json.load(open(os.path.join(folder, "config.json")))
+    assert config["head_dim"] == 4
+    if layout == "gemma3":
+        assert config["model_type"] == "gemma3_text"
+        assert config["layer_types"] == ["sliding_attention", "full_attention"]
+        assert (config["rope_local_base_freq"], config["rope_theta"]) == (500.0, 20000.0)
+        assert config["rope_scaling"] == {"rope_type": "linear", "factor": 4.0}
+    model = sanpath.load(folder)
+    assert (model.layers, model.heads, model.d_model, model.d_qk) == (2, 2, 16, 4)
+    message = cli_message(cli, "forward", "--model", folder, *TOKEN_ARGS)
+    assert "query_key_norm: no pass computes the query/key norm" in message
+    with pytest.raises(sanpath.InputError, match="query_key_norm: no pass computes the query/key norm"):
+        sanpath.forward(model, TOKENS)

@@ -61,6 +61,10 @@ RandomInputSpec default_collapse_input() {
 
 CollapseResult run_collapse(const Model& model, const InputSpec& input, const PrecisionRequest& precision,
                             const ProgressFn& progress, CollapseConventions conventions) {
+  // A variant the weights cannot run is left out below; a feature no pass
+  // computes is refused: the SAN needs no MLP or norm weights, so it fails
+  // only on those.
+  model.check_supports(Variant::san(model.arch().variant.mask));
   CollapseResult r;
   r.conventions = conventions;
   const std::vector<NamedVariant> all =

@@ -31,9 +31,9 @@ void register_init(CLI::App& app) {
     bool shared = false;
     VariantOptions variant;
     // Family options (families.md), passed to family_structure.
-    std::optional<double> rotary_fraction, softcap, query_pre_attn_scalar;
+    std::optional<double> rotary_fraction, softcap, query_pre_attn_scalar, rope_local_base, rope_linear_factor;
     std::optional<int> sliding_window, rel_buckets, rel_max_distance, clamp_len, image_size, patch_size, channels,
-        embed_dim;
+        embed_dim, layer_pattern, head_dim;
     std::string parallel_residual, gated, attn_type, pre_norm;
   };
   auto o = std::make_shared<Opts>();
@@ -49,17 +49,26 @@ void register_init(CLI::App& app) {
                   "layout's own family)");
   cmd->add_option("--kv-heads", o->kv_heads,
                   family_names(key_value_heads) + ": key/value heads H_kv (divides H; default H)");
-  cmd->add_option("--rope-theta", o->rope_theta, "rotary base (Llama family, gpt_neox, phi, gemma, gemma2)")
+  cmd->add_option("--rope-theta", o->rope_theta,
+                  "rotary base (Llama family, gpt_neox, phi, gemma, gemma2, qwen3; gemma3: the full-attention "
+                  "layers')")
       ->default_val(10000.0);
   auto* family = cmd->add_option_group("family options", "the options of the families of families.md");
   family->add_option("--rotary-fraction", o->rotary_fraction,
                      "gpt_neox (rotary_pct, default 0.25), phi (partial_rotary_factor, default 0.5): rotated share "
                      "of each head");
   family->add_option("--parallel-residual", o->parallel_residual, "gpt_neox: on|off (default on)");
-  family->add_option("--sliding-window", o->sliding_window, "gemma2: window W of the even layers (default 4096; 0: none)");
+  family->add_option("--sliding-window", o->sliding_window,
+                     "gemma2: window W of the even layers; gemma3: of the sliding layers (default 4096; 0: none)");
+  family->add_option("--layer-pattern", o->layer_pattern,
+                     "gemma3: sliding_window_pattern P, layer l attends fully iff (l + 1) mod P = 0 (default 6)");
+  family->add_option("--rope-local-base", o->rope_local_base,
+                     "gemma3: rope_local_base_freq, the sliding layers' rotary base (default 10000)");
+  family->add_option("--rope-linear-factor", o->rope_linear_factor,
+                     "gemma3: linear rope_scaling factor of the full-attention layers (default 1: none)");
   family->add_option("--softcap", o->softcap, "gemma2: attention logit soft-cap (default 50; 0: none)");
   family->add_option("--query-pre-attn-scalar", o->query_pre_attn_scalar,
-                     "gemma2: the score scale is its inverse square root (default head_dim)");
+                     "gemma2, gemma3: the score scale is its inverse square root (default head_dim)");
   family->add_option("--rel-buckets", o->rel_buckets, "t5: relative_attention_num_buckets (default 32)");
   family->add_option("--rel-max-distance", o->rel_max_distance, "t5: relative_attention_max_distance (default 128)");
   family->add_option("--gated", o->gated, "t5: on for gated-gelu (v1.1, Flan), off for relu (default off)");
@@ -75,6 +84,7 @@ void register_init(CLI::App& app) {
   cmd->add_option("--d-model", o->d_model, "model width d")->default_val(64);
   cmd->add_option("--d-qk", o->d_qk, "query/key width per head (default d/H)");
   cmd->add_option("--d-v", o->d_v, "value width per head (default d/H)");
+  cmd->add_option("--head-dim", o->head_dim, "both --d-qk and --d-v (config.json's head_dim; default: theirs)");
   cmd->add_option("--d-ff", o->d_ff, "MLP width (default 4d; 0 = no MLP weights)");
   cmd->add_option("--init", o->init, "gaussian (N(0, std²)) | xavier (N(0, 2/(fan_in+fan_out)))")
       ->default_val("gaussian");
@@ -114,6 +124,11 @@ void register_init(CLI::App& app) {
     a.heads = o->heads;
     a.d_model = o->d_model;
     if (o->heads < 1) throw UsageError("--heads: must be at least 1");
+    if (o->head_dim) {
+      if (o->d_qk || o->d_v) throw UsageError("--head-dim: give it or --d-qk/--d-v, not both");
+      if (*o->head_dim < 1) throw UsageError("--head-dim: must be at least 1");
+      o->d_qk = o->d_v = *o->head_dim;
+    }
     if ((o->d_qk == 0 || o->d_v == 0) && o->d_model % o->heads != 0)
       throw UsageError("--d-model: " + std::to_string(o->d_model) + " is not divisible by --heads " +
                        std::to_string(o->heads) + " (give --d-qk and --d-v)");
@@ -163,6 +178,9 @@ void register_init(CLI::App& app) {
       f.sliding_window = o->sliding_window;
       f.softcap = o->softcap;
       f.query_pre_attn_scalar = o->query_pre_attn_scalar;
+      f.layer_pattern = o->layer_pattern;
+      f.rope_local_base = o->rope_local_base;
+      f.rope_linear_factor = o->rope_linear_factor;
       f.rel_buckets = o->rel_buckets;
       f.rel_max_distance = o->rel_max_distance;
       f.gated = on_off(o->gated, "--gated");
@@ -185,7 +203,8 @@ void register_init(CLI::App& app) {
     } else if (o->rotary_fraction || !o->parallel_residual.empty() || o->sliding_window || o->softcap ||
                o->query_pre_attn_scalar || o->rel_buckets || o->rel_max_distance || !o->gated.empty() ||
                o->clamp_len || !o->attn_type.empty() || o->image_size || o->patch_size || o->channels ||
-               o->embed_dim || !o->pre_norm.empty()) {
+               o->embed_dim || !o->pre_norm.empty() || o->layer_pattern || o->rope_local_base ||
+               o->rope_linear_factor) {
       throw UsageError("--layout " + o->layout + ": the family options (--rotary-fraction, …) belong to the layouts " +
                        family_names(own_structure));
     }

@@ -206,7 +206,8 @@ std::string layer_key(const HfConfig& c) {
 void check_shared_copies(const std::string& where, const std::string& key, int layers, const LayerWeights& w) {
   std::uint64_t doubles = static_cast<std::uint64_t>(w.b_O.size() + w.W_1.size() + w.W_2.size() + w.b_1.size() +
                                                      w.b_2.size() + w.ln1_g.size() + w.ln1_b.size() +
-                                                     w.ln2_g.size() + w.ln2_b.size());
+                                                     w.ln2_g.size() + w.ln2_b.size() + w.q_norm.size() +
+                                                     w.k_norm.size());
   for (const HeadWeights& h : w.heads)
     doubles += static_cast<std::uint64_t>(h.W_Q.size() + h.W_K.size() + h.W_V.size() + h.W_O.size() + h.b_Q.size() +
                                           h.b_K.size() + h.b_V.size());
@@ -248,7 +249,7 @@ bool same_layer(const LayerWeights& a, const LayerWeights& b) {
   return same(a.b_O, b.b_O) && same(a.W_1, b.W_1) && same(a.W_2, b.W_2) && same(a.W_gate, b.W_gate) &&
          same(a.b_1, b.b_1) && same(a.b_2, b.b_2) && same(a.ln1_g, b.ln1_g) && same(a.ln1_b, b.ln1_b) &&
          same(a.ln2_g, b.ln2_g) && same(a.ln2_b, b.ln2_b) && same(a.ln3_g, b.ln3_g) && same(a.ln4_g, b.ln4_g) &&
-         same(a.pos_bias, b.pos_bias);
+         same(a.pos_bias, b.pos_bias) && same(a.q_norm, b.q_norm) && same(a.k_norm, b.k_norm);
 }
 
 namespace {
@@ -745,6 +746,11 @@ void save_family(const Family& fam, const Model& model, const std::string& folde
   const std::string lname = to_string(fam.layout);
   if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
   require_savable_embeddings(model, folder);
+  // Features only some layouts carry: never dropped in writing.
+  if (a.query_key_norm && fam.layout != Layout::qwen3 && fam.layout != Layout::gemma3)
+    fail(folder, "query_key_norm", "the " + lname + " layout has no query/key norm (qwen3 and gemma3 have one)");
+  if (!a.layer_rotary.empty() && fam.layout != Layout::gemma3)
+    fail(folder, "layer_rotary", "the " + lname + " layout has one rotary base for every layer (gemma3 has one per layer)");
   if (fam.save) return fam.save(fam, model, folder, dtype);
   const int d = a.d_model, H = a.heads, L = a.layers;
   if (d % H != 0 || a.d_qk != d / H || a.d_v != d / H)

@@ -126,6 +126,7 @@ struct Family {
   std::vector<std::string> model_types;  ///< config.json model_type values
   std::string architecture;              ///< prefix of config.json architectures ("Bert")
   std::string tensor_mark;               ///< a fragment only this family's tensor names have
+  std::string second_mark{};             ///< a fragment its names have too, where one does not tell (Gemma 3)
   bool shared_layers = false;            ///< one stored layer used by every layer
   int written_position_offset = 0;       ///< position rows written before the first used one
   std::string display{};                 ///< the family's name in prose ("GPT-2", "Gemma 2"; families.hpp)
@@ -306,7 +307,7 @@ Projections projections_of(const Architecture& a, const LayerWeights& w);
 
 /// Embeddings that are the token rows alone, unscaled (token_rows_only less
 /// Gemma's √d-scaled kinds).
-inline bool plain_token_rows(Layout k) { return token_rows_only(k) && k != Layout::gemma && k != Layout::gemma2; }
+inline bool plain_token_rows(Layout k) { return token_rows_only(k) && !embedding_recipe(k).scale_by_root_width; }
 
 // The families (one file each).
 Family bert_family();
@@ -325,5 +326,7 @@ Family opt_family();       // layout_opt.cpp
 Family gemma_family();     // layout_gemma.cpp (gemma and gemma2)
 Family gemma2_family();
 Family vit_family();       // layout_vit.cpp
+Family qwen3_family();     // layout_qwen3.cpp
+Family gemma3_family();    // layout_gemma3.cpp
 
 }  // namespace sanpath::io

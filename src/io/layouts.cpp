@@ -9,13 +9,14 @@
 namespace sanpath::io {
 
 const std::vector<Family>& families() {
-  // Detection order: a family whose tensor mark contains another's comes first.
-  // Phi's, OPT's and Gemma 2's tensor names contain the Llama family's mark (".self_attn.q_proj."): they
-  // come first; Gemma 2 before Gemma, whose architectures prefix ("Gemma") is Gemma 2's too.
-  static const std::vector<Family> all = {albert_family(), gpt2_family(),      distilbert_family(), roberta_family(),
-                                          bert_family(),   xlnet_family(),     t5_family(),         gpt_neox_family(),
-                                          phi_family(),    opt_family(),       vit_family(),        gemma2_family(),
-                                          gemma_family(),  llama_family(),     mistral_family(),    qwen2_family()};
+  // Detection order: a family whose tensor marks contain another's comes first.
+  // Phi's, OPT's, Gemma 2's, Gemma 3's and Qwen3's tensor names contain the Llama family's mark
+  // (".self_attn.q_proj."): they come first; Gemma 3 (Gemma 2's mark and Qwen3's) before both; Gemma 3
+  // and Gemma 2 before Gemma, whose architectures prefix ("Gemma") is theirs too.
+  static const std::vector<Family> all = {
+      albert_family(), gpt2_family(),  distilbert_family(), roberta_family(), bert_family(), xlnet_family(),
+      t5_family(),     gpt_neox_family(), phi_family(),     opt_family(),     vit_family(),  gemma3_family(),
+      gemma2_family(), gemma_family(), qwen3_family(),      llama_family(),   mistral_family(), qwen2_family()};
   return all;
 }
 
@@ -88,9 +89,14 @@ const Family& detect_family(const HfConfig& c, const TensorStore& f) {
       for (const Family& fam : families())
         if (s.rfind(fam.architecture, 0) == 0) return fam;
     }
-  for (const TensorInfo* t : f.tensors())
-    for (const Family& fam : families())
-      if (!fam.tensor_mark.empty() && t->name.find(fam.tensor_mark) != std::string::npos) return fam;
+  const auto named = [&](const std::string& mark) {
+    for (const TensorInfo* t : f.tensors())
+      if (t->name.find(mark) != std::string::npos) return true;
+    return false;
+  };
+  for (const Family& fam : families())
+    if (!fam.tensor_mark.empty() && named(fam.tensor_mark) && (fam.second_mark.empty() || named(fam.second_mark)))
+      return fam;
   fail(c.path, "model_type",
        "missing, and neither architectures nor the tensor names identify a layout sanpath knows (known: " +
            known_layouts() + ")");
@@ -116,7 +122,9 @@ FamilyDefaults family_defaults(Layout layout) {
     case Layout::phi: return {Activation::gelu_tanh, 1e-5};
     case Layout::opt: return {Activation::relu, 1e-5};
     case Layout::gemma:
-    case Layout::gemma2: return {Activation::gelu_tanh, 1e-6};
+    case Layout::gemma2:
+    case Layout::gemma3: return {Activation::gelu_tanh, 1e-6};
+    case Layout::qwen3: return {Activation::silu, 1e-6};
     case Layout::t5: return {Activation::relu, 1e-6};
   }
   return {};
@@ -143,6 +151,9 @@ void family_structure(Layout layout, RandomModelSpec& spec, const FamilyOptions&
   refuse(o.channels.has_value(), "channels");
   refuse(o.embed_dim.has_value(), "embed_dim");
   refuse(o.pre_norm.has_value(), "pre_norm");
+  refuse(o.layer_pattern.has_value(), "layer_pattern");
+  refuse(o.rope_local_base.has_value(), "rope_local_base");
+  refuse(o.rope_linear_factor.has_value(), "rope_linear_factor");
   if (f.structure) f.structure(spec, o);
 }
 

@@ -109,6 +109,21 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
   if (c.j.contains("xlnet_relative")) a.xlnet_relative = c.boolean("xlnet_relative");
   if (c.j.contains("clamp_len")) a.clamp_len = c.integer("clamp_len", 0);
   if (c.j.contains("own_norm_placement_only")) a.own_norm_placement_only = c.boolean("own_norm_placement_only");
+  if (c.j.contains("query_key_norm")) {
+    const json& v = c.get("query_key_norm");
+    if (!v.is_object()) fail(path, c.field("query_key_norm"), "must be an object {eps, unit_offset}, got " + brief(v));
+    NativeConfig q{path, v};
+    a.query_key_norm = Architecture::QueryKeyNorm{q.number("eps"), q.boolean("unit_offset")};
+  }
+  if (c.j.contains("layer_rotary")) {
+    const json& v = c.get("layer_rotary");
+    const auto bad = [&] { fail(path, c.field("layer_rotary"), "must be an array of [base, linear factor], got " + brief(v)); };
+    if (!v.is_array()) bad();
+    for (const json& x : v) {
+      if (!x.is_array() || x.size() != 2 || !x[0].is_number() || !x[1].is_number()) bad();
+      a.layer_rotary.push_back({x[0].get<double>(), x[1].get<double>()});
+    }
+  }
   const int stored = c.integer("stored_layers", 1);
   if (stored != a.layers && !(stored == 1 && a.shared_layers))
     fail(path, c.field("stored_layers"),
@@ -198,6 +213,8 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
     vec(p + "ln2_b", ln, w.ln2_b);
     vec(p + "ln3_g", ln && a.sandwich_norms, w.ln3_g);
     vec(p + "ln4_g", ln && a.sandwich_norms, w.ln4_g);
+    vec(p + "q_norm", a.query_key_norm.has_value(), w.q_norm);
+    vec(p + "k_norm", a.query_key_norm.has_value(), w.k_norm);
   }
   if (stored != a.layers) {
     check_shared_copies(path, c.field("layers"), a.layers, layers.front());
@@ -217,6 +234,7 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
       fail(path, c.field("embeddings.kind"), "'" + kind + "' is not one of " + layout_names());
     }
     e.ln_eps = ec.number("ln_eps");
+    if (ec.j.contains("placeholder_id")) e.placeholder_id = ec.integer("placeholder_id", 0);
     // The file names the family; its recipe says which tables it holds.
     const EmbeddingRecipe& r = e.recipe.emplace(embedding_recipe(e.kind));
     mat("embeddings.word", !r.patches, e.word);
@@ -247,6 +265,9 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
     if (!used.count(t.name) && !past_cut(t.name)) fail(path, t.name, "unexpected tensor in a sanpath native file");
   a.layers = cut.layers;
   layers.resize(static_cast<std::size_t>(a.layers));
+  // The per-layer entries of the layers kept.
+  if (!a.window_layers.empty()) a.window_layers.resize(static_cast<std::size_t>(a.layers));
+  if (!a.layer_rotary.empty()) a.layer_rotary.resize(static_cast<std::size_t>(a.layers));
   return Model(a, std::move(layers), std::move(emb), cut.source);
 }
 
@@ -311,6 +332,13 @@ NativeForm native_form(const Model& model, const std::string& where) {
   if (a.xlnet_relative) c["xlnet_relative"] = true;
   if (a.clamp_len > 0) c["clamp_len"] = a.clamp_len;
   if (a.own_norm_placement_only) c["own_norm_placement_only"] = true;
+  if (a.query_key_norm)
+    c["query_key_norm"] = {{"eps", a.query_key_norm->eps}, {"unit_offset", a.query_key_norm->unit_offset}};
+  if (!a.layer_rotary.empty()) {
+    json v = json::array();
+    for (const Architecture::LayerRotary& r : a.layer_rotary) v.push_back({r.theta, r.linear_factor});
+    c["layer_rotary"] = v;
+  }
 
   std::vector<Tensor> ts;
   const auto add_m = [&](const std::string& name, const MatrixXd& m) {
@@ -349,9 +377,12 @@ NativeForm native_form(const Model& model, const std::string& where) {
     add_v(p + "ln2_b", w.ln2_b);
     add_v(p + "ln3_g", w.ln3_g);
     add_v(p + "ln4_g", w.ln4_g);
+    add_v(p + "q_norm", w.q_norm);
+    add_v(p + "k_norm", w.k_norm);
   }
   if (const auto& e = model.embeddings()) {
     c["embeddings"] = {{"kind", to_string(e->kind)}, {"ln_eps", e->ln_eps}};
+    if (e->placeholder_id) c["embeddings"]["placeholder_id"] = *e->placeholder_id;
     if (e->pixels()) {
       c["embeddings"]["image_size"] = e->image_size;
       c["embeddings"]["patch_size"] = e->patch_size;

@@ -15,6 +15,10 @@ Eigen::Index Embeddings::word_row(long id) const {
   if (id < 0 || id >= vocab_size())
     throw std::logic_error("Embeddings::word_row: token id " + std::to_string(id) + " outside the vocabulary [0, " +
                            std::to_string(vocab_size()) + ")");
+  if (placeholder_id && id == *placeholder_id)
+    throw std::invalid_argument("tokens: id " + std::to_string(id) +
+                                " stands for an image feature (the multimodal file's image_token_index), which token "
+                                "input does not produce");
   if (!word_ids) return static_cast<Eigen::Index>(id);
   const auto it = std::lower_bound(word_ids->begin(), word_ids->end(), id);
   if (it == word_ids->end() || *it != id)
@@ -103,7 +107,8 @@ namespace {
 constexpr Layout all_layouts[] = {Layout::bert,  Layout::gpt2,  Layout::albert,   Layout::roberta,
                                   Layout::distilbert, Layout::llama, Layout::mistral, Layout::qwen2,
                                   Layout::xlnet, Layout::t5,    Layout::gpt_neox, Layout::phi,
-                                  Layout::opt,   Layout::gemma, Layout::gemma2,   Layout::vit};
+                                  Layout::opt,   Layout::gemma, Layout::gemma2,   Layout::vit,
+                                  Layout::qwen3, Layout::gemma3};
 }  // namespace
 std::string to_string(Layout l) {
   switch (l) {
@@ -123,6 +128,8 @@ std::string to_string(Layout l) {
     case Layout::gemma: return "gemma";
     case Layout::gemma2: return "gemma2";
     case Layout::vit: return "vit";
+    case Layout::qwen3: return "qwen3";
+    case Layout::gemma3: return "gemma3";
   }
   return "?";
 }
@@ -151,6 +158,25 @@ std::string structure_notes(const Architecture& a) {
   if (a.norm_unit_offset) parts.push_back("RMSNorm gain 1 + w");
   if (a.gated_mlp && a.activation != Activation::silu) parts.push_back("GeGLU MLP with " + to_string(a.activation));
   if (a.sandwich_norms) parts.push_back("post-sublayer norms");
+  if (a.query_key_norm)
+    parts.push_back(std::string("query/key norm (gain ") + (a.query_key_norm->unit_offset ? "1 + w" : "w") + ")");
+  if (!a.layer_rotary.empty()) {
+    // The distinct (base, factor) pairs in order of first use, each with its layer count.
+    std::vector<std::pair<Architecture::LayerRotary, int>> kinds;
+    for (const Architecture::LayerRotary& r : a.layer_rotary) {
+      auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) {
+        return k.first.theta == r.theta && k.first.linear_factor == r.linear_factor;
+      });
+      if (it == kinds.end()) kinds.push_back({r, 1});
+      else ++it->second;
+    }
+    std::string s;
+    for (const auto& [r, n] : kinds)
+      s += (s.empty() ? "" : "; ") + std::string("base ") + num(r.theta) +
+           (r.linear_factor != 1 ? " linear factor " + num(r.linear_factor) : "") + " on " + std::to_string(n) +
+           " of " + std::to_string(a.layers) + " layers";
+    parts.push_back("rotary per layer (" + s + ")");
+  }
   if (a.score_scale_base) parts.push_back("score scale " + num(*a.score_scale_base) + "^-1/2");
   if (a.softcap) parts.push_back("logit soft-cap " + num(*a.softcap));
   if (!a.window_layers.empty()) {
@@ -172,7 +198,7 @@ std::string structure_notes(const Architecture& a) {
 
 bool token_rows_only(Layout l) {
   return rotary_family(l) || l == Layout::xlnet || l == Layout::t5 || l == Layout::gpt_neox || l == Layout::phi ||
-         l == Layout::gemma || l == Layout::gemma2;
+         l == Layout::gemma || l == Layout::gemma2 || l == Layout::qwen3 || l == Layout::gemma3;
 }
 EmbeddingRecipe embedding_recipe(Layout l) {
   EmbeddingRecipe r;  // BERT's: word + position + token type 0, then LayerNorm
@@ -206,8 +232,10 @@ EmbeddingRecipe embedding_recipe(Layout l) {
     case Layout::phi:
     case Layout::gemma:
     case Layout::gemma2:
+    case Layout::qwen3:
+    case Layout::gemma3:
       r.positions = r.token_type = r.layer_norm = false;
-      r.scale_by_root_width = l == Layout::gemma || l == Layout::gemma2;
+      r.scale_by_root_width = l == Layout::gemma || l == Layout::gemma2 || l == Layout::gemma3;
       return r;
   }
   throw std::logic_error("embedding_recipe: unknown layout");
@@ -357,6 +385,19 @@ void Model::validate(FiniteWeights finite) const {
                                   std::to_string(a.layers) + " layers");
     if (a.attention_window < 1) c.fail("attention_window", "window_layers needs a window of at least 1");
   }
+  if (a.query_key_norm && (!std::isfinite(a.query_key_norm->eps) || !(a.query_key_norm->eps >= 0)))
+    c.fail("query_key_norm.eps", "must be finite and >= 0");
+  if (!a.layer_rotary.empty()) {
+    if (!a.rotary()) c.fail("layer_rotary", "set without rope_theta");
+    if (static_cast<int>(a.layer_rotary.size()) != a.layers)
+      c.fail("layer_rotary", "has " + std::to_string(a.layer_rotary.size()) + " entries for " +
+                                 std::to_string(a.layers) + " layers");
+    for (std::size_t l = 0; l < a.layer_rotary.size(); ++l) {
+      const Architecture::LayerRotary& r = a.layer_rotary[l];
+      if (!std::isfinite(r.theta) || !(r.theta > 0) || !std::isfinite(r.linear_factor) || !(r.linear_factor > 0))
+        c.fail("layer_rotary", "layer " + std::to_string(l) + ": the base and the linear factor must be finite and > 0");
+    }
+  }
   if (a.rel_buckets < 0 || a.rel_max_distance < 0) c.fail("rel_buckets", "must not be negative");
   if (a.rel_buckets > 0) {
     const int me = a.rel_buckets / 2 / 2;
@@ -373,7 +414,7 @@ void Model::validate(FiniteWeights finite) const {
                          std::to_string(layers_.size()));
   for (int l = 0; l < static_cast<int>(layers_.size()); ++l)
     validate_layer(l, layers_[static_cast<std::size_t>(l)], finite == FiniteWeights::check);
-  check_supports(a.variant);
+  check_weights_for(a.variant);
   const Eigen::Index d = a.d_model;
   if (embeddings_) {
     const Embeddings& e = *embeddings_;
@@ -398,6 +439,9 @@ void Model::validate(FiniteWeights finite) const {
       return;
     }
     if (e.vocab_size() < 1) c.fail("embeddings.word", "empty vocabulary");
+    if (e.placeholder_id && (*e.placeholder_id < 0 || *e.placeholder_id >= e.vocab_size()))
+      c.fail("embeddings.placeholder_id", std::to_string(*e.placeholder_id) + " is outside the vocabulary [0, " +
+                                              std::to_string(e.vocab_size()) + ")");
     if (e.word_ids) {
       const std::vector<long>& ids = *e.word_ids;
       for (std::size_t k = 0; k < ids.size(); ++k)
@@ -485,6 +529,12 @@ void Model::validate_layer(int l, const LayerWeights& w, bool finite) const {
     }
   }
   if (a.rel_buckets > 0) c.shape(w.pos_bias, a.rel_buckets, a.heads, p + "pos_bias");
+  if (a.query_key_norm) {
+    c.vec(w.q_norm, a.d_qk, p + "q_norm");
+    c.vec(w.k_norm, a.d_qk, p + "k_norm");
+  } else if (w.q_norm.size() > 0 || w.k_norm.size() > 0) {
+    c.fail(p + "q_norm", "query/key norm weights present but the architecture has no query/key norm");
+  }
   if (a.sandwich_norms && (w.has_layernorm() || w.ln3_g.size() || w.ln4_g.size())) {
     c.vec(w.ln3_g, d, p + "ln3_g");
     c.vec(w.ln4_g, d, p + "ln4_g");
@@ -513,6 +563,19 @@ void Model::validate_layer(int l, const LayerWeights& w, bool finite) const {
 }
 
 void Model::check_supports(const Variant& v) const {
+  check_weights_for(v);
+  // Features read and written by io/ that no pass computes yet: refused
+  // rather than computed without them.
+  if (arch_.query_key_norm)
+    throw std::invalid_argument(source_ + ": query_key_norm: no pass computes the query/key norm (an RMSNorm of "
+                                          "each head's query and key rows before the rotary) yet; this model can be "
+                                          "read and written, not run");
+  if (!arch_.layer_rotary.empty())
+    throw std::invalid_argument(source_ + ": layer_rotary: no pass computes a rotary base or linear factor per layer "
+                                          "yet; this model can be read and written, not run");
+}
+
+void Model::check_weights_for(const Variant& v) const {
   const auto has_mlp = [&](int l) {
     return stream_ ? stream_->parts.mlp : layers_[static_cast<std::size_t>(l)].has_mlp();
   };

@@ -147,6 +147,13 @@ Model random_model(const RandomModelSpec& spec) {
         hw.r_w = draw_vec(rng, a.d_qk, spec.std);
         hw.r_r = draw_vec(rng, a.d_qk, spec.std);
       }
+    // Query/key norm gains: the unit gain (w = 1, or w = 0 for gains 1 + w)
+    // plus N(0, std²), so that the two differ and differ from the unit.
+    if (a.query_key_norm) {
+      const VectorXd unit_qk = a.query_key_norm->unit_offset ? VectorXd::Zero(a.d_qk) : VectorXd::Ones(a.d_qk);
+      w.q_norm = unit_qk + draw_vec(rng, a.d_qk, spec.std);
+      w.k_norm = unit_qk + draw_vec(rng, a.d_qk, spec.std);
+    }
     return w;
   };
   std::vector<LayerWeights> layers;

@@ -121,9 +121,10 @@ EOF
 
 # The family lists come from the library's registry (io/families.hpp): --model's help names every family
 # and init --layout offers every layout, with its display name.
-tr -s ' \n' ' ' <"$tmp/forward.txt" | grep -q "BERT, GPT-2, ALBERT, RoBERTa, DistilBERT, Llama, Mistral, Qwen2, XLNet, T5 encoder, GPT-NeoX, Phi, OPT, Gemma, Gemma 2, ViT" ||
+tr -s ' \n' ' ' <"$tmp/forward.txt" | grep -q "BERT, GPT-2, ALBERT, RoBERTa, DistilBERT, Llama, Mistral, Qwen2, XLNet, T5 encoder, GPT-NeoX, Phi, OPT, Gemma, Gemma 2, ViT, Qwen3, Gemma 3" ||
   fail "forward --help: --model does not name every family"
-for layout in "bert (BERT)," "gpt_neox (GPT-NeoX)," "gemma2 (Gemma 2)," "vit (ViT; images)"; do
+for layout in "bert (BERT)," "gpt_neox (GPT-NeoX)," "gemma2 (Gemma 2)," "vit (ViT; images)," "qwen3 (Qwen3)," \
+  "gemma3 (Gemma 3)"; do
   tr -s ' \n' ' ' <"$tmp/init.txt" | grep -qF "$layout" || fail "init --help: --layout lacks '$layout'"
 done
 

@@ -117,7 +117,7 @@ void table_matches_registry(const std::string& path, const std::vector<std::stri
 
 TEST_CASE("the registry has one entry per layout, named as parse_layout reads it") {
   const std::vector<LayoutFamily>& all = layout_families();
-  REQUIRE(all.size() == 16);
+  REQUIRE(all.size() == 18);
   std::set<std::string> names, displays, model_types;
   for (const LayoutFamily& f : all) {
     CAPTURE(f.name);
@@ -136,9 +136,18 @@ TEST_CASE("the registry has one entry per layout, named as parse_layout reads it
   CHECK(layout_family(Layout::vit).input == InputKind::pixels);
   CHECK(layout_family(Layout::gpt2).input == InputKind::tokens);
   CHECK(layout_family(Layout::gemma2).display == "Gemma 2");
+  CHECK(layout_family(Layout::qwen3).display == "Qwen3");
+  CHECK(layout_family(Layout::qwen3).model_types == std::vector<std::string>{"qwen3"});
+  // A multimodal gemma3 file is read as its language model.
+  CHECK(layout_family(Layout::gemma3).model_types == std::vector<std::string>{"gemma3_text", "gemma3"});
+  CHECK(layout_family(Layout::gemma3).options ==
+        std::vector<std::string>{"sliding_window", "query_pre_attn_scalar", "layer_pattern", "rope_local_base",
+                                 "rope_linear_factor"});
+  CHECK(layout_family(Layout::qwen3).own_structure);
+  CHECK(layout_family(Layout::qwen3).options.empty());
   CHECK(family_display_names().rfind("BERT, GPT-2, ALBERT, ", 0) == 0);
   CHECK(family_names([](const LayoutFamily& f) { return f.key_value_heads; }) ==
-        "llama, mistral, qwen2, phi, gemma, gemma2");
+        "llama, mistral, qwen2, phi, gemma, gemma2, qwen3, gemma3");
 }
 
 TEST_CASE("a table cell's names: backticked where it has any, else its display names") {
@@ -147,6 +156,8 @@ TEST_CASE("a table cell's names: backticked where it has any, else its display n
   CHECK(names_in("GPT-NeoX / Pythia (`gpt_neox`)") == std::vector<std::string>{"gpt_neox"});
   CHECK(family_named("Pythia") == nullptr);
   CHECK(family_named("Gemma 2")->layout == Layout::gemma2);
+  CHECK(family_named("gemma3_text")->layout == Layout::gemma3);
+  CHECK(family_named("Gemma 3")->layout == Layout::gemma3);
 }
 
 TEST_CASE("the documentation's family tables list exactly the registry's families") {

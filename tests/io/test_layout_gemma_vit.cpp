@@ -780,7 +780,7 @@ TEST_CASE("Gemma and Gemma 2: configurations families.md §6 refuses, naming con
       refused("query_pre_attn_scalar", json(json::value_t::discarded), "missing");
     else
       refused("layer_types", {"sliding_attention", "full_attention"}, "sliding");
-    refused("model_type", two ? "gemma3_text" : "gemma3", "not a layout");
+    refused("model_type", two ? "gemma3n" : "recurrent_gemma", "not a layout");  // gemma3, gemma3_text: layout_gemma3.cpp
     // rope_parameters of the default type: its rope_theta is θ.
     json c = base;
     c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500.0}};

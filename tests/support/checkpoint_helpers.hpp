@@ -180,6 +180,8 @@ inline void require_same_layers(const Model& x, const Model& y) {
     require_same(a.ln3_g, b.ln3_g, p + "ln3_g");
     require_same(a.ln4_g, b.ln4_g, p + "ln4_g");
     require_same(a.pos_bias, b.pos_bias, p + "pos_bias");
+    require_same(a.q_norm, b.q_norm, p + "q_norm");
+    require_same(a.k_norm, b.k_norm, p + "k_norm");
   }
 }
 
@@ -232,6 +234,17 @@ inline void require_same_arch(const Architecture& a, const Architecture& b) {
   CHECK(a.own_norm_placement_only == b.own_norm_placement_only);
   CHECK(a.gated_mlp == b.gated_mlp);
   CHECK(a.attention_window == b.attention_window);
+  REQUIRE(a.query_key_norm.has_value() == b.query_key_norm.has_value());
+  if (a.query_key_norm) {
+    CHECK(a.query_key_norm->eps == b.query_key_norm->eps);
+    CHECK(a.query_key_norm->unit_offset == b.query_key_norm->unit_offset);
+  }
+  REQUIRE(a.layer_rotary.size() == b.layer_rotary.size());
+  for (std::size_t l = 0; l < a.layer_rotary.size(); ++l) {
+    CAPTURE(l);
+    CHECK(a.layer_rotary[l].theta == b.layer_rotary[l].theta);
+    CHECK(a.layer_rotary[l].linear_factor == b.layer_rotary[l].linear_factor);
+  }
 }
 
 inline std::string fresh(const std::string& name) {

@@ -17,8 +17,9 @@
 ///   Each tensor is decoded from the mapped file straight into the model.
 /// - Llama, Mistral, Qwen2 (model_type llama, mistral, qwen2; math.md §8):
 ///   see src/io/layout_llama.cpp for the mapping and what is refused.
-/// - XLNet, the T5 encoder, GPT-NeoX, Phi, OPT, Gemma, Gemma 2 and ViT
-///   (model_type xlnet, t5, gpt_neox, phi, opt, gemma, gemma2, vit;
+/// - XLNet, the T5 encoder, GPT-NeoX, Phi, OPT, Gemma, Gemma 2, ViT, Qwen3
+///   and Gemma 3 (model_type xlnet, t5, gpt_neox, phi, opt, gemma, gemma2,
+///   vit, qwen3, gemma3_text and a gemma3 file's language model;
 ///   shared/docs/families.md): one file each, src/io/layout_<family>.cpp,
 ///   says the mapping and what is refused. ViT takes images
 ///   (io/inputs.hpp read_pixels), not token ids.
@@ -139,9 +140,12 @@ void save_hf(const Model& model, const std::string& folder, Layout layout, const
 struct FamilyOptions {
   std::optional<double> rotary_fraction;        ///< gpt_neox rotary_pct (0.25), phi partial_rotary_factor (0.5)
   std::optional<bool> parallel_residual;        ///< gpt_neox use_parallel_residual (true)
-  std::optional<int> sliding_window;            ///< gemma2 (4096; 0: none)
+  std::optional<int> sliding_window;            ///< gemma2, gemma3 (4096; 0: none)
   std::optional<double> softcap;                ///< gemma2 attn_logit_softcapping (50; 0: none)
-  std::optional<double> query_pre_attn_scalar;  ///< gemma2 (head_dim)
+  std::optional<double> query_pre_attn_scalar;  ///< gemma2, gemma3 (head_dim)
+  std::optional<int> layer_pattern;             ///< gemma3 sliding_window_pattern P (6): layer l global iff (l+1) % P == 0
+  std::optional<double> rope_local_base;        ///< gemma3 rope_local_base_freq, the sliding layers' base (10000)
+  std::optional<double> rope_linear_factor;     ///< gemma3 linear rope_scaling factor of the global layers (1: none)
   std::optional<int> rel_buckets;               ///< t5 relative_attention_num_buckets (32)
   std::optional<int> rel_max_distance;          ///< t5 relative_attention_max_distance (128)
   std::optional<bool> gated;                    ///< t5 "gated-gelu" (false: "relu")

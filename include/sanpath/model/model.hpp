@@ -146,6 +146,26 @@ struct Architecture {
   /// The layernorm option takes none or the model's own placement only
   /// (families.md: GPT-NeoX, Phi, OPT, Gemma, T5, XLNet).
   bool own_norm_placement_only = false;
+  /// Query/key norm (families.md, "query/key norms" §1): every head's
+  /// projected query row and key row u (d_qk entries, after the bias, before
+  /// the rotary) becomes N(u; γ) = u / sqrt(mean_k(u_k²) + eps) ∘ γ, with γ
+  /// the layer's LayerWeights::q_norm (queries) or k_norm (keys), or 1 + that
+  /// when `unit_offset`. Values are not normalised. It is part of Attn and
+  /// stays in every variant.
+  struct QueryKeyNorm {
+    double eps = 1e-6;         ///< inside the square root
+    bool unit_offset = false;  ///< γ = 1 + w (else γ = w, the stored weight)
+  };
+  std::optional<QueryKeyNorm> query_key_norm = std::nullopt;
+  /// Rotary base and linear position scale of one layer: the pair
+  /// (i, i + r/2) at position p turns by p·theta^(−2i/r) / linear_factor.
+  struct LayerRotary {
+    double theta = 10000.0;      ///< the base θ_l (> 0)
+    double linear_factor = 1.0;  ///< f_l (> 0): positions divided by f_l
+  };
+  /// Rotary per layer (entry l for layer l; needs rope_theta set): empty
+  /// means every layer rotates with rope_theta and factor 1.
+  std::vector<LayerRotary> layer_rotary{};
   int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int rotated_dims() const { return rotary_dims > 0 ? rotary_dims : d_qk; }
   /// Whether layer l applies the sliding window.
@@ -159,6 +179,13 @@ struct Architecture {
   /// Key/value head of query head h: ⌊h·H_kv/H⌋.
   int kv_head_of(int h) const { return static_cast<int>(static_cast<long long>(h) * key_value_heads() / heads); }
   bool rotary() const { return rope_theta.has_value(); }
+  /// Layer l's rotary base θ_l and linear factor f_l (rotary models only).
+  double rope_base(int l) const {
+    return layer_rotary.empty() ? rope_theta.value() : layer_rotary.at(static_cast<std::size_t>(l)).theta;
+  }
+  double rope_linear_factor(int l) const {
+    return layer_rotary.empty() ? 1.0 : layer_rotary.at(static_cast<std::size_t>(l)).linear_factor;
+  }
 };
 
 /// One head. Shapes: W_Q, W_K d×d_qk; W_V d×d_v; W_O d_v×d; biases as vectors.
@@ -191,6 +218,9 @@ struct LayerWeights {
   /// T5 (Architecture::rel_buckets > 0): the bucket table, nb × H (block
   /// 0's, the same in every layer).
   MatrixXd pos_bias;
+  /// Architecture::query_key_norm: the stored query and key norm weights w
+  /// (d_qk each), shared by the layer's heads; the gain is w or 1 + w.
+  VectorXd q_norm, k_norm;
   /// A layer read in LayerForm::mapped: the matrices `mapped` holds as
   /// views (MappedMatrix::present) are left empty here — every head's W_Q,
   /// W_K, W_V, W_O, W_R and W_1, W_2, W_gate, as it gives them. Null for a
@@ -205,7 +235,7 @@ struct LayerWeights {
 /// carry the family whose recipe builds X^0.
 enum class Layout {
   bert, gpt2, albert, roberta, distilbert, llama, mistral, qwen2,
-  xlnet, t5, gpt_neox, phi, opt, gemma, gemma2, vit
+  xlnet, t5, gpt_neox, phi, opt, gemma, gemma2, vit, qwen3, gemma3
 };
 std::string to_string(Layout);
 /// Every layout's name, "bert|gpt2|…|vit"; throws std::invalid_argument.
@@ -216,7 +246,7 @@ std::string layout_names();
 /// position table, token rows alone as embeddings).
 bool rotary_family(Layout l);
 /// Embeddings that are the token rows alone (Gemma's scaled by √d): the
-/// Llama family, XLNet, T5, GPT-NeoX, Phi, Gemma, Gemma 2.
+/// Llama family, XLNet, T5, GPT-NeoX, Phi, Gemma, Gemma 2, Qwen3, Gemma 3.
 bool token_rows_only(Layout l);
 
 /// How a model builds X^0 (n × d) from token ids t_0 … t_{n−1}: the steps
@@ -253,7 +283,7 @@ struct EmbeddingRecipe {
 /// recipe: loaders, the native format and random models all use it):
 /// BERT, RoBERTa: positions, token type, LayerNorm; DistilBERT: positions,
 /// LayerNorm; ALBERT: BERT's then map_after_norm; GPT-2: positions; OPT:
-/// project_in, positions; Gemma, Gemma 2: scale_by_root_width; ViT: patches,
+/// project_in, positions; Gemma, Gemma 2, Gemma 3: scale_by_root_width; ViT: patches,
 /// positions; the other token_rows_only families: nothing (the rows alone).
 EmbeddingRecipe embedding_recipe(Layout l);
 
@@ -308,10 +338,14 @@ struct Embeddings {
   bool pixels() const { return steps().patches; }
   std::optional<std::vector<long>> word_ids;
   int vocab = 0;  ///< rows of the whole table when word_ids is set
+  /// A token id that stands for something other than its row (a multimodal
+  /// file's image token, families.md): word_row refuses it.
+  std::optional<long> placeholder_id;
   int vocab_size() const { return word_ids ? vocab : static_cast<int>(word.rows()); }
   bool holds_all_words() const { return !word_ids; }
   /// The row of `word` holding token `id`, 0 ≤ id < vocab_size(). Throws
-  /// std::logic_error when that row was not loaded (never a zero row).
+  /// std::logic_error when that row was not loaded (never a zero row), and
+  /// std::invalid_argument for the placeholder_id.
   Eigen::Index word_row(long id) const;
   int max_positions() const { return static_cast<int>(position.rows()); }
   bool has_position_table() const { return steps().positions; }
@@ -372,7 +406,9 @@ class Model {
   /// The variant to run: the checkpoint's own, with overrides applied.
   /// Throws when the override needs weights the model lacks (MLP, LN).
   Variant resolve(const VariantOverride& o) const;
-  /// Throws std::invalid_argument if `v` needs weights the model lacks.
+  /// Throws std::invalid_argument if `v` needs weights the model lacks, or
+  /// if the model has a feature no pass computes yet (the query/key norm,
+  /// rotary per layer): every pass calls it before it starts.
   void check_supports(const Variant& v) const;
 
  private:
@@ -382,6 +418,8 @@ class Model {
   std::shared_ptr<const LayerWeights> read_for_pass(int l, LayerForm form) const;
   void validate(FiniteWeights finite) const;
   void validate_layer(int l, const LayerWeights& w, bool finite) const;
+  /// check_supports' weight checks alone (construction runs these).
+  void check_weights_for(const Variant& v) const;
   Architecture arch_;
   std::vector<LayerWeights> layers_;
   std::shared_ptr<Stream> stream_;  ///< set for a streamed model

@@ -42,7 +42,8 @@ enum class InitKind { gaussian, xavier };
 /// Llama family (arch.gated_mlp, rotary, kv_heads): heads of a key/value
 /// group share the group's first K, V; only the q/k/v biases are drawn
 /// (output and MLP biases zero); W_gate drawn like W_1; embeddings are the
-/// token rows alone.
+/// token rows alone. A query/key norm's gains q_norm, k_norm are the unit
+/// gain plus N(0, std²) each, drawn last in their layer.
 struct RandomModelSpec {
   Architecture arch;
   InitKind init = InitKind::gaussian;

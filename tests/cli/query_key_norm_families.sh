@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Qwen3 and Gemma 3 from the CLI (families.md, query/key norms): `init
+# --layout qwen3|gemma3` writes the config.json families.md describes (the
+# layer pattern, both rotary bases, the linear factor), `--model` reads it
+# whole, streamed or cut to its first layers, and every command that runs the
+# model refuses it — one line naming query_key_norm, exit 3, no output file —
+# until compute/ has the query/key norm. `graph` (structure only) runs.
+# Usage: bash query_key_norm_families.sh <sanpath binary> <shared dir> <tmp dir>
+set -u
+source "$(dirname "$0")/../support/cli.sh"
+cli_checks query_key_norm_families "$@"
+
+SIZE=(--layers 3 --heads 2 --kv-heads 1 --head-dim 4 --d-model 8 --d-ff 12 --std 0.3 --seed 5 --vocab 20)
+expect 0 "$SANPATH" init --out "$dir/qwen3" --layout qwen3 "${SIZE[@]}" --rope-theta 1000000
+expect 0 "$SANPATH" init --out "$dir/gemma3" --layout gemma3 "${SIZE[@]}" --layer-pattern 3 --sliding-window 2 \
+  --rope-local-base 500 --rope-linear-factor 8 --rope-theta 1000000 --query-pre-attn-scalar 16
+/usr/bin/python3 - "$dir" <<'PY' || fail "config.json"
+import json, sys
+q = json.load(open(sys.argv[1] + "/qwen3/config.json"))
+assert q["model_type"] == "qwen3" and q["head_dim"] == 4 and q["num_key_value_heads"] == 1, q
+assert q["rope_theta"] == 1e6 and q["rope_scaling"] is None and q["use_sliding_window"] is False, q
+g = json.load(open(sys.argv[1] + "/gemma3/config.json"))
+assert g["model_type"] == "gemma3_text", g
+assert g["layer_types"] == ["sliding_attention", "sliding_attention", "full_attention"], g["layer_types"]
+assert g["sliding_window_pattern"] == 3 and g["sliding_window"] == 2, g
+assert (g["rope_local_base_freq"], g["rope_theta"]) == (500.0, 1e6), g
+assert g["rope_scaling"] == {"rope_type": "linear", "factor": 8.0}, g["rope_scaling"]
+assert g["query_pre_attn_scalar"] == 16.0 and g["attn_logit_softcapping"] is None, g
+PY
+
+# Options of another family, and values the family refuses.
+expect 2 "$SANPATH" init --out "$dir/x" --layout qwen3 "${SIZE[@]}" --layer-pattern 2
+grep -q "layer_pattern: not an option of the qwen3 layout" "$dir/err" || fail "qwen3 --layer-pattern: $(cat "$dir/err")"
+expect 2 "$SANPATH" init --out "$dir/x" --layout gemma3 "${SIZE[@]}" --rope-linear-factor 0.5
+grep -q "rope_linear_factor: must be a finite number >= 1" "$dir/err" || fail "gemma3 factor 0.5: $(cat "$dir/err")"
+expect 2 "$SANPATH" init --out "$dir/x" --layout gemma3 "${SIZE[@]}" --softcap 30
+expect 2 "$SANPATH" init --out "$dir/x" --layout llama "${SIZE[@]}" --rope-local-base 500
+
+# Every command that runs the model refuses it, whatever the load.
+for fam in qwen3 gemma3; do
+  M=$dir/$fam
+  for load in "" "--stream-layers on" "--first-layers 2"; do
+    for cmd in "forward --tokens 1,2,3" "collapse --tokens 1,2,3" "paths --tokens 1,2,3 --sums --mlp none --layernorm none" \
+               "bounds --tokens 1,2,3 --skip off --mlp none --layernorm none" "forward --tokens 1,2,3 --emulate bf16"; do
+      # paths and bounds hold every layer: no --stream-layers there.
+      case "$cmd $load" in paths*--stream-layers* | bounds*--stream-layers*) continue ;; esac
+      # shellcheck disable=SC2086
+      expect 3 "$SANPATH" $cmd --model "$M" $load
+      [ "$(wc -l <"$dir/err")" -eq 1 ] || fail "$fam $cmd $load: not one line: $(cat "$dir/err")"
+      grep -q "^sanpath: error: .*: query_key_norm: no pass computes the query/key norm" "$dir/err" ||
+        fail "$fam $cmd $load: $(cat "$dir/err")"
+      [ -s "$dir/out" ] && fail "$fam $cmd $load: wrote to stdout"
+    done
+  done
+  expect 3 "$SANPATH" report --model "$M" --tokens 1,2,3 --out "$dir/$fam.html"
+  [ -e "$dir/$fam.html" ] && fail "$fam report: wrote $dir/$fam.html"
+  grep -q "query_key_norm" "$dir/err" || fail "$fam report: $(cat "$dir/err")"
+done
+# A config.json the definitions do not cover: refused naming the key.
+/usr/bin/python3 - "$dir" <<'PY'
+import json, sys
+p = sys.argv[1] + "/gemma3/config.json"
+c = json.load(open(p))
+c["rope_scaling"] = {"rope_type": "yarn", "factor": 8.0}
+json.dump(c, open(p, "w"))
+PY
+expect 3 "$SANPATH" forward --model "$dir/gemma3" --tokens 1,2
+grep -q "^sanpath: error: $dir/gemma3/config.json: rope_scaling: rope_type 'yarn' is not supported" "$dir/err" ||
+  fail "gemma3 yarn: $(cat "$dir/err")"
+
+[ "$fails" -eq 0 ] && echo "query_key_norm_families: ok"
+exit "$fails"
