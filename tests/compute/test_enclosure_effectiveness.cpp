@@ -13,6 +13,9 @@
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/model/random.hpp"
 
+#include <utility>
+#include <vector>
+
 using namespace sanpath;
 
 namespace {
@@ -88,8 +91,16 @@ TEST_CASE("enclosed effectiveness: distances, KL and agreement contain the 4,098
   const MatrixXd X0 = test::width8_input(22);
   const EnclosedTrace<S> t = recorded(m, skip, X0);
   const ForwardTrace<T> exact = forward<T>(m, skip, convert<T>(X0));
-  for (const TaskHead& head : {test::classifier_head(8, 3), test::lm_head(8, 11)}) {
-    CAPTURE(to_string(head.kind));
+  // BERT's pooler + classifier, GPT-2's LN_f + table, the Llama family's RMSNorm, Gemma's gain 1 + w, Gemma 2's
+  // final soft cap (c = 2: it bites on logits of this size), OPT's project_out, XLNet's bias, ViT's LayerNorm +
+  // classifier on the first row.
+  const std::vector<std::pair<const char*, TaskHead>> heads{
+      {"BERT", test::classifier_head(8, 3)},          {"GPT-2", test::lm_head(8, 11)},
+      {"Llama", test::rms_lm_head(8, 11, false)},     {"Gemma", test::rms_lm_head(8, 11, true)},
+      {"Gemma 2", test::rms_lm_head(8, 11, true, 2.0)}, {"OPT", test::projected_lm_head(8, 5, 11)},
+      {"XLNet", test::biased_lm_head(8, 11)},         {"ViT", test::normed_classifier_head(8, 3)}};
+  for (const auto& [name, head] : heads) {
+    CAPTURE(name);
     const EnclosedEffectiveness e = enclose_effectiveness(m, t, &head);
     const Checked c = check_against(e, exact_effectiveness<T>(m, exact, &head), 3);
     CHECK(c.missed == 0);
@@ -133,8 +144,8 @@ TEST_CASE("enclosed effectiveness: an exact tie of two logits leaves the argmax 
   // separate equal values, so on X^L and on X_{≤L} = X^L the argmax is undecided.
   const Matrix<T> logits = task_logits<T>(head, exact.X.back());
   const Eigen::Index lead = logits(0, 0) > logits(0, 1) ? 0 : 1;
-  head.classifier_W.row(2) = head.classifier_W.row(lead);
-  head.classifier_b(2) = head.classifier_b(lead);
+  head.output_W.row(2) = head.output_W.row(lead);
+  head.output_b(2) = head.output_b(lead);
   const EnclosedEffectiveness e = enclose_effectiveness(m, recorded(m, skip, X0), &head);
   CHECK(check_against(e, exact_effectiveness<T>(m, exact, &head), 2).missed == 0);
   CHECK(e.points[2].head->agree_fewest == 0);
