@@ -202,7 +202,7 @@ void register_paths(CLI::App& app) {
     const Model model = loaded ? std::move(*loaded) : o->model.load(o->input.load_options());
     const Variant v = model.resolve(ov);
     const InputSpec& in = batch.inputs.front();
-    const RunInfo info{model.source(), batch.description};
+    const RunInfo info{model.source(), batch.description, task_head_absence(model)};
     const int L = model.arch().layers;
     // Lengths that have no paths are a mistake in the command line.
     const auto check_lengths = [&](int a, int b, const std::string& option) {
