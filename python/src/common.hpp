@@ -177,7 +177,7 @@ std::vector<One> per_input(const Formatted& batch, const std::vector<InputSpec>&
                            const std::vector<Report>& runs) {
   std::vector<One> out;
   for (std::size_t i = 0; i < runs.size(); ++i)
-    out.push_back(One{{batch.model, {batch.info.model, inputs[i].describe()}}, runs[i]});
+    out.push_back(One{{batch.model, {batch.info.model, inputs[i].describe(), batch.info.head_absence}}, runs[i]});
   return out;
 }
 

@@ -179,7 +179,7 @@ void register_effectiveness(py::module_& m) {
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
     ProgressBridge bridge(progress);
-    EffectivenessBatchResult r{{model, {name, batch.description}}, {}, batch.inputs};
+    EffectivenessBatchResult r{{model, {name, batch.description, task_head_absence(*model)}}, {}, batch.inputs};
     r.b = run_released(
         [&] {
           return analyze_effectiveness_batch(*model, v, batch.inputs, req, head ? &*head : nullptr, threads,
@@ -196,7 +196,7 @@ void register_effectiveness(py::module_& m) {
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
     ProgressBridge bridge(progress);
-    EffectivenessResult r{{model, {name, input.describe()}}, {}};
+    EffectivenessResult r{{model, {name, input.describe(), task_head_absence(*model)}}, {}};
     r.r = run_released(
         [&] { return analyze_effectiveness(*model, v, input, req, head ? &*head : nullptr, bridge.fn()); }, &bridge);
     return r;
@@ -211,7 +211,7 @@ void register_effectiveness(py::module_& m) {
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
     ProgressBridge bridge(progress);
-    RerunResult r{{model, {name, input.describe()}}, {}};
+    RerunResult r{{model, {name, input.describe(), task_head_absence(*model)}}, {}};
     r.r = run_released(
         [&] { return analyze_rerun(*model, v, input, req, rr, head ? &*head : nullptr, bridge.fn()); }, &bridge);
     return r;
@@ -226,7 +226,7 @@ void register_effectiveness(py::module_& m) {
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
     ProgressBridge bridge(progress);
-    RerunBatchResult r{{model, {name, batch.description}}, {}, batch.inputs};
+    RerunBatchResult r{{model, {name, batch.description, task_head_absence(*model)}}, {}, batch.inputs};
     r.b = run_released(
         [&] { return analyze_rerun_batch(*model, v, batch.inputs, req, rr, head ? &*head : nullptr, bridge.fn()); },
         &bridge);

@@ -757,7 +757,8 @@ PYBIND11_MODULE(_sanpath, m) {
     req.generator = generator;
     req.conventions = conventions_of(conventions);
     const Batch* batch = std::get_if<Batch>(&input);
-    req.info = {name, batch ? batch->description : std::get<InputSpec>(input).describe()};
+    req.info = {name, batch ? batch->description : std::get<InputSpec>(input).describe(),
+                task_head_absence(*model)};
     req.head = task_head_of(*model);
     ProgressBridge bridge(progress);
     const HtmlReport report = run_released([&] {

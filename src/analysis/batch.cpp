@@ -180,7 +180,8 @@ void check_batch_inputs(const Model& model, const std::vector<InputSpec>& inputs
                                   " has no embedding tables; use --input or --random-input");
     const Embeddings& e = *model.embeddings();
     if (in.tokens.empty()) throw std::invalid_argument(in.source + ": the sequence is empty");
-    if (static_cast<long>(in.tokens.size()) > e.max_positions())
+    // Only a position table bounds the length (rotary and relative-position models have none: 0 rows).
+    if (e.has_position_table() && static_cast<long>(in.tokens.size()) > e.max_positions())
       throw std::invalid_argument(in.source + ": sequence of " + std::to_string(in.tokens.size()) +
                                   " tokens is longer than the position table (" + std::to_string(e.max_positions()) +
                                   ")");

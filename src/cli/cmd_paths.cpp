@@ -77,7 +77,7 @@ void register_paths(CLI::App& app) {
                  "reconstruction error");
   mode->add_flag("--effectiveness", o->effectiveness,
                  "the network truncated to paths of length ≤ k, k = 0..L: distance to X^L and, with the "
-                 "checkpoint's task head (BERT classifier, GPT-2 LM head), prediction agreement and KL");
+                 "checkpoint's task head (every family's but the T5 encoder's), prediction agreement and KL");
   auto* sample = mode->add_option(
       "--sample", o->sample, "N: N uniform random paths per length, mean and 95% CI of ‖T‖_{1,∞} and ‖res(T)‖_{1,∞}")
                      ->check(unsigned_integer);
@@ -136,7 +136,8 @@ void register_paths(CLI::App& app) {
       "at the working precision and again one tier higher; 'digits' counts the agreeing significant digits, and "
       "values that do not agree print as '< 1e-N'. Counts are exact; JSON heads are 0-based, null = skip. --top searches "
       "by branch and bound (the same K as a full walk, at any size). --effectiveness reads the checkpoint's task head "
-      "(BERT pooler + classifier, GPT-2 ln_f + LM head) from its safetensors file. --effectiveness --rerun N adds the "
+      "(BERT's pooler + classifier, ViT's LayerNorm + classifier on CLS, the decoders' and XLNet's final norm + LM "
+      "head; docs/families.md) from its safetensors files. --effectiveness --rerun N adds the "
       "paper's procedure for any variant: a sub-network per path runs, in each layer where the path takes head h, "
       "head h alone with its attention recomputed from the path's own states, then the variant's LayerNorm and MLP "
       "(no skip term: the skip is the path's other branch); a skipped layer is the identity. Length k sums every path "
@@ -202,7 +203,7 @@ void register_paths(CLI::App& app) {
     const Model model = loaded ? std::move(*loaded) : o->model.load(o->input.load_options());
     const Variant v = model.resolve(ov);
     const InputSpec& in = batch.inputs.front();
-    const RunInfo info{model.source(), batch.description};
+    const RunInfo info{model.source(), batch.description, task_head_absence(model)};
     const int L = model.arch().layers;
     // Lengths that have no paths are a mistake in the command line.
     const auto check_lengths = [&](int a, int b, const std::string& option) {

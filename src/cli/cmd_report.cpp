@@ -82,7 +82,8 @@ void register_report(CLI::App& app) {
     const bool embedded = o->model.path.empty();
     const Model model = embedded ? random_model(default_collapse_model()) : o->model.load(o->input.load_options());
     const InputBatch in = o->input.specs_or(InputSpec::from_random(default_collapse_input()), &model, o->model.path);
-    req.info = {embedded ? "embedded default (random BERT-shaped, seed 0)" : model.source(), in.description};
+    req.info = {embedded ? "embedded default (random BERT-shaped, seed 0)" : model.source(), in.description,
+                task_head_absence(model)};
     if (!embedded && !o->model.first_layers) req.head = read_task_head(o->model.path, model);
     as_usage("--repeats", [&] { return RerunRequest::checked_repeats(o->repeats); });
     if (o->rerun > 0) {

@@ -12,20 +12,36 @@ namespace sanpath {
 
 template <class S> Matrix<S> task_logits(const TaskHead& head, const Matrix<S>& X) {
   using std::tanh;
-  const Eigen::Index d = head.kind == TaskHeadKind::classifier ? head.pooler_W.cols() : head.embedding.cols();
+  head.check();
+  const Eigen::Index d = head.width();
   if (X.cols() != d || X.rows() < 1)
     throw std::invalid_argument("task head: the input has " + std::to_string(X.cols()) + " columns, the head " +
                                 std::to_string(d));
+  // The rows read: the first (a classifier on BERT's first token or ViT's CLS) or every position.
+  Matrix<S> Z = head.kind == TaskHeadKind::classifier ? Matrix<S>(X.topRows(1)) : X;
+  if (head.norm_g.size() > 0)
+    Z = head.norm == NormKind::rms ? rms_norm<S>(Z, head.norm_g, head.norm_b, head.norm_eps, head.norm_unit_offset)
+                                   : layer_norm<S>(Z, head.norm_g, head.norm_b, head.norm_eps);
+  Matrix<S> T;
+  if (head.pooler_W.size() > 0) {
+    gemm_weights_nt(Z, head.pooler_W, T);
+    for (Eigen::Index i = 0; i < T.rows(); ++i)
+      for (Eigen::Index j = 0; j < T.cols(); ++j) T(i, j) = tanh(S(T(i, j) + S(head.pooler_b(j))));
+    Z = std::move(T);
+  }
+  if (head.project_out.size() > 0) {
+    gemm_weights_nt(Z, head.project_out, T);
+    Z = std::move(T);
+  }
   Matrix<S> out;
-  if (head.kind == TaskHeadKind::classifier) {
-    const Matrix<S> x0 = X.topRows(1);
-    Matrix<S> z;
-    gemm_weights_nt(x0, head.pooler_W, z);
-    for (Eigen::Index j = 0; j < z.cols(); ++j) z(0, j) = tanh(S(z(0, j) + S(head.pooler_b(j))));
-    gemm_weights_nt(z, head.classifier_W, out);
-    for (Eigen::Index j = 0; j < out.cols(); ++j) out(0, j) += S(head.classifier_b(j));
-  } else {
-    gemm_weights_nt(layer_norm<S>(X, head.ln_g, head.ln_b, head.ln_eps), head.embedding, out);
+  gemm_weights_nt(Z, head.output_W, out);
+  if (head.output_b.size() > 0)
+    for (Eigen::Index i = 0; i < out.rows(); ++i)
+      for (Eigen::Index j = 0; j < out.cols(); ++j) out(i, j) += S(head.output_b(j));
+  if (head.softcap) {  // c·tanh(z/c)
+    const S c = decimal_constant<S>(*head.softcap);
+    for (Eigen::Index i = 0; i < out.rows(); ++i)
+      for (Eigen::Index j = 0; j < out.cols(); ++j) out(i, j) = c * S(tanh(S(out(i, j) / c)));
   }
   return out;
 }

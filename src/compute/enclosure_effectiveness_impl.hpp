@@ -18,35 +18,41 @@ template <class S> BallMatrix<S> times_linear(const BallMatrix<S>& A, const Matr
   return times_weights(A, MatrixXd(W.transpose()), p);
 }
 
-/// task_logits on a ball: the classifier's pooler (tanh increasing: its
-/// interval from the ends, rounded outward) and classifier, or the language
-/// model's LN_f and tied embedding.
+/// task_logits on a ball, map by map (model/task_head.hpp): the rows read,
+/// the final LayerNorm or RMSNorm (normalize), the pooler's tanh (increasing:
+/// its interval from the ends, rounded outward), project_out, the output
+/// map and its bias, the soft cap (soft_cap).
 template <class S> BallMatrix<S> head_logits(const TaskHead& head, const BallMatrix<S>& X, long p) {
   using std::tanh;
-  const bool classifier = head.kind == TaskHeadKind::classifier;
-  const Eigen::Index d = classifier ? head.pooler_W.cols() : head.embedding.cols();
+  head.check();
+  const Eigen::Index d = head.width();
   if (X.mid.cols() != d)
     throw std::invalid_argument("task head: the input has " + std::to_string(X.mid.cols()) + " columns, the head " +
                                 std::to_string(d));
-  if (!classifier)
-    return times_linear(normalize(X, head.ln_g, head.ln_b, head.ln_eps, false, false), head.embedding, p);
-  const BallMatrix<S> x0{X.mid.topRows(1), X.rad.block(0, 0, 1, d)};
-  BallMatrix<S> z = times_linear(x0, head.pooler_W, p);
-  add_bias(z, detail::row_of<S>(head.pooler_b), p);
-  Matrix<S> mid = z.mid;
-  for (Eigen::Index j = 0; j < mid.cols(); ++j) mid(0, j) = tanh(z.mid(0, j));
-  const BallMatrix<S> pooled = ball_around(std::move(mid), [&](Eigen::Index) {
-    std::vector<Iv<S>> y(static_cast<std::size_t>(z.mid.cols()));
-    for (Eigen::Index j = 0; j < z.mid.cols(); ++j) {
-      const Iv<S> a = iv_of(z.mid(0, j), z.rad.at(0, j));
-      Iv<S>& t = y[static_cast<std::size_t>(j)];
-      mpfr_tanh(ptr(t.lo), ptr(a.lo), MPFR_RNDD);
-      mpfr_tanh(ptr(t.hi), ptr(a.hi), MPFR_RNDU);
-    }
-    return y;
-  });
-  BallMatrix<S> out = times_linear(pooled, head.classifier_W, p);
-  add_bias(out, detail::row_of<S>(head.classifier_b), p);
+  BallMatrix<S> Z = head.kind == TaskHeadKind::classifier ? BallMatrix<S>{X.mid.topRows(1), X.rad.block(0, 0, 1, d)} : X;
+  if (head.norm_g.size() > 0)
+    Z = normalize(Z, head.norm_g, head.norm_b, head.norm_eps, head.norm == NormKind::rms, head.norm_unit_offset);
+  if (head.pooler_W.size() > 0) {
+    BallMatrix<S> z = times_linear(Z, head.pooler_W, p);
+    add_bias(z, detail::row_of<S>(head.pooler_b), p);
+    Matrix<S> mid = z.mid;
+    for (Eigen::Index i = 0; i < mid.rows(); ++i)
+      for (Eigen::Index j = 0; j < mid.cols(); ++j) mid(i, j) = tanh(z.mid(i, j));
+    Z = ball_around(std::move(mid), [&](Eigen::Index i) {
+      std::vector<Iv<S>> y(static_cast<std::size_t>(z.mid.cols()));
+      for (Eigen::Index j = 0; j < z.mid.cols(); ++j) {
+        const Iv<S> a = iv_of(z.mid(i, j), z.rad.at(i, j));
+        Iv<S>& t = y[static_cast<std::size_t>(j)];
+        mpfr_tanh(ptr(t.lo), ptr(a.lo), MPFR_RNDD);
+        mpfr_tanh(ptr(t.hi), ptr(a.hi), MPFR_RNDU);
+      }
+      return y;
+    });
+  }
+  if (head.project_out.size() > 0) Z = times_linear(Z, head.project_out, p);
+  BallMatrix<S> out = times_linear(Z, head.output_W, p);
+  if (head.output_b.size() > 0) add_bias(out, detail::row_of<S>(head.output_b), p);
+  if (head.softcap) soft_cap(out, *head.softcap);
   return out;
 }
 

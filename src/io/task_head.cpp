@@ -1,11 +1,14 @@
-// Task heads of HuggingFace checkpoints, read with the safetensors reader
-// from the same file as the stack (checkpoint.cpp reads the stack).
+// Task heads of HuggingFace checkpoints (families.md names each family's),
+// read from the same tensors as the stack (one file or its shards), only the
+// head's tensors decoded; config.json says whether the LM head is tied and
+// Gemma 2's final soft cap.
 #include "sanpath/io/task_head.hpp"
 
-#include "sanpath/io/safetensors.hpp"
+#include "sanpath/io/tensor_store.hpp"
 #include "hf_config.hpp"
 
 #include <filesystem>
+#include <initializer_list>
 #include <stdexcept>
 #include <vector>
 
@@ -17,107 +20,196 @@ namespace fs = std::filesystem;
 
 using io::fail;
 
+/// The checkpoint's tensors and its config.json (null when it has none).
+struct Checkpoint {
+  TensorStore f;
+  io::HfConfig config;
+  bool has_config = false;
+};
+
+bool is_index(const std::string& path) {
+  const std::string suffix = ".index.json";
+  return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// A folder (model.safetensors or its index), a safetensors file or an index, as load_model reads them.
+Checkpoint open_checkpoint(const std::string& path) {
+  std::string weights = path;
+  fs::path folder = fs::path(path).parent_path();
+  if (fs::is_directory(path)) {
+    folder = path;
+    weights = (folder / "model.safetensors").string();
+    if (!fs::exists(weights) && fs::exists(folder / "model.safetensors.index.json"))
+      weights = (folder / "model.safetensors.index.json").string();
+  }
+  Checkpoint c{is_index(weights) ? TensorStore::sharded(weights) : TensorStore::single(weights), {}, false};
+  const fs::path config = folder / "config.json";
+  if (fs::exists(config)) {
+    c.config = io::HfConfig{config.string(), io::read_json_file(config.string())};
+    c.has_config = true;
+  }
+  return c;
+}
+
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
 
-/// The tensor `name` as a matrix of `rows`×`cols` (rows < 0: any number of rows).
-Eigen::MatrixXd matrix(const SafetensorsFile& f, const std::string& name, long rows, long cols) {
-  const Tensor& t = f.at(name);
-  if (t.shape.size() != 2 || (rows >= 0 && t.shape[0] != rows) || t.shape[1] != cols || t.shape[0] < 1)
-    fail(f.path(), name,
-         "shape " + shape_text(t.shape) + ", expected [" + (rows >= 0 ? std::to_string(rows) : "N") + ", " +
-             std::to_string(cols) + "]");
-  Eigen::MatrixXd m(t.shape[0], t.shape[1]);
-  for (Eigen::Index i = 0; i < m.rows(); ++i)
-    for (Eigen::Index j = 0; j < m.cols(); ++j) m(i, j) = t.values[static_cast<std::size_t>(i * m.cols() + j)];
-  return m;
-}
+/// Reads the head's tensors, each decoded alone and tested finite (errors "<file>: <tensor>: <why>").
+struct Reader {
+  const TensorStore& f;
 
-Eigen::VectorXd vector(const SafetensorsFile& f, const std::string& name, long size) {
-  const Tensor& t = f.at(name);
-  if (t.shape.size() != 1 || t.shape[0] != size)
-    fail(f.path(), name, "shape " + shape_text(t.shape) + ", expected [" + std::to_string(size) + "]");
-  Eigen::VectorXd v(size);
-  for (Eigen::Index i = 0; i < size; ++i) v(i) = t.values[static_cast<std::size_t>(i)];
-  return v;
-}
-
-void require_finite(const std::string& file, const std::string& name, const Eigen::MatrixXd& m) {
-  if (!m.allFinite()) fail(file, name, "has a non-finite entry");
-}
-
-/// A language-model head LN_f then E (task_head.hpp): the final LayerNorm's
-/// tensors and the embedding candidates, first found first.
-struct LmHeadNames {
-  const char* ln;  ///< LN_f's name, without ".weight" / ".bias"
-  std::vector<const char*> embedding;
-  const char* refused = nullptr;  ///< a tensor whose presence puts another map in the head
+  bool has(const std::string& name) const { return f.find(name) != nullptr; }
+  /// The first of `names` the file holds, or "".
+  std::string first(std::initializer_list<std::string> names) const {
+    for (const std::string& n : names)
+      if (has(n)) return n;
+    return "";
+  }
+  const TensorInfo& at(const std::string& name) const {
+    const TensorInfo* t = f.find(name);
+    if (t == nullptr) fail(f.path(), name, "missing (the rest of the task head is in the file)");
+    return *t;
+  }
+  std::vector<double> values(const TensorInfo& t) const {
+    std::vector<double> v(static_cast<std::size_t>(t.numel()));
+    f.file_of(t).decode_finite(t, 0, v.size(), v.data());
+    return v;
+  }
+  /// `name` as a matrix of rows × cols (rows < 0: any number ≥ 1).
+  Eigen::MatrixXd matrix(const std::string& name, long rows, long cols) const {
+    const TensorInfo& t = at(name);
+    if (t.shape.size() != 2 || (rows >= 0 && t.shape[0] != rows) || t.shape[1] != cols || t.shape[0] < 1)
+      fail(f.path(), name,
+           "shape " + shape_text(t.shape) + ", expected [" + (rows >= 0 ? std::to_string(rows) : "N") + ", " +
+               std::to_string(cols) + "]");
+    const std::vector<double> v = values(t);
+    Eigen::MatrixXd m(t.shape[0], t.shape[1]);
+    for (Eigen::Index i = 0; i < m.rows(); ++i)
+      for (Eigen::Index j = 0; j < m.cols(); ++j) m(i, j) = v[static_cast<std::size_t>(i * m.cols() + j)];
+    return m;
+  }
+  Eigen::VectorXd vector(const std::string& name, long size) const {
+    const TensorInfo& t = at(name);
+    if (t.shape.size() != 1 || t.shape[0] != size)
+      fail(f.path(), name, "shape " + shape_text(t.shape) + ", expected [" + std::to_string(size) + "]");
+    const std::vector<double> v = values(t);
+    return Eigen::Map<const Eigen::VectorXd>(v.data(), size);
+  }
 };
 
-const std::vector<LmHeadNames>& lm_heads() {
-  static const std::vector<LmHeadNames> all = {
-      {"transformer.ln_f", {"lm_head.weight", "transformer.wte.weight"}},                    // GPT-2
-      {"gpt_neox.final_layer_norm", {"embed_out.weight"}},                                   // GPT-NeoX
-      {"final_layer_norm", {"embed_out.weight"}},                                            // GPT-NeoX, bare
-      {"model.decoder.final_layer_norm", {"lm_head.weight", "model.decoder.embed_tokens.weight"},
-       "model.decoder.project_out.weight"},                                                  // OPT
-      {"decoder.final_layer_norm", {"lm_head.weight", "decoder.embed_tokens.weight"}, "decoder.project_out.weight"}};
-  return all;
+/// The final norm `name` (".weight", and ".bias" for a LayerNorm) of width d; the model's eps and gain form.
+void read_norm(const Reader& r, const std::string& name, NormKind kind, const Model& model, TaskHead& h) {
+  const long d = model.arch().d_model;
+  h.norm = kind;
+  h.norm_g = r.vector(name + ".weight", d);
+  h.norm_b = kind == NormKind::layer ? r.vector(name + ".bias", d) : Eigen::VectorXd(Eigen::VectorXd::Zero(d));
+  h.norm_eps = model.arch().ln_eps;
+  h.norm_unit_offset = kind == NormKind::rms && model.arch().norm_unit_offset;
+}
+
+/// config.json's tie_word_embeddings (HuggingFace's default for the model type when absent).
+bool tied(const Checkpoint& c, bool fallback) { return c.has_config ? c.config.bool_or("tie_word_embeddings", fallback) : fallback; }
+
+std::string model_type(const Checkpoint& c) { return c.has_config ? c.config.string_or("model_type", "") : ""; }
+
+/// The output map: `stored` if the file holds it, else the first of `tables` when the head is tied; "" when neither.
+std::string output_name(const Reader& r, const std::string& stored, std::initializer_list<std::string> tables,
+                        bool tie) {
+  if (r.has(stored)) return stored;
+  return tie ? r.first(tables) : "";
 }
 
 }  // namespace
 
 std::optional<TaskHead> read_task_head(const std::string& path, const Model& model) {
-  std::string file = path;
-  if (fs::is_directory(path)) file = (fs::path(path) / "model.safetensors").string();
-  const SafetensorsFile f = SafetensorsFile::read(file);
+  const Checkpoint c = open_checkpoint(path);
+  const Reader r{c.f};
+  const std::string& file = c.f.path();
   const long d = model.arch().d_model;
-  // ViTForImageClassification's classifier (after vit.layernorm, on CLS) is not the BERT head: not read.
-  const bool vit = model.embeddings() && model.embeddings()->pixels();
-  const bool classifier = !vit && f.find("classifier.weight") != nullptr;
-  const LmHeadNames* names = nullptr;
-  // Only LayerNorm models: an RMSNorm family's final norm is not this head's LN_f.
-  if (model.arch().norm == NormKind::layer)
-    for (const LmHeadNames& n : lm_heads())
-      if (!names && f.find(std::string(n.ln) + ".weight") != nullptr) names = &n;
-  const bool lm = names != nullptr;
-  if (!classifier && !lm) return std::nullopt;
-  if (classifier && lm)
-    fail(file, "classifier.weight", std::string("the file also holds ") + names->ln + " (two task heads)");
-  // OPT with word_embed_proj_dim != hidden_size: its head maps through project_out, which TaskHead does not hold.
-  if (lm && names->refused && f.find(names->refused)) return std::nullopt;
+  const bool pixels = model.embeddings() && model.embeddings()->pixels();
   TaskHead h;
-  if (classifier) {
+  std::string out, bias;
+  if (r.has("classifier.weight") && pixels) {
+    // ViTForImageClassification: vit.layernorm on every row, the classifier on CLS (row 0).
     h.kind = TaskHeadKind::classifier;
-    h.pooler_W = matrix(f, "bert.pooler.dense.weight", d, d);
-    h.pooler_b = vector(f, "bert.pooler.dense.bias", d);
-    h.classifier_W = matrix(f, "classifier.weight", -1, d);
-    h.classifier_b = vector(f, "classifier.bias", h.classifier_W.rows());
-    require_finite(file, "bert.pooler.dense.weight", h.pooler_W);
-    require_finite(file, "bert.pooler.dense.bias", h.pooler_b);
-    require_finite(file, "classifier.weight", h.classifier_W);
-    require_finite(file, "classifier.bias", h.classifier_b);
-  } else {
+    const std::string ln = r.first({"vit.layernorm.weight", "layernorm.weight"});
+    if (ln.empty()) fail(file, "vit.layernorm.weight", "missing (the file holds classifier.weight)");
+    read_norm(r, ln.substr(0, ln.size() - 7), NormKind::layer, model, h);
+    out = "classifier.weight";
+    bias = "classifier.bias";
+  } else if (r.has("classifier.weight")) {
+    // BERT for sequence classification: the pooler on the first token, then the classifier.
+    h.kind = TaskHeadKind::classifier;
+    for (const char* lm : {"transformer.ln_f.weight", "lm_loss.bias", "model.norm.weight"})
+      if (r.has(lm)) fail(file, "classifier.weight", std::string("the file also holds ") + lm + " (two task heads)");
+    h.pooler_W = r.matrix("bert.pooler.dense.weight", d, d);
+    h.pooler_b = r.vector("bert.pooler.dense.bias", d);
+    out = "classifier.weight";
+    bias = "classifier.bias";
+  } else if (r.has("lm_loss.bias")) {
+    // XLNet's lm_loss: the word table (tied; lm_loss.weight where stored) and its bias, no norm.
     h.kind = TaskHeadKind::language_model;
-    const std::string ln = names->ln;
-    h.ln_g = vector(f, ln + ".weight", d);
-    h.ln_b = vector(f, ln + ".bias", d);
-    h.ln_eps = model.arch().ln_eps;
-    std::string e = names->embedding.back();
-    for (const char* candidate : names->embedding)
-      if (f.find(candidate) != nullptr) {
-        e = candidate;
-        break;
-      }
-    h.embedding = matrix(f, e, -1, d);
-    require_finite(file, ln + ".weight", h.ln_g);
-    require_finite(file, ln + ".bias", h.ln_b);
-    require_finite(file, e, h.embedding);
+    out = r.first({"lm_loss.weight", "transformer.word_embedding.weight", "word_embedding.weight"});
+    if (out.empty()) fail(file, "transformer.word_embedding.weight", "missing (the LM head lm_loss is tied to it)");
+    bias = "lm_loss.bias";
+  } else if (r.has("transformer.ln_f.weight")) {  // GPT-2
+    h.kind = TaskHeadKind::language_model;
+    read_norm(r, "transformer.ln_f", NormKind::layer, model, h);
+    out = output_name(r, "lm_head.weight", {"transformer.wte.weight"}, true);
+  } else if (const std::string neox = r.first({"gpt_neox.final_layer_norm.weight", "final_layer_norm.weight"});
+             !neox.empty()) {  // GPT-NeoX
+    h.kind = TaskHeadKind::language_model;
+    read_norm(r, neox.substr(0, neox.size() - 7), NormKind::layer, model, h);
+    out = "embed_out.weight";
+    if (!r.has(out)) return std::nullopt;  // GPTNeoXModel: no head
+  } else if (const std::string opt = r.first({"model.decoder.embed_positions.weight", "decoder.embed_positions.weight"});
+             !opt.empty()) {
+    // OPT: LN_f (absent in post-norm files), then project_out where stored, then the (tied) token table.
+    h.kind = TaskHeadKind::language_model;
+    const std::string p = opt.substr(0, opt.size() - std::string("embed_positions.weight").size());
+    if (r.has(p + "final_layer_norm.weight")) read_norm(r, p + "final_layer_norm", NormKind::layer, model, h);
+    out = output_name(r, "lm_head.weight", {p + "embed_tokens.weight"}, tied(c, true));
+    if (out.empty()) return std::nullopt;
+    if (r.has(p + "project_out.weight")) {
+      const TensorInfo& t = r.at(p + "project_out.weight");
+      h.project_out = r.matrix(p + "project_out.weight", t.shape.empty() ? 1 : t.shape[0], d);
+    }
+  } else if (const std::string phi = r.first({"model.final_layernorm.weight", "final_layernorm.weight"});
+             !phi.empty()) {  // Phi: LN_f, lm_head with its bias
+    h.kind = TaskHeadKind::language_model;
+    read_norm(r, phi.substr(0, phi.size() - 7), NormKind::layer, model, h);
+    out = output_name(r, "lm_head.weight", {"model.embed_tokens.weight", "embed_tokens.weight"}, tied(c, false));
+    if (out.empty()) return std::nullopt;
+    if (r.has("lm_head.bias")) bias = "lm_head.bias";
+  } else if (const std::string norm = r.first({"model.norm.weight", "norm.weight"});
+             !norm.empty() && model.arch().norm == NormKind::rms) {
+    // The Llama family and Gemma: model.norm (RMSNorm; Gemma's gain 1 + w), then lm_head or the tied token
+    // table as stored (Gemma's without the input's √d); Gemma 2 caps the logits (final_logit_softcapping).
+    h.kind = TaskHeadKind::language_model;
+    read_norm(r, norm.substr(0, norm.size() - 7), NormKind::rms, model, h);
+    const std::string type = model_type(c);
+    const bool gemma = type == "gemma" || type == "gemma2";
+    out = output_name(r, "lm_head.weight", {"model.embed_tokens.weight", "embed_tokens.weight"}, tied(c, gemma));
+    if (out.empty()) return std::nullopt;
+    if (type == "gemma2") {
+      const std::string key = "final_logit_softcapping";
+      const bool null = c.config.j.contains(key) && c.config.j.at(key).is_null();
+      if (!null) h.softcap = c.config.positive_number_or(key, 30.0);
+    }
+  } else {
+    return std::nullopt;
   }
+  h.output_W = r.matrix(out, -1, h.project_out.size() > 0 ? static_cast<long>(h.project_out.rows()) : d);
+  if (!bias.empty()) h.output_b = r.vector(bias, static_cast<long>(h.output_W.rows()));
   return h;
+}
+
+TaskHeadAbsence task_head_absence(const Model& model) {
+  return model.embeddings() && model.embeddings()->kind == Layout::t5 ? TaskHeadAbsence::reads_decoder
+                                                                         : TaskHeadAbsence::not_read;
 }
 
 }  // namespace sanpath

@@ -63,15 +63,14 @@ ordered_json head_json(const std::optional<TaskHeadKind>& head, long outputs, lo
 
 /// The line naming the task head and what `meaning` its columns have, or that there is none.
 std::string head_text(const std::optional<TaskHeadKind>& head, long outputs, long predictions,
-                      const std::string& meaning) {
+                      const std::string& meaning, TaskHeadAbsence absent) {
   std::ostringstream o;
   if (head)
     o << "task head: " << to_string(*head) << " (" << outputs
       << (*head == TaskHeadKind::classifier ? " classes" : " tokens") << "), " << predictions
       << (predictions == 1 ? " prediction" : " predictions") << "; " << meaning << "\n";
   else
-    o << "task head: none read (sanpath reads BERT's pooler + classifier and the LM heads LN_f + token table of "
-         "GPT-2, GPT-NeoX and OPT)\n";
+    o << "task head: " << text_table::no_task_head_text(absent) << "\n";
   return o.str();
 }
 
@@ -114,7 +113,8 @@ std::string format_effectiveness(const EffectivenessReport& r, const Model& mode
                      (r.check_method == CheckMethod::certified
                           ? " (\"a to b\": a proven, b possible, the others' argmax undecided)"
                           : "") +
-                     "; KL = mean KL(p(X^L) ‖ p(X_{≤k}))");
+                     "; KL = mean KL(p(X^L) ‖ p(X_{≤k}))",
+                 info.head_absence);
   o << "\n" << pad("length", 8) << pad("distance", 26);
   if (r.head) o << pad("agree", 14) << pad("KL", 26);
   o << pad("digits", 13) << "paths of length ≤ k (exact)\n";
@@ -250,7 +250,8 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
     << "]"
     << (r.exact ? "; gap = ‖X̂_{≤k} − X_{≤k}‖_F / ‖X^L‖_F" : "") << "\n";
   o << head_text(r.head, r.outputs, r.predictions,
-                 "agree = argmax equal to argmax on X^L (re-run: mean over repetitions); KL = mean KL(p(X^L) ‖ p(·))");
+                 "agree = argmax equal to argmax on X^L (re-run: mean over repetitions); KL = mean KL(p(X^L) ‖ p(·))",
+                 info.head_absence);
   rerun_header(o, r.exact.has_value(), r.head.has_value(), {26, 13, 18, 34});
   for (std::size_t k = 0; k < r.lengths.size(); ++k) {
     const RerunEntry& e = r.lengths[k];
@@ -379,7 +380,7 @@ std::string format_effectiveness_batch(const BatchEffectiveness& b, const std::v
                     b.runs, first, model, info);
   o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F of each input; " << json_parts::statistics_text
     << "; digits of the mean in brackets\n";
-  o << head_text(first.head, first.outputs, batch_predictions(b.runs), pooled_text);
+  o << head_text(first.head, first.outputs, batch_predictions(b.runs), pooled_text, info.head_absence);
   o << "\n" << pad("length", 8) << pad("distance (mean ± std)", 34) << pad("min", 14) << pad("median", 14)
     << pad("max", 14);
   if (first.head) o << pad("agree", 16) << pad("KL", 26);
@@ -466,7 +467,7 @@ std::string format_rerun_batch(const BatchRerun& b, const std::vector<InputSpec>
                                                      : "confirmed digits of the mean")
     << "], a re-run input entering with its mean over the repetitions\n";
   o << head_text(first.head, first.outputs, predictions,
-                 std::string(pooled_text) + " (re-run: over inputs × repetitions)");
+                 std::string(pooled_text) + " (re-run: over inputs × repetitions)", info.head_absence);
   rerun_header(o, b.exact.has_value(), first.head.has_value(), {34, 16, 16, 26});
   for (std::size_t k = 0; k < b.lengths.size(); ++k) {
     const BatchRerunEntry& e = b.lengths[k];

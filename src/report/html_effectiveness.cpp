@@ -100,7 +100,8 @@ void batch_section(std::ostringstream& o, const HtmlReport& r) {
                    " head: " + (*head == TaskHeadKind::classifier ? "one per input" : "one per position") +
                    ") on X<sub>≤k</sub> that agree with those on X<sup>L</sup>; the mean KL is over the same "
                    "predictions."
-             : std::string("the checkpoint has no task head, so no predictions are compared."))
+             : "the task head: " + escape(text_table::no_task_head_text(r.info.head_absence)) +
+                   ", so no predictions are compared.")
     << " Variant: " << escape(to_string(r.paths_variant, VariantStyle::prose))
     << ". Every input ran at its own precision with its own "
     << (r.precision.check == CheckMethod::certified ? "enclosures" : "confirming run") << ".</p>\n";
@@ -206,7 +207,8 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
        "same network; "
     << (e.head ? "the right one how many predictions of the checkpoint's " + escape(to_string(*e.head)) +
                      " head on X<sub>≤k</sub> agree with those on X<sup>L</sup>."
-               : std::string("the checkpoint has no task head, so no predictions are compared."))
+               : "the task head: " + escape(text_table::no_task_head_text(r.info.head_absence)) +
+                     ", so no predictions are compared.")
     << " Variant: " << escape(to_string(r.paths_variant, VariantStyle::prose))
     << ". Precision: " << escape(provenance_text::cell(e, provenance_text::View::paths)) << ".</p>\n";
   if (rr)

@@ -67,7 +67,7 @@ ordered_json each_input_json(const std::vector<Run>& runs, const std::vector<Inp
                              F&& format_json) {
   ordered_json out = ordered_json::array();
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    ordered_json one = ordered_json::parse(format_json(runs[i], RunInfo{info.model, inputs[i].describe()}));
+    ordered_json one = ordered_json::parse(format_json(runs[i], RunInfo{info.model, inputs[i].describe(), info.head_absence}));
     one.erase("model");
     out.push_back(std::move(one));
   }

@@ -2,6 +2,8 @@
 // Plain-text tables of the formatters (format*.cpp): column widths count
 // UTF-8 code points (‖, ∞ and ᵀ are one column each), and no line ends in
 // padding. Internal to the library (not installed).
+#include "sanpath/model/task_head.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <optional>
@@ -83,6 +85,14 @@ inline std::string mean_agreement_text(const std::vector<long>& agree, const std
   std::string s = mean(agree) + "/" + std::to_string(predictions);
   if (!check.empty() && check != agree) s += " (check " + mean(check) + "/" + std::to_string(predictions) + ")";
   return s;
+}
+
+/// Why no task head is applied, after "task head: " or "the checkpoint has ".
+inline std::string no_task_head_text(TaskHeadAbsence why) {
+  if (why == TaskHeadAbsence::reads_decoder)
+    return "none of its own (a T5 encoder: T5's LM head reads the decoder's output, which sanpath does not run)";
+  return "none in the file (sanpath reads BERT's pooler + classifier, ViT's LayerNorm + classifier, and the LM heads "
+         "of GPT-2, GPT-NeoX, OPT, Phi, Llama, Mistral, Qwen2, Gemma, Gemma 2 and XLNet)";
 }
 
 /// Confirmed digits as a table cell: the number, or "unconfirmed".

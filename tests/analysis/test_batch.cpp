@@ -3,6 +3,7 @@
 // run, and determinism across thread counts.
 #include "support/batch_helpers.hpp"
 #include "support/helpers.hpp"
+#include "support/llama_helpers.hpp"
 
 #include "sanpath/analysis/batch.hpp"
 #include "sanpath/io/inputs.hpp"
@@ -217,4 +218,25 @@ TEST_CASE("length sums and bounds batches equal their inputs' own runs, whatever
       CHECK(one.relative[l].mean.str() == two.relative[l].mean.str());
     }
   }
+}
+
+TEST_CASE("check_batch_inputs: only a position table bounds a sequence's length") {
+  // A Llama-type model has no position table (rotary positions): its 0 rows bound nothing.
+  const Model llama = test::random_llama(1, 2, 1, 8, 4, 16, 3, 11);
+  REQUIRE_FALSE(llama.embeddings()->has_position_table());
+  REQUIRE(llama.embeddings()->max_positions() == 0);
+  const std::vector<InputSpec> tokens{InputSpec::from_tokens({1, 5, 7}), InputSpec::from_tokens({2, 3, 4, 10, 0})};
+  CHECK_NOTHROW(check_batch_inputs(llama, tokens));
+  CHECK_THROWS_WITH(check_batch_inputs(llama, {InputSpec::from_tokens({1, 11})}), Catch::Contains("id 11"));
+  // BERT's position table of 4 rows: 4 tokens fit, 5 do not.
+  RandomModelSpec s;
+  s.arch = {1, 2, 8, 4, 4, 16, {true, MlpKind::residual, LayerNormKind::post, MaskKind::none}, Activation::gelu, 1e-12,
+            false};
+  s.seed = 5;
+  s.vocab = 11;
+  s.max_positions = 4;
+  const Model bert = random_model(s);
+  CHECK_NOTHROW(check_batch_inputs(bert, {InputSpec::from_tokens({1, 2, 3, 4})}));
+  CHECK_THROWS_WITH(check_batch_inputs(bert, {InputSpec::from_tokens({1, 2, 3, 4, 5})}),
+                    Catch::Contains("longer than the position table (4)"));
 }

@@ -32,6 +32,12 @@ for layout in llama mistral qwen2; do
     cmp -s "$dir/${layout}_$prec.json" "$dir/native_$prec.json" || fail "$layout at $prec: forward differs from native"
   done
 done
+# A batch of token files: no position table (rotary), so no length bound (the batch check once compared the
+# lengths with the 0 rows of an absent table and refused every batch).
+printf '1,5,7,39,0\n2,3\n' >"$dir/batch.txt"
+expect 0 "$SANPATH" paths --model "$dir/llama" --tokens-file "$dir/batch.txt" --sums --skip on --mlp none --layernorm none \
+  --format json
+check "llama token batch" 'assert j["batch"] == 2 and len(j["inputs"]) == 2, (j["batch"], j["inputs"])'
 # qwen2 keeps q/k/v biases; llama refuses them by name.
 expect 0 "$SANPATH" init --out "$dir/qwen2b" --layout qwen2 "${SIZE[@]}" --bias-std 0.1
 grep -q "self_attn.q_proj.bias" "$dir/qwen2b/model.safetensors" || fail "qwen2: q_proj.bias not written"

@@ -2,7 +2,8 @@
 # sanpath paths --effectiveness against the independent mpmath reference
 # (tests/reference/sanpath_ref.py): for k = 0..L the truncation X_{<=k} = sum_{j<=k} S_j + 1b^T,
 # its distance ||X_{<=k} - X^L||_F / ||X^L||_F, and with the real checkpoints' task heads
-# (BERT pooler + classifier, GPT-2 ln_f + tied LM head) the agreement count and the mean KL,
+# (BERT pooler + classifier, GPT-2 ln_f + tied LM head) and with every family's head on a small random
+# checkpoint (init --layout, its head drawn by the reference's gen-head) the agreement count and the mean KL,
 # each to the digits sanpath says it confirmed, and with --check certified (math.md §10) each enclosure
 # containing the reference's value; the reference runs at precision_bits + 128.
 # Without the shared checkpoints the script fails when CI is set.
@@ -50,5 +51,21 @@ make_model e3.safetensors --layers 3 --heads 2 --d-model 8 --seed 4 --std 0.4 --
   PRECISIONS="auto 257" paths_case e3-effectiveness-certified "$WORK/e3.safetensors" input "$WORK/x5" \
     --mask causal "${attn[@]}" --check certified
 }
+
+# Every family's task head (families.md): the final norm, project_out, the LM head (tied or stored, with its
+# bias), ViT's classifier on CLS, Gemma 2's final soft cap; the T5 encoder has none of its own.
+source "$(dirname "$0")/../support/family_options.sh"
+ref gen-pixels --out "$WORK/img" --size 8 --seed 3
+for fam in llama mistral qwen2 gemma gemma2 xlnet gpt_neox phi opt vit; do
+  # shellcheck disable=SC2086
+  make_model "$fam" --layout $fam "${FAMILY_SIZE[@]}" ${FAMILY_OPTS[$fam]:-${FAMILY_OPTS[llama]}} || continue
+  if ! ref gen-head --model "$WORK/$fam" --seed 7 >"$WORK/$fam.head.log" 2>&1; then
+    fail "$fam: gen-head: $(cat "$WORK/$fam.head.log")"
+    continue
+  fi
+  if [ $fam = vit ]; then in=(pixels "$WORK/img"); else in=(tokens 1,5,7,3,19); fi
+  paths_case "$fam-head" "$WORK/$fam" "${in[@]}" --skip on "${attn[@]}"
+  PRECISIONS="auto" paths_case "$fam-head-certified" "$WORK/$fam" "${in[@]}" --skip on "${attn[@]}" --check certified
+done
 
 ref_finish

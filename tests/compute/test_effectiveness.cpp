@@ -108,11 +108,11 @@ TEST_CASE("task heads against their formulas", "[effectiveness]") {
     h.kind = TaskHeadKind::classifier;
     h.pooler_W = draw(5, 5);
     h.pooler_b = draw(5, 1);
-    h.classifier_W = draw(3, 5);
-    h.classifier_b = draw(3, 1);
+    h.output_W = draw(3, 5);
+    h.output_b = draw(3, 1);
     const Matrix<double> got = task_logits<double>(h, X);
     const VectorXd z = (h.pooler_W * X.row(0).transpose() + h.pooler_b).array().tanh().matrix();
-    const VectorXd want = h.classifier_W * z + h.classifier_b;
+    const VectorXd want = h.output_W * z + h.output_b;
     REQUIRE(got.rows() == 1);
     REQUIRE(got.cols() == 3);
     for (int c = 0; c < 3; ++c) CHECK(std::abs(got(0, c) - want(c)) <= 1e-13 * (1 + std::abs(want(c))));
@@ -120,20 +120,142 @@ TEST_CASE("task heads against their formulas", "[effectiveness]") {
   SECTION("language model: LayerNorm of every row, then the embedding") {
     TaskHead h;
     h.kind = TaskHeadKind::language_model;
-    h.ln_g = draw(5, 1);
-    h.ln_b = draw(5, 1);
-    h.ln_eps = 1e-5;
-    h.embedding = draw(7, 5);
+    h.norm_g = draw(5, 1);
+    h.norm_b = draw(5, 1);
+    h.norm_eps = 1e-5;
+    h.output_W = draw(7, 5);
     const Matrix<double> got = task_logits<double>(h, X);
     REQUIRE(got.rows() == 4);
     REQUIRE(got.cols() == 7);
     for (int i = 0; i < 4; ++i) {
       const double mean = X.row(i).mean();
       const double var = (X.row(i).array() - mean).square().mean();
-      const VectorXd y = ((X.row(i).array() - mean) / std::sqrt(var + 1e-5)).matrix().transpose().cwiseProduct(h.ln_g) + h.ln_b;
-      const VectorXd want = h.embedding * y;
+      const VectorXd y = ((X.row(i).array() - mean) / std::sqrt(var + 1e-5)).matrix().transpose().cwiseProduct(h.norm_g) + h.norm_b;
+      const VectorXd want = h.output_W * y;
       for (int v = 0; v < 7; ++v) CHECK(std::abs(got(i, v) - want(v)) <= 1e-12 * (1 + std::abs(want(v))));
     }
+  }
+}
+
+TEMPLATE_TEST_CASE("every map of a task head against logits worked out by hand", "[effectiveness]", double,
+                   mpfr_real<77>) {
+  using S = TestType;
+  const auto rows = [](std::initializer_list<std::initializer_list<double>> r) {
+    MatrixXd M(static_cast<Eigen::Index>(r.size()), 4);
+    Eigen::Index i = 0;
+    for (const auto& row : r) {
+      Eigen::Index j = 0;
+      for (double x : row) M(i, j++) = x;
+      ++i;
+    }
+    return M;
+  };
+  const auto vec = [](std::initializer_list<double> v) {
+    VectorXd out(static_cast<Eigen::Index>(v.size()));
+    Eigen::Index i = 0;
+    for (double x : v) out(i++) = x;
+    return out;
+  };
+  // want(i, j) = num / den, exact rationals written out below.
+  const auto exact = [](std::initializer_list<std::initializer_list<std::pair<int, int>>> r) {
+    Matrix<S> M(static_cast<Eigen::Index>(r.size()), static_cast<Eigen::Index>(r.begin()->size()));
+    Eigen::Index i = 0;
+    for (const auto& row : r) {
+      Eigen::Index j = 0;
+      for (const auto& [num, den] : row) M(i, j++) = S(num) / S(den);
+      ++i;
+    }
+    return M;
+  };
+  const auto logits = [](const TaskHead& h, const MatrixXd& X) { return task_logits<S>(h, convert<S>(X)); };
+  const MatrixXd W = rows({{1, 0, 0, 0}, {0, 1, 0, 0}, {1, 1, 1, 1}});
+
+  SECTION("Llama: RMSNorm with gain g, then the LM head") {
+    // x = (3, 4, 0, 0): mean(x²) + eps = 25/4 + 41/64 = 441/64, rms 21/8, x/rms = (8/7, 32/21, 0, 0);
+    // x = (1, 3, 1, 3): 5 + 41/64 = 361/64, rms 19/8, x/rms = (8/19, 24/19, 8/19, 24/19); gain (1, 2, 1, 1).
+    TaskHead h;
+    h.kind = TaskHeadKind::language_model;
+    h.norm = NormKind::rms;
+    h.norm_g = vec({1, 2, 1, 1});
+    h.norm_b = VectorXd::Zero(4);
+    h.norm_eps = 0.640625;  // 41/64
+    h.output_W = W;
+    test::require_matrix_near<S>(logits(h, rows({{3, 4, 0, 0}, {1, 3, 1, 3}})),
+                                 exact({{{8, 7}, {64, 21}, {88, 21}}, {{8, 19}, {48, 19}, {88, 19}}}), 8);
+    SECTION("Gemma: the gain is 1 + w") {
+      h.norm_unit_offset = true;
+      h.norm_g = vec({0, 1, -0.5, 0});  // gain (1, 2, 1/2, 1)
+      const Matrix<S> want = exact({{{8, 7}, {64, 21}, {88, 21}}, {{8, 19}, {48, 19}, {84, 19}}});
+      test::require_matrix_near<S>(logits(h, rows({{3, 4, 0, 0}, {1, 3, 1, 3}})), want, 8);
+      SECTION("Gemma 2: then the final soft cap c·tanh(z/c), c = 2") {
+        using std::tanh;
+        h.softcap = 2.0;
+        Matrix<S> capped = want;
+        for (Eigen::Index i = 0; i < capped.rows(); ++i)
+          for (Eigen::Index j = 0; j < capped.cols(); ++j) capped(i, j) = S(2) * tanh(S(want(i, j) / S(2)));
+        test::require_matrix_near<S>(logits(h, rows({{3, 4, 0, 0}, {1, 3, 1, 3}})), capped, 8);
+        CHECK(capped(0, 2) < S(2));  // the cap bites: 88/21 > 2
+      }
+    }
+  }
+  SECTION("XLNet: no norm, the tied table and lm_loss's bias") {
+    TaskHead h;
+    h.kind = TaskHeadKind::language_model;
+    h.output_W = rows({{1, 2, 0, 0}, {0, 0, 1, -1}});
+    h.output_b = vec({0.5, -0.25});
+    // (3 + 8 + 1/2, −1/4) and (1 + 6 + 1/2, 1 − 3 − 1/4)
+    test::require_matrix_near<S>(logits(h, rows({{3, 4, 0, 0}, {1, 3, 1, 3}})),
+                                 exact({{{23, 2}, {-1, 4}}, {{15, 2}, {-9, 4}}}), 8);
+  }
+  SECTION("ViT: LayerNorm and the classifier on the CLS row only") {
+    // CLS (1, 3, 1, 3): mean 2, var 1, eps 3: (−1, 1, −1, 1)/2; gain (2, 1, 1, 1), bias (0, 0, 1, 0):
+    // (−1, 1/2, 1/2, 1/2); W = [[1, 1, 1, 1], [1, 0, 0, −1]], c = (1/4, 0): (3/4, −3/2). Row 1 is not read.
+    TaskHead h;
+    h.kind = TaskHeadKind::classifier;
+    h.norm_g = vec({2, 1, 1, 1});
+    h.norm_b = vec({0, 0, 1, 0});
+    h.norm_eps = 3;
+    h.output_W = rows({{1, 1, 1, 1}, {1, 0, 0, -1}});
+    h.output_b = vec({0.25, 0});
+    test::require_matrix_near<S>(logits(h, rows({{1, 3, 1, 3}, {100, -7, 0.5, 2}})), exact({{{3, 4}, {-3, 2}}}),
+                                 8);
+  }
+  SECTION("OPT: LN_f, project_out (e = 2), then the token table") {
+    // (1, 3, 1, 3) → (−1, 1, −1, 1)/2 → P: (−1/2, 1/2) → E: (−1/2, 1/2, 1/2);
+    // (3, 1, 3, 1) → (1, −1, 1, −1)/2 → P: (1/2, −1/2) → E: (1/2, −1/2, −1/2).
+    TaskHead h;
+    h.kind = TaskHeadKind::language_model;
+    h.norm_g = VectorXd::Ones(4);
+    h.norm_b = VectorXd::Zero(4);
+    h.norm_eps = 3;
+    h.project_out = rows({{1, 0, 0, 0}, {0, 1, 1, 1}});
+    MatrixXd E(3, 2);
+    E << 1, 0, 0, 1, 2, 3;
+    h.output_W = E;
+    test::require_matrix_near<S>(logits(h, rows({{1, 3, 1, 3}, {3, 1, 3, 1}})),
+                                 exact({{{-1, 2}, {1, 2}, {1, 2}}, {{1, 2}, {-1, 2}, {-1, 2}}}), 8);
+  }
+  SECTION("Phi: LN_f, then lm_head with its bias") {
+    TaskHead h;
+    h.kind = TaskHeadKind::language_model;
+    h.norm_g = vec({1, 1, 1, 2});
+    h.norm_b = vec({0, 0, 0, 0.25});
+    h.norm_eps = 3;
+    h.output_W = rows({{1, 1, 0, 1}});
+    h.output_b = vec({0.125});
+    // (−1, 1, −1, 1)/2 → (−1/2, 1/2, −1/2, 5/4): −1/2 + 1/2 + 5/4 + 1/8 = 11/8; (1, −1, 1, −1)/2 → (1/2, −1/2,
+    // 1/2, −3/4): 1/2 − 1/2 − 3/4 + 1/8 = −5/8
+    test::require_matrix_near<S>(logits(h, rows({{1, 3, 1, 3}, {3, 1, 3, 1}})), exact({{{11, 8}}, {{-5, 8}}}), 8);
+  }
+  SECTION("a head whose maps do not chain is refused, naming the map") {
+    TaskHead h;
+    h.kind = TaskHeadKind::language_model;
+    h.project_out = MatrixXd::Ones(2, 4);
+    h.output_W = W;  // reads 4 entries, project_out gives 2
+    CHECK_THROWS_WITH(logits(h, rows({{1, 3, 1, 3}})), Catch::Contains("output_W"));
+    h.output_W = MatrixXd::Ones(3, 2);
+    h.softcap = 0.0;
+    CHECK_THROWS_WITH(logits(h, rows({{1, 3, 1, 3}})), Catch::Contains("softcap"));
   }
 }
 

@@ -13,6 +13,10 @@
 #include "sanpath/compute/forward.hpp"
 #include "sanpath/model/random.hpp"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 using namespace sanpath;
 
 namespace {
@@ -40,7 +44,9 @@ EnclosedTrace<S> recorded(const Model& m, const Variant& v, const MatrixXd& X0) 
 
 struct Checked {
   int missed = 0;
-  int least = 1 << 20;  ///< fewest digits proven over k < L
+  int least = 1 << 20;           ///< fewest digits proven over k < L
+  int least_distance = 1 << 20;  ///< the same, of the distances alone
+  BigReal widest_kl = 0;         ///< widest KL enclosure over k < L, relative to max(1, KL)
 };
 
 /// Every point of `e` against the 4,098-bit curve: distance and KL in their
@@ -62,7 +68,10 @@ Checked check_against(const EnclosedEffectiveness& e, const Effectiveness<T>& tr
                            << to_sci(x.distance.lo, 30, Rounding::down) << ", "
                            << to_sci(x.distance.hi, 30, Rounding::up) << "]");
     }
-    if (!last) c.least = std::min(c.least, digits_of(x.distance));
+    if (!last) {
+      c.least = std::min(c.least, digits_of(x.distance));
+      c.least_distance = std::min(c.least_distance, digits_of(x.distance));
+    }
     REQUIRE(x.head.has_value() == t.head.has_value());
     if (!x.head) continue;
     const BigReal kl = last ? BigReal(0) : big(t.head->mean_kl);
@@ -72,7 +81,11 @@ Checked check_against(const EnclosedEffectiveness& e, const Effectiveness<T>& tr
                            << to_sci(x.head->mean_kl.lo, 30, Rounding::down) << ", "
                            << to_sci(x.head->mean_kl.hi, 30, Rounding::up) << "]");
     }
-    if (!last) c.least = std::min(c.least, digits_of(x.head->mean_kl));
+    if (!last) {
+      c.least = std::min(c.least, digits_of(x.head->mean_kl));
+      const BigReal width = BigReal(x.head->mean_kl.hi - x.head->mean_kl.lo) / max(BigReal(1), x.head->mean_kl.hi);
+      if (width > c.widest_kl) c.widest_kl = width;
+    }
     CHECK(x.head->predictions == t.head->predictions);
     CHECK(x.head->agree_fewest <= t.head->agree);
     CHECK(t.head->agree <= x.head->agree_most);
@@ -88,13 +101,25 @@ TEST_CASE("enclosed effectiveness: distances, KL and agreement contain the 4,098
   const MatrixXd X0 = test::width8_input(22);
   const EnclosedTrace<S> t = recorded(m, skip, X0);
   const ForwardTrace<T> exact = forward<T>(m, skip, convert<T>(X0));
-  for (const TaskHead& head : {test::classifier_head(8, 3), test::lm_head(8, 11)}) {
-    CAPTURE(to_string(head.kind));
+  // BERT's pooler + classifier, GPT-2's LN_f + table, the Llama family's RMSNorm, Gemma's gain 1 + w, Gemma 2's
+  // final soft cap (c = 2: it bites on logits of this size), OPT's project_out, XLNet's bias, ViT's LayerNorm +
+  // classifier on the first row.
+  const std::vector<std::pair<const char*, TaskHead>> heads{
+      {"BERT", test::classifier_head(8, 3)},          {"GPT-2", test::lm_head(8, 11)},
+      {"Llama", test::rms_lm_head(8, 11, false)},     {"Gemma", test::rms_lm_head(8, 11, true)},
+      {"Gemma 2", test::rms_lm_head(8, 11, true, 2.0)}, {"OPT", test::projected_lm_head(8, 5, 11)},
+      {"XLNet", test::biased_lm_head(8, 11)},         {"ViT", test::normed_classifier_head(8, 3)}};
+  for (const auto& [name, head] : heads) {
+    CAPTURE(name);
     const EnclosedEffectiveness e = enclose_effectiveness(m, t, &head);
     const Checked c = check_against(e, exact_effectiveness<T>(m, exact, &head), 3);
     CHECK(c.missed == 0);
-    CAPTURE(c.least);
-    CHECK(c.least >= 25);  // of 38: the enclosures are tight
+    CAPTURE(c.least, c.least_distance, to_sci(c.widest_kl, 3));
+    // Of 38 digits, the enclosures are tight: the distances to 25 digits, the KL to 1e-26 (relative where it
+    // is above 1); a KL near 0 (XLNet's 4e-8 at k = 1) has fewer digits of its own, BERT's and GPT-2's have 25.
+    CHECK(c.least_distance >= 25);
+    CHECK(c.widest_kl <= BigReal(1e-26));
+    if (std::string(name) == "BERT" || std::string(name) == "GPT-2") CHECK(c.least >= 25);
     for (const EnclosedEffectivenessPoint& x : e.points)
       CHECK(x.head->agree_fewest == x.head->agree_most);  // no near-tie here: every argmax decided
   }
@@ -133,8 +158,8 @@ TEST_CASE("enclosed effectiveness: an exact tie of two logits leaves the argmax 
   // separate equal values, so on X^L and on X_{≤L} = X^L the argmax is undecided.
   const Matrix<T> logits = task_logits<T>(head, exact.X.back());
   const Eigen::Index lead = logits(0, 0) > logits(0, 1) ? 0 : 1;
-  head.classifier_W.row(2) = head.classifier_W.row(lead);
-  head.classifier_b(2) = head.classifier_b(lead);
+  head.output_W.row(2) = head.output_W.row(lead);
+  head.output_b(2) = head.output_b(lead);
   const EnclosedEffectiveness e = enclose_effectiveness(m, recorded(m, skip, X0), &head);
   CHECK(check_against(e, exact_effectiveness<T>(m, exact, &head), 2).missed == 0);
   CHECK(e.points[2].head->agree_fewest == 0);

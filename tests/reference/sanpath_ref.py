@@ -1490,8 +1490,12 @@ def length_sums(model, X0, variant, mpw=None):
     """
     if variant["mlp"] != "none" or variant["layernorm"] != "none":
         raise ValueError("the path decomposition needs mlp none and layernorm none")
-    mpw = mpw or MpWeights(model)
-    Xs, Ps = forward(model, X0, variant, mpw, keep_P=True)
+    if isinstance(model, FamilyModel):
+        mpw = mpw if isinstance(mpw, FamilyMpWeights) else FamilyMpWeights(model)
+        Xs, Ps = family_forward(model, X0, variant, mpw, keep_P=True)
+    else:
+        mpw = mpw or MpWeights(model)
+        Xs, Ps = forward(model, X0, variant, mpw, keep_P=True)
     skip = variant["skip"] == "on"
     n, d, L = len(X0), model.d, model.L
     zero = [[mpf(0)] * d for _ in range(n)]
@@ -1511,8 +1515,10 @@ def length_sums(model, X0, variant, mpw=None):
         bS = [b[:] if skip else [mpf(0)] * d]
         for hd in lw["heads"]:
             bS.append(matmul(matmul([b], hd["W_V"]), hd["W_O"])[0])
-            bS.append(matmul([hd["b_V"]], hd["W_O"])[0])
-        b = [mp.fsum(v[j] for v in bS) + lw["b_O"][j] for j in range(d)]
+            if hd.get("b_V") is not None:  # the families' absent biases are None (zero)
+                bS.append(matmul([hd["b_V"]], hd["W_O"])[0])
+        bO = lw["b_O"] if lw.get("b_O") is not None else [mpf(0)] * d
+        b = [mp.fsum(v[j] for v in bS) + bO[j] for j in range(d)]
     return S, b, Xs[-1]
 
 
@@ -1696,6 +1702,56 @@ def _gen_pixels(a):
     rng = random.Random(a.seed)
     vals = [round_to_dtype(rng.gauss(0, 1), a.dtype) for _ in range(a.channels * a.size * a.size)]
     write_safetensors(a.out, {"pixel_values": ([a.channels, a.size, a.size], vals)}, dtype=a.dtype)
+    return 0
+
+
+def _gen_head(a):
+    """Test fixture, not a reference: random task-head tensors under families.md's names in a HuggingFace
+    folder written by `sanpath init --layout` (whose final norms are neutral and whose heads are tied or
+    absent), so that every map of the head (task_head) moves the logits: final norm gains (1 + 0.3 N, Gemma's
+    0.3 N) and biases; an untied lm_head (Mistral, Qwen2, Phi with its bias); XLNet's lm_loss.bias; ViT's
+    classifier (5 classes); Gemma 2's final_logit_softcapping (--softcap). Weights are rewritten in F64."""
+    path = os.path.join(a.model, "model.safetensors")
+    cfg_path = os.path.join(a.model, "config.json")
+    _, t = read_safetensors(path)
+    cfg = json.load(open(cfg_path, encoding="utf-8"))
+    mt = cfg["model_type"]
+    d = cfg.get("hidden_size", cfg.get("d_model"))
+    V = cfg.get("vocab_size")
+    rng = random.Random(a.seed)
+    draw = lambda n, mean, sd: [mean + sd * rng.gauss(0, 1) for _ in range(n)]
+    norm = lambda name, mean, bias=True: t.update({name + ".weight": ([d], draw(d, mean, 0.3)),
+                                                   **({name + ".bias": ([d], draw(d, 0, 0.3))} if bias else {})})
+    if mt in ("llama", "mistral", "qwen2"):
+        norm("model.norm", 1, bias=False)
+        if mt != "llama":  # Llama keeps init's tied head (tie_word_embeddings true)
+            t["lm_head.weight"] = ([V, d], draw(V * d, 0, 1))
+            cfg["tie_word_embeddings"] = False
+    elif mt in ("gemma", "gemma2"):
+        norm("model.norm", 0, bias=False)
+        if mt == "gemma2":
+            cfg["final_logit_softcapping"] = a.softcap
+    elif mt == "xlnet":
+        t["lm_loss.bias"] = ([V], draw(V, 0, 0.5))
+    elif mt == "vit":
+        norm("layernorm", 1)
+        t["classifier.weight"] = ([5, d], draw(5 * d, 0, 1))
+        t["classifier.bias"] = ([5], draw(5, 0, 0.3))
+    elif mt == "opt":
+        norm("model.decoder.final_layer_norm" if "model.decoder.embed_tokens.weight" in t else
+             "decoder.final_layer_norm", 1)
+    elif mt == "phi":
+        norm("model.final_layernorm" if "model.final_layernorm.weight" in t else "final_layernorm", 1)
+        t["lm_head.weight"] = ([V, d], draw(V * d, 0, 1))
+        t["lm_head.bias"] = ([V], draw(V, 0, 0.5))
+    elif mt == "gpt_neox":
+        norm("gpt_neox.final_layer_norm" if "gpt_neox.final_layer_norm.weight" in t else "final_layer_norm", 1)
+    else:
+        raise ValueError(f"{cfg_path}: model_type {mt!r}: no head to draw")
+    write_safetensors(path, t, dtype="F64")
+    cfg["torch_dtype"] = "float64"
+    with open(cfg_path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f, indent=2)
     return 0
 
 
@@ -1975,11 +2031,11 @@ def _forward_only(path):
 
 
 def _check_paths(a):
+    if a.effectiveness and not a.rerun:
+        return _check_effectiveness(a)
     _forward_only(a.model)
     if a.effectiveness and a.rerun:
         return _check_rerun(a)
-    if a.effectiveness:
-        return _check_effectiveness(a)
     model, want, runs, bits = _setup(a)
     ck = _Checker(a.verbose)
     for path, j in runs:
@@ -2304,29 +2360,113 @@ def _check_proven_verdict(ck, where, dep, X0, XL, a_ref, L):
 
 
 def task_head(path):
-    """The task head of a HuggingFace folder, or None (HF conventions, torch Linear weights [out, in]):
-    classifier: logits = W_c tanh(W_p x_0 + b_p) + b_c (bert.pooler.dense, classifier);
-    language model: logits_i = E LN_f(x_i) (transformer.ln_f; lm_head.weight or the tied transformer.wte)."""
+    """The task head of a HuggingFace folder, or None, from families.md and HF's conventions (torch Linear
+    weights [out, in]). A head reads row 0 (classifier) or every row (language model) and applies, each map
+    only where the family has it,
+        logits = cap(W P pool(N(x)) + c)
+    N the final norm (LayerNorm g, b; RMSNorm g; Gemma's RMSNorm with gain 1 + w; eps the model's),
+    pool BERT's tanh(W_p x + b_p), P OPT's project_out, W the classifier or LM head (the tied token table,
+    as stored, where the file has no lm_head), c its bias, cap Gemma 2's c tanh(z / c):
+      bert: bert.pooler.dense, classifier;  vit: vit.layernorm, classifier (on CLS);
+      gpt2: transformer.ln_f, lm_head or wte;  gpt_neox: final_layer_norm, embed_out;
+      opt: final_layer_norm (if stored), project_out (if stored), lm_head or embed_tokens (tie default true);
+      phi: final_layernorm, lm_head with its bias;  llama, mistral, qwen2: model.norm, lm_head or embed_tokens
+      (tie default false);  gemma, gemma2: model.norm (1 + w), lm_head or embed_tokens (tie default true),
+      gemma2 final_logit_softcapping (default 30, null none);  xlnet: word_embedding (tied), lm_loss.bias;
+      t5: none (its lm_head reads the decoder)."""
     if not os.path.isdir(path):
         return None
+    cfg = json.load(open(os.path.join(path, "config.json"), encoding="utf-8"))
+    mt = cfg.get("model_type")
     _, t = read_safetensors(os.path.join(path, "model.safetensors"))
+    first = lambda *names: next((n for n in names if n in t), None)
+    tie = lambda default: cfg.get("tie_word_embeddings", default) if cfg.get("tie_word_embeddings") is not None \
+        else default
+    ln = lambda name: ("ln", _vector(t[name + ".weight"]), _vector(t[name + ".bias"]))
+    head = {"kind": "language model", "norm": None, "Wp": None, "P": None, "c": None, "cap": None}
+    if mt == "t5":
+        return None
+    if mt == "vit":
+        if "classifier.weight" not in t:
+            return None
+        head.update(kind="classifier", norm=ln("vit.layernorm" if "vit.layernorm.weight" in t else "layernorm"),
+                    W=_matrix(t["classifier.weight"]), c=_vector(t["classifier.bias"]))
+        return head
     if "classifier.weight" in t:
-        return {"kind": "classifier", "Wp": _matrix(t["bert.pooler.dense.weight"]),
-                "bp": _vector(t["bert.pooler.dense.bias"]), "Wc": _matrix(t["classifier.weight"]),
-                "bc": _vector(t["classifier.bias"])}
+        head.update(kind="classifier", Wp=_matrix(t["bert.pooler.dense.weight"]),
+                    bp=_vector(t["bert.pooler.dense.bias"]), W=_matrix(t["classifier.weight"]),
+                    c=_vector(t["classifier.bias"]))
+        return head
+    if mt == "xlnet":
+        if "lm_loss.bias" not in t:
+            return None
+        head.update(W=_matrix(t[first("lm_loss.weight", "transformer.word_embedding.weight",
+                                      "word_embedding.weight")]), c=_vector(t["lm_loss.bias"]))
+        return head
     if "transformer.ln_f.weight" in t:
         E = t["lm_head.weight"] if "lm_head.weight" in t else t["transformer.wte.weight"]
-        return {"kind": "language model", "g": _vector(t["transformer.ln_f.weight"]),
-                "b": _vector(t["transformer.ln_f.bias"]), "E": _matrix(E)}
+        head.update(norm=ln("transformer.ln_f"), W=_matrix(E))
+        return head
+    if mt == "gpt_neox":
+        n = first("gpt_neox.final_layer_norm.weight", "final_layer_norm.weight")
+        if n is None or "embed_out.weight" not in t:
+            return None
+        head.update(norm=ln(n[:-len(".weight")]), W=_matrix(t["embed_out.weight"]))
+        return head
+    if mt == "opt":
+        p = "model.decoder." if "model.decoder.embed_tokens.weight" in t else "decoder."
+        E = first("lm_head.weight", *([p + "embed_tokens.weight"] if tie(True) else []))
+        if E is None:
+            return None
+        if p + "final_layer_norm.weight" in t:
+            head["norm"] = ln(p + "final_layer_norm")
+        if p + "project_out.weight" in t:
+            head["P"] = _matrix(t[p + "project_out.weight"])
+        head["W"] = _matrix(t[E])
+        return head
+    if mt == "phi":
+        n = first("model.final_layernorm.weight", "final_layernorm.weight")
+        E = first("lm_head.weight", *(["model.embed_tokens.weight", "embed_tokens.weight"] if tie(False) else []))
+        if n is None or E is None:
+            return None
+        head.update(norm=ln(n[:-len(".weight")]), W=_matrix(t[E]),
+                    c=_vector(t["lm_head.bias"]) if "lm_head.bias" in t else None)
+        return head
+    if mt in ("llama", "mistral", "qwen2", "gemma", "gemma2"):
+        gemma = mt in ("gemma", "gemma2")
+        n = first("model.norm.weight", "norm.weight")
+        E = first("lm_head.weight", *(["model.embed_tokens.weight", "embed_tokens.weight"] if tie(gemma) else []))
+        if n is None or E is None:
+            return None
+        head.update(norm=("rms1p" if gemma else "rms", _vector(t[n]), None), W=_matrix(t[E]))
+        if mt == "gemma2":
+            cap = cfg.get("final_logit_softcapping", 30.0)
+            head["cap"] = None if cap is None else _dec(cap)
+        return head
     return None
 
 
 def head_logits(head, X, eps):
-    if head["kind"] == "classifier":
-        z = [mp.tanh(mp.fdot(w, X[0]) + b) for w, b in zip(head["Wp"], head["bp"])]
-        return [[mp.fdot(w, z) + b for w, b in zip(head["Wc"], head["bc"])]]
-    Y = layernorm(X, vec_mp(head["g"]), vec_mp(head["b"]), eps)
-    return [[mp.fdot(e, y) for e in head["E"]] for y in Y]
+    """The chain of task_head on the rows it reads of X."""
+    rows = X[:1] if head["kind"] == "classifier" else X
+    if head["norm"]:
+        kind, g, b = head["norm"]
+        if kind == "ln":
+            rows = layernorm(rows, vec_mp(g), vec_mp(b), eps)
+        else:
+            gain = [1 + mpf(w) for w in g] if kind == "rms1p" else vec_mp(g)
+            rows = [[x / mp.sqrt(mp.fsum(y * y for y in row) / len(row) + eps) * gi for x, gi in zip(row, gain)]
+                    for row in rows]
+    if head["Wp"]:
+        rows = [[mp.tanh(mp.fdot(w, r) + b) for w, b in zip(head["Wp"], head["bp"])] for r in rows]
+    if head["P"]:
+        rows = [[mp.fdot(w, r) for w in head["P"]] for r in rows]
+    c = head["c"] or [0] * len(head["W"])
+    out = [[mp.fdot(w, r) + ci for w, ci in zip(head["W"], c)] for r in rows]
+    if head["cap"] is not None:
+        cap = mpf(head["cap"])
+        out = [[cap * mp.tanh(z / cap) for z in row] for row in out]
+    return out
 
 
 def log_softmax(row):
@@ -2345,8 +2485,8 @@ def head_agreement(head, ref_logits, X, eps):
 
 
 def _check_effectiveness(a):
-    _forward_only(a.model)
-    """X_{<=k} = sum_{j<=k} S_j + 1b^T: distance to X^L, head agreement (argmax, first on ties) and mean KL."""
+    """X_{<=k} = sum_{j<=k} S_j + 1b^T: distance to X^L, head agreement (argmax, first on ties) and mean KL
+    (every layout: the families' attention through family_forward)."""
     model, want, runs, bits = _setup(a)
     ck = _Checker(a.verbose)
     for path, j in runs:
@@ -2355,7 +2495,7 @@ def _check_effectiveness(a):
         return 1
     mp.prec = bits
     X0 = _load_input(model, a)
-    S, b, XL = length_sums(model, X0, want, MpWeights(model))
+    S, b, XL = length_sums(model, X0, want)
     head = task_head(a.model)
     eps = mpf(model.eps)
     nX = norm_frobenius(XL)
@@ -2537,6 +2677,10 @@ def main(argv=None):
     g.add_argument("--size", type=int, required=True)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--dtype", default="F32", choices=["F64", "F32", "F16", "BF16"])
+    g = sub.add_parser("gen-head", help="test fixture: draw the task head's tensors of an `init --layout` folder")
+    g.add_argument("--model", required=True)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--softcap", type=float, default=0.75, help="Gemma 2's final_logit_softcapping")
     r = sub.add_parser("residual-norms", help="print |X^l|_F and |X^l - 1 mean(X^l)^T|_F of every layer as JSON")
     r.add_argument("--model", required=True)
     r.add_argument("--input")
@@ -2601,6 +2745,8 @@ def main(argv=None):
             return _gen_input(a)
         if a.cmd == "gen-pixels":
             return _gen_pixels(a)
+        if a.cmd == "gen-head":
+            return _gen_head(a)
         if a.cmd == "residual-norms":
             if not (a.input or a.tokens or a.pixels):
                 raise ValueError("residual-norms needs --input, --tokens or --pixels")

@@ -10,6 +10,7 @@
 #include <Eigen/Core>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace sanpath::test {
@@ -46,9 +47,9 @@ inline Eigen::MatrixXd draw(long rows, long cols, std::uint64_t seed) {
 inline TaskHead lm_head(long d, long vocab) {
   TaskHead h;
   h.kind = TaskHeadKind::language_model;
-  h.ln_g = draw(d, 1, 1);
-  h.ln_b = draw(d, 1, 2);
-  h.embedding = 3 * draw(vocab, d, 3);
+  h.norm_g = draw(d, 1, 1);
+  h.norm_b = draw(d, 1, 2);
+  h.output_W = 3 * draw(vocab, d, 3);
   return h;
 }
 
@@ -58,8 +59,46 @@ inline TaskHead classifier_head(long d, long classes) {
   h.kind = TaskHeadKind::classifier;
   h.pooler_W = draw(d, d, 4);
   h.pooler_b = draw(d, 1, 5);
-  h.classifier_W = 3 * draw(classes, d, 6);
-  h.classifier_b = draw(classes, 1, 7);
+  h.output_W = 3 * draw(classes, d, 6);
+  h.output_b = draw(classes, 1, 7);
+  return h;
+}
+
+/// The Llama family's LM head (RMSNorm), Gemma's with gain 1 + w (`unit_offset`), Gemma 2's with a final soft cap.
+inline TaskHead rms_lm_head(long d, long vocab, bool unit_offset, std::optional<double> softcap = std::nullopt) {
+  TaskHead h = lm_head(d, vocab);
+  h.norm = NormKind::rms;
+  h.norm_b = Eigen::VectorXd::Zero(d);
+  h.norm_unit_offset = unit_offset;
+  h.softcap = softcap;
+  return h;
+}
+
+/// OPT's LM head: LN_f, project_out (e × d), the token table (vocab × e) (seeds 1–3, 8).
+inline TaskHead projected_lm_head(long d, long e, long vocab) {
+  TaskHead h = lm_head(e, vocab);
+  h.norm_g = draw(d, 1, 1);
+  h.norm_b = draw(d, 1, 2);
+  h.project_out = draw(e, d, 8);
+  return h;
+}
+
+/// XLNet's LM head: no norm, the table and its bias (seeds 3, 9).
+inline TaskHead biased_lm_head(long d, long vocab) {
+  TaskHead h = lm_head(d, vocab);
+  h.norm_g.resize(0);
+  h.norm_b.resize(0);
+  h.output_b = draw(vocab, 1, 9);
+  return h;
+}
+
+/// ViT's classifier: LayerNorm, then the classifier with its bias on the first row (seeds 1, 2, 6, 7).
+inline TaskHead normed_classifier_head(long d, long classes) {
+  TaskHead h = classifier_head(d, classes);
+  h.pooler_W.resize(0, 0);
+  h.pooler_b.resize(0);
+  h.norm_g = draw(d, 1, 1);
+  h.norm_b = draw(d, 1, 2);
   return h;
 }
 

@@ -33,6 +33,9 @@ namespace sanpath {
 struct RunInfo {
   std::string model;  ///< where the model came from
   std::string input;  ///< InputSpec::describe()
+  /// Why the run has no task head, when it has none (io/task_head.hpp's
+  /// task_head_absence): the effectiveness sections say it.
+  TaskHeadAbsence head_absence = TaskHeadAbsence::not_read;
 };
 
 /// What to compute and how to describe it.
