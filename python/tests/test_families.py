@@ -278,7 +278,7 @@ def test_layouts():
     assert set(sanpath._FAMILY_OPTIONS) == {o for f in sanpath.FAMILIES for o in f["options"]}
 
 
-# Qwen3 and Gemma 3: read and written; every pass refuses them until compute/ has the query/key norm.
+# Qwen3 and Gemma 3: written alike by init and random_model, and run alike by the CLI and Python.
 QK_CASES = [
     ("qwen3", dict(vocab=32, kv_heads=1, head_dim=4), VOCAB + ["--kv-heads", "1", "--head-dim", "4"]),
     ("gemma3", dict(vocab=32, head_dim=4, sliding_window=2, layer_pattern=2, rope_local_base=500.0,
@@ -300,7 +300,10 @@ def test_query_key_norm_families_match_cli(cli, tmp_path, layout, kwargs, args):
         assert config["rope_scaling"] == {"rope_type": "linear", "factor": 4.0}
     model = sanpath.load(folder)
     assert (model.layers, model.heads, model.d_model, model.d_qk) == (2, 2, 16, 4)
-    message = cli_message(cli, "forward", "--model", folder, *TOKEN_ARGS)
-    assert "query_key_norm: no pass computes the query/key norm" in message
-    with pytest.raises(sanpath.InputError, match="query_key_norm: no pass computes the query/key norm"):
-        sanpath.forward(model, TOKENS)
+    common = ["--model", folder, *TOKEN_ARGS, "--format", "json"]
+    assert sanpath.forward(model, TOKENS).to_json() == cli_ok(cli, "forward", *common, "--stream-layers", "off")
+    assert sanpath.collapse(model, TOKENS).to_json() == cli_ok(cli, "collapse", *common, "--stream-layers", "off")
+    r = sanpath.length_sums(model, TOKENS, skip="off", mlp="none", layernorm="none")
+    assert r.to_json() == cli_ok(cli, "paths", *common, "--sums", "--skip", "off", "--mlp", "none",
+                                 "--layernorm", "none")
+    assert r.decomposition_holds

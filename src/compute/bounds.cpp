@@ -449,6 +449,9 @@ std::string not_covered(const Variant& v, const Coverage& cov) {
            "relative attention: rows of P differ even for a rank-1 input, families.md)";
   if (cov.softcap)
     return "the cubic bounds do not cover soft-capped logits c·tanh(s·q·k/c) (Gemma 2, families.md)";
+  if (cov.query_key_norm)
+    return "the cubic bounds do not cover query/key norms (each logit is a product of normalised rows, not a "
+           "quadratic form in X: Qwen3, Gemma 3, families.md)";
   if (cov.gated_mlp)
     return "Corollary 3.2 does not cover the gated (SwiGLU) MLP, which has no global Lipschitz constant (math.md §8)";
   return {};

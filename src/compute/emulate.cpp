@@ -304,16 +304,17 @@ void add_in_format(Context& c, MatF& M, const MatF& N) {
 
 /// LayerNorm or RMSNorm of every row, one fused operation each (rule 6).
 /// g, b: the gains and biases in F; RMSNorm's unit-offset gains (Gemma) are fl32(1 + g).
-MatF norm_in_format(Context& c, const Architecture& a, const MatF& X, const RowF& g, const RowF& b) {
+MatF norm_in_format(Context& c, const detail::NormForm& form, const MatF& X, const RowF& g, const RowF& b) {
   const Index n = X.rows(), d = X.cols();
-  const float dd = static_cast<float>(d), eps = static_cast<float>(a.ln_eps);
+  const float dd = static_cast<float>(d), eps = static_cast<float>(form.eps);
+  const bool rms = form.kind == NormKind::rms;
   MatF Y(n, d);
   RowF gain = g;
-  if (a.norm == NormKind::rms && a.norm_unit_offset)
+  if (rms && form.unit_offset)
     for (Index j = 0; j < d; ++j) gain(j) = 1.0f + g(j);
   std::vector<float> delta(static_cast<std::size_t>(d));
   for (Index i = 0; i < n; ++i) {
-    if (a.norm == NormKind::rms) {
+    if (rms) {
       float sum = 0.0f;
       for (Index j = 0; j < d; ++j) sum += X(i, j) * X(i, j);
       const float ms = sum / dd;
@@ -363,18 +364,21 @@ float activate_in_format(float x, Activation act, EmulatedFormat f) {
 }
 
 /// The rotary angles of rule 8 in F: cos and sin of fl32(p · inv_i), n × r/2
-/// (r = rotated_dims(): the whole head, or the first r entries of partial rotary).
+/// (r = rotated_dims(): the whole head, or the first r entries of partial
+/// rotary), inv_i = fl32(θ^(−2i/r)), divided in fp32 by a linear factor f ≠ 1
+/// (HF divides its fp32 inverse frequencies by f; families.md, Gemma 3).
 struct Rotary {
   MatF cos, sin;
 };
 
-Rotary rotary_of(const Architecture& a, Index n, EmulatedFormat f) {
+Rotary rotary_of(const Architecture& a, Index n, EmulatedFormat f, const Architecture::LayerRotary& base) {
   const int dh = a.rotated_dims();
   if (dh < 2 || dh % 2 != 0) throw std::invalid_argument("rotary: head size must be even, got " + std::to_string(dh));
   const Index half = dh / 2;
   Rotary r{MatF(n, half), MatF(n, half)};
   for (Index i = 0; i < half; ++i) {
-    const auto inv = static_cast<float>(std::pow(*a.rope_theta, (-2.0 * static_cast<double>(i)) / dh));
+    auto inv = static_cast<float>(std::pow(base.theta, (-2.0 * static_cast<double>(i)) / dh));
+    if (base.linear_factor != 1.0) inv /= static_cast<float>(base.linear_factor);
     for (Index p = 0; p < n; ++p) {
       const float angle = static_cast<float>(p) * inv;
       r.cos(p, i) = rnd(static_cast<float>(std::cos(static_cast<double>(angle))), f);
@@ -516,6 +520,7 @@ struct LayerF {
   RowF rw, rr;      ///< XLNet: r_w, r_r of every head (H·d_qk)
   MatF pos_bias;    ///< T5: the bucket table, buckets × H
   RowF ln3_g, ln4_g, zero;  ///< Gemma 2's sandwich gains; `zero` their (absent) bias
+  RowF q_norm, k_norm, zero_head;  ///< the query/key norms' gains (d_qk); `zero_head` their (absent) bias
 };
 
 /// Rounds the weights layer `w` uses under `variant` (rule 1) into `p`.
@@ -576,6 +581,11 @@ void round_layer(Context& c, const Architecture& a, const Variant& variant, cons
     r.add(p.ln4_g, w.ln4_g);
     p.zero = RowF::Zero(d);
   }
+  if (a.query_key_norm) {
+    r.add(p.q_norm, w.q_norm);
+    r.add(p.k_norm, w.k_norm);
+    p.zero_head = RowF::Zero(a.d_qk);
+  }
   r.run();
   for (const MatF* M : {&p.WQ, &p.WK, &p.WV, &p.WO}) c.watch.note(*M);
   std::vector<const RowF*> rows{&p.bQ, &p.bK, &p.bV, &p.bO};
@@ -585,6 +595,7 @@ void round_layer(Context& c, const Architecture& a, const Variant& variant, cons
   }
   if (norms) rows.insert(rows.end(), {&p.ln1_g, &p.ln1_b, &p.ln2_g, &p.ln2_b});
   if (sandwich) rows.insert(rows.end(), {&p.ln3_g, &p.ln4_g});
+  if (a.query_key_norm) rows.insert(rows.end(), {&p.q_norm, &p.k_norm});
   if (a.xlnet_relative) {
     c.watch.note(p.WR);
     rows.insert(rows.end(), {&p.rw, &p.rr});
@@ -597,7 +608,8 @@ void round_layer(Context& c, const Architecture& a, const Variant& variant, cons
 /// angles (rule 8) and XLNet's sinusoid (rule 10), in F.
 struct Positions {
   Index n = 0;  ///< the tokens
-  std::optional<Rotary> rotary;
+  std::vector<Rotary> rotary;          ///< rotary models: one per distinct (base, factor), detail::rotary_plan
+  std::vector<std::size_t> rotary_of;  ///< layer l's table (from 0)
   std::optional<MatF> sinusoid;
 };
 
@@ -645,9 +657,18 @@ struct EmulatedLayer {
       case detail::NormAt::ln4:
         g = &w.ln4_g, b = &w.zero;
         break;
+      case detail::NormAt::query:
+        g = &w.q_norm, b = &w.zero_head;
+        break;
+      case detail::NormAt::key:
+        g = &w.k_norm, b = &w.zero_head;
+        break;
     }
-    return watched(a.norm == NormKind::rms ? "RMSNorm" : "LayerNorm",
-                   [&] { return norm_in_format(c, a, X, *g, *b); });
+    const detail::NormForm form = detail::norm_form(a, at);
+    // The query/key norms are inside the attention, watched as a whole.
+    if (at == detail::NormAt::query || at == detail::NormAt::key) return norm_in_format(c, form, X, *g, *b);
+    return watched(form.kind == NormKind::rms ? "RMSNorm" : "LayerNorm",
+                   [&] { return norm_in_format(c, form, X, *g, *b); });
   }
   void add(MatF& Y, const MatF& X) {
     watched("residual", [&] { add_in_format(c, Y, X); });
@@ -683,7 +704,8 @@ struct EmulatedLayer {
   }
   /// Every head's rotated columns (rule 8).
   void rotate(MatF& M) {
-    for (Index h = 0; h < a.heads; ++h) rotate_in_format(c, *pos.rotary, M, h * a.d_qk);
+    const Rotary& table = pos.rotary.at(pos.rotary_of.at(static_cast<std::size_t>(l - 1)));
+    for (Index h = 0; h < a.heads; ++h) rotate_in_format(c, table, M, h * a.d_qk);
     c.watch.note(M);
   }
   MatF offset(const MatF& Q, detail::QueryOffset o) {
@@ -732,9 +754,9 @@ struct EmulatedLayer {
     c.watch.note(Ph);
     return Ph;
   }
-  MatF side_by_side(std::vector<MatF>& heads) {
-    MatF out(heads.front().rows(), a.heads * a.d_v);
-    for (std::size_t h = 0; h < heads.size(); ++h) out.middleCols(static_cast<Index>(h) * a.d_v, a.d_v) = heads[h];
+  MatF side_by_side(std::vector<MatF>& blocks, Index width) {
+    MatF out(blocks.front().rows(), static_cast<Index>(blocks.size()) * width);
+    for (std::size_t k = 0; k < blocks.size(); ++k) out.middleCols(static_cast<Index>(k) * width, width) = blocks[k];
     c.watch.note(out);
     return out;
   }
@@ -825,7 +847,9 @@ EmulatedTrace emulate_forward(const Model& model, const Variant& variant, const 
   t.X.push_back(X.cast<double>());
   Positions pos;
   pos.n = X0.rows();
-  if (a.rotary()) pos.rotary = rotary_of(a, X0.rows(), f);
+  const detail::RotaryPlan plan = detail::rotary_plan(a);
+  for (const Architecture::LayerRotary& r : plan.tables) pos.rotary.push_back(rotary_of(a, X0.rows(), f, r));
+  pos.rotary_of = plan.of_layer;
   if (a.xlnet_relative) pos.sinusoid = sinusoid_of(a, X0.rows(), f);
   LayerF w;
   for (int l = 0; l < a.layers; ++l) {

@@ -870,9 +870,10 @@ template <class S> struct CentredBallLayer {
 
   Value attention(const Value& x) const { return attention_centred(a, w, x, mask, row_bounds, p); }
   Value mlp(const Value& z) const { return mlp_centred(a, w, lw, z, row_bounds, p); }
-  Value norm(const Value& x, detail::NormAt at) const {
+  Value norm(const Value& x, detail::NormAt at) const {  // LayerNorm: centred_enclosure_supports
     const auto [g, b] = detail::norm_parameters(lw, at);
-    return layer_norm_centred(x, *g, b ? *b : VectorXd::Zero(g->size()).eval(), a.ln_eps, row_bounds, p);
+    return layer_norm_centred(x, *g, b ? *b : VectorXd::Zero(g->size()).eval(), detail::norm_form(a, at).eps,
+                              row_bounds, p);
   }
   void add(Value& y, const Value& x) const { y = added(y, x, p); }
 };

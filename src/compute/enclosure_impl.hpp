@@ -437,20 +437,31 @@ template <class S> std::pair<UpperBound, UpperBound> angle_radii(const Iv<S>& fr
 }
 
 /// rotary_table() as balls: each midpoint the forward pass's own cos or sin,
-/// each radius covering cos and sin of the exact angle p·θ^(−2i/r) (θ the
-/// config's decimal).
+/// each radius covering cos and sin of the exact angle p·θ^(−2i/r)/f (θ and
+/// the linear factor f the config's decimals).
 template <class S> struct BallRotary {
   RotaryTable<S> mid;
   RadiusMatrix rcos, rsin;
 };
 
-template <class S> BallRotary<S> rotary_enclosed(Eigen::Index n, int r, double theta) {
-  BallRotary<S> t{rotary_table<S>(n, r, theta), {}, {}};  // throws for an odd r
+template <class S>
+BallRotary<S> rotary_enclosed(Eigen::Index n, int r, double theta, double linear_factor = 1.0) {
+  BallRotary<S> t{rotary_table<S>(n, r, theta, linear_factor), {}, {}};  // throws for an odd r
   const Eigen::Index half = r / 2;
   const Iv<S> base = iv_decimal<S>(theta);
+  // 1/f for the linear factor f (its decimal, enclosed), outward.
+  std::optional<Iv<S>> inverse_factor;
+  if (linear_factor != 1.0) {
+    const Iv<S> f = iv_decimal<S>(linear_factor);
+    if (mpfr_sgn(ptr(f.lo)) <= 0) throw std::invalid_argument("certified enclosures: a rotary factor ≤ 0 is not enclosed");
+    inverse_factor.emplace();
+    mpfr_ui_div(ptr(inverse_factor->lo), 1, ptr(f.hi), MPFR_RNDD);
+    mpfr_ui_div(ptr(inverse_factor->hi), 1, ptr(f.lo), MPFR_RNDU);
+  }
   std::vector<UpperBound> rc(static_cast<std::size_t>(n * half)), rs(rc.size());
   for (Eigen::Index i = 0; i < half; ++i) {
-    const Iv<S> freq = inverse_frequency(base, static_cast<long>(i), r);
+    Iv<S> freq = inverse_frequency(base, static_cast<long>(i), r);
+    if (inverse_factor) freq = iv_mul(freq, *inverse_factor);
     for (Eigen::Index q = 0; q < n; ++q) {
       const auto k = static_cast<std::size_t>(i * n + q);
       std::tie(rc[k], rs[k]) = angle_radii(freq, static_cast<long>(q), t.mid.cos(q, i), t.mid.sin(q, i));
@@ -511,12 +522,17 @@ void rotate_heads(BallMatrix<S>& M, const BallRotary<S>& t, Eigen::Index heads, 
 /// What a pass encloses once from n and shares with every layer (as PositionTables).
 template <class S> struct BallPositions {
   Eigen::Index n = 0;  ///< the tokens
-  std::optional<BallRotary<S>> rotary;
+  std::vector<BallRotary<S>> rotary;   ///< rotary models: one per distinct (base, factor), detail::rotary_plan
+  std::vector<std::size_t> rotary_of;  ///< layer l's table
   std::optional<BallMatrix<S>> sinusoid;  ///< XLNet: (2n − 1) × d
+  const BallRotary<S>& rotary_at(int l) const { return rotary.at(rotary_of.at(static_cast<std::size_t>(l))); }
   static BallPositions make(const Architecture& a, Eigen::Index n) {
     BallPositions t;
     t.n = n;
-    if (a.rope_theta) t.rotary = rotary_enclosed<S>(n, a.rotated_dims(), *a.rope_theta);
+    const detail::RotaryPlan plan = detail::rotary_plan(a);
+    for (const Architecture::LayerRotary& r : plan.tables)
+      t.rotary.push_back(rotary_enclosed<S>(n, a.rotated_dims(), r.theta, r.linear_factor));
+    t.rotary_of = plan.of_layer;
     if (a.xlnet_relative) t.sinusoid = xlnet_sinusoid_enclosed<S>(n, a.d_model, a.clamp_len);
     return t;
   }
@@ -570,6 +586,7 @@ template <class S> struct BallLayer {
   const detail::PackedLayer<S>& mlp_w;
   const LayerWeights& lw;
   const BallPositions<S>& pos;
+  int layer;  ///< from 0: its rotary table
   MaskKind mask;
   Eigen::Index window;
   long p;
@@ -579,7 +596,8 @@ template <class S> struct BallLayer {
   Value mlp(const Value& Z) { return detail::mlp(*this, lw.gated(), Z); }
   Value norm(const Value& X, detail::NormAt at) const {
     const auto [g, b] = detail::norm_parameters(lw, at);
-    return enclosure_detail::norm(a, X, *g, b ? *b : VectorXd::Zero(g->size()).eval());
+    const detail::NormForm f = detail::norm_form(a, at);
+    return normalize(X, *g, b ? *b : VectorXd::Zero(g->size()).eval(), f.eps, f.kind == NormKind::rms, f.unit_offset);
   }
   void add(Value& Y, const Value& X) const { Y = sum(Y, X, p); }
 
@@ -610,7 +628,7 @@ template <class S> struct BallLayer {
     }
     throw std::logic_error("ball attention: unknown projection");
   }
-  void rotate(Value& M) const { rotate_heads(M, *pos.rotary, a.heads, a.d_qk, p); }
+  void rotate(Value& M) const { rotate_heads(M, pos.rotary_at(layer), a.heads, a.d_qk, p); }
   /// Q + 1 rᵀ, each sum rounded once.
   Value offset(const Value& Q, detail::QueryOffset o) const {
     const RowVector<S>& r = o == detail::QueryOffset::content ? w.rw : w.rr;
@@ -658,13 +676,14 @@ template <class S> struct BallLayer {
     if (a.softcap) soft_cap(A, *a.softcap);
     return softmax(A, mask, window, p);
   }
-  /// The heads' outputs side by side under one radius (radius_from picks the common exponent).
-  Value side_by_side(std::vector<Value>& heads) const {
-    const Eigen::Index n = heads.front().mid.rows(), dv = a.d_v;
-    Value out{Matrix<S>(n, a.heads * dv), RadiusMatrix{}};
-    for (std::size_t h = 0; h < heads.size(); ++h) out.mid.middleCols(static_cast<Eigen::Index>(h) * dv, dv) = heads[h].mid;
-    out.rad = radius_from(n, a.heads * dv, [&](Eigen::Index i, Eigen::Index j) {
-      return heads[static_cast<std::size_t>(j / dv)].rad.at(i, j % dv);
+  /// Blocks of `width` columns side by side under one radius (radius_from picks the common exponent).
+  static Value side_by_side(std::vector<Value>& blocks, Eigen::Index width) {
+    const Eigen::Index n = blocks.front().mid.rows(), m = static_cast<Eigen::Index>(blocks.size()) * width;
+    Value out{Matrix<S>(n, m), RadiusMatrix{}};
+    for (std::size_t k = 0; k < blocks.size(); ++k)
+      out.mid.middleCols(static_cast<Eigen::Index>(k) * width, width) = blocks[k].mid;
+    out.rad = radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) {
+      return blocks[static_cast<std::size_t>(j / width)].rad.at(i, j % width);
     });
     return out;
   }
@@ -706,8 +725,8 @@ template <class S> struct BallLayer {
 template <class S>
 BallMatrix<S> layer_map(const Architecture& a, const Variant& variant, const detail::PackedLayer<S>& w,
                         const LayerWeights& lw, const BallMatrix<S>& X, Eigen::Index window,
-                        const BallPositions<S>& pos, long p, std::vector<BallMatrix<S>>* record = nullptr) {
-  BallLayer<S> ar{a, w, w, lw, pos, variant.mask, window, p, record};
+                        const BallPositions<S>& pos, int layer, long p, std::vector<BallMatrix<S>>* record = nullptr) {
+  BallLayer<S> ar{a, w, w, lw, pos, layer, variant.mask, window, p, record};
   return detail::layer_map(ar, a, variant, X);
 }
 
@@ -1075,7 +1094,7 @@ EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, co
       detail::pack_into(w, a, *held, variant.mlp != MlpKind::none);
       std::vector<BallMatrix<S>>* record = nullptr;
       if (options.record_attention) record = &t.P.emplace_back();
-      BallMatrix<S> Z = E::layer_map(a, variant, w, *held, t.X.back(), detail::window_of(a, l), pos, p, record);
+      BallMatrix<S> Z = E::layer_map(a, variant, w, *held, t.X.back(), detail::window_of(a, l), pos, l, p, record);
       Z.rad = Z.rad * scale;
       t.X.push_back(std::move(Z));
       if (options.on_layer) options.on_layer(l + 1, a.layers);

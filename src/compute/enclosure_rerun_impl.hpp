@@ -27,7 +27,7 @@ BallMatrix<S> run_enclosed(const detail::SubNetworks<S>& net, const Model& model
     const int h = heads[static_cast<std::size_t>(l)];
     if (h < 0) continue;  // the skip branch: identity
     check_interrupt();
-    BallLayer<S> ar{net.one_head(), net.head(l, h), net.mlp_half(l), model.layer(l), pos, v.mask,
+    BallLayer<S> ar{net.one_head(), net.head(l, h), net.mlp_half(l), model.layer(l), pos, l, v.mask,
                     detail::window_of(a, l), p, nullptr};
     Y = detail::layer_map(ar, net.one_head(), without_skip, Y);
   }

@@ -324,9 +324,11 @@ void positional_logits(const Architecture& a, const detail::PackedLayer<S>& w, c
 }
 
 /// Whether the logits are math.md §1's bilinear ones (no rotary, relative
-/// terms, bucket bias or soft cap): Π is then the softmax of one vector v,
-/// masked row by row.
-inline bool bilinear_logits(const Architecture& a) { return !a.position_dependent_logits() && !a.softcap; }
+/// terms, bucket bias, soft cap or query/key norm): Π is then the softmax of
+/// one vector v, masked row by row.
+inline bool bilinear_logits(const Architecture& a) {
+  return !a.position_dependent_logits() && !a.softcap && !a.query_key_norm;
+}
 
 /// Attn(1cᵀ + R) as (c_a, R_a) (math.md §7, §7.1). V = 1 c_vᵀ + R W_V and
 /// P V = 1 c_vᵀ + P R W_V. Where the logits are math.md §1's bilinear ones
@@ -340,9 +342,9 @@ inline bool bilinear_logits(const Architecture& a) { return !a.position_dependen
 /// R where Π's rows differ; rows that all attend to k nearly alone keep their
 /// differences' digits). W_O is applied after centring.
 template <class S>
-Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const detail::PositionTables<S>& pos,
-                   const Split<S>& x, MaskKind mask, Eigen::Index window, std::vector<Matrix<S>>* Pis,
-                   std::vector<Matrix<S>>* Ps) {
+Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
+                   const detail::PositionTables<S>& pos, int layer, const Split<S>& x, MaskKind mask,
+                   Eigen::Index window, std::vector<Matrix<S>>* Pis, std::vector<Matrix<S>>* Ps) {
   const Eigen::Index n = x.R.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
   const bool bilinear = bilinear_logits(a);
   Matrix<S> q0, QR, cv, VR, k0, KR;
@@ -356,14 +358,24 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
     times_split(x.c, x.R, w.WK, k0, KR);
     detail::add_row(k0, w.bK);
   }
+  if (a.query_key_norm)  // every head's query and key rows, as row-wise maps on the pair (math.md §7.1)
+    for (Eigen::Index h = 0; h < H; ++h)
+      for (const auto& [centre, rest, at] : {std::tuple{&q0, &QR, detail::NormAt::query},
+                                              std::tuple{&k0, &KR, detail::NormAt::key}}) {
+        const Split<S> y = norm_centred(detail::norm_form(a, at),
+                                        Split<S>{centre->middleCols(h * dq, dq), rest->middleCols(h * dq, dq)},
+                                        *detail::norm_parameters(lw, at).first, VectorXd::Zero(dq).eval());
+        centre->middleCols(h * dq, dq) = y.c;
+        rest->middleCols(h * dq, dq) = y.R;
+      }
   // The centre's query and key at every position, and the residual's, rotated by position.
   Matrix<S> Q0, K0, RK;
   if (!bilinear) {
     Q0 = q0.replicate(n, 1);
     K0 = k0.replicate(n, 1);
-    if (pos.rotary)
+    if (a.rotary())
       for (Eigen::Index h = 0; h < H; ++h)
-        for (Matrix<S>* M : {&Q0, &K0, &QR, &KR}) apply_rotary(*M, *pos.rotary, h * dq);
+        for (Matrix<S>* M : {&Q0, &K0, &QR, &KR}) apply_rotary(*M, pos.rotary_at(layer), h * dq);
     if (a.xlnet_relative) gemm_weights(*pos.sinusoid, w.WR, RK);
   }
   const S scale = detail::score_scale<S>(a);
@@ -450,15 +462,15 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
 /// δm_i = (2ĉ·r̃_i + |r̃_i|²)/d (= m(ĉ + r̃_i) − m(ĉ)):
 /// Δ_i = γ ∘ (r̃_i/s'_i − ĉ δm_i/(s s'_i (s + s'_i))), s'_i² = s² + δm_i.
 template <class S>
-Split<S> norm_centred(const Architecture& a, const Split<S>& x, const VectorXd& gain, const VectorXd& bias) {
+Split<S> norm_centred(const detail::NormForm& form, const Split<S>& x, const VectorXd& gain, const VectorXd& bias) {
   using std::abs;
   using std::sqrt;
-  const bool layer = a.norm == NormKind::layer;
+  const bool layer = form.kind == NormKind::layer;
   const Eigen::Index n = x.R.rows(), d = x.R.cols();
-  const S e = decimal_constant<S>(a.ln_eps);
+  const S e = decimal_constant<S>(form.eps);
   const S dd = S(static_cast<double>(d));
   RowVector<S> g(d);
-  for (Eigen::Index j = 0; j < d; ++j) g(j) = a.norm_unit_offset && !layer ? S(S(1) + S(gain(j))) : S(gain(j));
+  for (Eigen::Index j = 0; j < d; ++j) g(j) = form.unit_offset && !layer ? S(S(1) + S(gain(j))) : S(gain(j));
   // y − mean(y)1 for LayerNorm, y itself for RMSNorm.
   const auto reduce = [&](auto& y) {
     if (!layer) return;
@@ -621,16 +633,17 @@ template <class S> struct CentredLayer {
   const detail::PackedLayer<S>& w;
   const LayerWeights& lw;
   const detail::PositionTables<S>& pos;
+  int layer;  ///< from 0: its rotary table
   MaskKind mask;
   Eigen::Index window;
   std::vector<Matrix<S>>* Pi;  ///< the heads' Π, when set
   std::vector<Matrix<S>>* P;   ///< the heads' P, when set
 
-  Value attention(const Value& x) const { return centred::attention(a, w, pos, x, mask, window, Pi, P); }
+  Value attention(const Value& x) const { return centred::attention(a, w, lw, pos, layer, x, mask, window, Pi, P); }
   Value mlp(const Value& z) const { return mlp_centred(a, w, lw, z); }
   Value norm(const Value& x, detail::NormAt at) const {
     const auto [g, b] = detail::norm_parameters(lw, at);
-    return norm_centred(a, x, *g, b ? *b : VectorXd::Zero(g->size()).eval());
+    return norm_centred(detail::norm_form(a, at), x, *g, b ? *b : VectorXd::Zero(g->size()).eval());
   }
   static void add(Value& y, const Value& x) {
     y.c += x.c;
@@ -641,9 +654,9 @@ template <class S> struct CentredLayer {
 /// One layer (c, R) → (c', R') of `variant` (detail::layer_map on the pair).
 template <class S>
 Split<S> layer_map(const Architecture& a, const Variant& variant, const detail::PackedLayer<S>& w,
-                   const LayerWeights& lw, const Split<S>& x, const detail::PositionTables<S>& pos,
+                   const LayerWeights& lw, const Split<S>& x, const detail::PositionTables<S>& pos, int layer,
                    Eigen::Index window, std::vector<Matrix<S>>* Pi, std::vector<Matrix<S>>* P) {
-  CentredLayer<S> ar{a, w, lw, pos, variant.mask, window, Pi, P};
+  CentredLayer<S> ar{a, w, lw, pos, layer, variant.mask, window, Pi, P};
   return detail::layer_map(ar, a, variant, x);
 }
 
@@ -738,7 +751,7 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
     std::vector<Matrix<S>>* P = options.record_attention ? &t.P[static_cast<std::size_t>(l)] : nullptr;
     centred::Split<S> x{t.c.back(), t.R.back()};
     detail::perturb_entries(x.R, options.perturb_bits, l);
-    centred::Split<S> xn = centred::layer_map(a, variant, w, lw, x, pos, detail::window_of(a, l), Pi, P);
+    centred::Split<S> xn = centred::layer_map(a, variant, w, lw, x, pos, l, detail::window_of(a, l), Pi, P);
     centred::check_layer(model, l + 1, x.R, xn.R);
     t.c.push_back(std::move(xn.c));
     t.R.push_back(std::move(xn.R));

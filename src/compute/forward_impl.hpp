@@ -157,18 +157,20 @@ template <class S> Matrix<S> xlnet_sinusoid(Eigen::Index n, int d, int clamp_len
   return R;
 }
 
-template <class S> RotaryTable<S> rotary_table(Eigen::Index n, int d_h, double theta) {
+template <class S> RotaryTable<S> rotary_table(Eigen::Index n, int d_h, double theta, double linear_factor) {
   using std::cos;
   using std::pow;
   using std::sin;
   if (d_h < 2 || d_h % 2 != 0) throw std::invalid_argument("rotary: head size must be even, got " + std::to_string(d_h));
   const Eigen::Index half = d_h / 2;
   const S base = decimal_constant<S>(theta);
+  const std::optional<S> factor = linear_factor != 1.0 ? std::optional<S>(decimal_constant<S>(linear_factor)) : std::nullopt;
   RotaryTable<S> t;
   t.cos.resize(n, half);
   t.sin.resize(n, half);
   for (Eigen::Index i = 0; i < half; ++i) {
-    const S freq = pow(base, S(S(-2 * static_cast<double>(i)) / S(static_cast<double>(d_h))));
+    S freq = pow(base, S(S(-2 * static_cast<double>(i)) / S(static_cast<double>(d_h))));
+    if (factor) freq /= *factor;  // linear scaling: positions divided by f (families.md, Gemma 3)
     for (Eigen::Index p = 0; p < n; ++p) {
       const S angle = S(static_cast<double>(p)) * freq;
       t.cos(p, i) = cos(angle);
@@ -278,12 +280,18 @@ template <class S> void project(const Matrix<S>& X, const MappedMatrix* view, co
 /// rotary angles (rotary models) and XLNet's sinusoid (2n−1 rows).
 template <class S> struct PositionTables {
   Eigen::Index n = 0;  ///< the tokens
-  std::optional<RotaryTable<S>> rotary;
+  std::vector<RotaryTable<S>> rotary;  ///< rotary models: one per distinct (base, factor), rotary_plan
+  std::vector<std::size_t> rotary_of;  ///< layer l's table
   std::optional<Matrix<S>> sinusoid;
+  /// Layer l's rotary table (rotary models).
+  const RotaryTable<S>& rotary_at(int l) const { return rotary.at(rotary_of.at(static_cast<std::size_t>(l))); }
   static PositionTables make(const Architecture& a, Eigen::Index n) {
     PositionTables t;
     t.n = n;
-    if (a.rope_theta) t.rotary = rotary_table<S>(n, a.rotated_dims(), *a.rope_theta);
+    const RotaryPlan plan = rotary_plan(a);
+    for (const Architecture::LayerRotary& r : plan.tables)
+      t.rotary.push_back(rotary_table<S>(n, a.rotated_dims(), r.theta, r.linear_factor));
+    t.rotary_of = plan.of_layer;
     if (a.xlnet_relative) t.sinusoid = xlnet_sinusoid<S>(n, a.d_model, a.clamp_len);
     return t;
   }
@@ -425,15 +433,18 @@ template <class S, class F> void for_each_entry(Eigen::Index rows, Eigen::Index 
   });
 }
 
-/// The model's own normalisation: LayerNorm or RMSNorm (Gemma's with gain 1 + w).
-template <class S> Matrix<S> norm(const Architecture& a, const Matrix<S>& X, const VectorXd& g, const VectorXd& b) {
-  return a.norm == NormKind::rms ? rms_norm(X, g, b, a.ln_eps, a.norm_unit_offset) : layer_norm(X, g, b, a.ln_eps);
+/// A norm of `form` with gain g and bias b (null: none) on every row of X.
+template <class S> Matrix<S> norm(const NormForm& form, const Matrix<S>& X, const VectorXd& g, const VectorXd* b) {
+  const VectorXd zero = b ? VectorXd() : VectorXd::Zero(g.size());
+  const VectorXd& bias = b ? *b : zero;
+  return form.kind == NormKind::rms ? rms_norm(X, g, bias, form.eps, form.unit_offset) : layer_norm(X, g, bias, form.eps);
 }
 
-/// RMSNorm without a bias (Gemma 2's post-sublayer norms ln3, ln4).
-template <class S> Matrix<S> norm_gain(const Architecture& a, const Matrix<S>& X, const VectorXd& g) {
-  return norm(a, X, g, VectorXd::Zero(g.size()).eval());
+/// The model's own normalisation: LayerNorm or RMSNorm (Gemma's with gain 1 + w).
+template <class S> Matrix<S> norm(const Architecture& a, const Matrix<S>& X, const VectorXd& g, const VectorXd& b) {
+  return norm(NormForm{a.norm, a.ln_eps, a.norm_unit_offset}, X, g, &b);
 }
+
 
 /// Refuses n tokens beyond a sliding window that no layer applies (Mistral, Qwen2: math.md §8).
 inline void check_window_length(const Model& model, Eigen::Index n) {
@@ -458,6 +469,7 @@ template <class S> struct PointLayer {
   const PackedLayer<S>& mlp_w;
   const LayerWeights& lw;
   const PositionTables<S>& pos;
+  int layer;  ///< from 0: its rotary table
   MaskKind mask;
   Eigen::Index window;
   std::vector<Matrix<S>>* P;  ///< the heads' attention matrices are appended here when set
@@ -466,7 +478,7 @@ template <class S> struct PointLayer {
   Value mlp(const Value& Z) { return detail::mlp(*this, lw.gated(), Z); }
   Value norm(const Value& X, NormAt at) const {
     const auto [g, b] = norm_parameters(lw, at);
-    return b ? detail::norm(a, X, *g, *b) : norm_gain(a, X, *g);
+    return detail::norm(norm_form(a, at), X, *g, b);
   }
   static void add(Value& Y, const Value& X) { Y += X; }
 
@@ -502,7 +514,7 @@ template <class S> struct PointLayer {
     return out;
   }
   void rotate(Value& M) const {
-    for (Eigen::Index h = 0; h < a.heads; ++h) apply_rotary(M, *pos.rotary, h * a.d_qk);
+    for (Eigen::Index h = 0; h < a.heads; ++h) apply_rotary(M, pos.rotary_at(layer), h * a.d_qk);
   }
   Value offset(const Value& Q, QueryOffset o) const {
     Value out = Q;
@@ -549,9 +561,9 @@ template <class S> struct PointLayer {
     }
     return row_softmax(A, mask, window);
   }
-  Value side_by_side(std::vector<Value>& heads) const {
-    Value out(heads.front().rows(), a.heads * a.d_v);
-    for (std::size_t h = 0; h < heads.size(); ++h) out.middleCols(static_cast<Eigen::Index>(h) * a.d_v, a.d_v) = heads[h];
+  static Value side_by_side(std::vector<Value>& blocks, Eigen::Index width) {
+    Value out(blocks.front().rows(), static_cast<Eigen::Index>(blocks.size()) * width);
+    for (std::size_t k = 0; k < blocks.size(); ++k) out.middleCols(static_cast<Eigen::Index>(k) * width, width) = blocks[k];
     return out;
   }
   bool recording() const { return P != nullptr; }
@@ -587,9 +599,9 @@ template <class S> struct PointLayer {
 /// One layer X → X' of `variant` (layer_impl.hpp's layer_map in the direct pass's arithmetic).
 template <class S>
 Matrix<S> layer_map(const Architecture& a, const Variant& variant, const PackedLayer<S>& w, const LayerWeights& lw,
-                    const Matrix<S>& X, std::vector<Matrix<S>>* P, const PositionTables<S>& pos,
+                    const Matrix<S>& X, std::vector<Matrix<S>>* P, const PositionTables<S>& pos, int layer,
                     Eigen::Index window) {
-  PointLayer<S> ar{a, w, w, lw, pos, variant.mask, window, P};
+  PointLayer<S> ar{a, w, w, lw, pos, layer, variant.mask, window, P};
   return layer_map(ar, a, variant, X);
 }
 
@@ -643,7 +655,7 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
     detail::pack_into(w, a, lw, with_mlp);
     std::vector<Matrix<S>>* P = options.record_attention ? &t.P[static_cast<std::size_t>(l)] : nullptr;
     detail::perturb_entries(t.X.back(), options.perturb_bits, l);
-    t.X.push_back(detail::layer_map(a, variant, w, lw, t.X.back(), P, pos, detail::window_of(a, l)));
+    t.X.push_back(detail::layer_map(a, variant, w, lw, t.X.back(), P, pos, l, detail::window_of(a, l)));
     if (options.on_layer) options.on_layer(l + 1, a.layers);
   }
   return t;
@@ -661,7 +673,7 @@ ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix
   template S sanpath::activate<S>(const S&, sanpath::Activation);                                                 \
   template sanpath::Matrix<S> sanpath::rms_norm<S>(const sanpath::Matrix<S>&, const sanpath::VectorXd&,           \
                                                    const sanpath::VectorXd&, double, bool);                       \
-  template sanpath::RotaryTable<S> sanpath::rotary_table<S>(Eigen::Index, int, double);                           \
+  template sanpath::RotaryTable<S> sanpath::rotary_table<S>(Eigen::Index, int, double, double);                   \
   template void sanpath::apply_rotary<S>(sanpath::Matrix<S>&, const sanpath::RotaryTable<S>&, Eigen::Index);     \
   template S sanpath::decimal_constant<S>(double);                                                                \
   template S sanpath::pi_constant<S>();

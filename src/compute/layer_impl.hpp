@@ -29,10 +29,32 @@ namespace sanpath::detail {
 
 /// Where a layer applies a norm: `ln1` before attention (pre) or after its
 /// residual sum (post), `ln2` likewise around the MLP; `ln3`, `ln4` the
-/// sandwich norms (gain only) on the attention's and the MLP's outputs.
-enum class NormAt { ln1, ln2, ln3, ln4 };
+/// sandwich norms (gain only) on the attention's and the MLP's outputs;
+/// `query`, `key` the query/key norms (families.md, Qwen3 and Gemma 3) on
+/// every head's projected query and key rows.
+enum class NormAt { ln1, ln2, ln3, ln4, query, key };
 
-/// The gain of the norm at `at`, and its bias (null for the sandwich norms, which have none).
+/// How a norm computes (math.md §2, §8; families.md): LayerNorm
+/// (x − mean x)/sqrt(var x + eps) ∘ g + b, or RMSNorm x/sqrt(mean x² + eps) ∘ γ + b
+/// with γ = g, or 1 + g where `unit_offset`.
+struct NormForm {
+  NormKind kind = NormKind::layer;
+  double eps = 0.0;
+  bool unit_offset = false;
+};
+
+/// The form of the norm at `at`: the model's norm, or the query/key norm's
+/// RMSNorm with its own eps and gain form.
+inline NormForm norm_form(const Architecture& a, NormAt at) {
+  if (at == NormAt::query || at == NormAt::key) {
+    const Architecture::QueryKeyNorm& qk = a.query_key_norm.value();
+    return {NormKind::rms, qk.eps, qk.unit_offset};
+  }
+  return {a.norm, a.ln_eps, a.norm_unit_offset};
+}
+
+/// The gain of the norm at `at`, and its bias (null for the sandwich and
+/// query/key norms, which have none).
 inline std::pair<const VectorXd*, const VectorXd*> norm_parameters(const LayerWeights& lw, NormAt at) {
   switch (at) {
     case NormAt::ln1:
@@ -43,8 +65,36 @@ inline std::pair<const VectorXd*, const VectorXd*> norm_parameters(const LayerWe
       return {&lw.ln3_g, nullptr};
     case NormAt::ln4:
       return {&lw.ln4_g, nullptr};
+    case NormAt::query:
+      return {&lw.q_norm, nullptr};
+    case NormAt::key:
+      return {&lw.k_norm, nullptr};
   }
   return {nullptr, nullptr};
+}
+
+/// The rotary tables a pass needs: one per distinct (base, linear factor)
+/// of the layers (Architecture::layer_rotary; one for rope_theta otherwise),
+/// and each layer's.
+struct RotaryPlan {
+  std::vector<Architecture::LayerRotary> tables;
+  std::vector<std::size_t> of_layer;
+};
+
+inline RotaryPlan rotary_plan(const Architecture& a) {
+  RotaryPlan plan;
+  if (!a.rotary()) return plan;
+  for (int l = 0; l < a.layers; ++l) {
+    const Architecture::LayerRotary r{a.rope_base(l), a.rope_linear_factor(l)};
+    std::size_t k = 0;
+    while (k < plan.tables.size() &&
+           !(plan.tables[k].theta == r.theta && plan.tables[k].linear_factor == r.linear_factor))
+      ++k;
+    if (k == plan.tables.size()) plan.tables.push_back(r);
+    plan.of_layer.push_back(k);
+  }
+  if (plan.tables.empty()) plan.tables.push_back({*a.rope_theta, 1.0});  // a model of no layers
+  return plan;
 }
 
 /// One layer X → X' of `variant` in the arithmetic `ar` (math.md §2;
@@ -102,11 +152,20 @@ enum class Projection { Q, K, V, O, R, W1, gate, W2 };
 /// XLNet's query offsets r_w (content) and r_r (position), every head side by side.
 enum class QueryOffset { content, position };
 
+/// The norm at `at` on each head's block of d_qk columns of M (the query/key norms).
+template <class Ar>
+typename Ar::Value per_head_norm(Ar& ar, const Architecture& a, const typename Ar::Value& M, NormAt at) {
+  std::vector<typename Ar::Value> blocks(static_cast<std::size_t>(a.heads));
+  for (Eigen::Index h = 0; h < a.heads; ++h)
+    blocks[static_cast<std::size_t>(h)] = ar.norm(ar.columns(M, h * a.d_qk, a.d_qk), at);
+  return ar.side_by_side(blocks, a.d_qk);
+}
+
 /// Attn(X) = Σ_h P_h V_h W_O^h + 1 b_Oᵀ (math.md §1) with the position
 /// features of math.md §8 and families.md, for the arithmetics whose state
 /// is one matrix. `ar` supplies, besides layer_map's members:
 ///   Value project(const Value& X, Projection p)     X W_p + 1 b_pᵀ (no bias where p has none)
-///   void rotate(Value& M)                            the rotary angles on every head's rotated columns
+///   void rotate(Value& M)                            the layer's rotary angles on every head's rotated columns
 ///   Value offset(const Value& Q, QueryOffset o)      Q + 1 r_oᵀ (XLNet)
 ///   Value relative_keys()                            XLNet's sinusoid times W_R, (2n − 1) rows
 ///   Value columns(const Value& M, Index first, Index count)
@@ -115,13 +174,17 @@ enum class QueryOffset { content, position };
 ///       the relative term, the bucket bias, the score scale, the soft cap
 ///       and the row softmax under the layer's mask and window
 ///   Value times(const Value& P, const Value& V)
-///   Value side_by_side(std::vector<Value>& heads)    the heads' outputs, columns h·d_v onwards
+///   Value side_by_side(std::vector<Value>& blocks, Index width)   blocks of `width` columns side by side
 ///   bool recording(); void record(std::vector<Value>& P)   keeps the heads' P where asked
 ///   for_heads(H, f)                                  f(h) for every head, in parallel where it pays
 template <class Ar> typename Ar::Value attention(Ar& ar, const Architecture& a, const typename Ar::Value& X) {
   using Value = typename Ar::Value;
   const Eigen::Index H = a.heads, dq = a.d_qk, dv = a.d_v;
   Value Q = ar.project(X, Projection::Q), K = ar.project(X, Projection::K), V = ar.project(X, Projection::V);
+  if (a.query_key_norm) {  // every head's rows, after the bias and before the rotation (families.md)
+    Q = per_head_norm(ar, a, Q, NormAt::query);
+    K = per_head_norm(ar, a, K, NormAt::key);
+  }
   if (a.rotary()) {
     ar.rotate(Q);
     ar.rotate(K);
@@ -144,7 +207,7 @@ template <class Ar> typename Ar::Value attention(Ar& ar, const Architecture& a, 
     if (!P.empty()) P[static_cast<std::size_t>(h)] = std::move(Ph);
   });
   if (!P.empty()) ar.record(P);
-  return ar.project(ar.side_by_side(out), Projection::O);
+  return ar.project(ar.side_by_side(out, dv), Projection::O);
 }
 
 /// f(Z) = act(Z W_1 + b_1) W_2 + b_2, or with a gate (Llama, Gemma…)

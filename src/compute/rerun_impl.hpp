@@ -81,7 +81,7 @@ template <class S> class SubNetworks {
       if (h < 0) continue;  // the skip branch: identity
       check_interrupt();
       const Layer& w = layers_[static_cast<std::size_t>(l)];
-      PointLayer<S> ar{one_, w.heads[static_cast<std::size_t>(h)], w.mlp, model_.layer(l), pos_, variant_.mask,
+      PointLayer<S> ar{one_, w.heads[static_cast<std::size_t>(h)], w.mlp, model_.layer(l), pos_, l, variant_.mask,
                        window_of(a, l), nullptr};
       Y = layer_map(ar, one_, v, Y);
     }

@@ -184,21 +184,30 @@ std::optional<TaskHead> read_task_head(const std::string& path, const Model& mod
     out = output_name(r, "lm_head.weight", {"model.embed_tokens.weight", "embed_tokens.weight"}, tied(c, false));
     if (out.empty()) return std::nullopt;
     if (r.has("lm_head.bias")) bias = "lm_head.bias";
-  } else if (const std::string norm = r.first({"model.norm.weight", "norm.weight"});
+  } else if (const std::string norm = r.first({"model.norm.weight", "norm.weight", "language_model.model.norm.weight",
+                                               "model.language_model.norm.weight"});
              !norm.empty() && model.arch().norm == NormKind::rms) {
-    // The Llama family and Gemma: model.norm (RMSNorm; Gemma's gain 1 + w), then lm_head or the tied token
-    // table as stored (Gemma's without the input's √d); Gemma 2 caps the logits (final_logit_softcapping).
+    // The Llama family, Qwen3 and the Gemmas: the final norm (RMSNorm; the Gemmas' gain 1 + w), then
+    // lm_head or the tied token table as stored (the Gemmas' without the input's √d); Gemma 2 caps the
+    // logits (final_logit_softcapping, 30 when absent), Gemma 3 where its config sets the cap. A
+    // multimodal gemma3 file's language model sits under language_model.model. or model.language_model.
     h.kind = TaskHeadKind::language_model;
-    read_norm(r, norm.substr(0, norm.size() - 7), NormKind::rms, model, h);
+    const std::string prefix = norm.substr(0, norm.size() - std::string("norm.weight").size());
+    read_norm(r, prefix + "norm", NormKind::rms, model, h);
     const std::string type = model_type(c);
-    const bool gemma = type == "gemma" || type == "gemma2";
-    out = output_name(r, "lm_head.weight", {"model.embed_tokens.weight", "embed_tokens.weight"}, tied(c, gemma));
+    const bool gemma3 = type == "gemma3_text" || type == "gemma3";
+    const io::HfConfig config = type == "gemma3" && c.config.j.contains("text_config")
+                                ? io::HfConfig{c.config.path + ": text_config", c.config.j.at("text_config")}
+                                : c.config;
+    const bool tie = c.has_config ? config.bool_or("tie_word_embeddings", type == "gemma" || type == "gemma2" || gemma3)
+                                  : false;
+    const std::string stored = r.first({"lm_head.weight", "language_model.lm_head.weight"});
+    out = output_name(r, stored.empty() ? "lm_head.weight" : stored, {prefix + "embed_tokens.weight"}, tie);
     if (out.empty()) return std::nullopt;
-    if (type == "gemma2") {
-      const std::string key = "final_logit_softcapping";
-      const bool null = c.config.j.contains(key) && c.config.j.at(key).is_null();
-      if (!null) h.softcap = c.config.positive_number_or(key, 30.0);
-    }
+    const std::string key = "final_logit_softcapping";
+    const bool null = config.j.contains(key) && config.j.at(key).is_null();
+    if (type == "gemma2" && !null) h.softcap = config.positive_number_or(key, 30.0);
+    if (gemma3 && config.j.contains(key) && !null) h.softcap = config.positive_number_or(key, 30.0);
   } else {
     return std::nullopt;
   }

@@ -562,18 +562,7 @@ void Model::validate_layer(int l, const LayerWeights& w, bool finite) const {
   }
 }
 
-void Model::check_supports(const Variant& v) const {
-  check_weights_for(v);
-  // Features read and written by io/ that no pass computes yet: refused
-  // rather than computed without them.
-  if (arch_.query_key_norm)
-    throw std::invalid_argument(source_ + ": query_key_norm: no pass computes the query/key norm (an RMSNorm of "
-                                          "each head's query and key rows before the rotary) yet; this model can be "
-                                          "read and written, not run");
-  if (!arch_.layer_rotary.empty())
-    throw std::invalid_argument(source_ + ": layer_rotary: no pass computes a rotary base or linear factor per layer "
-                                          "yet; this model can be read and written, not run");
-}
+void Model::check_supports(const Variant& v) const { check_weights_for(v); }
 
 void Model::check_weights_for(const Variant& v) const {
   const auto has_mlp = [&](int l) {

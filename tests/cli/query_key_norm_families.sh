@@ -2,9 +2,10 @@
 # Qwen3 and Gemma 3 from the CLI (families.md, query/key norms): `init
 # --layout qwen3|gemma3` writes the config.json families.md describes (the
 # layer pattern, both rotary bases, the linear factor), `--model` reads it
-# whole, streamed or cut to its first layers, and every command that runs the
-# model refuses it — one line naming query_key_norm, exit 3, no output file —
-# until compute/ has the query/key norm. `graph` (structure only) runs.
+# whole, streamed or cut to its first layers, and every command runs on it:
+# forward (auto's centred pass, which agrees with the direct pass; certified
+# digits; fp32/bf16 emulation), collapse, paths (sums, the LM head's
+# effectiveness), bounds (saying the cubic bounds do not cover it), report.
 # Usage: bash query_key_norm_families.sh <sanpath binary> <shared dir> <tmp dir>
 set -u
 source "$(dirname "$0")/../support/cli.sh"
@@ -36,25 +37,36 @@ grep -q "rope_linear_factor: must be a finite number >= 1" "$dir/err" || fail "g
 expect 2 "$SANPATH" init --out "$dir/x" --layout gemma3 "${SIZE[@]}" --softcap 30
 expect 2 "$SANPATH" init --out "$dir/x" --layout llama "${SIZE[@]}" --rope-local-base 500
 
-# Every command that runs the model refuses it, whatever the load.
+# Every command runs, whatever the load; the centred pass agrees with the direct pass.
 for fam in qwen3 gemma3; do
   M=$dir/$fam
   for load in "" "--stream-layers on" "--first-layers 2"; do
-    for cmd in "forward --tokens 1,2,3" "collapse --tokens 1,2,3" "paths --tokens 1,2,3 --sums --mlp none --layernorm none" \
-               "bounds --tokens 1,2,3 --skip off --mlp none --layernorm none" "forward --tokens 1,2,3 --emulate bf16"; do
-      # paths and bounds hold every layer: no --stream-layers there.
-      case "$cmd $load" in paths*--stream-layers* | bounds*--stream-layers*) continue ;; esac
+    # shellcheck disable=SC2086
+    expect 0 "$SANPATH" forward --model "$M" --tokens 1,2,3,4,5 $load --format json
+    check "$fam forward $load" '
+assert j["method"] == "centred", j["method"]
+assert all(l["digits"] is not None and l["digits"] >= 15 for l in j["layers"]), [l["digits"] for l in j["layers"]]'
+    for v in "--skip off --mlp none --layernorm none" ""; do
       # shellcheck disable=SC2086
-      expect 3 "$SANPATH" $cmd --model "$M" $load
-      [ "$(wc -l <"$dir/err")" -eq 1 ] || fail "$fam $cmd $load: not one line: $(cat "$dir/err")"
-      grep -q "^sanpath: error: .*: query_key_norm: no pass computes the query/key norm" "$dir/err" ||
-        fail "$fam $cmd $load: $(cat "$dir/err")"
-      [ -s "$dir/out" ] && fail "$fam $cmd $load: wrote to stdout"
+      expect 0 "$SANPATH" forward --model "$M" --tokens 1,2,3,4,5 $load $v --format json --precision 257
+      cp "$dir/out" "$dir/$fam-c.json"
+      # shellcheck disable=SC2086
+      expect 0 "$SANPATH" forward --model "$M" --tokens 1,2,3,4,5 $load $v --format json --precision 257 --method direct
+      agree "$dir/$fam-c.json" "$dir/out" || fail "$fam ($load $v): centred and direct passes disagree"
     done
+    # shellcheck disable=SC2086
+    expect 0 "$SANPATH" forward --model "$M" --tokens 1,2,3,4,5 $load --emulate bf16 --format json
   done
-  expect 3 "$SANPATH" report --model "$M" --tokens 1,2,3 --out "$dir/$fam.html"
-  [ -e "$dir/$fam.html" ] && fail "$fam report: wrote $dir/$fam.html"
-  grep -q "query_key_norm" "$dir/err" || fail "$fam report: $(cat "$dir/err")"
+  expect 0 "$SANPATH" forward --model "$M" --tokens 1,2,3,4,5 --check certified --format json
+  check "$fam certified" 'assert all(l["digits"] is not None and l["digits"] >= 10 for l in j["layers"]), j["layers"]'
+  expect 0 "$SANPATH" collapse --model "$M" --tokens 1,2,3,4,5
+  expect 0 "$SANPATH" paths --model "$M" --tokens 1,2,3,4,5 --sums --mlp none --layernorm none
+  expect 0 "$SANPATH" paths --model "$M" --tokens 1,2,3,4,5 --skip on --mlp none --layernorm none --effectiveness
+  grep -q "^task head: language model (20 tokens)" "$dir/out" || fail "$fam: no LM head: $(grep -m1 'task head' "$dir/out")"
+  expect 0 "$SANPATH" bounds --model "$M" --tokens 1,2,3,4,5 --skip off --mlp none --layernorm none
+  grep -qi "do not cover" "$dir/out" || fail "$fam bounds: the cubic bounds' coverage is not stated"
+  expect 0 "$SANPATH" report --model "$M" --tokens 1,2,3,4,5 --out "$dir/$fam.html" -q
+  [ -s "$dir/$fam.html" ] || fail "$fam report: no $dir/$fam.html"
 done
 # A config.json the definitions do not cover: refused naming the key.
 /usr/bin/python3 - "$dir" <<'PY'

@@ -409,14 +409,16 @@ TEST_CASE("enclosed pass: the Llama family (rotary, grouped-query attention, RMS
 }
 
 TEST_CASE("rotary angles: every cos and sin ball contains the exact value; without its radius it does not") {
-  // θ^(−2i/r)·p at 65 bits against 2,000 bits, for a round and a decimal base and positions up to 3,000
-  // (angles of thousands of radians, where the angle's own rounding dominates).
+  // θ^(−2i/r)·p/f at 65 bits against 2,000 bits, for a round and a decimal base, Gemma 3's global layers'
+  // base and linear factor 8, and positions up to 3,000 (angles of thousands of radians, where the
+  // angle's own rounding dominates).
   using S = mpfr_real<19>;
-  for (const double theta : {10000.0, 500000.5}) {
+  for (const auto& [theta, factor, theta_text] :
+       {std::tuple{10000.0, 1.0, "10000"}, std::tuple{500000.5, 1.0, "500000.5"}, std::tuple{1e6, 8.0, "1000000"}}) {
     const int r = 12;
     const Eigen::Index n = 3000;
-    const auto t = enclosure_detail::rotary_enclosed<S>(n, r, theta);
-    const BigReal base = big_of(theta == 10000.0 ? "10000" : "500000.5", 700);
+    const auto t = enclosure_detail::rotary_enclosed<S>(n, r, theta, factor);
+    const BigReal base = big_of(theta_text, 700);
     int missed = 0, missed_without = 0;
     for (Eigen::Index i = 0; i < r / 2; ++i)
       for (const Eigen::Index q : {Eigen::Index{0}, Eigen::Index{1}, Eigen::Index{7}, Eigen::Index{999}, n - 1}) {
@@ -425,6 +427,7 @@ TEST_CASE("rotary angles: every cos and sin ball contains the exact value; witho
         mpfr_div_si(e.backend().data(), e.backend().data(), r, MPFR_RNDN);
         mpfr_pow(angle.backend().data(), base.backend().data(), e.backend().data(), MPFR_RNDN);
         mpfr_mul_si(angle.backend().data(), angle.backend().data(), static_cast<long>(q), MPFR_RNDN);
+        mpfr_div_si(angle.backend().data(), angle.backend().data(), static_cast<long>(factor), MPFR_RNDN);
         mpfr_cos(c.backend().data(), angle.backend().data(), MPFR_RNDN);
         mpfr_sin(s.backend().data(), angle.backend().data(), MPFR_RNDN);
         for (const auto& [mid, rad, truth] : {std::tuple{&t.mid.cos, &t.rcos, &c}, std::tuple{&t.mid.sin, &t.rsin, &s}}) {
@@ -434,7 +437,7 @@ TEST_CASE("rotary angles: every cos and sin ball contains the exact value; witho
           if (!mpfr_zero_p(diff.backend().data())) ++missed_without;  // a radius of 0 would not hold
         }
       }
-    CAPTURE(theta);
+    CAPTURE(theta, factor);
     CHECK(missed == 0);
     CHECK(missed_without > 0);
   }

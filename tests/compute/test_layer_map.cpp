@@ -33,6 +33,9 @@ struct Symbolic {
         return "N3(" + X + ")";
       case NormAt::ln4:
         return "N4(" + X + ")";
+      case NormAt::query:
+      case NormAt::key:
+        break;  // inside the attention: not a block's norm
     }
     return "?";
   }

@@ -5,11 +5,12 @@
 // linear factor, a multimodal gemma3 file's language model; F16/BF16 and
 // sharded files; write/load round trips bit for bit (one file, sharded,
 // streamed, first layers, native); every refusal of families.md §6, one line
-// naming config.json and its key; and the refusal of every pass until
-// compute/ has the query/key norm.
+// naming config.json and its key; and every pass accepting what was read
+// (their numbers: tests/compute/test_query_key_norm.cpp).
 #include "support/checkpoint_helpers.hpp"
 
 #include "sanpath/compute/embed.hpp"
+#include "sanpath/compute/forward.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/tensor_eigen.hpp"
 #include "sanpath/model/input.hpp"
@@ -665,22 +666,21 @@ TEST_CASE("Qwen3 and Gemma 3: what families.md §6 refuses, one line naming conf
   CHECK_THROWS_WITH(embed_tokens<double>(m, {}), Catch::Contains("tokens: the sequence is empty"));
 }
 
-TEST_CASE("Qwen3 and Gemma 3: no pass runs them until compute/ has the query/key norm and rotary per layer",
+TEST_CASE("Qwen3 and Gemma 3: what was read runs in the passes, the query/key norm and rotary per layer included",
           "[checkpoint][hf][qwen3][gemma3]") {
   for (const bool g3 : {false, true}) {
     const Hand h = hand(g3);
-    const std::string dir = fresh("qk_unsupported");
+    const std::string dir = fresh("qk_runs");
     h.write(dir);
     const Model m = load_model(dir);
-    // The feature is named, in one line, before any pass starts: Model::check_supports.
+    REQUIRE(m.arch().query_key_norm);
     for (const Variant& v : {m.arch().variant, Variant::san(MaskKind::causal)}) {
-      const std::string e = error_of([&] { m.check_supports(v); });
-      CHECK(e.rfind(m.source() + ": query_key_norm: no pass computes the query/key norm", 0) == 0);
-      CHECK(e.find('\n') == std::string::npos);
+      CHECK_NOTHROW(m.check_supports(v));
+      const ForwardTrace<double> t = forward<double>(m, v, embed_tokens<double>(m, {1, 2, 3}));
+      CHECK(t.X.back().allFinite());
     }
-    CHECK(error_of([&] { m.resolve({}); }).find("query_key_norm:") != std::string::npos);
   }
-  // Rotary per layer alone is refused too.
+  // Rotary per layer alone runs too, and is read: two bases give another output than one.
   RandomModelSpec s;
   s.arch.layers = 2;
   s.arch.heads = 1;
@@ -690,9 +690,15 @@ TEST_CASE("Qwen3 and Gemma 3: no pass runs them until compute/ has the query/key
   s.arch.variant = Variant::san(MaskKind::causal);
   s.arch.rope_theta = 10000.0;
   s.arch.layer_rotary = {{10000.0, 1.0}, {100.0, 2.0}};
+  s.std = 0.5;  // logits of order 1: the rotation moves P visibly
   const Model r = random_model(s);
-  CHECK(error_of([&] { r.check_supports(r.arch().variant); })
-            .rfind(r.source() + ": layer_rotary: no pass computes a rotary base or linear factor per layer", 0) == 0);
+  s.arch.layer_rotary.clear();
+  const Model flat = random_model(s);  // the same seed: the same weights
+  const MatrixXd X = MatrixXd::Identity(4, 4);
+  REQUIRE(r.arch().layer_rotary.size() == 2);
+  const MatrixXd a = forward<double>(r, r.arch().variant, X).X.back();
+  const MatrixXd b = forward<double>(flat, flat.arch().variant, X).X.back();
+  CHECK((a - b).cwiseAbs().maxCoeff() > 1e-9);
 }
 
 // ---- writing ----------------------------------------------------------------------------

@@ -183,18 +183,20 @@ Theorem parse_theorem(const std::string& text, const std::string& what = "theore
 /// so the cubic bounds of §5 do not apply; a gated MLP has no global
 /// Lipschitz constant, so Corollary 3.2 does not apply.
 /// Likewise (families.md): T5's bucket bias and XLNet's relative terms add
-/// position-dependent logits, and Gemma 2's soft-cap makes them non-bilinear.
+/// position-dependent logits, Gemma 2's soft-cap makes them non-bilinear, and
+/// Qwen3's and Gemma 3's query/key norms make them products of normalised rows.
 struct Coverage {
   bool rotary = false;          ///< the model rotates queries and keys
   bool gated_mlp = false;       ///< the variant runs a gated (SwiGLU, GeGLU) MLP
   bool position_terms = false;  ///< T5 bucket bias or XLNet relative attention
   bool softcap = false;         ///< soft-capped logits (Gemma 2)
+  bool query_key_norm = false;  ///< normalised query and key rows (Qwen3, Gemma 3)
   static Coverage of(const Model& model, const Variant& variant) {
     const Architecture& a = model.arch();
     return {a.rotary(), a.gated_mlp && variant.mlp != MlpKind::none, a.rel_buckets > 0 || a.xlnet_relative,
-            a.softcap.has_value()};
+            a.softcap.has_value(), a.query_key_norm.has_value()};
   }
-  bool any() const { return rotary || gated_mlp || position_terms || softcap; }
+  bool any() const { return rotary || gated_mlp || position_terms || softcap || query_key_norm; }
 };
 
 struct TheoremChoice {

@@ -55,12 +55,13 @@ template <class S> struct EnclosedCentredTrace {
 
 /// Whether the enclosed centred pass covers `a`: math.md §1's attention with
 /// LayerNorm (not rotary, RMSNorm, a gated MLP, parallel blocks, soft-capped
-/// or position-biased logits, sandwich norms, windows, a score scale of the
-/// family's own). Elsewhere certified digits come from the direct ball pass.
+/// or position-biased logits, query/key norms, sandwich norms, windows, a
+/// score scale of the family's own). Elsewhere certified digits come from
+/// the direct ball pass.
 inline bool centred_enclosure_supports(const Architecture& a) {
   return a.norm == NormKind::layer && !a.rope_theta && !a.gated_mlp && !a.parallel_residual && !a.softcap &&
          !a.score_scale_base && !a.sandwich_norms && a.rel_buckets == 0 && !a.xlnet_relative &&
-         a.window_layers.empty();
+         a.window_layers.empty() && !a.query_key_norm;
 }
 
 /// Throws std::invalid_argument naming what the enclosed centred pass does

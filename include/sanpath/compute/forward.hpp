@@ -89,13 +89,14 @@ int t5_bucket(long delta, int buckets, int max_distance);
 /// θ_k = 10000^(−2k/d), in S. Throws std::invalid_argument for an odd d.
 template <class S> Matrix<S> xlnet_sinusoid(Eigen::Index n, int d, int clamp_len);
 
-/// Rotary angles of positions p = 0..n−1: cos(p θ_i), sin(p θ_i) (n×d_h/2)
-/// with θ_i = theta^(−2i/d_h), computed in S (theta as its decimal).
+/// Rotary angles of positions p = 0..n−1: cos(p θ_i / f), sin(p θ_i / f)
+/// (n×d_h/2) with θ_i = theta^(−2i/d_h) and f the linear factor (Gemma 3's
+/// global layers; 1: none), computed in S (theta and f as their decimals).
 template <class S> struct RotaryTable {
   Matrix<S> cos, sin;
 };
 /// Throws std::invalid_argument for an odd d_h.
-template <class S> RotaryTable<S> rotary_table(Eigen::Index n, int d_h, double theta);
+template <class S> RotaryTable<S> rotary_table(Eigen::Index n, int d_h, double theta, double linear_factor = 1.0);
 /// Rotates the d_h columns [first_col, first_col + d_h) of M in place, row
 /// p by position p, in the rotate-half layout: for i < d_h/2 the pair
 /// (i, i + d_h/2) becomes (m_i cos − m_{i+d_h/2} sin, m_{i+d_h/2} cos + m_i sin).
@@ -135,7 +136,7 @@ std::string describe_forward_estimate(const Architecture& a, std::uint64_t n, bo
   extern template S activate<S>(const S&, Activation);                                                       \
   extern template Matrix<S> rms_norm<S>(const Matrix<S>&, const VectorXd&, const VectorXd&, double, bool);   \
   extern template Matrix<S> xlnet_sinusoid<S>(Eigen::Index, int, int);                                       \
-  extern template RotaryTable<S> rotary_table<S>(Eigen::Index, int, double);                                 \
+  extern template RotaryTable<S> rotary_table<S>(Eigen::Index, int, double, double);                                 \
   extern template void apply_rotary<S>(Matrix<S>&, const RotaryTable<S>&, Eigen::Index);                     \
   extern template S decimal_constant<S>(double);                                                             \
   extern template S pi_constant<S>();
