@@ -254,7 +254,7 @@ def test_random_model_refusals():
             sanpath.random_model(**SIZES, layout=layout, rotary_fraction=0.5)
     with pytest.raises(sanpath.InputError, match=r"^layout: 'gpt-neox' is not one of bert, gpt2, .*gpt_neox"):
         sanpath.random_model(**SIZES, layout="gpt-neox")
-    with pytest.raises(sanpath.InputError, match=r"^kv_heads: only for the layouts llama, mistral, qwen2, phi, gemma, gemma2$"):
+    with pytest.raises(sanpath.InputError, match=r"^kv_heads: only for the layouts llama, mistral, qwen2, phi, gemma, gemma2, qwen3, gemma3$"):
         sanpath.random_model(**SIZES, vocab=8, layout="gpt_neox", kv_heads=1)
     with pytest.raises(sanpath.InputError, match=r"^kv_heads: only for"):
         sanpath.random_model(**SIZES, kv_heads=1)

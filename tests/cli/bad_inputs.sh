@@ -513,7 +513,7 @@ fwd sharded-tensor-in-no-shard 3 "sh-miss/model.safetensors.index.json: tensors:
 echo "== layouts"
 real_folder bert-ticket-classifier "$T/bloom"
 py "edit_json('$T/bloom/config.json', '$T/bloom/config.json', model_type='bloom')"
-fwd unknown-model-type 3 "bloom/config.json: model_type: 'bloom' is not a layout sanpath knows \(known: albert, bert, distilbert, gemma, gemma2, gpt2, gpt_neox, llama, mistral, opt, phi, qwen2, roberta, t5, vit, xlnet\)" \
+fwd unknown-model-type 3 "bloom/config.json: model_type: 'bloom' is not a layout sanpath knows \(known: albert, bert, distilbert, gemma, gemma2, gemma3, gemma3_text, gpt2, gpt_neox, llama, mistral, opt, phi, qwen2, qwen3, roberta, t5, vit, xlnet\)" \
   --model "$T/bloom" --random-input 4
 
 echo "== output"
