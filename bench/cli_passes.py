@@ -11,9 +11,9 @@ every round (whole processes: loading included):
   double         forward --precision double                      (the rounding check)
   certified san  forward --skip off --mlp none --layernorm none --check certified
   emulate bf16   forward --emulate bf16
-and, for the families the baseline's centred pass refused, a 12-layer SAN of
-a random Llama (init --layout llama, d 256) with auto: the baseline runs the
-direct ladder there, this build the centred pass.
+and a 12-layer SAN of a random Llama (init --layout llama, d 256) with auto
+(rotary logits: the centred pass's positional path, or the direct ladder of
+a baseline whose centred pass refuses the family).
 Prints one JSON line per command: medians of wall and CPU seconds (user +
 system) of each binary and their ratios (this / baseline). On a machine
 shared with other work the CPU seconds are the steadier figure.
