@@ -568,11 +568,6 @@ template <class S> BallMatrix<S> sum(const BallMatrix<S>& X, const BallMatrix<S>
   return Z;
 }
 
-/// The model's own normalisation (detail::norm), on a ball.
-template <class S>
-BallMatrix<S> norm(const Architecture& a, const BallMatrix<S>& X, const VectorXd& g, const VectorXd& b) {
-  return normalize(X, g, b, a.ln_eps, a.norm == NormKind::rms, a.norm_unit_offset);
-}
 
 /// The ball arithmetic for detail::layer_map, detail::attention and
 /// detail::mlp (compute/layer_impl.hpp) over one layer's packed weights

@@ -440,10 +440,6 @@ template <class S> Matrix<S> norm(const NormForm& form, const Matrix<S>& X, cons
   return form.kind == NormKind::rms ? rms_norm(X, g, bias, form.eps, form.unit_offset) : layer_norm(X, g, bias, form.eps);
 }
 
-/// The model's own normalisation: LayerNorm or RMSNorm (Gemma's with gain 1 + w).
-template <class S> Matrix<S> norm(const Architecture& a, const Matrix<S>& X, const VectorXd& g, const VectorXd& b) {
-  return norm(NormForm{a.norm, a.ln_eps, a.norm_unit_offset}, X, g, &b);
-}
 
 
 /// Refuses n tokens beyond a sliding window that no layer applies (Mistral, Qwen2: math.md §8).
