@@ -103,7 +103,11 @@ namespace {
 
 /// Whether `value` printed to `digits` significant digits (rounded to
 /// nearest, as Quantity::str prints it) is within one unit of its last digit
-/// of `check`.
+/// of the exact value, as far as the check run can tell. The check run is
+/// perturbed by a rounding unit of the working precision and rounded itself
+/// (analysis/forward.cpp), so it is no closer to the exact value than the
+/// working run: the two runs' difference stands for the check's own error,
+/// and |printed − check| + |value − check| must fit in the unit.
 bool printed_within_last_unit(const BigReal& value, const BigReal& check, int digits) {
   const unsigned prec = std::max(value.precision(), check.precision()) + 10;
   const BigReal printed(to_sci(value, digits), prec);
@@ -111,7 +115,8 @@ bool printed_within_last_unit(const BigReal& value, const BigReal& check, int di
   if (big == 0) return true;
   const long e = static_cast<long>(std::floor(log10_abs(big)));
   const BigReal unit = pow(BigReal(10, prec), BigReal(e - digits + 1, prec));
-  return abs(BigReal(printed - check, prec)) <= unit;
+  const BigReal off(abs(BigReal(printed - check, prec)) + abs(BigReal(value - check, prec)), prec);
+  return off <= unit;
 }
 
 }  // namespace
@@ -123,7 +128,8 @@ Quantity confirm(const BigReal& value, const BigReal& check, long bits) {
   int d = agreeing_digits(value, check, max_digits);
   // Agreement of the unrounded value to d digits leaves it up to one unit of
   // the d-th digit from `check`; rounded for printing it can be 1.5 units
-  // away. Keep only the digits whose printed value is within one unit.
+  // away, and `check` is itself off by about |value − check|. Keep only the
+  // digits whose printed value is within one unit with that error added.
   while (d > 0 && !printed_within_last_unit(value, check, d)) --d;
   q.digits = d;
   if (d == 0 && value != check) {

@@ -93,6 +93,15 @@ TEST_CASE("confirmed digits keep the printed value within one unit of its last d
   const Quantity t = confirm(BigReal("9.9551"), BigReal("9.9460"), 200);
   CHECK(t.digits == 2);
   CHECK(t.str() == "1.0e1");
+  // The check run is no closer to the exact value than the working run (it is
+  // perturbed and rounded too): its distance from the value counts as its
+  // error. 9.99790 vs 9.99705 agree to 4 digits (relative 8.5e-5), and 9.998
+  // is 0.95 units from 9.99705, but 0.95 + 0.85 units from the value's side
+  // exceed one: the exact value may be 1.8 units away. 3 digits: 1.00e1.
+  CHECK(agreeing_digits(BigReal("9.99790"), BigReal("9.99705"), 40) == 4);
+  const Quantity w = confirm(BigReal("9.99790"), BigReal("9.99705"), 200);
+  CHECK(w.digits == 3);
+  CHECK(w.str() == "1.00e1");
 }
 
 TEST_CASE("enclosure ends print rounded outward") {

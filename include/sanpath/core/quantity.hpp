@@ -74,7 +74,8 @@ void limit_digits(Quantity& q, std::optional<int> max_digits);
 /// Compares a value computed at `bits` with the same quantity from a run at
 /// higher precision. Digits = agreeing significant digits, at most what
 /// `bits` carries, and no more than keep the value, printed rounded to that
-/// many digits, within one unit of its last digit of `check`. When none
+/// many digits, within one unit of its last digit of `check` once the
+/// check's own error, taken as |value − check|, is added. When none
 /// agree the value is declared below resolution with bound = the next power
 /// of ten above |value| + |value − check|.
 Quantity confirm(const BigReal& value, const BigReal& check, long bits);
