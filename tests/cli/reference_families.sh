@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # sanpath forward on the HuggingFace layout families of shared/docs/families.md
-# (xlnet, t5, gpt_neox, phi, opt, gemma, gemma2, vit) against the independent
+# (xlnet, t5, gpt_neox, phi, opt, gemma, gemma2, vit, qwen3, gemma3) against the independent
 # mpmath reference (tests/reference/sanpath_ref.py, written from families.md and
 # math.md only): folders written by `sanpath init --layout L` with small sizes and
 # the family options, run as trained and as the pure SAN (and a few other
@@ -83,6 +83,18 @@ fam gemma2-nowindow "$TOK" --layout gemma2 "${SIZE[@]}" --d-model 8 --seed 12 --
 
 # Llama (math.md section 8): the rotary, RMSNorm, grouped kv heads and gated MLP pieces the families share.
 fam llama "$TOK" --layout llama "${SIZE[@]}" --d-model 8 --seed 14 --kv-heads 1
+
+# Qwen3 and Gemma 3 (families.md, query/key norms): each head's query and key rows normed before the rotary
+# (gain w, resp. 1 + w, drawn around 1, resp. 0), as trained and without mask; tests/support/family_options.sh
+# says what each model has (Qwen3's four biases and head_dim 6; Gemma 3's local layer 0 with window 2 and base
+# 10, global layer 1 with base 1000 and linear factor 4). Without the norm, or with one base for both
+# layers, the reference misses sanpath's numbers by far more than their digits (checked by hand).
+source "$(dirname "$0")/../support/family_options.sh"
+for f in qwen3 gemma3; do
+  # shellcheck disable=SC2086
+  fam "$f" "$TOK5" --layout $f "${FAMILY_SIZE[@]}" ${FAMILY_OPTS[$f]} &&
+    forward_case "$f-nomask-plain" "$WORK/$f" tokens "$TOK5" --mask none --mlp plain
+done
 
 # ViT: an 8x8 image of 3 channels, patches 4x4: CLS + 4 patch rows; pre-LN, post-LN and causal options.
 ref gen-pixels --out "$WORK/pix.safetensors" --channels 3 --size 8 --seed 1

@@ -8,7 +8,8 @@ HuggingFace folders (config.json + model.safetensors): bert, gpt2, and, from
 shared/docs/families.md and math.md section 8 only, xlnet, t5 (encoder),
 gpt_neox, phi, opt, gemma, gemma2, vit (pixel input: --pixels),
 llama/mistral/qwen2, qwen3 and gemma3 (text; a gemma3 file's language model); those take
-check-forward and residual-norms only.
+check-forward, residual-norms and check-paths (sums, enumeration, effectiveness; not --rerun)
+but not check-bounds.
 
 Library part (import it) and a command line (run it):
 
@@ -2225,13 +2226,14 @@ def _path_counts(L, H, skip):
 def _forward_only(path):
     cfg = os.path.join(path, "config.json")
     if os.path.isdir(path) and json.load(open(cfg, encoding="utf-8")).get("model_type") in FAMILY_LOADERS:
-        raise ValueError(f"{path}: the reference checks only check-forward / residual-norms for this layout")
+        raise ValueError(f"{path}: the reference checks no bounds or sub-network re-runs for this layout")
 
 
 def _check_paths(a):
+    """Length sums (Theorem 2.1) and enumerated path terms, for every layout (the families' attention through
+    family_forward: each layer X' = [skip]X + sum_h P_h X W_h + 1 c^T once the P_h are frozen)."""
     if a.effectiveness and not a.rerun:
         return _check_effectiveness(a)
-    _forward_only(a.model)
     if a.effectiveness and a.rerun:
         return _check_rerun(a)
     model, want, runs, bits = _setup(a)
@@ -2242,7 +2244,7 @@ def _check_paths(a):
         return 1
     mp.prec = bits
     X0 = _load_input(model, a)
-    mpw = MpWeights(model)
+    mpw = FamilyMpWeights(model) if isinstance(model, FamilyModel) else MpWeights(model)
     skip = want["skip"] == "on"
     counts, total = _path_counts(model.L, model.H, skip)
     S, b, XL = length_sums(model, X0, want, mpw)
