@@ -66,7 +66,8 @@ assert all(l["digits"] is not None and l["digits"] >= 15 for l in j["layers"]), 
   expect 0 "$SANPATH" collapse --model "$M" --tokens 1,2,3,4,5
   # the paper's conventions: the family allows its own norm placement only, said once, the four curves drawn
   expect 0 "$SANPATH" collapse --model "$M" --tokens 1,2,3,4,5 --conventions paper --format json
-  check "$fam collapse --conventions paper" 'assert j["conventions"] == "paper" and len(j["variants"]) == 4, j["variants"]'
+  check "$fam collapse --conventions paper" '
+assert j["conventions"] == "paper" and len(j["variants"]) == 4, j["variants"]'
   expect 0 "$SANPATH" collapse --model "$M" --tokens 1,2,3,4,5 --conventions paper
   grep -q "allows its own norm placement only" "$dir/out" || fail "$fam paper conventions: $(head -5 "$dir/out")"
   expect 0 "$SANPATH" paths --model "$M" --tokens 1,2,3,4,5 --sums --mlp none --layernorm none
