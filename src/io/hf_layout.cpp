@@ -741,6 +741,152 @@ Model finish_walk(Walk& w, const Architecture& a, const std::string& source) {
   return Model(a, std::move(w.layers), std::move(emb), source, FiniteWeights::checked_by_loader);
 }
 
+void emit_slots(const Slots& s, const std::string& prefix, const std::string& dtype, const std::string& folder,
+                std::vector<Tensor>& ts) {
+  for (const Slot& slot : s.list) {
+    std::int64_t n = 1;
+    for (const std::int64_t dim : slot.shape) n *= dim;
+    Tensor t{prefix + slot.key, dtype, slot.shape, std::vector<double>(static_cast<std::size_t>(n), 0.0)};
+    for (const Piece& p : slot.pieces) {
+      const TensorBlock b = resolve(p, slot.shape, folder, t.name);
+      const double* data = p.matrix ? p.matrix->data() : p.vector->data();
+      write_block(b, width_of(slot.shape), Eigen::Map<const MatrixXd>(data, b.image_rows(), b.image_cols()),
+                  t.values.data());
+    }
+    ts.push_back(std::move(t));
+  }
+}
+
+void LlamaShapedLayer::slots(const Architecture& a, int l, LayerWeights& w, Slots& s) const {
+  const std::int64_t d = a.d_model;
+  const std::string p = "layers." + str(l) + ".";
+  s.grouped_attention(p + "self_attn.", a, w, qkv_bias, "o_proj", out_bias);
+  if (query_key_norm) {
+    s.vector(p + "self_attn.q_norm.weight", w.q_norm, a.d_qk);
+    s.vector(p + "self_attn.k_norm.weight", w.k_norm, a.d_qk);
+  }
+  s.gated_mlp(p + "mlp.", w, d, a.d_ff);
+  s.vector(p + "input_layernorm.weight", w.ln1_g, d);
+  if (sandwich_norms) {
+    s.vector(p + "post_attention_layernorm.weight", w.ln3_g, d);  // on the attention output
+    s.vector(p + "pre_feedforward_layernorm.weight", w.ln2_g, d);
+    s.vector(p + "post_feedforward_layernorm.weight", w.ln4_g, d);
+  } else {
+    s.vector(p + "post_attention_layernorm.weight", w.ln2_g, d);  // before the MLP
+  }
+  w.ln1_b = w.ln2_b = VectorXd::Zero(d);
+}
+
+LayerPrefix LlamaShapedLayer::kept_layers(const TensorStore& f, int layers, const std::string& config_path,
+                                          const LoadOptions& options, const std::string& source,
+                                          const std::string& layout) const {
+  if (static_cast<std::size_t>(layers) > f.size())
+    fail(config_path, "num_hidden_layers",
+         str(layers) + " layers, but " + f.path() + " holds only " + std::to_string(f.size()) + " tensors (a " +
+             layout + " layer has " + str(tensors()) + ")");
+  return layer_prefix(options, layers, config_path, "num_hidden_layers", source);
+}
+
+Architecture llama_shaped_architecture(int layers, int heads, int kv_heads, int d, int head_dim, int ff, double eps) {
+  Architecture a;
+  a.layers = layers;
+  a.heads = heads;
+  a.d_model = d;
+  a.d_qk = a.d_v = head_dim;
+  a.d_ff = ff;
+  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  a.ln_eps = eps;
+  a.norm = NormKind::rms;
+  a.kv_heads = kv_heads;
+  a.gated_mlp = true;
+  return a;
+}
+
+LayerSlots LlamaShapedLayer::layer_slots(const Architecture& a) const {
+  return [a, shape = *this](int l, LayerWeights& w, Slots& s) { shape.slots(a, l, w, s); };
+}
+
+void LlamaShapedLayer::add_layers(std::vector<Tensor>& ts, const Model& model, const std::string& dtype,
+                                  const std::string& folder) const {
+  const Architecture& a = model.arch();
+  for (int l = 0; l < a.layers; ++l) {
+    LayerWeights w = model.layer(l);  // a copy: the slots zero its absent biases
+    Slots s;
+    slots(a, l, w, s);
+    emit_slots(s, "model.", dtype, folder, ts);
+  }
+}
+
+json llama_shaped_config(const Architecture& a, const std::string& architecture, const std::string& model_type,
+                         const std::string& dtype) {
+  return {{"architectures", {architecture}},
+          {"model_type", model_type},
+          {"num_hidden_layers", a.layers},
+          {"num_attention_heads", a.heads},
+          {"num_key_value_heads", a.key_value_heads()},
+          {"hidden_size", a.d_model},
+          {"head_dim", a.d_qk},
+          {"intermediate_size", a.d_ff},
+          {"rms_norm_eps", a.ln_eps},
+          {"rope_theta", *a.rope_theta},
+          {"rope_scaling", nullptr},
+          {"tie_word_embeddings", true},
+          {"torch_dtype", dtype == "F64" ? "float64" : "float32"}};
+}
+
+void llama_shaped_structure(Architecture& a, const std::string& layout, double theta) {
+  if (a.d_v != a.d_qk)
+    throw std::invalid_argument("d_v: the " + layout + " layout needs d_v = d_qk (head_dim), got d_qk " +
+                                std::to_string(a.d_qk) + ", d_v " + std::to_string(a.d_v));
+  if (a.d_qk % 2 != 0)
+    throw std::invalid_argument("d_qk: the " + layout + " layout rotates pairs; head_dim must be even, got " +
+                                std::to_string(a.d_qk));
+  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  a.norm = NormKind::rms;
+  a.norm_unit_offset = false;
+  a.gated_mlp = true;
+  if (!a.rope_theta) a.rope_theta = theta;
+  a.rotary_dims = 0;
+  a.layer_rotary.clear();
+  a.parallel_residual = false;
+  a.own_norm_placement_only = true;
+  a.sandwich_norms = false;
+  a.query_key_norm.reset();
+  a.score_scale_base.reset();
+  a.softcap.reset();
+  a.attention_window = 0;
+  a.window_layers.clear();
+}
+
+void require_llama_shaped(const Architecture& a, const std::string& folder, const std::string& layout) {
+  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
+    if (!ok) fail(folder, field, "the " + layout + " layout needs " + what);
+  };
+  need(a.rotary_dims == 0 || a.rotary_dims == a.d_qk, "rotary_dims", "rotary embeddings on the whole head");
+  need(a.d_qk == a.d_v, "d_v", "d_v = d_qk (head_dim)");
+  need(!a.parallel_residual, "parallel_residual", "sequential attention and MLP halves");
+  need(a.rel_buckets == 0, "rel_buckets", "no relative position bias");
+  need(!a.xlnet_relative, "xlnet_relative", "no relative attention terms");
+}
+
+bool llama_shaped_layers_have_bias(const Model& model, const std::string& folder, const std::string& layout) {
+  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
+    if (!ok) fail(folder, field, "the " + layout + " layout needs " + what);
+  };
+  bool bias = false;
+  for (int l = 0; l < model.arch().layers; ++l) {
+    const LayerWeights& w = model.layer(l);
+    const std::string p = "layer " + str(l) + " ";
+    need(w.has_mlp() && w.gated(), p + "W_gate", "gated MLP weights");
+    need(w.has_layernorm(), p + "ln1_g", "RMSNorm weights");
+    need(is_zero(w.ln1_b) && is_zero(w.ln2_b), p + "ln1_b", "zero RMSNorm biases");
+    need(is_zero(w.b_1) && is_zero(w.b_2), p + "b_1", "zero MLP biases");
+    bias = bias || !is_zero(w.b_O);
+    for (const HeadWeights& hw : w.heads) bias = bias || !is_zero(hw.b_Q) || !is_zero(hw.b_K) || !is_zero(hw.b_V);
+  }
+  return bias;
+}
+
 void save_family(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string lname = to_string(fam.layout);
@@ -774,20 +920,7 @@ void save_family(const Family& fam, const Model& model, const std::string& folde
         fail(folder, "layers", "the " + lname + " layout shares one layer, but layer " + str(l) + " differs from layer 0");
 
   std::vector<Tensor> ts;
-  const auto emit = [&](const Slots& s) {
-    for (const Slot& slot : s.list) {
-      std::int64_t n = 1;
-      for (const std::int64_t dim : slot.shape) n *= dim;
-      Tensor t{fam.prefix + slot.key, dtype, slot.shape, std::vector<double>(static_cast<std::size_t>(n), 0.0)};
-      for (const Piece& p : slot.pieces) {
-        const TensorBlock b = resolve(p, slot.shape, folder, t.name);
-        const double* data = p.matrix ? p.matrix->data() : p.vector->data();
-        write_block(b, width_of(slot.shape), Eigen::Map<const MatrixXd>(data, b.image_rows(), b.image_cols()),
-                    t.values.data());
-      }
-      ts.push_back(std::move(t));
-    }
-  };
+  const auto emit = [&](const Slots& s) { emit_slots(s, fam.prefix, dtype, folder, ts); };
   const Dims k = dims_of(a);
   for (int l = 0; l < (fam.shared_layers ? 1 : L); ++l) {
     LayerWeights w = model.layer(l);

@@ -305,6 +305,86 @@ struct Projections {
 };
 Projections projections_of(const Architecture& a, const LayerWeights& w);
 
+// ---- Llama-shaped layers (layout_llama.cpp, layout_gemma.cpp, layout_qwen3.cpp, layout_gemma3.cpp) ----
+
+/// Whether every entry of `v` is zero.
+inline bool is_zero(const VectorXd& v) { return (v.array() == 0).all(); }
+
+/// The tensors of a Llama-shaped layer l, under "layers.{l}." after the
+/// family prefix, and what the families' layers differ in:
+/// self_attn.{q,k,v,o}_proj (Slots::grouped_attention, q/k/v biases where
+/// `qkv_bias`, the o_proj bias where `out_bias`), self_attn.q_norm and
+/// k_norm [d_h] where `query_key_norm` (→ LayerWeights::q_norm, k_norm),
+/// mlp.{gate,up,down}_proj (Slots::gated_mlp) and the RMSNorm gains (ln1_b,
+/// ln2_b zero): input_layernorm → ln1, then post_attention_layernorm → ln2
+/// (before the MLP: Llama, Gemma, Qwen3), or with `sandwich_norms` (Gemma 2,
+/// Gemma 3) post_attention_layernorm → ln3 (on the attention output),
+/// pre_feedforward_layernorm → ln2, post_feedforward_layernorm → ln4. One
+/// table for reading (a walk's LayerSlots) and writing (add_layers).
+struct LlamaShapedLayer {
+  bool qkv_bias = false;
+  bool out_bias = false;
+  bool query_key_norm = false;
+  bool sandwich_norms = false;
+
+  /// The weight tensors of a layer (7 for the projections, and the norms' gains).
+  int tensors() const { return 7 + (sandwich_norms ? 4 : 2) + (query_key_norm ? 2 : 0); }
+  /// The layers a load keeps of `layers` (layer_prefix: config key num_hidden_layers), after refusing a
+  /// file `f` with fewer tensors than layers.
+  LayerPrefix kept_layers(const TensorStore& f, int layers, const std::string& config_path,
+                          const LoadOptions& options, const std::string& source, const std::string& layout) const;
+  /// The slots of layer l of a model shaped `a`, reading into (or writing from) `w`.
+  void slots(const Architecture& a, int l, LayerWeights& w, Slots& s) const;
+  /// The reader's LayerSlots (everything by value: a streamed model keeps it).
+  LayerSlots layer_slots(const Architecture& a) const;
+  /// Appends `model`'s layers to `ts` as "model.layers.{l}." tensors of
+  /// `dtype`, through the slots above.
+  void add_layers(std::vector<Tensor>& ts, const Model& model, const std::string& dtype,
+                  const std::string& folder) const;
+};
+
+/// The Architecture a Llama-shaped family starts from: `layers` layers of
+/// `heads` query heads over `kv_heads` key/value heads of width `head_dim`,
+/// d_model `d`, d_ff `ff`, run as trained (skip on, a residual gated MLP,
+/// pre-RMSNorm of eps `eps` with the stored gain w, the causal mask).
+Architecture llama_shaped_architecture(int layers, int heads, int kv_heads, int d, int head_dim, int ff, double eps);
+
+/// The config.json keys every Llama-shaped writer writes for `a`:
+/// architectures [`architecture`], `model_type`, the sizes
+/// (num_hidden_layers, num_attention_heads, num_key_value_heads,
+/// hidden_size, head_dim, intermediate_size), rms_norm_eps, rope_theta,
+/// rope_scaling null, tie_word_embeddings true and torch_dtype for `dtype`.
+json llama_shaped_config(const Architecture& a, const std::string& architecture, const std::string& model_type,
+                         const std::string& dtype);
+
+/// A random Llama-shaped model's structure on `a` (the sizes, rope_theta and
+/// ln_eps kept; rope_theta `theta` where unset): refuses
+/// (std::invalid_argument naming `layout`) d_v ≠ d_qk and an odd d_qk, and
+/// sets the layer as trained (skip on, a residual gated MLP, pre-RMSNorm
+/// with the stored gain w, the causal mask), rotary on the whole head with
+/// one base, sequential halves of two norms, no query/key norm, score scale,
+/// soft-cap or window; the family sets what differs after.
+void llama_shaped_structure(Architecture& a, const std::string& layout, double theta);
+
+/// What the gemma, gemma2, qwen3 and gemma3 writers need of `a`, failing
+/// (naming `folder` and the field) with "the <layout> layout needs …":
+/// rotary embeddings on the whole head, d_v = d_qk, sequential halves, no
+/// relative position bias or terms.
+void require_llama_shaped(const Architecture& a, const std::string& folder, const std::string& layout);
+
+/// What a Llama-shaped writer needs of every layer of `model`, failing
+/// (naming `folder` and "layer l <field>") with "the <layout> layout needs
+/// …": gated MLP weights without biases, RMSNorm gains with zero ln1_b and
+/// ln2_b. Returns whether some layer has a nonzero query, key, value or
+/// output bias.
+bool llama_shaped_layers_have_bias(const Model& model, const std::string& folder, const std::string& layout);
+
+/// Appends the tensors of the slots `s` to `ts`, each named `prefix` + its
+/// key, of `dtype`, filled from its pieces (zero elsewhere); `folder` names
+/// the errors.
+void emit_slots(const Slots& s, const std::string& prefix, const std::string& dtype, const std::string& folder,
+                std::vector<Tensor>& ts);
+
 /// Embeddings that are the token rows alone, unscaled (token_rows_only less
 /// Gemma's √d-scaled kinds).
 inline bool plain_token_rows(Layout k) { return token_rows_only(k) && !embedding_recipe(k).scale_by_root_width; }

@@ -6,6 +6,9 @@
 // query_pre_attn_scalar^(−1/2), the logit soft-cap and a sliding window on
 // some layers, and four norms per layer.
 //
+// The layers' tensors are read and written through the slots of
+// hf_layout.hpp's LlamaShapedLayer (two norms, or Gemma 2's four).
+//
 // Mapping onto the per-head form: query head h owns rows [h·d_h, (h+1)·d_h)
 // of q_proj and the same columns of o_proj; key/value head g the rows
 // [g·d_h, (g+1)·d_h) of k_proj, v_proj, copied into every query head h with
@@ -136,20 +139,10 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
   const Activation act = hidden_activation(c);
   const bool bias = c.bool_or("attention_bias", false);
 
-  Architecture a;
-  a.layers = L;
-  a.heads = H;
-  a.d_model = d;
-  a.d_qk = a.d_v = dh;
-  a.d_ff = ff;
-  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  Architecture a = llama_shaped_architecture(L, H, Hkv, d, dh, ff, c.eps_or("rms_norm_eps", 1e-6));
   a.activation = act;
-  a.ln_eps = c.eps_or("rms_norm_eps", 1e-6);
-  a.norm = NormKind::rms;
   a.norm_unit_offset = true;
-  a.kv_heads = Hkv;
   a.rope_theta = theta;
-  a.gated_mlp = true;
   a.own_norm_placement_only = true;
   const std::vector<bool> sliding = sliding_layers(c, L, two);
   if (two) {
@@ -167,54 +160,29 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
     }
   }
 
-  if (static_cast<std::size_t>(L) > f.size())
-    fail(config_path, "num_hidden_layers",
-         str(L) + " layers, but " + f.path() + " holds only " + std::to_string(f.size()) + " tensors (a " + type +
-             " layer has " + (two ? "11" : "9") + ")");
-  const LayerPrefix cut = layer_prefix(options, L, config_path, "num_hidden_layers", source);
+  const LlamaShapedLayer shape{bias, bias, false, two};
+  const LayerPrefix cut = shape.kept_layers(f, L, config_path, options, source, type);
   a.layers = cut.layers;
   if (!a.window_layers.empty()) a.window_layers.resize(static_cast<std::size_t>(a.layers));
   const std::string prefix = prefix_in_use(f, "model.");  // GemmaModel saved on its own has none
-  // Layer l's slots (kept by a streamed model: everything by value).
-  const LayerSlots slots_of = [a, d, ff, bias, two](int l, LayerWeights& w, Slots& s) {
-    const std::string p = "layers." + str(l) + ".";
-    s.grouped_attention(p + "self_attn.", a, w, bias, "o_proj", bias);
-    s.gated_mlp(p + "mlp.", w, d, ff);
-    s.vector(p + "input_layernorm.weight", w.ln1_g, d);
-    if (two) {
-      s.vector(p + "post_attention_layernorm.weight", w.ln3_g, d);  // on the attention output
-      s.vector(p + "pre_feedforward_layernorm.weight", w.ln2_g, d);
-      s.vector(p + "post_feedforward_layernorm.weight", w.ln4_g, d);
-    } else {
-      s.vector(p + "post_attention_layernorm.weight", w.ln2_g, d);  // before the MLP
-    }
-    w.ln1_b = w.ln2_b = VectorXd::Zero(d);
-  };
-  Walk w = begin_walk(fam, c, store, prefix, options, a.layers, slots_of);
+  Walk w = begin_walk(fam, c, store, prefix, options, a.layers, shape.layer_slots(a));
   // √d · E[ids] (embed.hpp); vocab_size is required when the file has the table.
   if (f.find(prefix + "embed_tokens.weight")) add_word_table(w, "embed_tokens.weight", c.positive_int("vocab_size"), d);
   return finish_walk(w, a, cut.source);
 }
 
-bool is_zero(const VectorXd& v) { return (v.array() == 0).all(); }
-
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
   const bool two = fam.layout == Layout::gemma2;
-  if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
   const auto need = [&](bool ok, const std::string& field, const std::string& what) {
     if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
   };
+  require_llama_shaped(a, folder, type);
   need(a.norm == NormKind::rms && a.norm_unit_offset, "norm_unit_offset", "RMSNorm with gains 1 + w");
   need(a.rotary(), "rope_theta", "rotary embeddings");
-  need(a.rotary_dims == 0 || a.rotary_dims == a.d_qk, "rotary_dims", "rotary embeddings on the whole head");
   need(a.gated_mlp && (a.activation == Activation::gelu || a.activation == Activation::gelu_tanh), "activation",
        "a gated MLP with gelu or gelu_tanh (GeGLU)");
-  need(a.d_qk == a.d_v, "d_v", "d_v = d_qk (head_dim)");
-  need(!a.parallel_residual, "parallel_residual", "sequential attention and MLP halves");
-  need(a.rel_buckets == 0, "rel_buckets", "no relative position bias");
-  need(!a.xlnet_relative, "xlnet_relative", "no relative attention terms");
   if (two) {
     need(a.sandwich_norms, "sandwich_norms", "four norms per layer (post-attention and post-feedforward)");
     need(a.attention_window == 0 || !a.window_layers.empty(), "window_layers",
@@ -225,67 +193,19 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
     need(!a.softcap, "softcap", "no logit soft-cap");
     need(a.attention_window == 0, "attention_window", "no sliding window");
   }
-  const int L = a.layers, H = a.heads, Hkv = a.key_value_heads(), d = a.d_model, dh = a.d_qk;
-  bool bias = false;
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = "layer " + str(l) + " ";
-    need(w.has_mlp() && w.gated(), p + "W_gate", "gated MLP weights");
-    need(w.has_layernorm(), p + "ln1_g", "RMSNorm weights");
-    need(is_zero(w.ln1_b) && is_zero(w.ln2_b), p + "ln1_b", "zero RMSNorm biases");
-    need(is_zero(w.b_1) && is_zero(w.b_2), p + "b_1", "zero MLP biases");
-    bias = bias || !is_zero(w.b_O);
-    for (const HeadWeights& hw : w.heads) bias = bias || !is_zero(hw.b_Q) || !is_zero(hw.b_K) || !is_zero(hw.b_V);
-  }
+  const int L = a.layers, d = a.d_model, dh = a.d_qk;
+  const bool bias = llama_shaped_layers_have_bias(model, folder, type);
   const auto& emb = model.embeddings();
   if (emb && emb->kind != Layout::gemma && emb->kind != Layout::gemma2)
     fail(folder, "embeddings", "kind " + to_string(emb->kind) + " cannot be written in the " + type + " layout");
 
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = "model.layers." + str(l) + ".";
-    const auto [Wq, Wk, Wv, Wo, bq, bk, bv] = projections_of(a, w);
-    add(p + "input_layernorm.weight", w.ln1_g);
-    if (two) {
-      add(p + "post_attention_layernorm.weight", w.ln3_g);
-      add(p + "pre_feedforward_layernorm.weight", w.ln2_g);
-      add(p + "post_feedforward_layernorm.weight", w.ln4_g);
-    } else {
-      add(p + "post_attention_layernorm.weight", w.ln2_g);
-    }
-    add(p + "self_attn.q_proj.weight", MatrixXd(Wq.transpose()));
-    add(p + "self_attn.k_proj.weight", MatrixXd(Wk.transpose()));
-    add(p + "self_attn.v_proj.weight", MatrixXd(Wv.transpose()));
-    add(p + "self_attn.o_proj.weight", MatrixXd(Wo.transpose()));
-    if (bias) {
-      add(p + "self_attn.q_proj.bias", bq);
-      add(p + "self_attn.k_proj.bias", bk);
-      add(p + "self_attn.v_proj.bias", bv);
-      add(p + "self_attn.o_proj.bias", w.b_O);
-    }
-    add(p + "mlp.gate_proj.weight", MatrixXd(w.W_gate.transpose()));
-    add(p + "mlp.up_proj.weight", MatrixXd(w.W_1.transpose()));
-    add(p + "mlp.down_proj.weight", MatrixXd(w.W_2.transpose()));
-  }
+  LlamaShapedLayer{bias, bias, false, two}.add_layers(ts, model, dtype, folder);
   add("model.norm.weight", VectorXd(VectorXd::Zero(d)));  // gain 1 + 0: neutral
-  json c = {{"architectures", {fam.architecture + "ForCausalLM"}},
-            {"model_type", type},
-            {"num_hidden_layers", L},
-            {"num_attention_heads", H},
-            {"num_key_value_heads", Hkv},
-            {"hidden_size", d},
-            {"head_dim", dh},
-            {"intermediate_size", a.d_ff},
-            {"hidden_activation", activation_name(a.activation)},
-            {"hidden_act", activation_name(a.activation)},
-            {"rms_norm_eps", a.ln_eps},
-            {"rope_theta", *a.rope_theta},
-            {"rope_scaling", nullptr},
-            {"attention_bias", bias},
-            {"tie_word_embeddings", true},
-            {"torch_dtype", dtype == "F64" ? "float64" : "float32"}};
+  json c = llama_shaped_config(a, fam.architecture + "ForCausalLM", type, dtype);
+  c["hidden_activation"] = c["hidden_act"] = activation_name(a.activation);
+  c["attention_bias"] = bias;
   if (two) {
     c["query_pre_attn_scalar"] = a.score_scale_base ? *a.score_scale_base : static_cast<double>(dh);
     c["attn_logit_softcapping"] = a.softcap ? json(*a.softcap) : json(nullptr);
@@ -309,25 +229,8 @@ void gemma_common(RandomModelSpec& spec, const std::string& layout) {
   if (a.activation != Activation::gelu && a.activation != Activation::gelu_tanh)
     throw std::invalid_argument("activation: the " + layout + " layout takes gelu or gelu_tanh (GeGLU), not " +
                                 to_string(a.activation));
-  if (a.d_v != a.d_qk)
-    throw std::invalid_argument("d_v: the " + layout + " layout needs d_v = d_qk (head_dim), got d_qk " +
-                                std::to_string(a.d_qk) + ", d_v " + std::to_string(a.d_v));
-  if (a.d_qk % 2 != 0)
-    throw std::invalid_argument("d_qk: the " + layout + " layout rotates pairs; head_dim must be even, got " +
-                                std::to_string(a.d_qk));
-  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
-  a.norm = NormKind::rms;
+  llama_shaped_structure(a, layout, 10000.0);
   a.norm_unit_offset = true;
-  a.gated_mlp = true;
-  if (!a.rope_theta) a.rope_theta = 10000.0;
-  a.rotary_dims = 0;
-  a.parallel_residual = false;
-  a.own_norm_placement_only = true;
-  a.sandwich_norms = false;
-  a.score_scale_base.reset();
-  a.softcap.reset();
-  a.attention_window = 0;
-  a.window_layers.clear();
 }
 
 void gemma_structure(RandomModelSpec& spec, const FamilyOptions&) { gemma_common(spec, "gemma"); }

@@ -7,6 +7,9 @@
 // sliding layers rotate with rope_local_base_freq, the full-attention ones
 // with rope_theta and a linear rope_scaling factor.
 //
+// The layers' tensors are read and written through the slots of
+// hf_layout.hpp's LlamaShapedLayer (four norms, the query/key norm).
+//
 // Mapping onto the per-head form: as Gemma 2's (layout_gemma.cpp):
 // input_layernorm → ln1, post_attention_layernorm (on the attention output) →
 // ln3, pre_feedforward_layernorm → ln2, post_feedforward_layernorm → ln4;
@@ -206,29 +209,16 @@ Model load(const Family& fam, const HfConfig& outer, const std::shared_ptr<const
     window = c.positive_int_or("sliding_window", 4096);
   }
 
-  Architecture a;
-  a.layers = L;
-  a.heads = H;
-  a.d_model = d;
-  a.d_qk = a.d_v = dh;
-  a.d_ff = ff;
-  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  Architecture a = llama_shaped_architecture(L, H, Hkv, d, dh, ff, eps);
   a.activation = act == "gelu" ? Activation::gelu : Activation::gelu_tanh;
-  a.ln_eps = eps;
-  a.norm = NormKind::rms;
   a.norm_unit_offset = true;
-  a.kv_heads = Hkv;
-  a.gated_mlp = true;
   a.own_norm_placement_only = true;
   a.sandwich_norms = true;
   a.score_scale_base = scalar;
   a.query_key_norm = Architecture::QueryKeyNorm{eps, true};
 
-  if (static_cast<std::size_t>(L) > f.size())
-    fail(config_path, "num_hidden_layers",
-         str(L) + " layers, but " + f.path() + " holds only " + std::to_string(f.size()) +
-             " tensors (a gemma3 layer has 13)");
-  const LayerPrefix cut = layer_prefix(options, L, config_path, "num_hidden_layers", source);
+  const LlamaShapedLayer shape{bias, bias, true, true};
+  const LayerPrefix cut = shape.kept_layers(f, L, config_path, options, source, "gemma3");
   a.layers = cut.layers;
   sliding.resize(static_cast<std::size_t>(a.layers));
   if (window > 0) {
@@ -241,20 +231,7 @@ Model load(const Family& fam, const HfConfig& outer, const std::shared_ptr<const
   const std::string prefix =
       multimodal ? (!prefix_in_use(f, "language_model.model.").empty() ? "language_model.model." : "model.language_model.")
                  : prefix_in_use(f, "model.");
-  // Layer l's slots (kept by a streamed model: everything by value).
-  const LayerSlots slots_of = [a, d, dh, ff, bias](int l, LayerWeights& w, Slots& s) {
-    const std::string p = "layers." + str(l) + ".";
-    s.grouped_attention(p + "self_attn.", a, w, bias, "o_proj", bias);
-    s.vector(p + "self_attn.q_norm.weight", w.q_norm, dh);
-    s.vector(p + "self_attn.k_norm.weight", w.k_norm, dh);
-    s.gated_mlp(p + "mlp.", w, d, ff);
-    s.vector(p + "input_layernorm.weight", w.ln1_g, d);
-    s.vector(p + "post_attention_layernorm.weight", w.ln3_g, d);  // on the attention output
-    s.vector(p + "pre_feedforward_layernorm.weight", w.ln2_g, d);
-    s.vector(p + "post_feedforward_layernorm.weight", w.ln4_g, d);
-    w.ln1_b = w.ln2_b = VectorXd::Zero(d);
-  };
-  Walk w = begin_walk(fam, c, store, prefix, options, a.layers, slots_of);
+  Walk w = begin_walk(fam, c, store, prefix, options, a.layers, shape.layer_slots(a));
   // √d · E[ids] (embed.hpp).
   if (f.find(prefix + "embed_tokens.weight")) add_word_table(w, "embed_tokens.weight", vocab, d);
   // The image token stands for an image feature: refused as a token (Embeddings::placeholder_id).
@@ -262,29 +239,23 @@ Model load(const Family& fam, const HfConfig& outer, const std::shared_ptr<const
   return finish_walk(w, a, cut.source);
 }
 
-bool is_zero(const VectorXd& v) { return (v.array() == 0).all(); }
-
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
   const auto need = [&](bool ok, const std::string& field, const std::string& what) {
     if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
   };
+  require_llama_shaped(a, folder, type);
   need(a.norm == NormKind::rms && a.norm_unit_offset, "norm_unit_offset", "RMSNorm with gains 1 + w");
   need(a.query_key_norm && a.query_key_norm->unit_offset, "query_key_norm", "a query/key norm with gains 1 + w");
   need(a.query_key_norm->eps == a.ln_eps, "query_key_norm.eps", "the query/key norm's eps equal to ln_eps (one rms_norm_eps)");
   need(a.rotary(), "rope_theta", "rotary embeddings");
-  need(a.rotary_dims == 0 || a.rotary_dims == a.d_qk, "rotary_dims", "rotary embeddings on the whole head");
   need(a.gated_mlp && (a.activation == Activation::gelu || a.activation == Activation::gelu_tanh), "activation",
        "a gated MLP with gelu or gelu_tanh (GeGLU)");
-  need(a.d_qk == a.d_v, "d_v", "d_v = d_qk (head_dim)");
-  need(!a.parallel_residual, "parallel_residual", "sequential attention and MLP halves");
   need(a.sandwich_norms, "sandwich_norms", "four norms per layer (post-attention and post-feedforward)");
   need(!a.softcap, "softcap", "no logit soft-cap");
   need(a.attention_window == 0 || !a.window_layers.empty(), "window_layers", "the layers its sliding window applies to");
-  need(a.rel_buckets == 0, "rel_buckets", "no relative position bias");
-  need(!a.xlnet_relative, "xlnet_relative", "no relative attention terms");
-  const int L = a.layers, H = a.heads, Hkv = a.key_value_heads(), d = a.d_model, dh = a.d_qk;
+  const int L = a.layers, d = a.d_model, dh = a.d_qk;
   // The sliding layers share one base and factor 1; the full ones rope_theta and one factor >= 1.
   std::optional<double> local, factor;
   for (int l = 0; l < L; ++l) {
@@ -299,17 +270,7 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
       factor = f;
     }
   }
-  bool bias = false;
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = "layer " + str(l) + " ";
-    need(w.has_mlp() && w.gated(), p + "W_gate", "gated MLP weights");
-    need(w.has_layernorm(), p + "ln1_g", "RMSNorm weights");
-    need(is_zero(w.ln1_b) && is_zero(w.ln2_b), p + "ln1_b", "zero RMSNorm biases");
-    need(is_zero(w.b_1) && is_zero(w.b_2), p + "b_1", "zero MLP biases");
-    bias = bias || !is_zero(w.b_O);
-    for (const HeadWeights& hw : w.heads) bias = bias || !is_zero(hw.b_Q) || !is_zero(hw.b_K) || !is_zero(hw.b_V);
-  }
+  const bool bias = llama_shaped_layers_have_bias(model, folder, type);
   const auto& emb = model.embeddings();
   if (emb && emb->kind != Layout::gemma3)
     fail(folder, "embeddings", "kind " + to_string(emb->kind) + " cannot be written in the " + type + " layout");
@@ -318,54 +279,20 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
 
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = "model.layers." + str(l) + ".";
-    const auto [Wq, Wk, Wv, Wo, bq, bk, bv] = projections_of(a, w);
-    add(p + "input_layernorm.weight", w.ln1_g);
-    add(p + "post_attention_layernorm.weight", w.ln3_g);
-    add(p + "pre_feedforward_layernorm.weight", w.ln2_g);
-    add(p + "post_feedforward_layernorm.weight", w.ln4_g);
-    add(p + "self_attn.q_proj.weight", MatrixXd(Wq.transpose()));
-    add(p + "self_attn.k_proj.weight", MatrixXd(Wk.transpose()));
-    add(p + "self_attn.v_proj.weight", MatrixXd(Wv.transpose()));
-    add(p + "self_attn.o_proj.weight", MatrixXd(Wo.transpose()));
-    if (bias) {
-      add(p + "self_attn.q_proj.bias", bq);
-      add(p + "self_attn.k_proj.bias", bk);
-      add(p + "self_attn.v_proj.bias", bv);
-      add(p + "self_attn.o_proj.bias", w.b_O);
-    }
-    add(p + "self_attn.q_norm.weight", w.q_norm);
-    add(p + "self_attn.k_norm.weight", w.k_norm);
-    add(p + "mlp.gate_proj.weight", MatrixXd(w.W_gate.transpose()));
-    add(p + "mlp.up_proj.weight", MatrixXd(w.W_1.transpose()));
-    add(p + "mlp.down_proj.weight", MatrixXd(w.W_2.transpose()));
-  }
+  LlamaShapedLayer{bias, bias, true, true}.add_layers(ts, model, dtype, folder);
   add("model.norm.weight", VectorXd(VectorXd::Zero(d)));  // gain 1 + 0: neutral
   json types = json::array();
   for (int l = 0; l < L; ++l) types.push_back(a.window_applies(l) ? "sliding_attention" : "full_attention");
   const double f = factor.value_or(1.0);
-  json c = {{"architectures", {"Gemma3ForCausalLM"}},
-            {"model_type", "gemma3_text"},
-            {"num_hidden_layers", L},
-            {"num_attention_heads", H},
-            {"num_key_value_heads", Hkv},
-            {"hidden_size", d},
-            {"head_dim", dh},
-            {"intermediate_size", a.d_ff},
-            {"hidden_activation", a.activation == Activation::gelu ? "gelu" : "gelu_pytorch_tanh"},
-            {"rms_norm_eps", a.ln_eps},
-            {"rope_theta", *a.rope_theta},
-            {"rope_local_base_freq", local.value_or(10000.0)},
-            {"rope_scaling", f == 1.0 ? json(nullptr) : json{{"rope_type", "linear"}, {"factor", f}}},
-            {"query_pre_attn_scalar", a.score_scale_base ? *a.score_scale_base : static_cast<double>(dh)},
-            {"sliding_window", a.attention_window > 0 ? json(a.attention_window) : json(nullptr)},
-            {"layer_types", types},
-            {"attention_bias", bias},
-            {"attn_logit_softcapping", nullptr},
-            {"tie_word_embeddings", true},
-            {"torch_dtype", dtype == "F64" ? "float64" : "float32"}};
+  json c = llama_shaped_config(a, "Gemma3ForCausalLM", "gemma3_text", dtype);
+  c["hidden_activation"] = a.activation == Activation::gelu ? "gelu" : "gelu_pytorch_tanh";
+  c["rope_local_base_freq"] = local.value_or(10000.0);
+  c["rope_scaling"] = f == 1.0 ? json(nullptr) : json{{"rope_type", "linear"}, {"factor", f}};
+  c["query_pre_attn_scalar"] = a.score_scale_base ? *a.score_scale_base : static_cast<double>(dh);
+  c["sliding_window"] = a.attention_window > 0 ? json(a.attention_window) : json(nullptr);
+  c["layer_types"] = types;
+  c["attention_bias"] = bias;
+  c["attn_logit_softcapping"] = nullptr;
   // The pattern too where the layers follow one (transformers 4.50 reads it, not layer_types).
   for (int P = 1; P <= L + 1; ++P) {
     bool follows = true;
@@ -391,12 +318,7 @@ void structure(RandomModelSpec& spec, const FamilyOptions& o) {
   if (a.activation != Activation::gelu && a.activation != Activation::gelu_tanh)
     throw std::invalid_argument("activation: the gemma3 layout takes gelu or gelu_tanh (GeGLU), not " +
                                 to_string(a.activation));
-  if (a.d_v != a.d_qk)
-    throw std::invalid_argument("d_v: the gemma3 layout needs d_v = d_qk (head_dim), got d_qk " +
-                                std::to_string(a.d_qk) + ", d_v " + std::to_string(a.d_v));
-  if (a.d_qk % 2 != 0)
-    throw std::invalid_argument("d_qk: the gemma3 layout rotates pairs; head_dim must be even, got " +
-                                std::to_string(a.d_qk));
+  llama_shaped_structure(a, "gemma3", 1000000.0);
   const int window = o.sliding_window.value_or(4096);
   if (window < 0) throw std::invalid_argument("sliding_window: must be >= 0 (0: none), got " + std::to_string(window));
   const int P = o.layer_pattern.value_or(6);
@@ -410,24 +332,14 @@ void structure(RandomModelSpec& spec, const FamilyOptions& o) {
   const double scalar = o.query_pre_attn_scalar.value_or(static_cast<double>(a.d_qk));
   if (!std::isfinite(scalar) || !(scalar > 0))
     throw std::invalid_argument("query_pre_attn_scalar: must be a finite number > 0, got " + std::to_string(scalar));
-  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
-  a.norm = NormKind::rms;
   a.norm_unit_offset = true;
-  a.gated_mlp = true;
-  if (!a.rope_theta) a.rope_theta = 1000000.0;
-  a.rotary_dims = 0;
-  a.parallel_residual = false;
-  a.own_norm_placement_only = true;
   a.sandwich_norms = true;
   a.score_scale_base = scalar;
-  a.softcap.reset();
   a.query_key_norm = Architecture::QueryKeyNorm{a.ln_eps, true};
   // Without a window every layer attends fully (a sliding layer needs one).
   std::vector<bool> sliding(static_cast<std::size_t>(std::max(a.layers, 0)), false);
   if (window > 0)
     for (int l = 0; l < a.layers; ++l) sliding[static_cast<std::size_t>(l)] = (l + 1) % P != 0;
-  a.attention_window = 0;
-  a.window_layers.clear();
   if (std::find(sliding.begin(), sliding.end(), true) != sliding.end()) {
     a.attention_window = window;
     a.window_layers = sliding;

@@ -1,10 +1,10 @@
 // Llama, Mistral, Qwen2 (math.md §8): torch Linear weights ([out, in],
 // y = x Wᵀ), RMSNorm, rotary positions, grouped-query attention, SwiGLU.
 // The family has its own walk of config.json (biases present or absent by
-// model_type and config, and the refusals below); its tensors are read
-// through the slot table like the other families' (decode_slots: decoded
-// straight into the per-head matrices, finiteness tested in the same pass),
-// and written by its own walk.
+// model_type and config, and the refusals below); its layers' tensors are
+// read and written through the slots of hf_layout.hpp's LlamaShapedLayer,
+// which it shares with Gemma, Qwen3 and Gemma 3 (decode_slots: decoded
+// straight into the per-head matrices, finiteness tested in the same pass).
 //
 // Mapping onto the per-head form: query head h owns rows [h·d_h, (h+1)·d_h)
 // of q_proj and columns of o_proj; key/value head g the rows [g·d_h,
@@ -59,40 +59,18 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
   if (c.has("sliding_window") && (type == "mistral" || (qwen2 && c.bool_or("use_sliding_window", false))))
     window = c.positive_int("sliding_window");
 
-  Architecture a;
-  a.layers = L;
-  a.heads = H;
-  a.d_model = d;
-  a.d_qk = a.d_v = dh;
-  a.d_ff = ff;
-  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  Architecture a = llama_shaped_architecture(L, H, Hkv, d, dh, ff, c.eps_or("rms_norm_eps", 1e-6));
   a.activation = Activation::silu;
-  a.ln_eps = c.eps_or("rms_norm_eps", 1e-6);
-  a.norm = NormKind::rms;
-  a.kv_heads = Hkv;
   a.rope_theta = c.positive_number_or("rope_theta", 10000.0);
-  a.gated_mlp = true;
   a.attention_window = window;
 
-  if (static_cast<std::size_t>(L) > f.size())
-    fail(config_path, "num_hidden_layers",
-         str(L) + " layers, but " + f.path() + " holds only " + std::to_string(f.size()) +
-             " tensors (a layer has 9)");
-  const LayerPrefix cut = layer_prefix(options, L, config_path, "num_hidden_layers", source);
+  const LlamaShapedLayer shape{qkv_bias, o_bias, false, false};
+  const LayerPrefix cut = shape.kept_layers(f, L, config_path, options, source, type);
   a.layers = cut.layers;
-  // Layer l's slots (kept by a streamed model: everything by value).
-  const LayerSlots slots_of = [a, d, ff, qkv_bias, o_bias](int l, LayerWeights& w, Slots& s) {
-    const std::string p = "model.layers." + str(l) + ".";
-    s.grouped_attention(p + "self_attn.", a, w, qkv_bias, "o_proj", o_bias);
-    s.gated_mlp(p + "mlp.", w, d, ff);
-    s.vector(p + "input_layernorm.weight", w.ln1_g, d);
-    s.vector(p + "post_attention_layernorm.weight", w.ln2_g, d);
-    w.ln1_b = w.ln2_b = VectorXd::Zero(d);
-  };
-  Walk w = begin_walk(fam, c, store, "", options, a.layers, slots_of);
-  w.slots.add("model.norm.weight", {d});  // checked, not used (like GPT-2's ln_f)
+  Walk w = begin_walk(fam, c, store, "model.", options, a.layers, shape.layer_slots(a));
+  w.slots.add("norm.weight", {d});  // checked, not used (like GPT-2's ln_f)
   const TensorInfo* table = f.find("model.embed_tokens.weight");
-  add_word_table(w, "model.embed_tokens.weight",
+  add_word_table(w, "embed_tokens.weight",
                  c.has("vocab_size") ? c.positive_int("vocab_size") : table ? table->shape.at(0) : 0, d);
   return finish_walk(w, a, cut.source);
 }
@@ -100,7 +78,6 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
-  if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
   const auto need_arch = [&](bool ok, const std::string& field, const std::string& what) {
     if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
   };
@@ -109,62 +86,29 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
   need_arch(a.gated_mlp && a.activation == Activation::silu, "W_gate", "a gated MLP with silu");
   need_arch(a.d_qk == a.d_v, "d_qk", "d_qk = d_v");
   const bool qwen2 = type == "qwen2";
-  const int L = a.layers, H = a.heads, Hkv = a.key_value_heads(), d = a.d_model, dh = a.d_qk;
-  const auto zero = [](const VectorXd& v) { return (v.array() == 0).all(); };
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = "layer " + str(l) + " ";
-    need_arch(w.has_mlp() && w.gated(), p + "W_gate", "gated MLP weights");
-    need_arch(w.has_layernorm(), p + "ln1_g", "RMSNorm weights");
-    need_arch(zero(w.ln1_b) && zero(w.ln2_b), p + "ln1_b", "zero RMSNorm biases");
-    need_arch(zero(w.b_O) && zero(w.b_1) && zero(w.b_2), p + "b_O", "zero output and MLP biases");
-    if (!qwen2)
-      for (int h = 0; h < H; ++h) {
-        const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-        need_arch(zero(hw.b_Q) && zero(hw.b_K) && zero(hw.b_V), p + "head " + str(h) + " b_Q",
-                  "zero query/key/value biases (qwen2 has them)");
-      }
-  }
+  const int L = a.layers, H = a.heads, d = a.d_model;
+  if (llama_shaped_layers_have_bias(model, folder, type))
+    for (int l = 0; l < L; ++l) {
+      const LayerWeights& w = model.layer(l);
+      const std::string p = "layer " + str(l) + " ";
+      need_arch(is_zero(w.b_O), p + "b_O", "zero output biases");
+      if (!qwen2)
+        for (int h = 0; h < H; ++h) {
+          const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+          need_arch(is_zero(hw.b_Q) && is_zero(hw.b_K) && is_zero(hw.b_V), p + "head " + str(h) + " b_Q",
+                    "zero query/key/value biases (qwen2 has them)");
+        }
+    }
   const auto& emb = model.embeddings();
   if (emb && !rotary_family(emb->kind))
     fail(folder, "embeddings", "only token embeddings without positions can be written in the " + type + " layout");
 
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = "model.layers." + str(l) + ".";
-    const auto [Wq, Wk, Wv, Wo, bq, bk, bv] = projections_of(a, w);
-    add(p + "input_layernorm.weight", w.ln1_g);
-    add(p + "self_attn.q_proj.weight", MatrixXd(Wq.transpose()));
-    add(p + "self_attn.k_proj.weight", MatrixXd(Wk.transpose()));
-    add(p + "self_attn.v_proj.weight", MatrixXd(Wv.transpose()));
-    if (qwen2) {
-      add(p + "self_attn.q_proj.bias", bq);
-      add(p + "self_attn.k_proj.bias", bk);
-      add(p + "self_attn.v_proj.bias", bv);
-    }
-    add(p + "self_attn.o_proj.weight", MatrixXd(Wo.transpose()));
-    add(p + "post_attention_layernorm.weight", w.ln2_g);
-    add(p + "mlp.gate_proj.weight", MatrixXd(w.W_gate.transpose()));
-    add(p + "mlp.up_proj.weight", MatrixXd(w.W_1.transpose()));
-    add(p + "mlp.down_proj.weight", MatrixXd(w.W_2.transpose()));
-  }
+  LlamaShapedLayer{qwen2, false, false, false}.add_layers(ts, model, dtype, folder);
   add("model.norm.weight", VectorXd(VectorXd::Ones(d)));
-  json c = {{"architectures", {fam.architecture + "ForCausalLM"}},
-            {"model_type", type},
-            {"num_hidden_layers", L},
-            {"num_attention_heads", H},
-            {"num_key_value_heads", Hkv},
-            {"hidden_size", d},
-            {"head_dim", dh},
-            {"intermediate_size", a.d_ff},
-            {"hidden_act", "silu"},
-            {"rms_norm_eps", a.ln_eps},
-            {"rope_theta", *a.rope_theta},
-            {"rope_scaling", nullptr},
-            {"tie_word_embeddings", true},
-            {"torch_dtype", dtype == "F64" ? "float64" : "float32"}};
+  json c = llama_shaped_config(a, fam.architecture + "ForCausalLM", type, dtype);
+  c["hidden_act"] = "silu";
   if (type == "llama") {
     c["attention_bias"] = false;
     c["mlp_bias"] = false;

@@ -5,6 +5,9 @@
 // from config.json (default 128, independent of d/H), a SwiGLU MLP and
 // unscaled token embeddings.
 //
+// The layers' tensors are read and written through the slots of
+// hf_layout.hpp's LlamaShapedLayer (with the query/key norm).
+//
 // Mapping onto the per-head form: query head h owns rows [h·d_h, (h+1)·d_h)
 // of q_proj and the same columns of o_proj; key/value head g the rows
 // [g·d_h, (g+1)·d_h) of k_proj, v_proj, copied into every query head h with
@@ -101,47 +104,21 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
   const bool bias = c.bool_or("attention_bias", false);  // q, k, v and o alike
   const double eps = c.eps_or("rms_norm_eps", 1e-6);
 
-  Architecture a;
-  a.layers = L;
-  a.heads = H;
-  a.d_model = d;
-  a.d_qk = a.d_v = dh;
-  a.d_ff = ff;
-  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
+  Architecture a = llama_shaped_architecture(L, H, Hkv, d, dh, ff, eps);
   a.activation = Activation::silu;
-  a.ln_eps = eps;
-  a.norm = NormKind::rms;
-  a.kv_heads = Hkv;
   a.rope_theta = theta;
-  a.gated_mlp = true;
   a.own_norm_placement_only = true;
   a.query_key_norm = Architecture::QueryKeyNorm{eps, false};
 
-  if (static_cast<std::size_t>(L) > f.size())
-    fail(config_path, "num_hidden_layers",
-         str(L) + " layers, but " + f.path() + " holds only " + std::to_string(f.size()) +
-             " tensors (a qwen3 layer has 11)");
-  const LayerPrefix cut = layer_prefix(options, L, config_path, "num_hidden_layers", source);
+  const LlamaShapedLayer shape{bias, bias, true, false};
+  const LayerPrefix cut = shape.kept_layers(f, L, config_path, options, source, "qwen3");
   a.layers = cut.layers;
   const std::string prefix = prefix_in_use(f, "model.");  // a Qwen3Model saved on its own has none
-  // Layer l's slots (kept by a streamed model: everything by value).
-  const LayerSlots slots_of = [a, d, dh, ff, bias](int l, LayerWeights& w, Slots& s) {
-    const std::string p = "layers." + str(l) + ".";
-    s.grouped_attention(p + "self_attn.", a, w, bias, "o_proj", bias);
-    s.vector(p + "self_attn.q_norm.weight", w.q_norm, dh);
-    s.vector(p + "self_attn.k_norm.weight", w.k_norm, dh);
-    s.gated_mlp(p + "mlp.", w, d, ff);
-    s.vector(p + "input_layernorm.weight", w.ln1_g, d);
-    s.vector(p + "post_attention_layernorm.weight", w.ln2_g, d);
-    w.ln1_b = w.ln2_b = VectorXd::Zero(d);
-  };
-  Walk w = begin_walk(fam, c, store, prefix, options, a.layers, slots_of);
+  Walk w = begin_walk(fam, c, store, prefix, options, a.layers, shape.layer_slots(a));
   // E[ids], unscaled; vocab_size is required when the file has the table.
   if (f.find(prefix + "embed_tokens.weight")) add_word_table(w, "embed_tokens.weight", c.positive_int("vocab_size"), d);
   return finish_walk(w, a, cut.source);
 }
-
-bool is_zero(const VectorXd& v) { return (v.array() == 0).all(); }
 
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
@@ -149,77 +126,30 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
   const auto need = [&](bool ok, const std::string& field, const std::string& what) {
     if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
   };
+  require_llama_shaped(a, folder, type);
   need(a.norm == NormKind::rms && !a.norm_unit_offset, "norm", "RMSNorm with the stored gain w");
   need(a.query_key_norm && !a.query_key_norm->unit_offset, "query_key_norm", "a query/key norm with the stored gain w");
   need(a.query_key_norm->eps == a.ln_eps, "query_key_norm.eps", "the query/key norm's eps equal to ln_eps (one rms_norm_eps)");
   need(a.rotary() && a.layer_rotary.empty(), "rope_theta", "rotary embeddings with one base");
-  need(a.rotary_dims == 0 || a.rotary_dims == a.d_qk, "rotary_dims", "rotary embeddings on the whole head");
   need(a.gated_mlp && a.activation == Activation::silu, "activation", "a gated MLP with silu (SwiGLU)");
-  need(a.d_qk == a.d_v, "d_v", "d_v = d_qk (head_dim)");
-  need(!a.parallel_residual, "parallel_residual", "sequential attention and MLP halves");
   need(!a.sandwich_norms, "sandwich_norms", "two norms per layer");
   need(!a.score_scale_base, "score_scale_base", "the score scale head_dim^(-1/2)");
   need(!a.softcap, "softcap", "no logit soft-cap");
   need(a.attention_window == 0, "attention_window", "no sliding window");
-  need(a.rel_buckets == 0, "rel_buckets", "no relative position bias");
-  need(!a.xlnet_relative, "xlnet_relative", "no relative attention terms");
-  const int L = a.layers, H = a.heads, Hkv = a.key_value_heads(), d = a.d_model, dh = a.d_qk;
-  bool bias = false;
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = "layer " + str(l) + " ";
-    need(w.has_mlp() && w.gated(), p + "W_gate", "gated MLP weights");
-    need(w.has_layernorm(), p + "ln1_g", "RMSNorm weights");
-    need(is_zero(w.ln1_b) && is_zero(w.ln2_b), p + "ln1_b", "zero RMSNorm biases");
-    need(is_zero(w.b_1) && is_zero(w.b_2), p + "b_1", "zero MLP biases");
-    bias = bias || !is_zero(w.b_O);
-    for (const HeadWeights& hw : w.heads) bias = bias || !is_zero(hw.b_Q) || !is_zero(hw.b_K) || !is_zero(hw.b_V);
-  }
+  const int d = a.d_model;
+  const bool bias = llama_shaped_layers_have_bias(model, folder, type);
   const auto& emb = model.embeddings();
   if (emb && emb->kind != Layout::qwen3 && !rotary_family(emb->kind))
     fail(folder, "embeddings", "kind " + to_string(emb->kind) + " cannot be written in the " + type + " layout");
 
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = "model.layers." + str(l) + ".";
-    const auto [Wq, Wk, Wv, Wo, bq, bk, bv] = projections_of(a, w);
-    add(p + "input_layernorm.weight", w.ln1_g);
-    add(p + "self_attn.q_proj.weight", MatrixXd(Wq.transpose()));
-    add(p + "self_attn.k_proj.weight", MatrixXd(Wk.transpose()));
-    add(p + "self_attn.v_proj.weight", MatrixXd(Wv.transpose()));
-    add(p + "self_attn.o_proj.weight", MatrixXd(Wo.transpose()));
-    if (bias) {
-      add(p + "self_attn.q_proj.bias", bq);
-      add(p + "self_attn.k_proj.bias", bk);
-      add(p + "self_attn.v_proj.bias", bv);
-      add(p + "self_attn.o_proj.bias", w.b_O);
-    }
-    add(p + "self_attn.q_norm.weight", w.q_norm);
-    add(p + "self_attn.k_norm.weight", w.k_norm);
-    add(p + "post_attention_layernorm.weight", w.ln2_g);
-    add(p + "mlp.gate_proj.weight", MatrixXd(w.W_gate.transpose()));
-    add(p + "mlp.up_proj.weight", MatrixXd(w.W_1.transpose()));
-    add(p + "mlp.down_proj.weight", MatrixXd(w.W_2.transpose()));
-  }
+  LlamaShapedLayer{bias, bias, true, false}.add_layers(ts, model, dtype, folder);
   add("model.norm.weight", VectorXd(VectorXd::Ones(d)));
-  json c = {{"architectures", {"Qwen3ForCausalLM"}},
-            {"model_type", "qwen3"},
-            {"num_hidden_layers", L},
-            {"num_attention_heads", H},
-            {"num_key_value_heads", Hkv},
-            {"hidden_size", d},
-            {"head_dim", dh},
-            {"intermediate_size", a.d_ff},
-            {"hidden_act", "silu"},
-            {"rms_norm_eps", a.ln_eps},
-            {"rope_theta", *a.rope_theta},
-            {"rope_scaling", nullptr},
-            {"attention_bias", bias},
-            {"use_sliding_window", false},
-            {"tie_word_embeddings", true},
-            {"torch_dtype", dtype == "F64" ? "float64" : "float32"}};
+  json c = llama_shaped_config(a, "Qwen3ForCausalLM", "qwen3", dtype);
+  c["hidden_act"] = "silu";
+  c["attention_bias"] = bias;
+  c["use_sliding_window"] = false;
   if (emb) {
     add("model.embed_tokens.weight", emb->word);
     c["vocab_size"] = emb->word.rows();
@@ -233,26 +163,7 @@ void structure(RandomModelSpec& spec, const FamilyOptions&) {
   Architecture& a = spec.arch;
   if (a.activation != Activation::silu)
     throw std::invalid_argument("activation: the qwen3 layout takes silu (SwiGLU), not " + to_string(a.activation));
-  if (a.d_v != a.d_qk)
-    throw std::invalid_argument("d_v: the qwen3 layout needs d_v = d_qk (head_dim), got d_qk " +
-                                std::to_string(a.d_qk) + ", d_v " + std::to_string(a.d_v));
-  if (a.d_qk % 2 != 0)
-    throw std::invalid_argument("d_qk: the qwen3 layout rotates pairs; head_dim must be even, got " +
-                                std::to_string(a.d_qk));
-  a.variant = Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal};
-  a.norm = NormKind::rms;
-  a.norm_unit_offset = false;
-  a.gated_mlp = true;
-  if (!a.rope_theta) a.rope_theta = 10000.0;
-  a.rotary_dims = 0;
-  a.layer_rotary.clear();
-  a.parallel_residual = false;
-  a.own_norm_placement_only = true;
-  a.sandwich_norms = false;
-  a.score_scale_base.reset();
-  a.softcap.reset();
-  a.attention_window = 0;
-  a.window_layers.clear();
+  llama_shaped_structure(a, "qwen3", 10000.0);
   a.query_key_norm = Architecture::QueryKeyNorm{a.ln_eps, false};
 }
 

@@ -228,17 +228,17 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
   need(feed_forward_name(a.gated_mlp, a.activation, proj, fn), "activation",
        "relu, gelu, gelu_tanh or silu (a gated MLP: relu, gelu_tanh or silu; \"gated-gelu\" means gelu_tanh)");
   const int L = a.layers, H = a.heads, d = a.d_model, dkv = a.d_qk;
-  const auto zero = [](const VectorXd& v) { return (v.array() == 0).all(); };
   for (int l = 0; l < L; ++l) {
     const LayerWeights& w = model.layer(l);
     const std::string p = "layer " + str(l) + " ";
     need(w.has_mlp() && w.gated() == a.gated_mlp, p + "W_1", a.gated_mlp ? "gated MLP weights" : "MLP weights");
     need(w.has_layernorm(), p + "ln1_g", "RMSNorm weights");
-    need(zero(w.ln1_b) && zero(w.ln2_b), p + "ln1_b", "zero RMSNorm biases");
-    need(zero(w.b_O) && zero(w.b_1) && zero(w.b_2), p + "b_O", "zero output and MLP biases");
+    need(is_zero(w.ln1_b) && is_zero(w.ln2_b), p + "ln1_b", "zero RMSNorm biases");
+    need(is_zero(w.b_O) && is_zero(w.b_1) && is_zero(w.b_2), p + "b_O", "zero output and MLP biases");
     for (int h = 0; h < H; ++h) {
       const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      need(zero(hw.b_Q) && zero(hw.b_K) && zero(hw.b_V), p + "head " + str(h) + " b_Q", "zero query/key/value biases");
+      need(is_zero(hw.b_Q) && is_zero(hw.b_K) && is_zero(hw.b_V), p + "head " + str(h) + " b_Q",
+           "zero query/key/value biases");
     }
     if (l > 0 && !(w.pos_bias.array() == model.layer(0).pos_bias.array()).all())
       fail(folder, p + "pos_bias", "differs from layer 0's; the " + type + " layout stores one table (block 0's)");

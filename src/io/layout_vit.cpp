@@ -144,8 +144,6 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
   return Model(a, std::move(layers), std::move(emb), cut.source, FiniteWeights::checked_by_loader);
 }
 
-bool is_zero(const VectorXd& v) { return (v.array() == 0).all(); }
-
 /// A tensor of `shape` holding the row-major matrix `m` (prod(shape) = m.size()).
 Tensor shaped(const std::string& name, const RowMajor& m, Shape shape, const std::string& dtype) {
   return Tensor{name, dtype, std::move(shape), std::vector<double>(m.data(), m.data() + m.size())};

@@ -157,16 +157,16 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
   need(!a.sandwich_norms, "sandwich_norms", "two norms per layer");
   need(!a.softcap, "softcap", "no logit soft-cap");
   need(a.attention_window == 0, "attention_window", "no sliding window");
-  const auto zero = [](const VectorXd& v) { return (v.array() == 0).all(); };
   for (int l = 0; l < L; ++l) {
     const LayerWeights& w = model.layer(l);
     const std::string p = "layer " + str(l) + " ";
     need(w.has_mlp() && !w.gated(), p + "W_1", "MLP weights");
     need(w.has_layernorm(), p + "ln1_g", "LayerNorm weights");
-    need(zero(w.b_O), p + "b_O", "a zero output bias");
+    need(is_zero(w.b_O), p + "b_O", "a zero output bias");
     for (int h = 0; h < H; ++h) {
       const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      need(zero(hw.b_Q) && zero(hw.b_K) && zero(hw.b_V), p + "head " + str(h) + " b_Q", "zero query/key/value biases");
+      need(is_zero(hw.b_Q) && is_zero(hw.b_K) && is_zero(hw.b_V), p + "head " + str(h) + " b_Q",
+           "zero query/key/value biases");
     }
   }
   const auto& emb = model.embeddings();

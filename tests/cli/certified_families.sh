@@ -17,9 +17,9 @@ ref_init "$@"
 # positions (full, with grouped-query attention; partial), parallel blocks, RMSNorm and SwiGLU/GeGLU, XLNet's
 # relative attention (clamped), T5's bucket bias, Gemma's √d embedding and unit-offset RMSNorm, Gemma 2's soft
 # cap, sandwich norms and sliding window, OPT's projected embedding (ALBERT's, which init does not write: in
-# test_enclosure)
+# test_enclosure), Qwen3's and Gemma 3's query/key norms, Gemma 3's rotary base and linear factor per layer
 source "$(dirname "$0")/../support/family_options.sh"
-for fam in llama xlnet t5 gpt_neox phi opt gemma gemma2; do
+for fam in llama xlnet t5 gpt_neox phi opt gemma gemma2 qwen3 gemma3; do
   # shellcheck disable=SC2086
   make_model "fam-$fam" --layout $fam "${FAMILY_SIZE[@]}" ${FAMILY_OPTS[$fam]} &&
     PRECISIONS="auto" forward_case "$fam-tokens" "$WORK/fam-$fam" tokens 1,5,7,3,19,2 --check certified

@@ -4,7 +4,7 @@
 # (stdout and --output files), for forward (certified too), collapse, paths (--sums,
 # --effectiveness, --rerun), bounds and report batches, on a random model
 # and on a real checkpoint, and for the path shards of one input (paths
-# --enumerate, --top, --sample). stderr gets one `mpi: 2 ranks, ...` line
+# --enumerate, --top, --sample); Qwen3 and Gemma 3 batches too. stderr gets one `mpi: 2 ranks, ...` line
 # per shared batch or path job. An error of an input that rank 1 computes ends the job with
 # one process's message and exit code, printed once; so does a bad token
 # line; a failed job leaves no output file; Ctrl-C on mpirun ends every rank.
@@ -91,6 +91,18 @@ fi
 BERT=$REAL/bert-ticket-classifier
 printf '2,15,27,3\n5,6,7\n8,9,10,11,12\n2,40,41,3\n2,100,200,300,3\n' >"$T/bert.txt"
 same "bert-ticket-classifier collapse" collapse --model "$BERT" --tokens-file "$T/bert.txt" -q --format json
+
+# Qwen3 and Gemma 3 (query/key norms; Gemma 3's rotary per layer and window), tiny models of 2 layers.
+source "$(dirname "$0")/../support/family_options.sh"
+printf '1,2,3\n4,5,6,7,8\n9,10\n11,12,13,14,15,16,17\n18,19,0,1\n' >"$T/qk.txt"
+for fam in qwen3 gemma3; do
+  # shellcheck disable=SC2086
+  "$SANPATH" init --out "$T/$fam" --layout $fam "${FAMILY_SIZE[@]}" ${FAMILY_OPTS[$fam]} >/dev/null 2>&1 ||
+    fail "init --layout $fam"
+  same "$fam forward json" forward --model "$T/$fam" --tokens-file "$T/qk.txt" -q --format json
+  same "$fam paths --effectiveness" paths --model "$T/$fam" --tokens-file "$T/qk.txt" -q --skip on --mlp none \
+    --layernorm none --effectiveness --format json
+done
 
 # ---- path shards of one input ---------------------------------------------
 # 5 layers, 3 heads, skip on: 4^5 = 1024 paths in 256 subtrees (4 paths

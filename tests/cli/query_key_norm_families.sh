@@ -4,8 +4,12 @@
 # layer pattern, both rotary bases, the linear factor), `--model` reads it
 # whole, streamed or cut to its first layers, and every command runs on it:
 # forward (auto's centred pass, which agrees with the direct pass; certified
-# digits; fp32/bf16 emulation), collapse, paths (sums, the LM head's
-# effectiveness), bounds (saying the cubic bounds do not cover it), report.
+# digits; fp32/bf16 emulation; a --tokens-file batch, each input equal to its
+# own run), collapse (both conventions), paths (sums, --enumerate, --top, the
+# LM head's effectiveness), bounds (saying the cubic bounds do not cover it),
+# report. The numbers themselves are checked against the independent
+# reference in reference_families.sh, reference_paths.sh,
+# reference_effectiveness.sh and certified_families.sh; MPI in mpi.sh.
 # Usage: bash query_key_norm_families.sh <sanpath binary> <shared dir> <tmp dir>
 set -u
 source "$(dirname "$0")/../support/cli.sh"
@@ -60,7 +64,40 @@ assert all(l["digits"] is not None and l["digits"] >= 15 for l in j["layers"]), 
   expect 0 "$SANPATH" forward --model "$M" --tokens 1,2,3,4,5 --check certified --format json
   check "$fam certified" 'assert all(l["digits"] is not None and l["digits"] >= 10 for l in j["layers"]), j["layers"]'
   expect 0 "$SANPATH" collapse --model "$M" --tokens 1,2,3,4,5
+  # the paper's conventions: the family allows its own norm placement only, said once, the four curves drawn
+  expect 0 "$SANPATH" collapse --model "$M" --tokens 1,2,3,4,5 --conventions paper --format json
+  check "$fam collapse --conventions paper" '
+assert j["conventions"] == "paper" and len(j["variants"]) == 4, j["variants"]'
+  expect 0 "$SANPATH" collapse --model "$M" --tokens 1,2,3,4,5 --conventions paper
+  grep -q "allows its own norm placement only" "$dir/out" || fail "$fam paper conventions: $(head -5 "$dir/out")"
   expect 0 "$SANPATH" paths --model "$M" --tokens 1,2,3,4,5 --sums --mlp none --layernorm none
+  # every path of the 3-layer stack with skip (3^3), and the top 4 by ||T||_(1,inf), in descending order
+  expect 0 "$SANPATH" paths --model "$M" --tokens 1,2,3,4,5 --enumerate --verify-decomposition --skip on --mlp none \
+    --layernorm none --format json
+  check "$fam paths --enumerate" 'assert len(j["paths"]) == 27, len(j["paths"])'
+  cp "$dir/out" "$dir/$fam-all.json"
+  expect 0 "$SANPATH" paths --model "$M" --tokens 1,2,3,4,5 --enumerate --top 4 --skip on --mlp none --layernorm none \
+    --format json
+  /usr/bin/python3 - "$dir/$fam-all.json" "$dir/out" <<'PY' || fail "$fam paths --top 4: not the 4 largest terms"
+import json, sys
+key = lambda p: float(p["term_norm"]["composite"])
+every = sorted(json.load(open(sys.argv[1]))["paths"], key=key, reverse=True)
+top = json.load(open(sys.argv[2]))["paths"]
+assert [p["heads"] for p in top] == [p["heads"] for p in every[:4]], ([p["heads"] for p in top], every[:4])
+PY
+  # a batch (--tokens-file): each input's numbers are those of its own run
+  printf '1,2,3,4,5\n7,3\n19,0,4,11\n' >"$dir/toks.txt"
+  expect 0 "$SANPATH" forward --model "$M" --tokens-file "$dir/toks.txt" --format json
+  cp "$dir/out" "$dir/$fam-batch.json"
+  for i in 0 1 2; do
+    toks=$(sed -n "$((i + 1))p" "$dir/toks.txt")
+    expect 0 "$SANPATH" forward --model "$M" --tokens "$toks" --format json
+    /usr/bin/python3 - "$dir/$fam-batch.json" "$dir/out" $i <<'PY' || fail "$fam batch input $i differs from its run"
+import json, sys
+b, one, i = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+assert b["batch"] == 3 and b["inputs"][i]["layers"] == one["layers"], i
+PY
+  done
   expect 0 "$SANPATH" paths --model "$M" --tokens 1,2,3,4,5 --skip on --mlp none --layernorm none --effectiveness
   grep -q "^task head: language model (20 tokens)" "$dir/out" || fail "$fam: no LM head: $(grep -m1 'task head' "$dir/out")"
   expect 0 "$SANPATH" bounds --model "$M" --tokens 1,2,3,4,5 --skip off --mlp none --layernorm none

@@ -53,10 +53,11 @@ make_model e3.safetensors --layers 3 --heads 2 --d-model 8 --seed 4 --std 0.4 --
 }
 
 # Every family's task head (families.md): the final norm, project_out, the LM head (tied or stored, with its
-# bias), ViT's classifier on CLS, Gemma 2's final soft cap; the T5 encoder has none of its own.
+# bias; Qwen3's untied lm_head, Gemma 3's tied table), ViT's classifier on CLS, Gemma 2's and Gemma 3's final
+# soft cap; the T5 encoder has none of its own.
 source "$(dirname "$0")/../support/family_options.sh"
 ref gen-pixels --out "$WORK/img" --size 8 --seed 3
-for fam in llama mistral qwen2 gemma gemma2 xlnet gpt_neox phi opt vit; do
+for fam in llama mistral qwen2 qwen3 gemma gemma2 gemma3 xlnet gpt_neox phi opt vit; do
   # shellcheck disable=SC2086
   make_model "$fam" --layout $fam "${FAMILY_SIZE[@]}" ${FAMILY_OPTS[$fam]:-${FAMILY_OPTS[llama]}} || continue
   if ! ref gen-head --model "$WORK/$fam" --seed 7 >"$WORK/$fam.head.log" 2>&1; then

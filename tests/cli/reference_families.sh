@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # sanpath forward on the HuggingFace layout families of shared/docs/families.md
-# (xlnet, t5, gpt_neox, phi, opt, gemma, gemma2, vit) against the independent
+# (xlnet, t5, gpt_neox, phi, opt, gemma, gemma2, vit, qwen3, gemma3) against the independent
 # mpmath reference (tests/reference/sanpath_ref.py, written from families.md and
 # math.md only): folders written by `sanpath init --layout L` with small sizes and
 # the family options, run as trained and as the pure SAN (and a few other
-# variants) at --precision auto and double; every printed residual and norm must
-# agree with the reference to the digits sanpath confirmed. First the reference's
-# own self-test (tests/reference/test_families_ref.py).
+# variants; Gemma 3 also as a gemma3 multimodal file's language model) at
+# --precision auto and double; every printed residual and norm must agree with
+# the reference to the digits sanpath confirmed. First the reference's own
+# self-test (tests/reference/test_families_ref.py).
 # Usage: bash reference_families.sh <sanpath binary> <shared dir> <tmp dir>
 set -u
 . "$(dirname "$0")/../reference/lib.sh"
@@ -83,6 +84,40 @@ fam gemma2-nowindow "$TOK" --layout gemma2 "${SIZE[@]}" --d-model 8 --seed 12 --
 
 # Llama (math.md section 8): the rotary, RMSNorm, grouped kv heads and gated MLP pieces the families share.
 fam llama "$TOK" --layout llama "${SIZE[@]}" --d-model 8 --seed 14 --kv-heads 1
+
+# Qwen3 and Gemma 3 (families.md, query/key norms): each head's query and key rows normed before the rotary
+# (gain w, resp. 1 + w, drawn around 1, resp. 0), as trained and without mask; tests/support/family_options.sh
+# says what each model has (Qwen3's four biases and head_dim 6; Gemma 3's local layer 0 with window 2 and base
+# 10, global layer 1 with base 1000 and linear factor 4). Without the norm, or with one base for both
+# layers, the reference misses sanpath's numbers by far more than their digits (checked by hand).
+source "$(dirname "$0")/../support/family_options.sh"
+for f in qwen3 gemma3; do
+  # shellcheck disable=SC2086
+  fam "$f" "$TOK5" --layout $f "${FAMILY_SIZE[@]}" ${FAMILY_OPTS[$f]} &&
+    forward_case "$f-nomask-plain" "$WORK/$f" tokens "$TOK5" --mask none --mlp plain
+done
+# The same Gemma 3 as the language model of a gemma3 (multimodal) file: text_config, tensors under
+# language_model.model., a vision tower to ignore.
+if "$REF_PY" - "$REF_DIR" "$WORK/gemma3" "$WORK/gemma3-mm" <<'PY'; then
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import sanpath_ref as R
+src, dst = sys.argv[2], sys.argv[3]
+os.makedirs(dst)
+_, t = R.read_safetensors(os.path.join(src, "model.safetensors"))
+t = {"language_model." + k: v for k, v in t.items()}
+t["vision_tower.vision_model.post_layernorm.weight"] = ([3], [1.0, 2.0, 3.0])
+R.write_safetensors(os.path.join(dst, "model.safetensors"), t)
+text = json.load(open(os.path.join(src, "config.json")))
+text["model_type"] = "gemma3_text"
+cfg = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "text_config": text,
+       "image_token_index": 19}
+json.dump(cfg, open(os.path.join(dst, "config.json"), "w"))
+PY
+  forward_case gemma3-multimodal "$WORK/gemma3-mm" tokens 1,5,7,3,18
+else
+  fail "gemma3-multimodal: could not write the folder"
+fi
 
 # ViT: an 8x8 image of 3 channels, patches 4x4: CLS + 4 patch rows; pre-LN, post-LN and causal options.
 ref gen-pixels --out "$WORK/pix.safetensors" --channels 3 --size 8 --seed 1

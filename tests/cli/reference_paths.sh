@@ -33,6 +33,17 @@ make_model h2.safetensors --layers 3 --heads 2 --d-model 6 --seed 4 --std 0.4 --
   PRECISIONS=auto paths_case h2-enumerate-length2-top3 "$WORK/h2.safetensors" input "$WORK/x4d6" \
     --skip on --enumerate --length 2 --top 3
 }
+# Qwen3 and Gemma 3 from token ids (tests/support/family_options.sh): the query/key norms, each layer's
+# rotary and Gemma 3's window shape only the P_h; Qwen3's value and output biases make the 1b^T term
+source "$(dirname "$0")/../support/family_options.sh"
+for fam in qwen3 gemma3; do
+  # shellcheck disable=SC2086
+  make_model "$fam" --layout $fam "${FAMILY_SIZE[@]}" ${FAMILY_OPTS[$fam]} || continue
+  paths_case "$fam-sums-san" "$WORK/$fam" tokens 1,5,7,3,19 --skip off "${attn[@]}" --sums
+  paths_case "$fam-sums-skip" "$WORK/$fam" tokens 1,5,7,3,19 --skip on "${attn[@]}" --sums
+  PRECISIONS=auto paths_case "$fam-enumerate-skip-top3" "$WORK/$fam" tokens 1,5,7,3,19 --skip on "${attn[@]}" \
+    --enumerate --top 3
+done
 # a collapsing SAN: zero sums below length L, residual ~1e-96 (513 bits), "< 1e-N" in double
 make_model san6.safetensors --layers 6 --heads 2 --d-model 8 --seed 5 --std 0.5 --skip off --mlp none --layernorm none &&
   paths_case san6-sums "$WORK/san6.safetensors" input "$WORK/x5" --sums &&

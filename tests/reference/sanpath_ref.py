@@ -6,8 +6,10 @@ conventions only -- not from sanpath's C++ sources -- so that the test suite can
 check sanpath's numbers against a second implementation at higher precision.
 HuggingFace folders (config.json + model.safetensors): bert, gpt2, and, from
 shared/docs/families.md and math.md section 8 only, xlnet, t5 (encoder),
-gpt_neox, phi, opt, gemma, gemma2, vit (pixel input: --pixels) and
-llama/mistral/qwen2; those take check-forward and residual-norms only.
+gpt_neox, phi, opt, gemma, gemma2, vit (pixel input: --pixels),
+llama/mistral/qwen2, qwen3 and gemma3 (text; a gemma3 file's language model); those take
+check-forward, residual-norms and check-paths (sums, enumeration, effectiveness; not --rerun)
+but not check-bounds.
 
 Library part (import it) and a command line (run it):
 
@@ -554,6 +556,9 @@ class FamilyModel(Model):
         self.norm = "ln"              # ln | rms (x/s * g) | rms1p (Gemma: x/s * (1 + w))
         self.rotary = 0               # rotary dimensions r (0: none); pairs (i, i + r/2), theta_i = base^(-2i/r)
         self.theta = "10000"          # rotary base, decimal string
+        self.rope = None              # Gemma 3: per layer (base, linear factor f), decimal strings: angle p theta_i / f
+        self.qk_norm = False          # Qwen3, Gemma 3: each head's query and key rows normed (layer keys q_norm,
+                                      # k_norm; gain w or 1 + w as self.norm) after the projection, before rotary
         self.parallel = False         # X' = [skip]X + Attn(N1(X)) + [mlp residual] f(N2(X))
         self.scale = None             # None: 1/sqrt(d_qk); "1": no scaling (T5); "x": x^(-1/2) (Gemma 2)
         self.softcap = None           # decimal string c: S = c tanh(S / c)
@@ -1030,9 +1035,197 @@ def _load_llama(cfg, t):
     return m
 
 
+def _qkn_layers(m, t, H, Hkv, dh, bias, sandwich):
+    """Qwen3 / Gemma 3 layers (families.md, query/key norms): Llama's projections (biases on q, k, v and o when
+    attention_bias), q_norm / k_norm [d_h], two norms (Qwen3) or Gemma 2's four, a gated MLP."""
+    for l in range(m.L):
+        p = f"layers.{l}."
+        a = p + "self_attn."
+        bv = (lambda n: _vec(t, n)) if bias else (lambda n: None)
+        heads = _heads_qkvo(_mat(t, a + "q_proj.weight"), bv(a + "q_proj.bias"), _mat(t, a + "k_proj.weight"),
+                            bv(a + "k_proj.bias"), _mat(t, a + "v_proj.weight"), bv(a + "v_proj.bias"),
+                            _mat(t, a + "o_proj.weight"), H, Hkv, dh)
+        layer = {"heads": heads, "b_O": bv(a + "o_proj.bias"), "n1": _rms_params(t, p + "input_layernorm.weight"),
+                 "q_norm": _rms_params(t, a + "q_norm.weight"), "k_norm": _rms_params(t, a + "k_norm.weight"),
+                 "mlp": {"kind": "gated", "W_gate": _lin_T(t, p + "mlp.gate_proj.weight"),
+                         "W_up": _lin_T(t, p + "mlp.up_proj.weight"), "W_down": _lin_T(t, p + "mlp.down_proj.weight")}}
+        for k in ("q_norm", "k_norm"):
+            if len(layer[k]["g"]) != dh:
+                raise ValueError(f"{a}{k}.weight: length {len(layer[k]['g'])}, expected head_dim {dh}")
+        if sandwich:
+            layer["n3"] = _rms_params(t, p + "post_attention_layernorm.weight")
+            layer["n2"] = _rms_params(t, p + "pre_feedforward_layernorm.weight")
+            layer["n4"] = _rms_params(t, p + "post_feedforward_layernorm.weight")
+        else:
+            layer["n2"] = _rms_params(t, p + "post_attention_layernorm.weight")
+        m.layers.append(layer)
+    m.emb = {"kind": "scaled" if sandwich else "rows", "word": _mat(t, "embed_tokens.weight")}
+
+
+def _load_qwen3(cfg, t):
+    """families.md, Qwen3: Llama's layer with the query/key norm (gain w), head_dim default 128, one base."""
+    t = _strip(t, "model.")
+    m = FamilyModel("qwen3")
+    d, H, L = (_cfg(cfg, k, required=True) for k in ("hidden_size", "num_attention_heads", "num_hidden_layers"))
+    Hkv = cfg.get("num_key_value_heads") or H
+    if "head_dim" in cfg and cfg["head_dim"] is None:
+        raise ValueError("config.json: head_dim: null")
+    dh = cfg.get("head_dim", 128)
+    if dh % 2:
+        raise ValueError("config.json: head_dim: odd")
+    if H % Hkv:
+        raise ValueError("config.json: num_key_value_heads: does not divide num_attention_heads")
+    rs = cfg.get("rope_scaling")
+    if rs is not None and rs != {"rope_type": "default"}:
+        raise ValueError("config.json: rope_scaling: other than null or default")
+    theta = cfg.get("rope_theta", 10000)
+    rp = cfg.get("rope_parameters")
+    if rp is not None:
+        if rp.get("rope_type", "default") != "default":
+            raise ValueError("config.json: rope_parameters: rope_type other than default")
+        if "rope_theta" in rp:
+            if "rope_theta" in cfg and mpf(_dec(rp["rope_theta"])) != mpf(_dec(theta)):
+                raise ValueError("config.json: rope_theta: disagrees with rope_parameters.rope_theta")
+            theta = rp["rope_theta"]
+    if float(cfg.get("partial_rotary_factor", 1)) != 1:
+        raise ValueError("config.json: partial_rotary_factor: not 1")
+    if cfg.get("use_sliding_window", False):
+        raise ValueError("config.json: use_sliding_window: true")
+    types = cfg.get("layer_types")
+    if types is not None and (len(types) != L or any(x != "full_attention" for x in types)):
+        raise ValueError("config.json: layer_types: wrong length or not all full_attention")
+    m.L, m.H, m.d, m.d_qk, m.d_v, m.d_ff = L, H, d, dh, dh, _cfg(cfg, "intermediate_size", required=True)
+    m.activation = _act_name(cfg.get("hidden_act", "silu"), ("silu",), "hidden_act")
+    m.eps = _dec(cfg.get("rms_norm_eps", "1e-6"))
+    m.theta = _dec(theta)
+    m.rotary = dh
+    m.norm = "rms"
+    m.qk_norm = True
+    m.own = {"skip": "on", "mlp": "residual", "layernorm": "pre", "mask": "causal"}
+    _qkn_layers(m, t, H, Hkv, dh, bool(cfg.get("attention_bias", False)), sandwich=False)
+    return m
+
+
+# families.md, Gemma 3: Gemma3TextConfig's defaults (None: null is allowed and has a meaning)
+GEMMA3_DEFAULTS = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                   "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                   "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": "1e-6", "rope_theta": "1000000",
+                   "rope_local_base_freq": "10000", "query_pre_attn_scalar": 256}
+GEMMA3_NULLABLE = {"rope_scaling": None, "sliding_window": 4096, "sliding_window_pattern": 6, "layer_types": None,
+                   "attention_bias": False, "attn_logit_softcapping": None, "use_bidirectional_attention": False}
+
+
+def _gemma3_rope(entry, key):
+    """(rope_type, factor) of a rope_scaling or rope_parameters entry: default -> 1, linear -> factor >= 1."""
+    if entry is None:
+        return "1"
+    allowed = {"rope_type", "type", "factor"} | ({"rope_theta"} if key == "rope_parameters" else set())
+    if not isinstance(entry, dict) or set(entry) - allowed:
+        raise ValueError(f"config.json: {key}: keys other than {sorted(allowed)}")
+    kind = entry.get("rope_type", entry.get("type", "default"))
+    if kind == "default":
+        return "1"
+    if kind != "linear":
+        raise ValueError(f"config.json: {key}: rope_type {kind!r} is not supported")
+    f = entry.get("factor")
+    if isinstance(f, bool) or not isinstance(f, (int, float, str)) or not mpf(_dec(f)) >= 1:
+        raise ValueError(f"config.json: {key}: linear factor not a number >= 1")
+    return _dec(f)
+
+
+def _load_gemma3(cfg, t):
+    """families.md, Gemma 3 (text; a gemma3 file's language model): Gemma 2's four norms without the cap, the
+    query/key norm (gain 1 + w), the layer pattern, a rotary base and linear factor per layer type."""
+    m = FamilyModel("gemma3")
+    if cfg.get("model_type") == "gemma3":
+        tc = cfg.get("text_config")
+        if not isinstance(tc, dict):
+            raise ValueError("config.json: text_config: missing or not an object")
+        if tc.get("model_type", "gemma3_text") != "gemma3_text":
+            raise ValueError("config.json: text_config.model_type: not gemma3_text")
+        prefix = "language_model.model." if any(k.startswith("language_model.model.") for k in t) \
+            else "model.language_model."
+        t = {k[len(prefix):]: v for k, v in t.items() if k.startswith(prefix)}
+        refused_token = int(cfg.get("image_token_index", 262144))
+    else:
+        tc, refused_token = cfg, None
+        t = _strip(t, "model.")
+
+    def get(key):
+        if key in GEMMA3_DEFAULTS:
+            if key in tc and tc[key] is None:
+                raise ValueError(f"config.json: {key}: null")
+            return tc.get(key, GEMMA3_DEFAULTS[key])
+        return tc.get(key, GEMMA3_NULLABLE[key])
+
+    d, H, L, Hkv, dh = (get(k) for k in ("hidden_size", "num_attention_heads", "num_hidden_layers",
+                                          "num_key_value_heads", "head_dim"))
+    if dh % 2:
+        raise ValueError("config.json: head_dim: odd")
+    if H % Hkv:
+        raise ValueError("config.json: num_key_value_heads: does not divide num_attention_heads")
+    if get("use_bidirectional_attention"):
+        raise ValueError("config.json: use_bidirectional_attention: true")
+    if get("attn_logit_softcapping") is not None:
+        raise ValueError("config.json: attn_logit_softcapping: not null")
+    if float(tc.get("partial_rotary_factor", 1)) != 1:
+        raise ValueError("config.json: partial_rotary_factor: not 1")
+    qpas = get("query_pre_attn_scalar")
+    if not mpf(_dec(qpas)) > 0:
+        raise ValueError("config.json: query_pre_attn_scalar: not > 0")
+    types = get("layer_types")
+    if types is None:
+        P = get("sliding_window_pattern")
+        if isinstance(P, bool) or not isinstance(P, int) or P < 1:
+            raise ValueError("config.json: sliding_window_pattern: not a positive integer")
+        if "_sliding_window_pattern" in tc and tc["_sliding_window_pattern"] != P:
+            raise ValueError("config.json: _sliding_window_pattern: contradicts sliding_window_pattern")
+        types = ["full_attention" if (l + 1) % P == 0 else "sliding_attention" for l in range(L)]
+    if len(types) != L or any(x not in ("sliding_attention", "full_attention") for x in types):
+        raise ValueError("config.json: layer_types: wrong length or entries")
+    m.sliding = {l for l, x in enumerate(types) if x == "sliding_attention"}
+    W = get("sliding_window")
+    if m.sliding and (W is None or W < 1):
+        raise ValueError("config.json: sliding_window: null or below 1 while some layer slides")
+    m.window = W
+    # rotary per layer type: sliding (rope_local_base_freq, 1), full (rope_theta, rope_scaling's linear factor)
+    base = {"sliding_attention": (_dec(get("rope_local_base_freq")), "1"),
+            "full_attention": (_dec(get("rope_theta")), _gemma3_rope(get("rope_scaling"), "rope_scaling"))}
+    rp = tc.get("rope_parameters")
+    if rp is not None:
+        if not isinstance(rp, dict) or not rp or set(rp) - set(base):
+            raise ValueError("config.json: rope_parameters: not keyed by layer type")
+        given = {"sliding_attention": ("rope_local_base_freq" in tc, False),
+                 "full_attention": ("rope_theta" in tc, "rope_scaling" in tc)}
+        for kind, entry in rp.items():
+            f = _gemma3_rope(entry, "rope_parameters")
+            th = _dec(entry["rope_theta"]) if "rope_theta" in entry else base[kind][0]
+            if (given[kind][0] and mpf(th) != mpf(base[kind][0])) or (
+                    (given[kind][1] or kind == "sliding_attention") and mpf(f) != mpf(base[kind][1])):
+                raise ValueError(f"config.json: rope_parameters: {kind} disagrees with the rope keys")
+            base[kind] = (th, f)
+    m.rope = [base[x] for x in types]
+    m.L, m.H, m.d, m.d_qk, m.d_v, m.d_ff = L, H, d, dh, dh, get("intermediate_size")
+    m.activation = _act_name(get("hidden_activation"), ("gelu_pytorch_tanh", "gelu_new", "gelu"),
+                             "hidden_activation")
+    m.eps = _dec(get("rms_norm_eps"))
+    m.rotary = dh
+    m.norm = "rms1p"
+    m.qk_norm = True
+    m.sandwich = True
+    m.scale = _dec(qpas)
+    m.own = {"skip": "on", "mlp": "residual", "layernorm": "pre", "mask": "causal"}
+    _qkn_layers(m, t, H, Hkv, dh, bool(get("attention_bias")), sandwich=True)
+    m.emb["refused_token"] = refused_token
+    if len(m.emb["word"]) != get("vocab_size"):
+        raise ValueError(f"embed_tokens.weight: {len(m.emb['word'])} rows, vocab_size {get('vocab_size')}")
+    return m
+
+
 FAMILY_LOADERS = {"xlnet": _load_xlnet, "t5": _load_t5, "gpt_neox": _load_gpt_neox, "phi": _load_phi,
                   "opt": _load_opt, "gemma": _load_gemma, "gemma2": _load_gemma2, "vit": _load_vit,
-                  "llama": _load_llama, "mistral": _load_llama, "qwen2": _load_llama}
+                  "llama": _load_llama, "mistral": _load_llama, "qwen2": _load_llama, "qwen3": _load_qwen3,
+                  "gemma3_text": _load_gemma3, "gemma3": _load_gemma3}
 
 
 def _to_mp_any(v):
@@ -1073,11 +1266,12 @@ def family_norm(model, nw, X):
     return out
 
 
-def rotate_half(M, r, theta):
-    """Rows of M at positions 0..n-1: pairs (i, i + r/2), i < r/2, rotated by p theta^(-2i/r) (working precision)."""
+def rotate_half(M, r, theta, factor="1"):
+    """Rows of M at positions 0..n-1: pairs (i, i + r/2), i < r/2, rotated by p theta^(-2i/r) / factor (working
+    precision; factor: Gemma 3's linear rotary scale)."""
     half = r // 2
     base = mpf(theta)
-    freqs = [mp.power(base, mpf(-2 * i) / r) for i in range(half)]
+    freqs = [mp.power(base, mpf(-2 * i) / r) / mpf(factor) for i in range(half)]
     out = []
     for p, row in enumerate(M):
         new = list(row)
@@ -1096,7 +1290,7 @@ def xlnet_sinusoid(p, d):
 
 
 def visible_keys(model, layer_index, n, causal):
-    """Per query row i, the keys it sees: all; j <= i (causal); and i - j < W on Gemma 2's sliding layers."""
+    """Per query row i, the keys it sees: all; j <= i (causal); and i - j < W on Gemma 2's and 3's sliding layers."""
     w = model.window if (causal and model.window is not None and layer_index in model.sliding) else None
     return [[j for j in range(n) if (not causal or j <= i) and (w is None or i - j < w)] for i in range(n)]
 
@@ -1111,8 +1305,11 @@ def family_scores(model, mpw, lw, layer_index, X, h):
         Q = add_bias(Q, hd["b_Q"])
     if hd.get("b_K") is not None:
         K = add_bias(K, hd["b_K"])
+    if model.qk_norm:  # families.md: each head's rows normed after the projection, before the rotation
+        Q, K = family_norm(model, lw["q_norm"], Q), family_norm(model, lw["k_norm"], K)
     if model.rotary:
-        Q, K = rotate_half(Q, model.rotary, model.theta), rotate_half(K, model.rotary, model.theta)
+        theta, f = model.rope[layer_index] if model.rope else (model.theta, "1")
+        Q, K = rotate_half(Q, model.rotary, theta, f), rotate_half(K, model.rotary, theta, f)
     if model.xlnet:
         c = model.clamp_len
         pos = lambda i, j: max(-c, min(c, i - j)) if c > 0 else i - j
@@ -1240,6 +1437,8 @@ def family_embed(model, tokens):
     for tok in tokens:
         if not 0 <= tok < len(e["word"]):
             raise ValueError(f"token {tok} out of range")
+        if tok == e.get("refused_token"):
+            raise ValueError(f"token {tok} is image_token_index (gemma3: image features are not computed)")
     X = [vec_mp(e["word"][tok]) for tok in tokens]
     if e["kind"] == "scaled":
         r = mp.sqrt(model.d)
@@ -1710,7 +1909,7 @@ def _gen_head(a):
     folder written by `sanpath init --layout` (whose final norms are neutral and whose heads are tied or
     absent), so that every map of the head (task_head) moves the logits: final norm gains (1 + 0.3 N, Gemma's
     0.3 N) and biases; an untied lm_head (Mistral, Qwen2, Phi with its bias); XLNet's lm_loss.bias; ViT's
-    classifier (5 classes); Gemma 2's final_logit_softcapping (--softcap). Weights are rewritten in F64."""
+    classifier (5 classes); Gemma 2's and 3's final_logit_softcapping (--softcap). Weights are rewritten in F64."""
     path = os.path.join(a.model, "model.safetensors")
     cfg_path = os.path.join(a.model, "config.json")
     _, t = read_safetensors(path)
@@ -1722,14 +1921,14 @@ def _gen_head(a):
     draw = lambda n, mean, sd: [mean + sd * rng.gauss(0, 1) for _ in range(n)]
     norm = lambda name, mean, bias=True: t.update({name + ".weight": ([d], draw(d, mean, 0.3)),
                                                    **({name + ".bias": ([d], draw(d, 0, 0.3))} if bias else {})})
-    if mt in ("llama", "mistral", "qwen2"):
+    if mt in ("llama", "mistral", "qwen2", "qwen3"):
         norm("model.norm", 1, bias=False)
         if mt != "llama":  # Llama keeps init's tied head (tie_word_embeddings true)
             t["lm_head.weight"] = ([V, d], draw(V * d, 0, 1))
             cfg["tie_word_embeddings"] = False
-    elif mt in ("gemma", "gemma2"):
+    elif mt in ("gemma", "gemma2", "gemma3_text"):
         norm("model.norm", 0, bias=False)
-        if mt == "gemma2":
+        if mt != "gemma":
             cfg["final_logit_softcapping"] = a.softcap
     elif mt == "xlnet":
         t["lm_loss.bias"] = ([V], draw(V, 0, 0.5))
@@ -2027,13 +2226,14 @@ def _path_counts(L, H, skip):
 def _forward_only(path):
     cfg = os.path.join(path, "config.json")
     if os.path.isdir(path) and json.load(open(cfg, encoding="utf-8")).get("model_type") in FAMILY_LOADERS:
-        raise ValueError(f"{path}: the reference checks only check-forward / residual-norms for this layout")
+        raise ValueError(f"{path}: the reference checks no bounds or sub-network re-runs for this layout")
 
 
 def _check_paths(a):
+    """Length sums (Theorem 2.1) and enumerated path terms, for every layout (the families' attention through
+    family_forward: each layer X' = [skip]X + sum_h P_h X W_h + 1 c^T once the P_h are frozen)."""
     if a.effectiveness and not a.rerun:
         return _check_effectiveness(a)
-    _forward_only(a.model)
     if a.effectiveness and a.rerun:
         return _check_rerun(a)
     model, want, runs, bits = _setup(a)
@@ -2044,7 +2244,7 @@ def _check_paths(a):
         return 1
     mp.prec = bits
     X0 = _load_input(model, a)
-    mpw = MpWeights(model)
+    mpw = FamilyMpWeights(model) if isinstance(model, FamilyModel) else MpWeights(model)
     skip = want["skip"] == "on"
     counts, total = _path_counts(model.L, model.H, skip)
     S, b, XL = length_sums(model, X0, want, mpw)
@@ -2371,8 +2571,9 @@ def task_head(path):
       gpt2: transformer.ln_f, lm_head or wte;  gpt_neox: final_layer_norm, embed_out;
       opt: final_layer_norm (if stored), project_out (if stored), lm_head or embed_tokens (tie default true);
       phi: final_layernorm, lm_head with its bias;  llama, mistral, qwen2: model.norm, lm_head or embed_tokens
-      (tie default false);  gemma, gemma2: model.norm (1 + w), lm_head or embed_tokens (tie default true),
-      gemma2 final_logit_softcapping (default 30, null none);  xlnet: word_embedding (tied), lm_loss.bias;
+      (tie default false);  qwen3 likewise;  gemma, gemma2, gemma3_text: model.norm (1 + w), lm_head or
+      embed_tokens (tie default true), gemma2 final_logit_softcapping (default 30, null none), gemma3_text's
+      (default null);  xlnet: word_embedding (tied), lm_loss.bias;
       t5: none (its lm_head reads the decoder)."""
     if not os.path.isdir(path):
         return None
@@ -2432,15 +2633,15 @@ def task_head(path):
         head.update(norm=ln(n[:-len(".weight")]), W=_matrix(t[E]),
                     c=_vector(t["lm_head.bias"]) if "lm_head.bias" in t else None)
         return head
-    if mt in ("llama", "mistral", "qwen2", "gemma", "gemma2"):
-        gemma = mt in ("gemma", "gemma2")
+    if mt in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text"):
+        gemma = mt in ("gemma", "gemma2", "gemma3_text")
         n = first("model.norm.weight", "norm.weight")
         E = first("lm_head.weight", *(["model.embed_tokens.weight", "embed_tokens.weight"] if tie(gemma) else []))
         if n is None or E is None:
             return None
         head.update(norm=("rms1p" if gemma else "rms", _vector(t[n]), None), W=_matrix(t[E]))
-        if mt == "gemma2":
-            cap = cfg.get("final_logit_softcapping", 30.0)
+        if mt in ("gemma2", "gemma3_text"):
+            cap = cfg.get("final_logit_softcapping", 30.0 if mt == "gemma2" else None)
             head["cap"] = None if cap is None else _dec(cap)
         return head
     return None
@@ -2680,7 +2881,7 @@ def main(argv=None):
     g = sub.add_parser("gen-head", help="test fixture: draw the task head's tensors of an `init --layout` folder")
     g.add_argument("--model", required=True)
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--softcap", type=float, default=0.75, help="Gemma 2's final_logit_softcapping")
+    g.add_argument("--softcap", type=float, default=0.75, help="Gemma 2's and 3's final_logit_softcapping")
     r = sub.add_parser("residual-norms", help="print |X^l|_F and |X^l - 1 mean(X^l)^T|_F of every layer as JSON")
     r.add_argument("--model", required=True)
     r.add_argument("--input")

@@ -816,9 +816,252 @@ def test_llama():
     close(Xs[1], Z + ((G / (1 + np.exp(-G))) * (Y2 @ w["up"].T)) @ w["down"].T, "qwen2 forward")
 
 
+# ---- Qwen3 and Gemma 3 (query/key norms) ------------------------------------------------------
+
+def qkn_ckpt(seed, d, H, Hkv, dh, L, f, V, gemma3, bias=False, prefix="model."):
+    """A Qwen3 (two norms) or Gemma 3 (four) folder's tensors; q_norm / k_norm gains far from neutral."""
+    c = Ckpt(seed)
+    c.add(prefix + "embed_tokens.weight", [V, d], std=0.8)
+    norms = ["input_layernorm", "post_attention_layernorm"]
+    if gemma3:
+        norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
+    for l in range(L):
+        p = f"{prefix}layers.{l}."
+        for k in norms:
+            c.add(p + k + ".weight", [d], (0 if gemma3 else 1) + 0.3 * c.rng.normal(size=d))
+        for k in ("q_norm", "k_norm"):
+            c.add(p + f"self_attn.{k}.weight", [dh], (0 if gemma3 else 1) + 0.8 * c.rng.normal(size=dh))
+        for k, rows in (("q", H * dh), ("k", Hkv * dh), ("v", Hkv * dh)):
+            c.add(p + f"self_attn.{k}_proj.weight", [rows, d])
+            if bias:
+                c.add(p + f"self_attn.{k}_proj.bias", [rows], std=0.2)
+        c.add(p + "self_attn.o_proj.weight", [d, H * dh])
+        if bias:
+            c.add(p + "self_attn.o_proj.bias", [d], std=0.2)
+        c.add(p + "mlp.gate_proj.weight", [f, d])
+        c.add(p + "mlp.up_proj.weight", [f, d])
+        c.add(p + "mlp.down_proj.weight", [d, f])
+    c.add(prefix + "norm.weight", [d])
+    return c
+
+
+def rope_f(M, base, factor):
+    """families.md's per-layer rotary: angle p theta_i / f, theta_i = base^(-2i/d_h), rotate half."""
+    out = M.copy()
+    h = M.shape[1] // 2
+    for p in range(M.shape[0]):
+        for i in range(h):
+            a = p * base ** (-2 * i / M.shape[1]) / factor
+            out[p, i] = M[p, i] * math.cos(a) - M[p, i + h] * math.sin(a)
+            out[p, i + h] = M[p, i + h] * math.cos(a) + M[p, i] * math.sin(a)
+    return out
+
+
+def qkn_np(c, toks, d, H, Hkv, dh, L, v, gemma3, rope_l, scale, window=None, sliding=(), prefix="model.",
+           eps=1e-6, bias=False, no_qk_norm=False):
+    """families.md's Qwen3 / Gemma 3 in float64: projection, per-head view, N(.; gamma), rotation, s q.k.
+    rope_l[l] = (base, factor); sliding: the layers with the window."""
+    t = {k[len(prefix):] if k.startswith(prefix) else k: np.array(x[1]).reshape(x[0]) for k, x in c.t.items()}
+    gain = (lambda w: 1 + w) if gemma3 else (lambda w: w)
+    n = len(toks)
+    X = (math.sqrt(d) if gemma3 else 1.0) * t["embed_tokens.weight"][toks]
+    out = [X]
+    for l in range(L):
+        p = f"layers.{l}."
+        a = p + "self_attn."
+        on = v["layernorm"] == "pre"
+        N = lambda x, k: rms(x, gain(t[p + k + ".weight"]), eps) if on else x  # noqa: E731
+        Y = N(X, "input_layernorm")
+        proj = lambda k: Y @ t[a + k + "_proj.weight"].T + (t[a + k + "_proj.bias"] if bias else 0)  # noqa: E731
+        Qa, Ka, Va = proj("q"), proj("k"), proj("v")
+        att = np.zeros((n, d))
+        for h in range(H):
+            g = h // (H // Hkv)
+            s, sk = slice(h * dh, (h + 1) * dh), slice(g * dh, (g + 1) * dh)
+            q, k = Qa[:, s], Ka[:, sk]
+            if not no_qk_norm:
+                q, k = rms(q, gain(t[a + "q_norm.weight"]), eps), rms(k, gain(t[a + "k_norm.weight"]), eps)
+            q, k = rope_f(q, *rope_l[l]), rope_f(k, *rope_l[l])
+            if v["mask"] == "causal":
+                vis = (lambda i, j: j <= i and i - j < window) if l in sliding else CAUSAL
+            else:
+                vis = ALL
+            att += softmax_vis(q @ k.T * scale, vis) @ Va[:, sk] @ t[a + "o_proj.weight"][:, s].T
+        if bias:
+            att = att + t[a + "o_proj.bias"]
+        if gemma3:
+            att = N(att, "post_attention_layernorm")
+        Z = (X if v["skip"] == "on" else 0) + att
+        if v["mlp"] != "none":
+            Y2 = N(Z, "pre_feedforward_layernorm" if gemma3 else "post_attention_layernorm")
+            G = Y2 @ t[p + "mlp.gate_proj.weight"].T
+            A = act("gelu_tanh", G) if gemma3 else G / (1 + np.exp(-G))
+            F = (A * (Y2 @ t[p + "mlp.up_proj.weight"].T)) @ t[p + "mlp.down_proj.weight"].T
+            if gemma3:
+                F = N(F, "post_feedforward_layernorm")
+            Z = (Z if v["mlp"] == "residual" else 0) + F
+        X = Z
+        out.append(X)
+    return out
+
+
+def refused(path, cfg_update, what, drop=()):
+    cfg_path = os.path.join(path, "config.json")
+    keep = json.load(open(cfg_path))
+    cfg = dict(keep, **cfg_update)
+    for k in drop:
+        cfg.pop(k, None)
+    json.dump(cfg, open(cfg_path, "w"))
+    try:
+        R.load_model(path)
+        ok(False, f"{what}: not refused")
+    except ValueError:
+        ok(True, "")
+    json.dump(keep, open(cfg_path, "w"))
+
+
+def test_qwen3():
+    d, H, Hkv, dh, L, f, V, theta = 6, 4, 2, 4, 2, 8, 10, 100.0
+    for bias in (False, True):
+        c = qkn_ckpt(81 + bias, d, H, Hkv, dh, L, f, V, False, bias=bias)
+        path = c.write(f"qwen3b{int(bias)}", {"model_type": "qwen3", "hidden_size": d, "num_attention_heads": H,
+                                              "num_key_value_heads": Hkv, "head_dim": dh, "num_hidden_layers": L,
+                                              "intermediate_size": f, "vocab_size": V, "rope_theta": theta,
+                                              "attention_bias": bias, "rms_norm_eps": 1e-6})
+        toks = [1, 5, 7, 3, 9]
+        for variant in ({}, {"skip": "off", "mlp": "none", "layernorm": "none"}, {"mask": "none", "mlp": "plain"}):
+            m, Xs, _ = run(path, toks, variant)
+            v = dict(m.own, **variant)
+            want = qkn_np(c, toks, d, H, Hkv, dh, L, v, False, [(theta, 1.0)] * L, dh ** -0.5, bias=bias)
+            for l in range(L + 1):
+                close(Xs[l], want[l], f"qwen3 bias {bias} {variant} layer {l}", 1e-10)
+            # the query/key norm matters: without it the layers differ
+            bare = qkn_np(c, toks, d, H, Hkv, dh, L, v, False, [(theta, 1.0)] * L, dh ** -0.5, bias=bias,
+                          no_qk_norm=True)
+            ok(np.max(np.abs(bare[L] - want[L])) > 1e-3, f"qwen3 {variant}: the query/key norm changes X^L")
+    # norm before rotation, per head, gain w (not 1 + w): one head's logits by hand
+    m = R.load_model(path)
+    mp.prec = 120
+    mpw = R.FamilyMpWeights(m)
+    X0 = R.embed(m, toks)
+    lw = mpw.layers[0]
+    A = R.family_scores(m, mpw, lw, 0, X0, 3)
+    hd = lw["heads"][3]
+    Q = R.add_bias(R.matmul(X0, hd["W_Q"]), hd["b_Q"])
+    K = R.add_bias(R.matmul(X0, hd["W_K"]), hd["b_K"])
+    N = lambda u, g: [x / mp.sqrt(mp.fsum(y * y for y in u) / dh + mpf("1e-6")) * w for x, w in zip(u, g)]  # noqa
+    Qn = R.rotate_half([N(u, lw["q_norm"]["g"]) for u in Q], dh, "100")
+    Kn = R.rotate_half([N(u, lw["k_norm"]["g"]) for u in K], dh, "100")
+    ok(all(abs(A[i][j] - mp.fdot(Qn[i], Kn[j]) / 2) < mpf(2) ** -100 for i in range(5) for j in range(5)),
+       "qwen3 logits: s N(q; w) rotated . N(k; w) rotated, s = 4^(-1/2)")
+    # head_dim default 128 (not d / H), num_key_value_heads null = H
+    cfg = json.load(open(os.path.join(path, "config.json")))
+    cfg_nodh = {k: x for k, x in cfg.items() if k != "head_dim"}
+    json.dump(dict(cfg_nodh, num_key_value_heads=None, num_attention_heads=4), open(os.path.join(path, "config.json"),
+                                                                                       "w"))
+    try:
+        R.load_model(path)
+        ok(False, "qwen3 head_dim default 128 read as 4")
+    except ValueError as e:
+        ok("128" in str(e) or "q_proj" in str(e) or "shape" in str(e) or "length" in str(e), f"qwen3 dh 128: {e}")
+    json.dump(cfg, open(os.path.join(path, "config.json"), "w"))
+    for upd, what in (({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_scaling linear"),
+                      ({"rope_parameters": {"rope_type": "default", "rope_theta": 7.0}}, "rope_theta disagreeing"),
+                      ({"use_sliding_window": True}, "use_sliding_window"),
+                      ({"layer_types": ["full_attention", "sliding_attention"]}, "layer_types sliding"),
+                      ({"hidden_act": "gelu"}, "hidden_act gelu"), ({"head_dim": None}, "head_dim null"),
+                      ({"head_dim": 3}, "head_dim odd"), ({"num_key_value_heads": 3}, "H_kv 3"),
+                      ({"partial_rotary_factor": 0.5}, "partial rotary")):
+        refused(path, upd, f"qwen3 {what}")
+    m = R.load_model(path)
+    ok(m.theta == "100.0" and m.rope is None, "qwen3: one base")
+
+
+def test_gemma3():
+    d, H, Hkv, dh, L, f, V = 6, 2, 1, 4, 3, 8, 12
+    qpas, W, local, glob, fac = 5, 2, 30.0, 1000.0, 4.0
+    c = qkn_ckpt(91, d, H, Hkv, dh, L, f, V, True, prefix="")
+    cfg = {"model_type": "gemma3_text", "hidden_size": d, "num_attention_heads": H, "num_key_value_heads": Hkv,
+           "head_dim": dh, "num_hidden_layers": L, "intermediate_size": f, "vocab_size": V,
+           "query_pre_attn_scalar": qpas, "sliding_window": W, "sliding_window_pattern": 2,
+           "rope_local_base_freq": local, "rope_theta": glob, "rope_scaling": {"rope_type": "linear", "factor": fac}}
+    path = c.write("gemma3", cfg)
+    toks = [1, 5, 7, 3, 10]
+    n = len(toks)
+    m, Xs, Ps = run(path, toks)
+    # pattern 2: layer 1 global, layers 0 and 2 local
+    ok(m.sliding == {0, 2} and m.window == W, f"gemma3 pattern 2: sliding {m.sliding}")
+    ok(m.rope == [("30.0", "1"), ("1000.0", "4.0"), ("30.0", "1")], f"gemma3 rotary per layer {m.rope}")
+    for h in range(H):
+        for i in range(n):
+            for j in range(n):
+                ok((Ps[0][h][i][j] != 0) == (j <= i and i - j < W), f"gemma3 layer 0 window P[{i}][{j}]")
+                ok((Ps[1][h][i][j] != 0) == (j <= i), f"gemma3 layer 1 causal P[{i}][{j}]")
+    rl = [(local, 1.0), (glob, fac), (local, 1.0)]
+    for variant in ({}, {"skip": "off", "mlp": "none", "layernorm": "none"}, {"mask": "none"}):
+        m, Xs, Ps = run(path, toks, variant)
+        v = dict(m.own, **variant)
+        want = qkn_np(c, toks, d, H, Hkv, dh, L, v, True, rl, qpas ** -0.5, W, {0, 2}, prefix="")
+        for l in range(L + 1):
+            close(Xs[l], want[l], f"gemma3 {variant} layer {l}", 1e-10)
+        # each feature matters: the query/key norm, and each layer's own base and factor
+        for wrong, what in ((dict(no_qk_norm=True), "no query/key norm"),
+                            (dict(rope_l=[(glob, fac)] * L), "the global rotary on every layer"),
+                            (dict(rope_l=[(local, 1.0), (glob, 1.0), (local, 1.0)]), "no linear factor")):
+            args = dict(rope_l=rl)
+            args.update(wrong)
+            bad = qkn_np(c, toks, d, H, Hkv, dh, L, v, True, args.pop("rope_l"), qpas ** -0.5, W, {0, 2},
+                         prefix="", **args)
+            ok(np.max(np.abs(bad[L] - want[L])) > 1e-4, f"gemma3 {variant}: {what} changes X^L")
+    # layer_types decides over the pattern; defaults; the multimodal file's text model
+    refused(path, {"layer_types": ["full_attention"] * 2}, "gemma3 layer_types of length 2")
+    refused(path, {"rope_scaling": {"rope_type": "yarn", "factor": 8.0}}, "gemma3 yarn")
+    refused(path, {"rope_scaling": {"rope_type": "linear", "factor": 0.5}}, "gemma3 factor 0.5")
+    refused(path, {"attn_logit_softcapping": 50.0}, "gemma3 attention soft cap")
+    refused(path, {"use_bidirectional_attention": True}, "gemma3 bidirectional")
+    refused(path, {"_sliding_window_pattern": 6}, "gemma3 _sliding_window_pattern contradicting")
+    refused(path, {"sliding_window": None}, "gemma3 null window with sliding layers")
+    refused(path, {"head_dim": None}, "gemma3 null head_dim")
+    refused(path, {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": glob}}},
+            "gemma3 rope_parameters disagreeing with rope_scaling")
+    refused(path, {"rope_parameters": {"rope_type": "default"}}, "gemma3 rope_parameters not keyed by layer type")
+    cfg2 = dict(cfg, layer_types=["full_attention", "sliding_attention", "sliding_attention"])
+    json.dump(cfg2, open(os.path.join(path, "config.json"), "w"))
+    m = R.load_model(path)
+    ok(m.sliding == {1, 2} and m.rope[0] == ("1000.0", "4.0"), "gemma3 layer_types decides")
+    json.dump({k: x for k, x in cfg.items() if k not in ("sliding_window_pattern", "rope_local_base_freq",
+                                                         "rope_theta", "rope_scaling", "query_pre_attn_scalar",
+                                                         "sliding_window")},
+              open(os.path.join(path, "config.json"), "w"))
+    m = R.load_model(path)
+    ok(m.sliding == {0, 1, 2} and m.window == 4096 and m.scale == "256" and m.rope == [("10000", "1")] * L,
+       f"gemma3 defaults (pattern 6: three local layers): {m.sliding} {m.window} {m.scale} {m.rope}")
+    # a gemma3 (multimodal) file: text_config with the defaults, tensors under language_model.model.
+    c.t = {"language_model.model." + k: x for k, x in c.t.items()}
+    c.t["vision_tower.x.weight"] = ([2], [1.0, 2.0])
+    text = {k: x for k, x in cfg.items() if k != "model_type"}
+    mm = c.write("gemma3mm", {"model_type": "gemma3", "text_config": text, "image_token_index": 11})
+    m2, Xs2, _ = run(mm, toks)
+    want = qkn_np(Ckpt_from(c.t, "language_model.model."), toks, d, H, Hkv, dh, L, dict(m2.own), True, rl,
+                  qpas ** -0.5, W, {0, 2}, prefix="")
+    for l in range(L + 1):
+        close(Xs2[l], want[l], f"gemma3 multimodal layer {l}", 1e-10)
+    try:
+        run(mm, [1, 11])
+        ok(False, "gemma3 image_token_index not refused")
+    except ValueError:
+        ok(True, "")
+
+
+def Ckpt_from(t, prefix):
+    c = Ckpt(0)
+    c.t = {k[len(prefix):]: x for k, x in t.items() if k.startswith(prefix)}
+    return c
+
+
 def main():
     tests = [test_t5_buckets, test_t5_forward, test_xlnet, test_gpt_neox, test_phi, test_opt, test_gemma,
-             test_gemma2, test_vit, test_llama]
+             test_gemma2, test_vit, test_llama, test_qwen3, test_gemma3]
     return run_tests(tests, CHECKS, TMP)
 
 
