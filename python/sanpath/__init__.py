@@ -87,9 +87,11 @@ ProgressCallback = Callable[[str, int, int], None]
 class Number:
     """A high-precision result: its value, its confirmed digits, or an upper bound.
 
-    ``str(x)`` prints the decimal with its true exponent and min(confirmed, asked)
-    significant digits, the digits asked being the analysis's ``digits=`` (20 by
-    default: ``4.7056435084530063284e-498``), or ``< 1e-40`` when only a bound is known; ``float(x)`` converts when a double
+    ``str(x)`` prints the decimal with its true exponent and every confirmed
+    significant digit, as the JSON does, so that ``x.digits`` counts them
+    (``4.70564350845300632836578219375e-498``; ``x.decimal(n)`` rounds to at most
+    n of them, as a table does to the analysis's ``digits=``), or ``< 1e-40`` when
+    only a bound is known; ``float(x)`` converts when a double
     holds the value and raises ``OverflowError`` outside double's range (never
     returns 0.0 or inf for a nonzero value); ``x.log10`` is the magnitude as a float;
     ``x.mpf()`` an ``mpmath.mpf`` with the confirmed digits; ``x.digits`` the number

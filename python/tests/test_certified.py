@@ -181,7 +181,7 @@ def test_report_certified_is_the_cli(cli, tmp_path):
     text = sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), name=str(m), rerun=0,
                           check="certified")
     assert text == out.read_text(encoding="utf-8")
-    assert "Digits proven by enclosures in brackets" in text and "not enclosed yet" not in text
+    assert "In brackets the digits printed, each proven by enclosures" in text and "not enclosed yet" not in text
     assert "certified: every digit proven by ball arithmetic" in text
     reruns = sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), name=str(m), rerun=2,
                             check="certified")

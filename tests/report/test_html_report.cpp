@@ -117,8 +117,8 @@ TEST_CASE("a certified report: every section proven; with re-runs the effectiven
   CHECK_FALSE(r.effectiveness.check);
   for (const EffectivenessEntry& e : r.effectiveness.lengths) CHECK(e.distance.enclosure);
   const std::string html = render_html(r);
-  CHECK(html.find("Digits proven by enclosures in brackets") != std::string::npos);
-  CHECK(html.find("Digits confirmed by the second run") == std::string::npos);
+  CHECK(html.find("In brackets the digits printed, each proven by enclosures") != std::string::npos);
+  CHECK(html.find("each confirmed by the second run") == std::string::npos);
   CHECK(html.find("not enclosed yet") == std::string::npos);
   CHECK(html.find("certified: every digit proven by ball arithmetic (math.md §10)") != std::string::npos);
   // with the re-run sub-networks (in balls too) the section is still proven, each repetition enclosed
