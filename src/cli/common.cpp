@@ -65,10 +65,11 @@ void ModelOptions::add(CLI::App& app, bool required, bool streaming) {
 
 const CLI::Validator unsigned_integer(
     [](std::string& text) -> std::string {
-      const bool digits = decimal(text, 20);
-      errno = 0;
-      if (digits) (void)std::strtoull(text.c_str(), nullptr, 10);
-      if (!digits || errno == ERANGE) return "'" + text + "' is not an integer in [0, 2^64)";
+      try {
+        (void)parse_uint64(text);  // the library's range, as Python's seeds and counts
+      } catch (const std::invalid_argument& e) {
+        return e.what();
+      }
       return "";
     },
     "");  // no text in the help: the option's type already says UINT
