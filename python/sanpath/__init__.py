@@ -91,5 +91,5 @@ __all__ = [
     "sample_paths", "path_counts", "distribution_notes", "bounds", "report", "set_memory_budget", "set_threads", "threads", "Batch", "ForwardBatchResult",
     "CollapseBatchResult", "EffectivenessResult", "EffectivenessBatchResult", "BoundsSearchResult", "batch", "token_file", "input_file",
     "random_batch", "effectiveness", "bounds_search", "RerunResult", "RerunBatchResult", "pixels", "load_pixels", "image",
-    "LAYOUTS", "FAMILIES", "kernels",
+    "LAYOUTS", "FAMILIES", "FamilyOptions", "kernels",
 ]
