@@ -79,7 +79,7 @@ TEST_CASE("the report holds every chart and the analyses' numbers") {
   REQUIRE(r.effectiveness.lengths.size() == 4);
   CHECK(!r.effectiveness.head);
   for (const EffectivenessEntry& e : r.effectiveness.lengths)
-    CHECK(html.find("<td>" + svg::escape(e.distance.str()) + "</td>") != std::string::npos);
+    CHECK(html.find("<td>" + svg::escape(e.distance.shown()) + "</td>") != std::string::npos);
   // Escaped, self-contained.
   CHECK(html.find("tiny &lt;san&gt; &amp; co") != std::string::npos);
   CHECK(html.find("<script") == std::string::npos);
@@ -89,7 +89,7 @@ TEST_CASE("the report holds every chart and the analyses' numbers") {
   for (std::size_t i = 0; i < r.collapse.variants.size(); ++i)
     for (const LayerReport& l : r.collapse.analyses[i].layers) {
       const std::string cell = "data-variant=\"" + r.collapse.variants[i].name + "\" data-layer=\"" +
-                               std::to_string(l.layer) + "\">" + l.relative_residual.str();
+                               std::to_string(l.layer) + "\">" + l.relative_residual.shown();
       CHECK(html.find(cell) != std::string::npos);
     }
   for (const LengthSumEntry& e : r.lengths.lengths) CHECK(html.find(">" + e.count + "<") != std::string::npos);
