@@ -254,8 +254,8 @@ void PrecisionOptions::add(CLI::App& app, const std::string& default_text) {
                  "cancellation's bits more) (default: centred with --precision auto, direct with a fixed precision)");
   app.add_option("--digits", digits,
                  "significant digits asked for: --precision auto chooses the precision that confirms them for "
-                 "every residual; tables print each value to min(confirmed, asked) digits, JSON and CSV every confirmed "
-                 "digit (a digit count always counts the digits of the value it describes)")
+                 "every residual; tables print each value to min(confirmed, asked) digits, JSON and CSV every "
+                 "confirmed digit (a digit count always counts the digits of the value it describes)")
       ->default_val(20);
   app.add_option("--max-bits", max_bits, "auto: precision ceiling in bits (default: the top tier)");
   app.add_flag("--no-confirm", no_confirm, "skip the confirming run (digits are then unconfirmed)");

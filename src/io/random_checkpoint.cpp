@@ -117,8 +117,7 @@ RandomCheckpoint plan_random_checkpoint(const InitOptions& o, OptionSpelling spe
       return 0;
     });
   } else if (any_family_option(o.family_options)) {
-    refuse(where, "the family options (" + std::string(spelling == OptionSpelling::cli ? "--rotary-fraction" : "rotary_fraction") +
-                      ", …) belong to the layouts " +
+    refuse(where, "the family options (" + sp.name("rotary_fraction") + ", …) belong to the layouts " +
                       family_names([](const LayoutFamily& f) { return f.own_structure; }));
   }
   if (a.d_ff == 0 && a.variant.mlp != MlpKind::none)
@@ -141,7 +140,8 @@ RandomCheckpoint plan_random_checkpoint(const InitOptions& o, OptionSpelling spe
   if (layout != Layout::albert) s.embeddings = layout;
   if (layout_family(layout).input == InputKind::pixels && o.vocab > 0)
     refuse(sp.name("vocab"), "a " + to_string(layout) + " model takes images, not tokens");
-  if (layout == Layout::albert && o.vocab > 0) refuse(sp.name("vocab"), "the albert layout is written without embeddings");
+  if (layout == Layout::albert && o.vocab > 0)
+    refuse(sp.name("vocab"), "the albert layout is written without embeddings");
   if (layout == Layout::albert && !o.shared_layers) refuse(sp.layout("albert"), "needs " + sp.flag("shared_layers"));
   return c;
 }

@@ -298,7 +298,8 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
       << digits_text(text_table::shown_least(a.layers[i].digits, a.layers[i].relative_residual)) << "\n";
   bool cut = false;
   for (const LayerReport& r : a.layers)
-    for (const Quantity* q : {&r.relative_residual, &r.res_composite, &r.norm_composite}) cut = cut || text_table::cut(*q);
+    for (const Quantity* q : {&r.relative_residual, &r.res_composite, &r.norm_composite})
+      cut = cut || text_table::cut(*q);
   if (!a.layers.empty()) o << text_table::cut_note(cut, a.layers.front().relative_residual);
   if (!measures.empty()) o << "\n" << measures_table(a.layers, measures);
   if (a.emulation) o << "\n" << emulation_table(*a.emulation, measures);

@@ -124,7 +124,8 @@ std::string format_effectiveness(const EffectivenessReport& r, const Model& mode
     o << pad(digits_text(text_table::shown_least(e.digits, e.distance)), 13) << e.count << "\n";
   }
   bool cut = false;
-  for (const EffectivenessEntry& e : r.lengths) cut = cut || text_table::cut(e.distance) || (e.kl && text_table::cut(*e.kl));
+  for (const EffectivenessEntry& e : r.lengths)
+    cut = cut || text_table::cut(e.distance) || (e.kl && text_table::cut(*e.kl));
   if (!r.lengths.empty()) o << text_table::cut_note(cut, r.lengths.front().distance);
   return text_table::trim_line_ends(o.str());
 }

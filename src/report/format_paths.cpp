@@ -159,13 +159,15 @@ std::string format_length_sums(const LengthSumsReport& r, const Model& model, co
   }
   o << "Length sums S_k = Σ_{|path| = k} P_path X W_path (Theorem 2.1), without enumerating paths\n";
   o << header_text(r, model, info);
-  o << "paths: " << r.total_count << "; share = ‖S_k‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.shown()
+  o << "paths: " << r.total_count
+    << "; share = ‖S_k‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.shown()
     << "\n\n";
   o << pad("length", 8) << pad("‖S_k‖_F", 26) << pad("‖res(S_k)‖_{1,∞}", 26) << pad("share", 26) << pad("digits", 13)
     << "paths (exact)\n";
   for (const LengthSumEntry& e : r.lengths)
     o << pad(std::to_string(e.length), 8) << pad(e.frobenius.shown(), 26) << pad(e.residual.shown(), 26)
-      << pad(e.share.shown(), 26) << pad(digits_text(text_table::shown_least(e.digits, e.share)), 13) << e.count << "\n";
+      << pad(e.share.shown(), 26) << pad(digits_text(text_table::shown_least(e.digits, e.share)), 13) << e.count
+      << "\n";
   bool cut = false;
   for (const LengthSumEntry& e : r.lengths)
     cut = cut || text_table::cut(e.frobenius) || text_table::cut(e.residual) || text_table::cut(e.share);
@@ -249,7 +251,8 @@ std::string format_enumeration(const PathEnumerationReport& r, const Model& mode
     << pad("‖res(P)‖_{1,∞}", 26) << "digits\n";
   for (const PathTermEntry& e : r.paths)
     o << pad(heads_text(e.heads), hw) << pad(std::to_string(e.length), 8) << pad(e.norm_composite.shown(), 26)
-      << pad(e.norm_frobenius.shown(), 26) << pad(e.residual_composite.shown(), 26) << pad(e.stochastic_residual.shown(), 26)
+      << pad(e.norm_frobenius.shown(), 26) << pad(e.residual_composite.shown(), 26)
+      << pad(e.stochastic_residual.shown(), 26)
       << digits_text(text_table::shown_least(e.digits, e.norm_composite)) << "\n";
   bool cut = false;
   for (const PathTermEntry& e : r.paths)
@@ -290,8 +293,9 @@ std::string format_samples(const PathSampleReport& r, const Model& model, const 
       o << e.length << ',' << e.samples << ',' << e.population << ',' << e.norm.mean.str() << ',' << e.norm.stddev.str()
         << ',' << e.norm.low.str() << ',' << e.norm.high.str() << ',' << e.residual.mean.str() << ','
         << e.residual.stddev.str() << ',' << e.residual.low.str() << ',' << e.residual.high.str() << ','
-        << (e.digits ? std::to_string(*e.digits) : "") << ',' << (e.norm.stddev.digits ? std::to_string(*e.norm.stddev.digits) : "")
-        << ',' << (e.residual.stddev.digits ? std::to_string(*e.residual.stddev.digits) : "") << '\n';
+        << (e.digits ? std::to_string(*e.digits) : "") << ','
+        << (e.norm.stddev.digits ? std::to_string(*e.norm.stddev.digits) : "") << ','
+        << (e.residual.stddev.digits ? std::to_string(*e.residual.stddev.digits) : "") << '\n';
     return o.str();
   }
   o << "Random path terms T = P_path X W_path, uniform among the paths of each length\n";
@@ -302,11 +306,13 @@ std::string format_samples(const PathSampleReport& r, const Model& model, const 
   for (const LengthSampleEntry& e : r.lengths)
     o << pad(std::to_string(e.length), 8) << pad(std::to_string(e.samples), 9) << pad(e.norm.mean.shown(), 26)
       << pad("[" + e.norm.low.shown() + ", " + e.norm.high.shown() + "]", 52) << pad(e.residual.mean.shown(), 26)
-      << pad("[" + e.residual.low.shown() + ", " + e.residual.high.shown() + "]", 52) << pad(digits_text(text_table::shown_least(e.digits, e.norm.mean)), 13)
+      << pad("[" + e.residual.low.shown() + ", " + e.residual.high.shown() + "]", 52)
+      << pad(digits_text(text_table::shown_least(e.digits, e.norm.mean)), 13)
       << e.population << "\n";
   bool cut = false;
   for (const LengthSampleEntry& e : r.lengths)
-    for (const Quantity* q : {&e.norm.mean, &e.norm.low, &e.norm.high, &e.residual.mean, &e.residual.low, &e.residual.high})
+    for (const Quantity* q :
+         {&e.norm.mean, &e.norm.low, &e.norm.high, &e.residual.mean, &e.residual.low, &e.residual.high})
       cut = cut || text_table::cut(*q);
   if (!r.lengths.empty()) o << text_table::cut_note(cut, r.lengths.front().norm.mean);
   return text_table::trim_line_ends(o.str());

@@ -223,14 +223,16 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
         continue;
       }
       const LayerReport& lr = c.analyses[i].layers[l];
-      o << escape(lr.relative_residual.shown()) << " <span class=\"digits\">[" << html_parts::digits_text(lr.relative_residual.shown_digits())
+      o << escape(lr.relative_residual.shown()) << " <span class=\"digits\">["
+        << html_parts::digits_text(lr.relative_residual.shown_digits())
         << "]</span></td>";
     }
     o << "</tr>\n";
   }
   o << "</tbody>\n</table>\n<p class=\"caption\">"
-    << (r.precision.check == CheckMethod::certified ? "In brackets the digits printed, each proven by enclosures"
-                                                     : "In brackets the digits printed, each confirmed by the second run")
+    << (r.precision.check == CheckMethod::certified
+            ? "In brackets the digits printed, each proven by enclosures"
+            : "In brackets the digits printed, each confirmed by the second run")
     << (batch ? " (of the mean)" : "") << ". Variants: ";
   for (std::size_t i = 0; i < c.variants.size(); ++i)
     o << (i ? "; " : "") << "<b>" << escape(c.variants[i].name) << "</b> "
@@ -395,7 +397,8 @@ void paths_section(std::ostringstream& o, const HtmlReport& r) {
        "<th>‖res(S<sub>k</sub>)‖<sub>1,∞</sub></th><th>digits</th></tr></thead>\n<tbody>\n";
   for (const LengthSumEntry& e : p.lengths) {
     o << "<tr><th>" << e.length << "</th><td class=\"count\">" << escape(e.count) << "</td><td>"
-      << escape(e.share.shown()) << "</td><td>" << escape(e.frobenius.shown()) << "</td><td>" << escape(e.residual.shown())
+      << escape(e.share.shown()) << "</td><td>" << escape(e.frobenius.shown()) << "</td><td>"
+      << escape(e.residual.shown())
       << "</td><td>" << html_parts::digits_text(text_table::shown_least(e.digits, e.share)) << "</td></tr>\n";
   }
   o << "</tbody>\n</table>\n<p class=\"caption\">" << escape(p.total_count)

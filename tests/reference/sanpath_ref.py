@@ -2066,7 +2066,8 @@ def _check_paths(a):
         if "total_paths" in j and int(j["total_paths"]) != total:
             ck.fail(f"{tag}: total_paths {j['total_paths']}, exact count {total}")
         if "output_norm" in j:
-            ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX, counted=False)
+            ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX,
+                      counted=False)
         if "decomposition_holds" in j and j["decomposition_holds"] is not True:
             ck.fail(f"{tag}: decomposition_holds = {j.get('decomposition_holds')}")
         if "decomposition_error" in j and "decomposition_tolerance" in j:
@@ -2518,7 +2519,8 @@ def _check_effectiveness(a):
         if (j["head"] is None) != (head is None) or (head and j["head"]["kind"] != head["kind"]):
             ck.fail(f"{tag}: head {j['head']}, reference {head and head['kind']}")
             continue
-        ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX, counted=False)
+        ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX,
+                      counted=False)
         certified = j.get("check_method") == "certified" or a.check == "certified"
         for k, (e, r) in enumerate(zip(j["effectiveness"], rows)):
             ck.number(f"{tag} k={k} distance", e["distance"], e["digits"], r["distance"])
@@ -2631,7 +2633,8 @@ def _check_rerun(a):
             ck.fail(f"{tag}: rerun {j['rerun']}, requested --rerun {a.rerun} --repeats {a.repeats}")
         if j["exact"] != attention_only:
             ck.fail(f"{tag}: exact {j['exact']}, expected {attention_only}")
-        ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX, counted=False)
+        ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX,
+                      counted=False)
         for k, (e, r) in enumerate(zip(j["effectiveness"], rows)):
             re = e["rerun"]
             ck.checked += 1

@@ -140,7 +140,8 @@ TEST_CASE("format_forward: table rows, JSON fields and CSV lines", "[format]") {
                                     "5.0000000000000000e-1     17\n"));
   CHECK_THAT(table, Catch::Contains("\n1      1.235e-70000              6.1728e-70001             "
                                     "5.0000000000000000e-1     4\n"
-                                    "digits: those printed, at most 17 (--digits); every confirmed digit in --format json\n"));
+                                    "digits: those printed, at most 17 (--digits); every confirmed digit in "
+                                    "--format json\n"));
 
   const auto j = nlohmann::json::parse(format_forward(a, m, info, Format::json));
   CHECK(j.at("precision_bits") == 257);

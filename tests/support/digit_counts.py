@@ -130,7 +130,9 @@ def check_csv(text, where):
         if "mean" in r:  # a statistic row: the count is the mean's
             own(f"{w}.mean", r["mean"], d)
         else:  # the least over the row's values without a count of their own
-            least(w, [(k, v) for k, v in r.items() if "digits" not in k and k not in counted and k + "_digits" not in r and v], d)
+            values = [(k, v) for k, v in r.items()
+                      if v and "digits" not in k and k not in counted and k + "_digits" not in r]
+            least(w, values, d)
 
 
 CELL = re.compile(r"(?<![\w.])(-?\d(?:\.\d+)?e[-+]?\d+|< 1e-?\d+)(?: ± \S+)? \[(\d+|\?)\]")

@@ -42,7 +42,8 @@ struct InitOptions {
   std::optional<std::string> activation;  ///< default gelu, a layout family's own
   std::optional<double> ln_eps;           ///< default 1e-12, the Llama family's 1e-5, a family's own
   int vocab = 0, max_positions = 512;
-  VariantOverride variant;             ///< over BERT's structure (the Llama family's); refused by own-structure families
+  /// Over BERT's structure (the Llama family's); refused by the own-structure families.
+  VariantOverride variant;
   std::optional<std::string> layout;   ///< a HuggingFace layout (layout_families()); nullopt or "native": a native file
   std::optional<std::string> family;   ///< "llama": a native file of the Llama family's structure
   std::optional<int> kv_heads;         ///< the families with key/value heads (and family llama); unset or 0: heads
