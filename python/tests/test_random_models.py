@@ -53,6 +53,10 @@ REFUSALS = [
      dict(SIZES, vocab=8, layout="vit", image_size=16, patch_size=8)),
     (["--layout", "albert"], dict(SIZES, layout="albert")),
     (["--family", "gpt2"], dict(SIZES, family="gpt2")),
+    (["--head-dim", "4", "--d-qk", "4"], dict(SIZES, head_dim=4, d_qk=4)),
+    (["--head-dim", "0"], dict(SIZES, head_dim=0)),
+    (["--layout", "bert", "--layer-pattern", "2"], dict(SIZES, layout="bert", layer_pattern=2)),
+    (["--layout", "bert", "--rope-linear-factor", "2"], dict(SIZES, layout="bert", rope_linear_factor=2.0)),
 ]
 
 
