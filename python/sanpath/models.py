@@ -9,7 +9,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 import numpy as np
 
 from . import _sanpath
-from ._sanpath import InputError, Model
+from ._sanpath import Model
 
 #: How the command line tool names its embedded default model in reports.
 EMBEDDED_NAME = "embedded default (random BERT-shaped, seed 0)"
@@ -36,11 +36,6 @@ def load(path: str, first_layers: Optional[int] = None, stream_layers: str = "of
     effectiveness, report, saving) raise :class:`InputError` saying so. ``"auto"``: streamed only when the layers
     held whole would exceed the memory budget. HuggingFace folders only (native files and ALBERT are held whole).
     """
-    if first_layers is not None and (isinstance(first_layers, bool) or not isinstance(first_layers, int)
-                                     or first_layers < 1):
-        raise InputError(f"first_layers: {first_layers!r} is not a number of layers (1, 2, ...)")
-    if stream_layers not in ("off", "on", "auto"):
-        raise InputError(f"stream_layers: {stream_layers!r} is not one of 'off', 'on', 'auto'")
     return _sanpath.load_model(str(path), first_layers, stream_layers)
 
 

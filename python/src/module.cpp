@@ -290,10 +290,13 @@ PYBIND11_MODULE(_sanpath, m) {
 
   m.def(
       "load_model",
-      [](const std::string& path, std::optional<int> first_layers, const std::string& stream_layers) {
+      // Python's values written out and read by the library, with the CLI's ranges and messages.
+      [](const std::string& path, const py::object& first_layers, const py::object& stream_layers) {
+        const auto text = [](const py::object& x) { return py::str(x).cast<std::string>(); };
         LoadOptions o;
-        o.first_layers = first_layers;
-        o.layers = parse_stream_layers(stream_layers);
+        if (!first_layers.is_none())
+          o.first_layers = as_option("first_layers", [&] { return parse_first_layers(text(first_layers)); });
+        o.layers = parse_stream_layers(text(stream_layers));
         return run_released([&] { return std::make_shared<Model>(load_model(path, o)); });
       },
       py::arg("path"), py::arg("first_layers") = py::none(), py::arg("stream_layers") = "off");
