@@ -20,9 +20,11 @@ result = sanpath.collapse(input=sanpath.random_batch(8, 4, seed=1), conventions=
 print(f"{len(result.runs)} inputs, conventions: {result.conventions}")
 for v, (name, layers) in enumerate(result.statistics().items()):
     print(f"\n{name}")
-    print(f"{'layer':<7}{'mean over the inputs [digits]':<36}log10 of each input's value: mean ± std")
-    for layer, stat in enumerate(layers):
+    cells = [f"{stat.mean} [{stat.mean.digits}]" for stat in layers]  # every confirmed digit and its count
+    width = max([36] + [len(c) + 2 for c in cells])
+    print(f"{'layer':<7}{'mean over the inputs [digits]':<{width}}log10 of each input's value: mean ± std")
+    for layer, cell in enumerate(cells):
         logs = [run.analyses[v].layers[layer].relative_residual.log10 for run in result.runs]
         spread = (f"{statistics.mean(logs):.3f} ± {statistics.stdev(logs):.3f}" if None not in logs
                   else "(an input below resolution)")
-        print(f"{layer:<7}{f'{stat.mean} [{stat.mean.digits}]':<36}{spread}")
+        print(f"{layer:<7}{cell:<{width}}{spread}")

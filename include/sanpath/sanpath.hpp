@@ -23,6 +23,7 @@
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/families.hpp"
 #include "sanpath/io/inputs.hpp"
+#include "sanpath/io/random_checkpoint.hpp"
 #include "sanpath/io/safetensors.hpp"
 #include "sanpath/compute/bounds.hpp"
 #include "sanpath/compute/embed.hpp"

@@ -8,6 +8,7 @@
 #include "sanpath/analysis/effectiveness_batch.hpp"
 #include "sanpath/analysis/paths.hpp"
 #include "sanpath/analysis/rerun.hpp"
+#include "sanpath/core/resources.hpp"
 
 #include "common.hpp"
 #include "run.hpp"
@@ -44,15 +45,16 @@ struct RerunBatchResult : Formatted {
   }
 };
 
-/// `--rerun N --repeats R --seed S --threads T` as a request; the values
-/// were checked by the package (python/sanpath/__init__.py), the threads
-/// here as the CLI checks them.
-RerunRequest rerun_request(std::uint64_t samples, int repeats, std::uint64_t seed, int threads) {
+/// `--rerun N --repeats R --seed S --threads T` as a request: Python's ints
+/// written out and read by the library, with the CLI's ranges and messages
+/// (the option named as in Python).
+RerunRequest rerun_request(const py::int_& samples, const py::int_& repeats, const py::int_& seed, int threads) {
   check_threads(threads);
   RerunRequest rr;
-  rr.samples = samples;
-  rr.repeats = repeats;
-  rr.seed = seed;
+  const auto text = [](const py::int_& x) { return py::str(py::handle(x)).cast<std::string>(); };
+  rr.samples = as_option("rerun", [&] { return RerunRequest::parsed_samples(text(samples)); });
+  rr.repeats = as_option("repeats", [&] { return RerunRequest::parsed_repeats(text(repeats)); });
+  rr.seed = as_option("seed", [&] { return parse_uint64(text(seed)); });
   rr.threads = threads;
   return rr;
 }
@@ -204,8 +206,8 @@ void register_effectiveness(py::module_& m) {
   m.def("effectiveness_rerun", [](ModelPtr model, const InputSpec& input, const std::string& name,
                                   std::optional<std::string> skip, std::optional<std::string> mlp,
                                   std::optional<std::string> layernorm, std::optional<std::string> mask,
-                                  const PrecisionRequest& req, bool use_head, std::uint64_t samples, int repeats,
-                                  std::uint64_t seed, int threads, py::object progress) {
+                                  const PrecisionRequest& req, bool use_head, const py::int_& samples,
+                                  const py::int_& repeats, const py::int_& seed, int threads, py::object progress) {
     check_honoured(req, CheckScope::paths);
     const RerunRequest rr = rerun_request(samples, repeats, seed, threads);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
@@ -219,8 +221,9 @@ void register_effectiveness(py::module_& m) {
   m.def("effectiveness_rerun_batch", [](ModelPtr model, const Batch& batch, const std::string& name,
                                         std::optional<std::string> skip, std::optional<std::string> mlp,
                                         std::optional<std::string> layernorm, std::optional<std::string> mask,
-                                        const PrecisionRequest& req, bool use_head, std::uint64_t samples,
-                                        int repeats, std::uint64_t seed, int threads, py::object progress) {
+                                        const PrecisionRequest& req, bool use_head, const py::int_& samples,
+                                        const py::int_& repeats, const py::int_& seed, int threads,
+                                        py::object progress) {
     check_honoured(req, CheckScope::paths);
     const RerunRequest rr = rerun_request(samples, repeats, seed, threads);
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));

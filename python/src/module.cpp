@@ -1,7 +1,8 @@
 // sanpath._sanpath: the compiled half of the Python package. A thin binding:
 // every function converts its arguments, calls one library entry point with
 // the GIL released, and wraps the result; formatting goes through the
-// library's report formatters. The Pythonic surface is sanpath/__init__.py.
+// library's report formatters. The Pythonic surface is the package sanpath/
+// (results, inputs, models, analyses, settings; __init__ re-exports them).
 // Batches, effectiveness and the bounds search are registered from their own
 // files (batch.cpp, effectiveness.cpp, search.cpp); common.hpp is shared.
 #include <pybind11/numpy.h>
@@ -21,6 +22,7 @@
 #include "sanpath/core/resources.hpp"
 #include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/families.hpp"
+#include "sanpath/io/random_checkpoint.hpp"
 #include "sanpath/model/random.hpp"
 #include "sanpath/io/task_head.hpp"
 #include "sanpath/report/format.hpp"
@@ -288,10 +290,13 @@ PYBIND11_MODULE(_sanpath, m) {
 
   m.def(
       "load_model",
-      [](const std::string& path, std::optional<int> first_layers, const std::string& stream_layers) {
+      // Python's values written out and read by the library, with the CLI's ranges and messages.
+      [](const std::string& path, const py::object& first_layers, const py::object& stream_layers) {
+        const auto text = [](const py::object& x) { return py::str(x).cast<std::string>(); };
         LoadOptions o;
-        o.first_layers = first_layers;
-        o.layers = parse_stream_layers(stream_layers);
+        if (!first_layers.is_none())
+          o.first_layers = as_option("first_layers", [&] { return parse_first_layers(text(first_layers)); });
+        o.layers = parse_stream_layers(text(stream_layers));
         return run_released([&] { return std::make_shared<Model>(load_model(path, o)); });
       },
       py::arg("path"), py::arg("first_layers") = py::none(), py::arg("stream_layers") = "off");
@@ -324,90 +329,42 @@ PYBIND11_MODULE(_sanpath, m) {
       .def_readwrite("layer_pattern", &FamilyOptions::layer_pattern)
       .def_readwrite("rope_local_base", &FamilyOptions::rope_local_base)
       .def_readwrite("rope_linear_factor", &FamilyOptions::rope_linear_factor);
-  // The spec of `sanpath init` (src/cli/cmd_init.cpp), step by step, with its refusals: the same options give
-  // the same model. `layout` nullopt: the native init (BERT's structure unless overridden); `activation` /
-  // `ln_eps` nullopt: the layout's default as `init` takes it.
-  m.def("random_model", [](int layers, int heads, int d_model, int d_qk, int d_v, int d_ff, const std::string& init,
-                           double std, double bias_std, std::uint64_t seed, bool shared_layers,
+  // `sanpath init`'s model: the library validates and builds it (io/random_checkpoint.hpp), naming the
+  // options as Python's keywords. Unset optionals take the defaults `init` takes.
+  m.def("random_model", [](int layers, int heads, int d_model, std::optional<int> d_qk, std::optional<int> d_v,
+                           std::optional<int> head_dim, std::optional<int> d_ff, const std::string& init, double std,
+                           double bias_std, std::uint64_t seed, bool shared_layers,
                            const std::optional<std::string>& activation, std::optional<double> ln_eps, int vocab,
                            int max_positions, const std::optional<std::string>& skip,
                            const std::optional<std::string>& mlp, const std::optional<std::string>& layernorm,
-                           const std::optional<std::string>& mask, const std::optional<std::string>& layout_name,
-                           int kv_heads, double rope_theta, const FamilyOptions& family) {
-    RandomModelSpec s;
-    Architecture& a = s.arch;
-    a.layers = layers;
-    a.heads = heads;
-    a.d_model = d_model;
-    a.d_qk = d_qk;
-    a.d_v = d_v;
-    a.d_ff = d_ff;
-    a.activation = parse_activation(activation.value_or("gelu"));
-    a.ln_eps = ln_eps.value_or(1e-12);
-    a.shared_layers = shared_layers;
-    const std::optional<Layout> layout =
-        layout_name ? std::optional<Layout>(parse_layout(*layout_name)) : std::nullopt;
-    const bool llama = layout && rotary_family(*layout);
-    const bool new_family = layout && layout_family(*layout).own_structure;
-    const bool grouped = layout && layout_family(*layout).key_value_heads;
-    if (!grouped && kv_heads != 0)
-      throw std::invalid_argument("kv_heads: only for the layouts " +
-                                  family_names([](const LayoutFamily& f) { return f.key_value_heads; }));
-    const VariantOverride ov = overrides(skip, mlp, layernorm, mask);
-    a.variant = ov.apply(llama ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
-                               : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
-    const std::string where = "layout " + layout_name.value_or("None");
-    if (llama) {
-      if (!ln_eps) a.ln_eps = 1e-5;
-      a.norm = NormKind::rms;
-      a.kv_heads = kv_heads;
-      a.rope_theta = rope_theta;
-      a.gated_mlp = true;
-      a.activation = Activation::silu;
-    }
-    if (new_family) {
-      if (ov.skip || ov.mlp || ov.layernorm || ov.mask)
-        throw std::invalid_argument(where + ": the family's structure is fixed by its config.json; choose variants "
-                                    "when running it (forward, collapse, … skip=/mlp=/layernorm=/mask=)");
-      const FamilyDefaults def = family_defaults(*layout);
-      if (!activation) a.activation = def.activation;
-      if (!ln_eps) a.ln_eps = def.ln_eps;
-      a.kv_heads = kv_heads;
-      a.rope_theta = rope_theta;
-      s.embeddings = *layout;
-      as_option(where, [&] {
-        family_structure(*layout, s, family);
-        return 0;
-      });
-    } else if (family.rotary_fraction || family.parallel_residual || family.sliding_window || family.softcap ||
-               family.query_pre_attn_scalar || family.rel_buckets || family.rel_max_distance || family.gated ||
-               family.clamp_len || family.causal || family.image_size || family.patch_size || family.channels ||
-               family.embed_dim || family.pre_norm || family.layer_pattern || family.rope_local_base ||
-               family.rope_linear_factor) {
-      throw std::invalid_argument(where + ": the family options (rotary_fraction, …) belong to the layouts " +
-                                  family_names([](const LayoutFamily& f) { return f.own_structure; }));
-    }
-    // The native init (layout None) keeps the checks it always had; a layout adds those of `init --layout`.
-    if (layout && a.d_ff == 0 && a.variant.mlp != MlpKind::none)
-      throw std::invalid_argument("d_ff: 0 (no MLP weights) needs mlp='none'");
-    if (init != "gaussian" && init != "xavier") throw std::invalid_argument("init: '" + init + "' is not one of gaussian, xavier");
-    s.init = init == "xavier" ? InitKind::xavier : InitKind::gaussian;
-    s.std = std;
-    s.bias_std = bias_std;
-    s.seed = seed;
-    s.vocab = vocab;
-    s.max_positions = max_positions;
-    if (layout) {
-      // The random embeddings take the layout's kind; ALBERT's have none to draw.
-      if (*layout != Layout::albert) s.embeddings = *layout;
-      if (layout_family(*layout).input == InputKind::pixels && vocab > 0)
-        throw std::invalid_argument("vocab: a " + *layout_name + " model takes images, not tokens");
-      if (*layout == Layout::albert && vocab > 0)
-        throw std::invalid_argument("vocab: the albert layout is written without embeddings");
-      if (*layout == Layout::albert && !shared_layers)
-        throw std::invalid_argument("layout albert: needs shared_layers=True");
-    }
-    return run_released([&] { return std::make_shared<Model>(random_model(s)); });
+                           const std::optional<std::string>& mask, const std::optional<std::string>& layout,
+                           const std::optional<std::string>& family, std::optional<int> kv_heads, double rope_theta,
+                           const FamilyOptions& family_options) {
+    InitOptions o;
+    o.layers = layers;
+    o.heads = heads;
+    o.d_model = d_model;
+    o.d_qk = d_qk;
+    o.d_v = d_v;
+    o.head_dim = head_dim;
+    o.d_ff = d_ff;
+    o.init = init;
+    o.std = std;
+    o.bias_std = bias_std;
+    o.seed = seed;
+    o.shared_layers = shared_layers;
+    o.activation = activation;
+    o.ln_eps = ln_eps;
+    o.vocab = vocab;
+    o.max_positions = max_positions;
+    o.variant = overrides(skip, mlp, layernorm, mask);
+    o.layout = layout;
+    o.family = family;
+    o.kv_heads = kv_heads;
+    o.rope_theta = rope_theta;
+    o.family_options = family_options;
+    const RandomCheckpoint c = plan_random_checkpoint(o, OptionSpelling::python);
+    return run_released([&] { return std::make_shared<Model>(random_model(c.spec)); });
   });
   m.def("kernels", [] {
     py::dict k;
@@ -623,8 +580,12 @@ PYBIND11_MODULE(_sanpath, m) {
                               const PrecisionRequest& req,
                               std::optional<int> length, std::optional<std::pair<int, int>> lengths,
                               std::optional<std::string> heads_per_layer, std::size_t top, int threads,
-                              std::uint64_t limit, py::object progress) {
+                              std::uint64_t limit, bool verify, py::object progress) {
     check_honoured(req, CheckScope::paths);
+    // As `paths --enumerate --verify-decomposition`: Theorem 2.1 sums every path.
+    if (verify && (length || lengths || heads_per_layer))
+      throw std::invalid_argument("verify_decomposition: the reconstruction is checked on every path only: use it "
+                                  "with length_sums, or without length, lengths and heads_per_layer");
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     EnumerationRequest er;
     er.filter = filter_of(*model, v, length, lengths, heads_per_layer);
@@ -634,6 +595,8 @@ PYBIND11_MODULE(_sanpath, m) {
     ProgressBridge bridge(progress);
     EnumerationResultPy r{{model, {name, input.describe()}}, {}};
     r.r = run_released([&] { return analyze_enumeration(*model, v, input, req, er, bridge.fn()); }, &bridge);
+    if (verify && r.r.decomposition_error)
+      verify_decomposition(*r.r.decomposition_error, r.r.precision, "verify_decomposition");
     return r;
   });
 

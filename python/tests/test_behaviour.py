@@ -16,12 +16,17 @@ def test_numbers_print_and_convert():
     x = r.layers[1].relative_residual
     assert float(x) == pytest.approx(10 ** x.log10, rel=1e-12)
     assert x.digits is not None and x.digits >= 30
-    # str: min(confirmed, asked) significant digits, 20 asked by default.
-    assert str(x) == x.decimal(20) and len(x.decimal(5).split("e")[0]) == 6  # d.dddd
-    assert len(str(x).split("e")[0].replace(".", "")) == 20
+    # str: every confirmed digit, whatever digits= asks: x.digits counts the digits of str(x).
+    assert str(x) == x.decimal() and len(x.decimal(5).split("e")[0]) == 6  # d.dddd
+    assert len(str(x).split("e")[0].replace(".", "")) == x.digits
     r30 = sanpath.forward(san(), sanpath.random_input(6, seed=1), precision=257, digits=30)
     y = r30.layers[1].relative_residual
-    assert str(y) == x.decimal(30) and len(str(y).split("e")[0].replace(".", "")) == 30
+    assert str(y) == str(x) and y.digits == x.digits
+    # The JSON prints the same strings; the table min(confirmed, digits) with that count in its column.
+    layer = r30.to_dict()["layers"][1]
+    assert layer["relative_residual"] == str(y) and layer["digits_by_quantity"]["relative_residual"] == y.digits
+    row = [l.split() for l in r30.to_table().split("\n") if l.split()[:1] == ["1"]][0]
+    assert row[1] == y.decimal(30) and int(row[4]) == min(30, r30.layers[1].digits)
     assert repr(x).startswith("Number('")
 
 

@@ -28,8 +28,8 @@ def test_intervals_and_proven_digits(tmp_path):
         if x.below_resolution:
             assert x.digits == 0 and float(hi) < float(x.bound)
             continue
-        # the printed value has min(proven, asked) digits and lies in its enclosure
-        assert len(str(x).split("e")[0].lstrip("-").replace(".", "")) == min(x.digits, 30)
+        # the printed value has every proven digit (digits= limits the table only) and lies in its enclosure
+        assert len(str(x).split("e")[0].lstrip("-").replace(".", "")) == x.digits
         assert float(lo) <= float(x) <= float(hi)
     assert max(l.relative_residual.digits for l in r.layers) >= 30  # the digits asked are proven where 257 bits resolve them
     # an unproven run has no interval
@@ -181,7 +181,7 @@ def test_report_certified_is_the_cli(cli, tmp_path):
     text = sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), name=str(m), rerun=0,
                           check="certified")
     assert text == out.read_text(encoding="utf-8")
-    assert "Digits proven by enclosures in brackets" in text and "not enclosed yet" not in text
+    assert "In brackets the digits printed, each proven by enclosures" in text and "not enclosed yet" not in text
     assert "certified: every digit proven by ball arithmetic" in text
     reruns = sanpath.report(sanpath.load(str(m)), sanpath.random_input(5, seed=1), name=str(m), rerun=2,
                             check="certified")

@@ -3,6 +3,7 @@ is `sanpath init --layout X` (the same files), sanpath.load reads every
 family's folder, the analyses give the CLI's JSON byte for byte, images for
 ViT (sanpath.pixels, sanpath.load_pixels = --pixels), and the refusals carry
 the CLI's messages. Tiny models: the whole file runs in seconds."""
+import dataclasses
 import json
 import os
 import struct
@@ -274,8 +275,9 @@ def test_layouts():
     by_name = {f["name"]: f for f in sanpath.FAMILIES}
     assert by_name["vit"]["input"] == "pixels" and by_name["bert"]["input"] == "tokens"
     assert by_name["gemma2"]["display"] == "Gemma 2" and by_name["gpt_neox"]["model_types"] == ("gpt_neox",)
-    # random_model's family keywords are the registry's family options, every one of them.
-    assert set(sanpath._FAMILY_OPTIONS) == {o for f in sanpath.FAMILIES for o in f["options"]}
+    # random_model's family options (sanpath.FamilyOptions) are the registry's, every one of them.
+    assert {f.name for f in dataclasses.fields(sanpath.FamilyOptions)} == {o for f in sanpath.FAMILIES
+                                                                          for o in f["options"]}
 
 
 # Qwen3 and Gemma 3: written alike by init and random_model, and run alike by the CLI and Python.

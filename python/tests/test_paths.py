@@ -4,7 +4,7 @@ import math
 import pytest
 
 import sanpath
-from conftest import cli_message
+from conftest import cli_message, cli_ok
 
 
 def test_exact_counts_beyond_64_bits():
@@ -88,3 +88,19 @@ def test_check_means_what_paths_check_means(cli, tmp_path):
             call()
         assert str(e.value) == cli_message(cli, "paths", *args, *cli_args)
     assert cli_message(cli, "paths", *args, "--sums", "--check").endswith("--verify-decomposition")
+
+
+def test_enumerate_paths_verify_decomposition(cli, tmp_path):
+    # verify_decomposition=True is paths --enumerate --verify-decomposition (Theorem 2.1 on every path):
+    # the same result when it holds, refused with a filter (not every path).
+    path = str(tmp_path / "san.safetensors")
+    small_san().save(path)
+    m, x = sanpath.load(path), sanpath.random_input(4, seed=1)
+    r = sanpath.enumerate_paths(m, x, verify_decomposition=True)
+    assert r.to_json() == sanpath.enumerate_paths(m, x).to_json()
+    assert r.to_dict()["decomposition_holds"]
+    args = ["--model", path, "--random-input", "4", "--seed", "1", "--enumerate", "--format", "json"]
+    assert r.to_json() == cli_ok(cli, "paths", *args, "--verify-decomposition")
+    with pytest.raises(sanpath.InputError, match=r"^verify_decomposition: the reconstruction is checked on every "
+                                                 r"path only"):
+        sanpath.enumerate_paths(m, x, length=1, verify_decomposition=True)

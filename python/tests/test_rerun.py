@@ -184,8 +184,13 @@ def test_errors(cli, bert):
         assert isinstance(e.value, ValueError) and "--" + str(e.value) == msg
     with pytest.raises(ValueError, match=r"^rerun: at least 1 path per length$"):
         sanpath.effectiveness(model, IDS, rerun=-1)
-    with pytest.raises(ValueError, match=r"^seed: -1 is outside \[0, 2\^64\)$"):
+    # The library reads the ints as the CLI reads its words: the CLI's range and message.
+    with pytest.raises(ValueError, match=r"^seed: '-1' is not an integer in \[0, 2\^64\)$"):
         sanpath.effectiveness(model, IDS, rerun=2, seed=-1)
+    with pytest.raises(ValueError, match=r"^seed: '18446744073709551616' is not an integer in \[0, 2\^64\)$"):
+        sanpath.effectiveness(model, IDS, rerun=2, seed=2 ** 64)
+    with pytest.raises(ValueError, match=r"^repeats: at least 1 repetition$"):
+        sanpath.effectiveness(model, IDS, rerun=2, repeats=-3)
     with pytest.raises(ValueError, match=r"^repeats: only with rerun=N"):
         sanpath.effectiveness(model, IDS, repeats=3, **ATTENTION)
     with pytest.raises(ValueError, match=r"^seed: only with rerun=N"):

@@ -594,7 +594,7 @@ void verify_decomposition(const Quantity& error, const Precision& p, const std::
                           const std::string& which) {
   if (!decomposition_holds(error, p))
     throw NumericalError(what + ": Theorem 2.1 fails" + (which.empty() ? "" : " for " + which) +
-                         ": the reconstruction error " + error.str() + " exceeds the tolerance " +
+                         ": the reconstruction error " + error.shown() + " exceeds the tolerance " +
                          to_sci(decomposition_tolerance(p), 2) + " at " + p.name());
 }
 

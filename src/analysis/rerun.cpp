@@ -2,6 +2,7 @@
 // compute/rerun.hpp at the working precision and one tier up, confirmed
 // draw by draw and summarised over the repetitions, beside the exact sense.
 #include "sanpath/analysis/rerun.hpp"
+#include "sanpath/core/resources.hpp"
 
 #include "sanpath/analysis/certified.hpp"
 #include "sanpath/analysis/confirmation.hpp"
@@ -10,6 +11,7 @@
 #include "sanpath/compute/rerun.hpp"
 #include "sanpath/core/dispatch.hpp"
 
+#include <limits>
 #include <stdexcept>
 
 namespace sanpath {
@@ -96,6 +98,20 @@ std::uint64_t RerunRequest::checked_samples(std::uint64_t samples) {
 int RerunRequest::checked_repeats(int repeats) {
   if (repeats < 1) throw std::invalid_argument("at least 1 repetition");
   return repeats;
+}
+
+std::uint64_t RerunRequest::parsed_samples(const std::string& text) {
+  // "-1" is no count of paths; the message the CLI gives a 0.
+  if (!text.empty() && text[0] == '-') return checked_samples(0);
+  return checked_samples(parse_uint64(text));
+}
+
+int RerunRequest::parsed_repeats(const std::string& text) {
+  if (!text.empty() && text[0] == '-') return checked_repeats(0);
+  const std::uint64_t r = parse_uint64(text);
+  if (r > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+    throw std::invalid_argument(text + " is too large");
+  return checked_repeats(static_cast<int>(r));
 }
 
 RerunReport analyze_rerun(const Model& model, const Variant& variant, const InputSpec& input,

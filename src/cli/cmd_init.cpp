@@ -1,8 +1,7 @@
 #include "common.hpp"
 
-#include "sanpath/io/checkpoint.hpp"
 #include "sanpath/io/families.hpp"
-#include "sanpath/model/random.hpp"
+#include "sanpath/io/random_checkpoint.hpp"
 
 namespace sanpath::cli {
 
@@ -118,119 +117,64 @@ void register_init(CLI::App& app) {
       "\nThe layouts " + family_names(own_structure) + " take their structure from the family (families.md) and "
       "the family options above; their activation and --ln-eps default to the family's.\n");
   cmd->callback([o, ln_eps, activation] {
-    RandomModelSpec s;
-    Architecture& a = s.arch;
-    a.layers = o->layers;
-    a.heads = o->heads;
-    a.d_model = o->d_model;
-    if (o->heads < 1) throw UsageError("--heads: must be at least 1");
-    if (o->head_dim) {
-      if (o->d_qk || o->d_v) throw UsageError("--head-dim: give it or --d-qk/--d-v, not both");
-      if (*o->head_dim < 1) throw UsageError("--head-dim: must be at least 1");
-      o->d_qk = o->d_v = *o->head_dim;
+    // The library validates and builds (io/random_checkpoint.hpp), as for Python's random_model.
+    InitOptions in;
+    in.layers = o->layers;
+    in.heads = o->heads;
+    in.d_model = o->d_model;
+    if (o->d_qk) in.d_qk = o->d_qk;
+    if (o->d_v) in.d_v = o->d_v;
+    in.head_dim = o->head_dim;
+    if (o->d_ff >= 0) in.d_ff = o->d_ff;
+    in.init = o->init;
+    in.std = o->std;
+    in.bias_std = o->bias_std;
+    in.seed = o->seed;
+    in.shared_layers = o->shared;
+    if (activation->count() > 0) in.activation = o->activation;
+    if (ln_eps->count() > 0) in.ln_eps = o->ln_eps;
+    in.vocab = o->vocab;
+    in.max_positions = o->max_positions;
+    in.variant = o->variant.overrides();
+    in.layout = o->layout;
+    if (!o->family.empty()) in.family = o->family;
+    if (o->kv_heads) in.kv_heads = o->kv_heads;
+    in.rope_theta = o->rope_theta;
+    const auto on_off = [](const std::string& v, const char* opt) -> std::optional<bool> {
+      if (v.empty()) return std::nullopt;
+      return as_usage(opt, [&] { return parse_on_off(v, opt); });
+    };
+    FamilyOptions& f = in.family_options;
+    f.rotary_fraction = o->rotary_fraction;
+    f.parallel_residual = on_off(o->parallel_residual, "--parallel-residual");
+    f.sliding_window = o->sliding_window;
+    f.softcap = o->softcap;
+    f.query_pre_attn_scalar = o->query_pre_attn_scalar;
+    f.layer_pattern = o->layer_pattern;
+    f.rope_local_base = o->rope_local_base;
+    f.rope_linear_factor = o->rope_linear_factor;
+    f.rel_buckets = o->rel_buckets;
+    f.rel_max_distance = o->rel_max_distance;
+    f.gated = on_off(o->gated, "--gated");
+    f.clamp_len = o->clamp_len;
+    if (!o->attn_type.empty()) {
+      if (o->attn_type != "bi" && o->attn_type != "uni")
+        throw UsageError("--attn-type: '" + o->attn_type + "' is not one of bi, uni");
+      f.causal = o->attn_type == "uni";
     }
-    if ((o->d_qk == 0 || o->d_v == 0) && o->d_model % o->heads != 0)
-      throw UsageError("--d-model: " + std::to_string(o->d_model) + " is not divisible by --heads " +
-                       std::to_string(o->heads) + " (give --d-qk and --d-v)");
-    a.d_qk = o->d_qk ? o->d_qk : o->d_model / o->heads;
-    a.d_v = o->d_v ? o->d_v : o->d_model / o->heads;
-    a.d_ff = o->d_ff >= 0 ? o->d_ff : 4 * o->d_model;
-    a.activation = as_usage("--activation", [&] { return parse_activation(o->activation); });
-    a.ln_eps = o->ln_eps;
-    a.shared_layers = o->shared;
-    const bool native = o->layout == "native";
-    // The HuggingFace layout (unused when native).
-    const Layout layout = native ? Layout::bert : as_usage("--layout", [&] { return parse_layout(o->layout); });
-    const bool llama = (!native && rotary_family(layout)) || o->family == "llama";
-    if (!o->family.empty() && o->family != "llama") throw UsageError("--family: '" + o->family + "' is not llama");
-    // The families of families.md: structure from family_structure.
-    const bool new_family = !native && layout_family(layout).own_structure;
-    const bool grouped = o->family == "llama" || (!native && layout_family(layout).key_value_heads);
-    if (!grouped && o->kv_heads != 0)
-      throw UsageError("--kv-heads: only for the layouts " + family_names(key_value_heads) + " (and --family llama)");
-    a.variant = o->variant.overrides().apply(llama ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
-                                                   : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
-    if (llama) {
-      if (ln_eps->count() == 0) a.ln_eps = 1e-5;
-      a.norm = NormKind::rms;
-      a.kv_heads = o->kv_heads;
-      a.rope_theta = o->rope_theta;
-      a.gated_mlp = true;
-      a.activation = Activation::silu;
+    f.image_size = o->image_size;
+    f.patch_size = o->patch_size;
+    f.channels = o->channels;
+    f.embed_dim = o->embed_dim;
+    f.pre_norm = on_off(o->pre_norm, "--pre-norm");
+    in.dtype = o->dtype;
+    RandomCheckpoint c;
+    try {
+      c = plan_random_checkpoint(in, OptionSpelling::cli);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
     }
-    if (new_family) {
-      const VariantOverride ov = o->variant.overrides();
-      if (ov.skip || ov.mlp || ov.layernorm || ov.mask)
-        throw UsageError("--layout " + o->layout + ": the family's structure is fixed by its config.json; choose "
-                         "variants when running it (forward, collapse, … --skip/--mlp/--layernorm/--mask)");
-      const FamilyDefaults def = family_defaults(layout);
-      if (activation->count() == 0) a.activation = def.activation;
-      if (ln_eps->count() == 0) a.ln_eps = def.ln_eps;
-      a.kv_heads = o->kv_heads;
-      a.rope_theta = o->rope_theta;
-      const auto on_off = [](const std::string& v, const char* opt) -> std::optional<bool> {
-        if (v.empty()) return std::nullopt;
-        return as_usage(opt, [&] { return parse_on_off(v, opt); });
-      };
-      FamilyOptions f;
-      f.rotary_fraction = o->rotary_fraction;
-      f.parallel_residual = on_off(o->parallel_residual, "--parallel-residual");
-      f.sliding_window = o->sliding_window;
-      f.softcap = o->softcap;
-      f.query_pre_attn_scalar = o->query_pre_attn_scalar;
-      f.layer_pattern = o->layer_pattern;
-      f.rope_local_base = o->rope_local_base;
-      f.rope_linear_factor = o->rope_linear_factor;
-      f.rel_buckets = o->rel_buckets;
-      f.rel_max_distance = o->rel_max_distance;
-      f.gated = on_off(o->gated, "--gated");
-      f.clamp_len = o->clamp_len;
-      if (!o->attn_type.empty()) {
-        if (o->attn_type != "bi" && o->attn_type != "uni")
-          throw UsageError("--attn-type: '" + o->attn_type + "' is not one of bi, uni");
-        f.causal = o->attn_type == "uni";
-      }
-      f.image_size = o->image_size;
-      f.patch_size = o->patch_size;
-      f.channels = o->channels;
-      f.embed_dim = o->embed_dim;
-      f.pre_norm = on_off(o->pre_norm, "--pre-norm");
-      s.embeddings = layout;
-      as_usage("--layout " + o->layout, [&] {
-        family_structure(layout, s, f);
-        return 0;
-      });
-    } else if (o->rotary_fraction || !o->parallel_residual.empty() || o->sliding_window || o->softcap ||
-               o->query_pre_attn_scalar || o->rel_buckets || o->rel_max_distance || !o->gated.empty() ||
-               o->clamp_len || !o->attn_type.empty() || o->image_size || o->patch_size || o->channels ||
-               o->embed_dim || !o->pre_norm.empty() || o->layer_pattern || o->rope_local_base ||
-               o->rope_linear_factor) {
-      throw UsageError("--layout " + o->layout + ": the family options (--rotary-fraction, …) belong to the layouts " +
-                       family_names(own_structure));
-    }
-    if (a.d_ff == 0 && a.variant.mlp != MlpKind::none)
-      throw UsageError("--d-ff: 0 (no MLP weights) needs --mlp none");
-    if (o->init != "gaussian" && o->init != "xavier")
-      throw UsageError("--init: '" + o->init + "' is not one of gaussian, xavier");
-    s.init = o->init == "xavier" ? InitKind::xavier : InitKind::gaussian;
-    s.std = o->std;
-    s.bias_std = o->bias_std;
-    s.seed = o->seed;
-    s.vocab = o->vocab;
-    s.max_positions = o->max_positions;
-    if (native) {
-      if (o->dtype != "F64") throw UsageError("--dtype: native files are F64");
-      save_native(as_usage("init", [&] { return random_model(s); }), o->out);
-      return;
-    }
-    // The random embeddings take the layout's kind; ALBERT's have none to draw.
-    if (layout != Layout::albert) s.embeddings = layout;
-    if (layout_family(layout).input == InputKind::pixels && o->vocab > 0)
-      throw UsageError("--vocab: a " + o->layout + " model takes images, not tokens");
-    if (layout == Layout::albert && o->vocab > 0)
-      throw UsageError("--vocab: the albert layout is written without embeddings");
-    if (layout == Layout::albert && !o->shared) throw UsageError("--layout albert: needs --shared-layers");
-    save_hf(as_usage("init", [&] { return random_model(s); }), o->out, layout, o->dtype);
+    write_random_checkpoint(c, as_usage("init", [&] { return random_model(c.spec); }), o->out);
   });
 }
 

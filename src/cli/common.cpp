@@ -24,10 +24,19 @@ namespace sanpath::cli {
 
 namespace {
 
-/// `text` is 1 to `max_digits` decimal digits (no sign, no spaces).
-bool decimal(const std::string& text, std::size_t max_digits) {
-  return !text.empty() && text.size() <= max_digits &&
-         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+/// A check of an option's text by a library parse: its message, which CLI11 prefixes with the option. No text in
+/// the help: the option's type already says INT or UINT.
+template <class Parse> CLI::Validator library_check(Parse parse) {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        try {
+          (void)parse(text);
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+        return "";
+      },
+      "");
 }
 
 }  // namespace
@@ -42,11 +51,7 @@ void ModelOptions::add(CLI::App& app, bool required, bool streaming) {
                  "N: the checkpoint's first N layers only, as a model of N layers: the others are neither read nor "
                  "checked (for checkpoints whose weights as doubles exceed the memory; the model line says so). "
                  "Task heads (--effectiveness, report) are not used: they read the last layer's output (default: every layer)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            return decimal(text, 9) && std::stoi(text) >= 1 ? "" : "'" + text + "' is not a number of layers (1, 2, ...)";
-          },
-          ""))
+      ->check(library_check(parse_first_layers))  // the library's range, as Python's first_layers
       ->needs(o);
   if (streaming)
     app.add_option("--stream-layers", stream_layers,
@@ -63,15 +68,8 @@ void ModelOptions::add(CLI::App& app, bool required, bool streaming) {
   streamable = streaming;
 }
 
-const CLI::Validator unsigned_integer(
-    [](std::string& text) -> std::string {
-      const bool digits = decimal(text, 20);
-      errno = 0;
-      if (digits) (void)std::strtoull(text.c_str(), nullptr, 10);
-      if (!digits || errno == ERANGE) return "'" + text + "' is not an integer in [0, 2^64)";
-      return "";
-    },
-    "");  // no text in the help: the option's type already says UINT
+// The library's range, as Python's seeds and counts.
+const CLI::Validator unsigned_integer = library_check(parse_uint64);
 
 Model ModelOptions::load(LoadOptions options, bool stream_by_default) const {
   options.first_layers = first_layers;
@@ -253,7 +251,8 @@ void PrecisionOptions::add(CLI::App& app, const std::string& default_text) {
                  "cancellation's bits more) (default: centred with --precision auto, direct with a fixed precision)");
   app.add_option("--digits", digits,
                  "significant digits asked for: --precision auto chooses the precision that confirms them for "
-                 "every residual; every mode prints each value to min(confirmed, asked) digits")
+                 "every residual; tables print each value to min(confirmed, asked) digits, JSON and CSV every "
+                 "confirmed digit (a digit count always counts the digits of the value it describes)")
       ->default_val(20);
   app.add_option("--max-bits", max_bits, "auto: precision ceiling in bits (default: the top tier)");
   app.add_flag("--no-confirm", no_confirm, "skip the confirming run (digits are then unconfirmed)");

@@ -76,8 +76,18 @@ BigReal power_of_ten_above(const BigReal& x) {
 
 std::string Quantity::str() const {
   if (below_resolution) return "< " + to_sci(bound, 1);
-  int sig = digits ? *digits : 17;
-  if (asked) sig = std::min(sig, *asked);
+  const int sig = digits ? *digits : std::min(17, asked.value_or(17));
+  return to_sci(value, std::max(sig, 1), rounding);
+}
+
+std::optional<int> Quantity::shown_digits() const {
+  if (!digits || !asked) return digits;
+  return std::min(*digits, *asked);
+}
+
+std::string Quantity::shown() const {
+  if (below_resolution) return "< " + to_sci(bound, 1);
+  const int sig = digits ? *shown_digits() : std::min(17, asked.value_or(17));
   return to_sci(value, std::max(sig, 1), rounding);
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -64,6 +66,15 @@ void set_memory_budget(std::optional<std::uint64_t> bytes) { g_budget.store(byte
 std::uint64_t memory_budget() {
   const std::uint64_t b = g_budget.load();
   return b != 0 ? b : default_memory_budget();
+}
+
+std::uint64_t parse_uint64(const std::string& text) {
+  const bool digits = !text.empty() && text.size() <= 20 &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  errno = 0;
+  const unsigned long long v = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
+  if (!digits || errno == ERANGE) throw std::invalid_argument("'" + text + "' is not an integer in [0, 2^64)");
+  return static_cast<std::uint64_t>(v);
 }
 
 std::uint64_t parse_byte_size(const std::string& text, const std::string& what) {

@@ -7,6 +7,7 @@
 #include "sanpath/core/errors.hpp"
 #include "sanpath/io/tensor_store.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -50,6 +51,14 @@ LoadOptions::Layers parse_stream_layers(const std::string& text, const std::stri
   if (text == "on") return LoadOptions::Layers::streamed;
   if (text == "auto") return LoadOptions::Layers::automatic;
   throw std::invalid_argument(what + ": '" + text + "' is not one of 'off', 'on', 'auto'");
+}
+
+int parse_first_layers(const std::string& text) {
+  const bool digits = !text.empty() && text.size() <= 9 &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const int n = digits ? std::stoi(text) : 0;
+  if (n < 1) throw std::invalid_argument("'" + text + "' is not a number of layers (1, 2, ...)");
+  return n;
 }
 
 Model load_model(const std::string& path, const LoadOptions& options) {

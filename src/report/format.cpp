@@ -129,10 +129,9 @@ std::string correct_text(const std::optional<int>* d) {
   return std::to_string(**d);
 }
 
-/// "bf16 value [confirmed] {correct}" of one emulated quantity.
+/// "bf16 value [digits] {correct}" of one emulated quantity.
 std::string emulated_cell(const Quantity& q, const std::optional<int>* correct) {
-  return q.str() + " [" + (q.digits ? std::to_string(*q.digits) : std::string("?")) + "] {" + correct_text(correct) +
-         "}";
+  return text_table::with_digits(q) + " {" + correct_text(correct) + "}";
 }
 
 /// The lines that close an emulation table: where each quantity lost its last correct digit, and the overflow.
@@ -167,8 +166,8 @@ std::string emulation_table(const EmulationReport& e, const std::vector<std::str
   }
   std::ostringstream o;
   o << to_string(e.format) << " emulation (math.md §9): the model evaluated as a " << to_string(e.format)
-    << " framework would, its values measured exactly; digits confirmed in brackets, digits that agree with the "
-       "exact model in braces\n";
+    << " framework would, its values measured exactly; " << text_table::brackets_text
+    << "; digits that agree with the exact model in braces\n";
   o << text_table::pad("layer", 7);
   for (std::size_t i = 0; i < names.size(); ++i) o << text_table::pad(names[i], width[i]);
   o << "\n";
@@ -218,12 +217,9 @@ ordered_json layer_json(const LayerReport& r) {
 using text_table::digits_text;
 
 /// One row per layer, one column per measure (math.md §9), each value with
-/// its confirmed digits in brackets; "–" where a layer has no such measure.
+/// its digits printed in brackets; "–" where a layer has no such measure.
 std::string measures_table(const std::vector<LayerReport>& layers, const std::vector<std::string>& names) {
-  const auto cell = [](const Quantity* q) {
-    if (q == nullptr) return std::string("–");
-    return q->str() + " [" + (q->digits ? std::to_string(*q->digits) : std::string("?")) + "]";
-  };
+  const auto cell = [](const Quantity* q) { return q == nullptr ? std::string("–") : text_table::with_digits(*q); };
   std::vector<std::size_t> width;
   for (const std::string& n : names) {
     std::size_t w = text_table::columns(n) + 2;
@@ -231,7 +227,7 @@ std::string measures_table(const std::vector<LayerReport>& layers, const std::ve
     width.push_back(w);
   }
   std::ostringstream o;
-  o << "measures (math.md §9), digits confirmed in brackets:\n";
+  o << "measures (math.md §9); " << text_table::brackets_text << ":\n";
   o << text_table::pad("layer", 7);
   for (std::size_t i = 0; i < names.size(); ++i) o << text_table::pad(names[i], width[i]);
   o << "\n";
@@ -289,9 +285,9 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
   // Columns as wide as their values (26 at least): --digits may ask for many.
   std::vector<std::string> rel, res, norm;
   for (const LayerReport& r : a.layers) {
-    rel.push_back(r.relative_residual.str());
-    res.push_back(r.res_composite.str());
-    norm.push_back(r.norm_composite.str());
+    rel.push_back(r.relative_residual.shown());
+    res.push_back(r.res_composite.shown());
+    norm.push_back(r.norm_composite.shown());
   }
   const std::size_t w_rel = text_table::width_of(rel, 26), w_res = text_table::width_of(res, 26),
                     w_norm = text_table::width_of(norm, 26);
@@ -299,7 +295,12 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
     << pad("‖X‖_{1,∞}", w_norm) << "digits\n";
   for (std::size_t i = 0; i < a.layers.size(); ++i)
     o << pad(std::to_string(a.layers[i].layer), 7) << pad(rel[i], w_rel) << pad(res[i], w_res) << pad(norm[i], w_norm)
-      << digits_text(a.layers[i].digits) << "\n";
+      << digits_text(text_table::shown_least(a.layers[i].digits, a.layers[i].relative_residual)) << "\n";
+  bool cut = false;
+  for (const LayerReport& r : a.layers)
+    for (const Quantity* q : {&r.relative_residual, &r.res_composite, &r.norm_composite})
+      cut = cut || text_table::cut(*q);
+  if (!a.layers.empty()) o << text_table::cut_note(cut, a.layers.front().relative_residual);
   if (!measures.empty()) o << "\n" << measures_table(a.layers, measures);
   if (a.emulation) o << "\n" << emulation_table(*a.emulation, measures);
   if (a.center == Center::optimal)
@@ -390,15 +391,14 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
   const auto table = [&](const std::function<const Quantity*(const LayerReport&)>& of) {
     grid([&](const ForwardAnalysis& a, std::size_t l) {
       const Quantity* q = l < a.layers.size() ? of(a.layers[l]) : nullptr;
-      if (q == nullptr) return std::string("–");
-      return q->str() + " [" + (q->digits ? std::to_string(*q->digits) : std::string("?")) + "]";
+      return q == nullptr ? std::string("–") : text_table::with_digits(*q);
     });
   };
   const bool proven = !r.analyses.empty() && std::all_of(r.analyses.begin(), r.analyses.end(), [](const ForwardAnalysis& a) {
     return a.check_method == CheckMethod::certified;
   });
-  o << "relative residual ‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} per layer; digits "
-    << (proven ? "proven (enclosed by ball arithmetic, math.md §10)" : "confirmed") << " in brackets\n\n";
+  o << "relative residual ‖X − 1 mean(X)ᵀ‖_{1,∞} / ‖X‖_{1,∞} per layer; "
+    << (proven ? text_table::brackets_proven_text : text_table::brackets_text) << "\n\n";
   table([](const LayerReport& lr) { return &lr.relative_residual; });
   for (const std::string& m : measures) {
     o << m << " (math.md §9) per layer\n\n";
@@ -408,8 +408,8 @@ std::string format_collapse(const CollapseResult& r, const Model& model, const R
     const EmulationReport& e0 = *r.analyses.front().emulation;
     o << to_string(e0.format) << " emulation (math.md §9): relative residual of the model evaluated as a "
       << to_string(e0.format)
-      << " framework would, measured exactly; digits confirmed in brackets, digits that agree with the exact model "
-         "in braces; every measure in --format json\n\n";
+      << " framework would, measured exactly; " << text_table::brackets_text
+      << "; digits that agree with the exact model in braces; every measure in --format json\n\n";
     grid([&](const ForwardAnalysis& a, std::size_t l) -> std::string {
       if (!a.emulation || l >= a.emulation->layers.size()) return "–";
       const EmulatedLayerReport& er = a.emulation->layers[l];
@@ -435,7 +435,7 @@ using json_parts::statistics_text;
 /// At most `digits` significant digits of q (a table cell; JSON has them all).
 std::string short_str(Quantity q, int digits) {
   limit_digits(q, digits);
-  return q.str();
+  return q.shown();
 }
 
 /// "128 bits" or "128–257 bits (by input)", with how digits were confirmed.
@@ -511,9 +511,12 @@ std::string statistics_csv_row(const BatchStatistic& s) {
 }  // namespace
 
 std::string mean_std_cell(const BatchStatistic& s) {
-  std::string cell = short_str(s.mean, 5);
+  Quantity mean = s.mean;
+  limit_digits(mean, 5);
+  const std::optional<int> d = mean.shown_digits();
+  std::string cell = mean.shown();
   if (s.stddev) cell += " ± " + short_str(*s.stddev, 2);
-  return cell + " [" + (s.mean.digits ? std::to_string(*s.mean.digits) : std::string("?")) + "]";
+  return cell + " [" + (d ? std::to_string(*d) : std::string("?")) + "]";
 }
 
 std::string format_forward_batch(const BatchForwardAnalysis& a, const std::vector<InputSpec>& inputs,

@@ -107,7 +107,7 @@ std::string format_effectiveness(const EffectivenessReport& r, const Model& mode
   }
   o << "Path effectiveness: X_{≤k} = Σ_{j≤k} S_j + 1bᵀ keeps the paths of length ≤ k (attention frozen, exact)\n";
   o << header_text(r, model, info);
-  o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str() << "\n";
+  o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.shown() << "\n";
   o << head_text(r.head, r.outputs, r.predictions,
                  std::string("agree = argmax on X_{≤k} equal to argmax on X^L") +
                      (r.check_method == CheckMethod::certified
@@ -119,10 +119,14 @@ std::string format_effectiveness(const EffectivenessReport& r, const Model& mode
   if (r.head) o << pad("agree", 14) << pad("KL", 26);
   o << pad("digits", 13) << "paths of length ≤ k (exact)\n";
   for (const EffectivenessEntry& e : r.lengths) {
-    o << pad(std::to_string(e.length), 8) << pad(e.distance.str(), 26);
-    if (r.head) o << pad(agreement_text(e, r.predictions), 14) << pad(e.kl->str(), 26);
-    o << pad(digits_text(e.digits), 13) << e.count << "\n";
+    o << pad(std::to_string(e.length), 8) << pad(e.distance.shown(), 26);
+    if (r.head) o << pad(agreement_text(e, r.predictions), 14) << pad(e.kl->shown(), 26);
+    o << pad(digits_text(text_table::shown_least(e.digits, e.distance)), 13) << e.count << "\n";
   }
+  bool cut = false;
+  for (const EffectivenessEntry& e : r.lengths)
+    cut = cut || text_table::cut(e.distance) || (e.kl && text_table::cut(*e.kl));
+  if (!r.lengths.empty()) o << text_table::cut_note(cut, r.lengths.front().distance);
   return text_table::trim_line_ends(o.str());
 }
 
@@ -243,10 +247,10 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
     << ", Ŝ_j = count_j/N · Σ of N sampled paths re-run as sub-networks with their own attention; N = "
     << r.request.samples << ", " << r.request.repeats << (r.request.repeats == 1 ? " repetition" : " repetitions")
     << ", seed " << r.request.seed << ", at the working precision above\n";
-  o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str()
+  o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.shown()
     << "; re-run cells: mean ± sample std over the repetitions ["
-    << (r.check_method == CheckMethod::certified ? "digits of the mean from each repetition's proven digits"
-                                                 : "confirmed digits of the mean")
+    << (r.check_method == CheckMethod::certified ? "digits of the mean printed, from each repetition's proven digits"
+                                                 : "digits of the mean printed, each confirmed")
     << "]"
     << (r.exact ? "; gap = ‖X̂_{≤k} − X_{≤k}‖_F / ‖X^L‖_F" : "") << "\n";
   o << head_text(r.head, r.outputs, r.predictions,
@@ -257,13 +261,13 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
     const RerunEntry& e = r.lengths[k];
     const EffectivenessEntry* x = exact_at(k);
     o << pad(std::to_string(e.length), 8);
-    if (x) o << pad(x->distance.str(), 26);
+    if (x) o << pad(x->distance.shown(), 26);
     o << pad(mean_std_cell(e.distance), 34);
     if (r.exact) o << pad(e.gap ? mean_std_cell(*e.gap) : "", 34);
     if (r.head) {
       if (x) o << pad(agreement_text(*x, r.predictions), 13);
       o << pad(text_table::mean_agreement_text(e.agree, e.agree_check, e.agree_most, r.predictions), 18);
-      if (x) o << pad(x->kl->str(), 26);
+      if (x) o << pad(x->kl->shown(), 26);
       o << pad(mean_std_cell(*e.kl), 34);
     }
     o << pad(std::to_string(e.evaluated) + (e.all_paths ? " (all)" : ""), 11) << e.count << "\n";
@@ -388,7 +392,7 @@ std::string format_effectiveness_batch(const BatchEffectiveness& b, const std::v
   for (const BatchEffectivenessEntry& e : b.lengths) {
     o << pad(std::to_string(e.length), 8) << pad(mean_std_cell(e.distance), 34);
     for (const std::string& c : json_parts::min_median_max_cells(e.distance)) o << pad(c, 14);
-    if (e.head) o << pad(pooled_agreement_text(*e.head), 16) << pad(e.head->kl.str(), 26);
+    if (e.head) o << pad(pooled_agreement_text(*e.head), 16) << pad(e.head->kl.shown(), 26);
     o << e.count << "\n";
   }
   o << "\nevery input's own values (and the unabridged statistics) in --format json\n";
@@ -463,8 +467,8 @@ std::string format_rerun_batch(const BatchRerun& b, const std::vector<InputSpec>
     << " per input, seed " << b.request.seed << " (input i: seed + i·0xD1B54A32D192ED03)\n";
   o << "distance = ‖X_{≤k} − X^L‖_F / ‖X^L‖_F" << (b.exact ? ", gap = ‖X̂_{≤k} − X_{≤k}‖_F / ‖X^L‖_F" : "")
     << "; cells: mean ± sample std over the inputs ["
-    << (first.check_method == CheckMethod::certified ? "digits of the mean from each input's proven digits"
-                                                     : "confirmed digits of the mean")
+    << (first.check_method == CheckMethod::certified ? "digits of the mean printed, from each input's proven digits"
+                                                     : "digits of the mean printed, each confirmed")
     << "], a re-run input entering with its mean over the repetitions\n";
   o << head_text(first.head, first.outputs, predictions,
                  std::string(pooled_text) + " (re-run: over inputs × repetitions)", info.head_absence);
@@ -479,8 +483,8 @@ std::string format_rerun_batch(const BatchRerun& b, const std::vector<InputSpec>
     if (e.head) {
       if (x) o << pad(pooled_agreement_text(*x->head), 16);
       o << pad(pooled_agreement_text(*e.head), 16);
-      if (x) o << pad(x->head->kl.str(), 26);
-      o << pad(e.head->kl.str(), 26);
+      if (x) o << pad(x->head->kl.shown(), 26);
+      o << pad(e.head->kl.shown(), 26);
     }
     o << pad(std::to_string(e.evaluated) + (e.all_paths ? " (all)" : ""), 11) << e.count << "\n";
   }

@@ -55,8 +55,12 @@ std::string tolerance_text(const PathReportBase& r) {
          to_sci(decomposition_tolerance(r.precision), 2);
 }
 
+/// The row's "digits" count the means and interval ends; the spread has its own.
 ordered_json statistic_json(const SampleStatistic& s) {
-  return {{"mean", s.mean.str()}, {"stddev", s.stddev.str()}, {"ci95", {s.low.str(), s.high.str()}}};
+  return {{"mean", s.mean.str()},
+          {"stddev", s.stddev.str()},
+          {"stddev_digits", digits_value(s.stddev.digits)},
+          {"ci95", {s.low.str(), s.high.str()}}};
 }
 
 }  // namespace
@@ -155,14 +159,20 @@ std::string format_length_sums(const LengthSumsReport& r, const Model& model, co
   }
   o << "Length sums S_k = Σ_{|path| = k} P_path X W_path (Theorem 2.1), without enumerating paths\n";
   o << header_text(r, model, info);
-  o << "paths: " << r.total_count << "; share = ‖S_k‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.str()
+  o << "paths: " << r.total_count
+    << "; share = ‖S_k‖_F / ‖X^L‖_F with ‖X^L‖_F = " << r.output_frobenius.shown()
     << "\n\n";
   o << pad("length", 8) << pad("‖S_k‖_F", 26) << pad("‖res(S_k)‖_{1,∞}", 26) << pad("share", 26) << pad("digits", 13)
     << "paths (exact)\n";
   for (const LengthSumEntry& e : r.lengths)
-    o << pad(std::to_string(e.length), 8) << pad(e.frobenius.str(), 26) << pad(e.residual.str(), 26)
-      << pad(e.share.str(), 26) << pad(digits_text(e.digits), 13) << e.count << "\n";
-  o << "\ndecomposition error max|Σ_k S_k + 1bᵀ − X^L| / max|X^L| = " << r.decomposition_error.str() << " ("
+    o << pad(std::to_string(e.length), 8) << pad(e.frobenius.shown(), 26) << pad(e.residual.shown(), 26)
+      << pad(e.share.shown(), 26) << pad(digits_text(text_table::shown_least(e.digits, e.share)), 13) << e.count
+      << "\n";
+  bool cut = false;
+  for (const LengthSumEntry& e : r.lengths)
+    cut = cut || text_table::cut(e.frobenius) || text_table::cut(e.residual) || text_table::cut(e.share);
+  if (!r.lengths.empty()) o << text_table::cut_note(cut, r.lengths.front().share);
+  o << "\ndecomposition error max|Σ_k S_k + 1bᵀ − X^L| / max|X^L| = " << r.decomposition_error.shown() << " ("
     << verdict_text(r.decomposition_error, r) << ", " << tolerance_text(r) << ")\n";
   return text_table::trim_line_ends(o.str());
 }
@@ -240,11 +250,17 @@ std::string format_enumeration(const PathEnumerationReport& r, const Model& mode
   o << pad("heads", hw) << pad("length", 8) << pad("‖T‖_{1,∞}", 26) << pad("‖T‖_F", 26) << pad("‖res(T)‖_{1,∞}", 26)
     << pad("‖res(P)‖_{1,∞}", 26) << "digits\n";
   for (const PathTermEntry& e : r.paths)
-    o << pad(heads_text(e.heads), hw) << pad(std::to_string(e.length), 8) << pad(e.norm_composite.str(), 26)
-      << pad(e.norm_frobenius.str(), 26) << pad(e.residual_composite.str(), 26) << pad(e.stochastic_residual.str(), 26)
-      << digits_text(e.digits) << "\n";
+    o << pad(heads_text(e.heads), hw) << pad(std::to_string(e.length), 8) << pad(e.norm_composite.shown(), 26)
+      << pad(e.norm_frobenius.shown(), 26) << pad(e.residual_composite.shown(), 26)
+      << pad(e.stochastic_residual.shown(), 26)
+      << digits_text(text_table::shown_least(e.digits, e.norm_composite)) << "\n";
+  bool cut = false;
+  for (const PathTermEntry& e : r.paths)
+    for (const Quantity* q : {&e.norm_composite, &e.norm_frobenius, &e.residual_composite, &e.stochastic_residual})
+      cut = cut || text_table::cut(*q);
+  if (!r.paths.empty()) o << text_table::cut_note(cut, r.paths.front().norm_composite);
   if (r.decomposition_error)
-    o << "\ndecomposition error max|Σ_paths T + 1bᵀ − X^L| / max|X^L| = " << r.decomposition_error->str() << " ("
+    o << "\ndecomposition error max|Σ_paths T + 1bᵀ − X^L| / max|X^L| = " << r.decomposition_error->shown() << " ("
       << verdict_text(*r.decomposition_error, r) << ", " << tolerance_text(r) << ")\n";
   else
     o << "\n(no decomposition error: not every path passes the filter)\n";
@@ -272,12 +288,14 @@ std::string format_samples(const PathSampleReport& r, const Model& model, const 
   std::ostringstream o;
   if (f == Format::csv) {
     o << "length,samples,population,norm_mean,norm_stddev,norm_ci95_low,norm_ci95_high,residual_mean,"
-         "residual_stddev,residual_ci95_low,residual_ci95_high,digits\n";
+         "residual_stddev,residual_ci95_low,residual_ci95_high,digits,norm_stddev_digits,residual_stddev_digits\n";
     for (const LengthSampleEntry& e : r.lengths)
       o << e.length << ',' << e.samples << ',' << e.population << ',' << e.norm.mean.str() << ',' << e.norm.stddev.str()
         << ',' << e.norm.low.str() << ',' << e.norm.high.str() << ',' << e.residual.mean.str() << ','
         << e.residual.stddev.str() << ',' << e.residual.low.str() << ',' << e.residual.high.str() << ','
-        << (e.digits ? std::to_string(*e.digits) : "") << '\n';
+        << (e.digits ? std::to_string(*e.digits) : "") << ','
+        << (e.norm.stddev.digits ? std::to_string(*e.norm.stddev.digits) : "") << ','
+        << (e.residual.stddev.digits ? std::to_string(*e.residual.stddev.digits) : "") << '\n';
     return o.str();
   }
   o << "Random path terms T = P_path X W_path, uniform among the paths of each length\n";
@@ -286,10 +304,17 @@ std::string format_samples(const PathSampleReport& r, const Model& model, const 
   o << pad("length", 8) << pad("samples", 9) << pad("mean ‖T‖_{1,∞}", 26) << pad("95% CI", 52)
     << pad("mean ‖res(T)‖_{1,∞}", 26) << pad("95% CI", 52) << pad("digits", 13) << "paths of this length\n";
   for (const LengthSampleEntry& e : r.lengths)
-    o << pad(std::to_string(e.length), 8) << pad(std::to_string(e.samples), 9) << pad(e.norm.mean.str(), 26)
-      << pad("[" + e.norm.low.str() + ", " + e.norm.high.str() + "]", 52) << pad(e.residual.mean.str(), 26)
-      << pad("[" + e.residual.low.str() + ", " + e.residual.high.str() + "]", 52) << pad(digits_text(e.digits), 13)
+    o << pad(std::to_string(e.length), 8) << pad(std::to_string(e.samples), 9) << pad(e.norm.mean.shown(), 26)
+      << pad("[" + e.norm.low.shown() + ", " + e.norm.high.shown() + "]", 52) << pad(e.residual.mean.shown(), 26)
+      << pad("[" + e.residual.low.shown() + ", " + e.residual.high.shown() + "]", 52)
+      << pad(digits_text(text_table::shown_least(e.digits, e.norm.mean)), 13)
       << e.population << "\n";
+  bool cut = false;
+  for (const LengthSampleEntry& e : r.lengths)
+    for (const Quantity* q :
+         {&e.norm.mean, &e.norm.low, &e.norm.high, &e.residual.mean, &e.residual.low, &e.residual.high})
+      cut = cut || text_table::cut(*q);
+  if (!r.lengths.empty()) o << text_table::cut_note(cut, r.lengths.front().norm.mean);
   return text_table::trim_line_ends(o.str());
 }
 
@@ -354,7 +379,7 @@ std::string format_length_sums_batch(const BatchLengthSums& b, const std::vector
     o << first.lengths[k].count << "\n";
   }
   o << "\ndecomposition error max|Σ_k S_k + 1bᵀ − X^L| / max|X^L|, largest over the inputs: "
-    << b.decomposition_error.max.str() << "\n";
+    << b.decomposition_error.max.shown() << "\n";
   return text_table::trim_line_ends(o.str());
 }
 

@@ -126,12 +126,12 @@ void batch_section(std::ostringstream& o, const HtmlReport& r) {
     const BatchEffectivenessEntry& x = exact[k];
     o << "<tr><th>" << x.length << "</th><td class=\"count\">" << escape(x.count) << "</td><td>"
       << escape(mean_std_cell(x.distance)) << "</td>";
-    if (head) o << "<td>" << pooled_text(*x.head) << "</td><td>" << escape(x.head->kl.str()) << "</td>";
+    if (head) o << "<td>" << pooled_text(*x.head) << "</td><td>" << escape(x.head->kl.shown()) << "</td>";
     if (rr) {
       const BatchRerunEntry& y = rr->lengths[k];
       o << "<td>" << escape(mean_std_cell(y.distance)) << "</td><td>" << escape(y.gap ? mean_std_cell(*y.gap) : "")
         << "</td>";
-      if (head) o << "<td>" << pooled_text(*y.head) << "</td><td>" << escape(y.head->kl.str()) << "</td>";
+      if (head) o << "<td>" << pooled_text(*y.head) << "</td><td>" << escape(y.head->kl.shown()) << "</td>";
     }
     o << "</tr>\n";
   }
@@ -156,7 +156,7 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
                    svg::SeriesStyle::line, false, {}};
   for (const EffectivenessEntry& x : e.lengths)
     dist.points.push_back(
-        point_of(x.length, x.distance, "k ≤ " + std::to_string(x.length) + ": distance " + x.distance.str()));
+        point_of(x.length, x.distance, "k ≤ " + std::to_string(x.length) + ": distance " + x.distance.shown()));
   chart.series.push_back(std::move(dist));
   if (rr) {
     svg::Series re{"re-run (mean ± std)", "rerun", "#dd8452", svg::SeriesStyle::line, true, {}};
@@ -233,11 +233,11 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
   for (std::size_t k = 0; k < e.lengths.size(); ++k) {
     const EffectivenessEntry& x = e.lengths[k];
     o << "<tr><th>" << x.length << "</th><td class=\"count\">" << escape(x.count) << "</td><td>"
-      << escape(x.distance.str()) << "</td>";
+      << escape(x.distance.shown()) << "</td>";
     if (e.head)
       o << "<td>" << escape(text_table::agreement_text(*x.agree, x.agree_check, x.agree_most, e.predictions))
-        << "</td><td>" << escape(x.kl->str()) << "</td>";
-    o << "<td>" << digits_text(x.digits) << "</td>";
+        << "</td><td>" << escape(x.kl->shown()) << "</td>";
+    o << "<td>" << digits_text(text_table::shown_least(x.digits, x.distance)) << "</td>";
     if (rr) {
       const RerunEntry& y = rr->lengths[k];
       o << "<td>" << escape(mean_std_cell(y.distance)) << "</td><td>" << escape(y.gap ? mean_std_cell(*y.gap) : "")

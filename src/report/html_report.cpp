@@ -156,7 +156,7 @@ void measure_charts(std::ostringstream& o, const CollapseResult& c, const BatchC
           for (const MeasureReport& m : l.measures)
             if (m.name == name)
               s.points.push_back(point_of(l.layer, m.value, v + ", layer " + std::to_string(l.layer) + ": " +
-                                                                m.value.str()));
+                                                                m.value.shown()));
       }
       if (!s.points.empty()) ch.series.push_back(std::move(s));
     }
@@ -192,7 +192,7 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
     } else {
       for (const LayerReport& l : c.analyses[i].layers)
         s.points.push_back(point_of(l.layer, l.relative_residual,
-                                    name + ", layer " + std::to_string(l.layer) + ": " + l.relative_residual.str()));
+                                    name + ", layer " + std::to_string(l.layer) + ": " + l.relative_residual.shown()));
     }
     ch.series.push_back(std::move(s));
   }
@@ -223,14 +223,16 @@ void collapse_section(std::ostringstream& o, const HtmlReport& r) {
         continue;
       }
       const LayerReport& lr = c.analyses[i].layers[l];
-      o << escape(lr.relative_residual.str()) << " <span class=\"digits\">[" << html_parts::digits_text(lr.relative_residual.digits)
+      o << escape(lr.relative_residual.shown()) << " <span class=\"digits\">["
+        << html_parts::digits_text(lr.relative_residual.shown_digits())
         << "]</span></td>";
     }
     o << "</tr>\n";
   }
   o << "</tbody>\n</table>\n<p class=\"caption\">"
-    << (r.precision.check == CheckMethod::certified ? "Digits proven by enclosures in brackets"
-                                                     : "Digits confirmed by the second run in brackets")
+    << (r.precision.check == CheckMethod::certified
+            ? "In brackets the digits printed, each proven by enclosures"
+            : "In brackets the digits printed, each confirmed by the second run")
     << (batch ? " (of the mean)" : "") << ". Variants: ";
   for (std::size_t i = 0; i < c.variants.size(); ++i)
     o << (i ? "; " : "") << "<b>" << escape(c.variants[i].name) << "</b> "
@@ -259,12 +261,12 @@ void bounds_section(std::ostringstream& o, const HtmlReport& r) {
   ch.y = {"r_l = ‖res(X^l)‖₁,∞, optimal centre (log scale)", true, false, {}, {}};
   svg::Series meas{"measured r_l", "measured", variant_color("SAN"), svg::SeriesStyle::line, false, {}};
   for (const MeasuredDepth& m : depths)
-    meas.points.push_back(point_of(m.layer, m.upper, "r_" + std::to_string(m.layer) + " ≤ " + m.upper.str()));
+    meas.points.push_back(point_of(m.layer, m.upper, "r_" + std::to_string(m.layer) + " ≤ " + m.upper.shown()));
   svg::Series uni{"bound (theorem)", "uniform", "#111111", svg::SeriesStyle::line, true, {}};
   svg::Series lw{"bound, layerwise", "layerwise", "#e07b00", svg::SeriesStyle::line, true, {}};
   if (b.theorem.applicable && !depths.empty()) {
     // Both forms start at r_0 (depth 0).
-    uni.points.push_back(point_of(0, depths.front().upper, "r_0 = " + depths.front().upper.str()));
+    uni.points.push_back(point_of(0, depths.front().upper, "r_0 = " + depths.front().upper.shown()));
     lw.points.push_back(uni.points.back());
   }
   for (const DepthComparison& d : b.depths) {
@@ -332,7 +334,7 @@ void bounds_section(std::ostringstream& o, const HtmlReport& r) {
   row("a", b.a ? sci(*b.a) : "–");
   row("contraction radius a^(−1/2)", b.contraction_radius ? sci(*b.contraction_radius) : "–");
   row("β = max_l β_l", sci(r.bounds.weights.beta));
-  if (!depths.empty()) row("r_0", depths.front().upper.str());
+  if (!depths.empty()) row("r_0", depths.front().upper.shown());
   for (const std::string& n : bounds_notes(r.bounds)) row("note", n);
   o << "</table>\n";
   o << "<table id=\"table-bounds\" class=\"num\">\n<thead><tr><th>layer l</th><th>β<sub>l</sub></th>"
@@ -375,7 +377,7 @@ void paths_section(std::ostringstream& o, const HtmlReport& r) {
     const double k = e.length;
     cs.points.push_back(
         {k, log10_abs(BigReal(e.count)), svg::Mark::value, std::to_string(e.length) + ": " + e.count + " paths"});
-    ss.points.push_back(point_of(k, e.share, "length " + std::to_string(e.length) + ": share " + e.share.str()));
+    ss.points.push_back(point_of(k, e.share, "length " + std::to_string(e.length) + ": share " + e.share.shown()));
   }
   counts.series.push_back(std::move(cs));
   shares.series.push_back(std::move(ss));
@@ -395,13 +397,14 @@ void paths_section(std::ostringstream& o, const HtmlReport& r) {
        "<th>‖res(S<sub>k</sub>)‖<sub>1,∞</sub></th><th>digits</th></tr></thead>\n<tbody>\n";
   for (const LengthSumEntry& e : p.lengths) {
     o << "<tr><th>" << e.length << "</th><td class=\"count\">" << escape(e.count) << "</td><td>"
-      << escape(e.share.str()) << "</td><td>" << escape(e.frobenius.str()) << "</td><td>" << escape(e.residual.str())
-      << "</td><td>" << html_parts::digits_text(e.digits) << "</td></tr>\n";
+      << escape(e.share.shown()) << "</td><td>" << escape(e.frobenius.shown()) << "</td><td>"
+      << escape(e.residual.shown())
+      << "</td><td>" << html_parts::digits_text(text_table::shown_least(e.digits, e.share)) << "</td></tr>\n";
   }
   o << "</tbody>\n</table>\n<p class=\"caption\">" << escape(p.total_count)
     << " paths in all. Decomposition check (Theorem 2.1): max |Σ<sub>k</sub> S<sub>k</sub> + 1bᵀ − X<sup>L</sup>| / "
        "max |X<sup>L</sup>|: "
-    << escape(p.decomposition_error.str()) << ".</p>\n</section>\n";
+    << escape(p.decomposition_error.shown()) << ".</p>\n</section>\n";
 }
 
 const char* kStyle = R"(

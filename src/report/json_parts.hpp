@@ -39,7 +39,7 @@ inline std::vector<std::string> min_median_max_cells(const BatchStatistic& s) {
   std::vector<std::string> cells;
   for (Quantity q : {s.min, s.median, s.max}) {
     limit_digits(q, 5);
-    cells.push_back(q.str());
+    cells.push_back(q.shown());
   }
   return cells;
 }

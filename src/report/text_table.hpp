@@ -2,6 +2,7 @@
 // Plain-text tables of the formatters (format*.cpp): column widths count
 // UTF-8 code points (‖, ∞ and ᵀ are one column each), and no line ends in
 // padding. Internal to the library (not installed).
+#include "sanpath/core/quantity.hpp"
 #include "sanpath/model/task_head.hpp"
 
 #include <algorithm>
@@ -97,5 +98,40 @@ inline std::string no_task_head_text(TaskHeadAbsence why) {
 
 /// Confirmed digits as a table cell: the number, or "unconfirmed".
 inline std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
+
+// A table prints a value to at most --digits of its confirmed digits
+// (Quantity::shown); a count beside it counts the digits printed, never
+// more: every confirmed digit is in --format json and csv.
+
+/// What the brackets beside a table's values hold.
+inline const char* const brackets_text =
+    "in brackets the digits printed, each confirmed (at most --digits; all in --format json)";
+inline const char* const brackets_proven_text =
+    "in brackets the digits printed, each proven by ball arithmetic (math.md §10; at most --digits; all in --format "
+    "json)";
+
+/// "value [d]": the value as a table prints it, d its digits printed ("?": unconfirmed).
+inline std::string with_digits(const Quantity& q) {
+  const std::optional<int> d = q.shown_digits();
+  return q.shown() + " [" + (d ? std::to_string(*d) : std::string("?")) + "]";
+}
+
+/// Whether a table cuts q's confirmed digits to --digits.
+inline bool cut(const Quantity& q) { return q.digits && q.asked && *q.digits > *q.asked; }
+
+/// The line under a table with a "digits" column when it cut some value's
+/// digits (`cut_any`) to --digits (`like`: one of its values): empty otherwise.
+inline std::string cut_note(bool cut_any, const Quantity& like) {
+  if (!cut_any || !like.asked) return {};
+  return "digits: those printed, at most " + std::to_string(*like.asked) +
+         " (--digits); every confirmed digit in --format json\n";
+}
+
+/// A count of several values' least confirmed digits (`least`) as a table
+/// shows them: at most the digits printed (`like`: one of those values).
+inline std::optional<int> shown_least(const std::optional<int>& least, const Quantity& like) {
+  if (!least || !like.asked) return least;
+  return std::min(*least, *like.asked);
+}
 
 }  // namespace sanpath::text_table

@@ -25,7 +25,8 @@ TEST_CASE("confirmed: no check run, agreement, disagreement in every digit", "[c
   REQUIRE(a.digits);
   CHECK(*a.digits == decimal_digits(257));  // every digit 257 bits carry agrees
   CHECK(a.asked == 20);
-  CHECK(a.str() == "1.2500000000000000000e0");  // the 20 digits asked of the 77 confirmed
+  CHECK(a.shown() == "1.2500000000000000000e0");  // a table: the 20 digits asked of the 77 confirmed
+  CHECK(a.str() == "1.25" + std::string(74, '0') + "e0");  // JSON: all 77
   CHECK(u.asked == 20);
   CHECK(u.str() == "1.2500000000000000e0");  // unconfirmed: the 17 digits of a double
 
@@ -52,7 +53,8 @@ TEST_CASE("confirmed_residual: an exact zero is rounding unless the matrix is ze
   const Quantity v = confirmed_residual(big("2.5e-40"), &c, 257, 20, big("1.5"), 4, 8);
   CHECK_FALSE(v.below_resolution);
   CHECK(v.digits == decimal_digits(257));
-  CHECK(v.str() == "2.5000000000000000000e-40");
+  CHECK(v.shown() == "2.5000000000000000000e-40");
+  CHECK(v.str() == "2.5" + std::string(75, '0') + "e-40");
   CHECK(r.asked == 20);
 }
 

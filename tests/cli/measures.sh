@@ -41,7 +41,7 @@ check "forward without --measures: no measures object" '
 assert all("measures" not in L and "mu" not in L["digits_by_quantity"] for L in j["layers"])'
 
 expect 0 "$SANPATH" forward --model "$SAN" --random-input 6 --seed 1 --measures all --quiet
-grep -q "measures (math.md §9), digits confirmed in brackets:" "$dir/out" || fail "forward table: the measures table"
+grep -q "measures (math.md §9); in brackets the digits printed, each confirmed (at most --digits; all in --format json):" "$dir/out" || fail "forward table: the measures table"
 head_line=$(grep -A1 "measures (math.md §9)" "$dir/out" | tail -1)
 for n in mu svd_residual one_minus_cosine stable_rank_minus_one effective_rank_minus_one attention_entropy first_token_mass; do
   case "$head_line" in *"$n"*) ;; *) fail "forward table: no column $n in: $head_line" ;; esac

@@ -1782,15 +1782,19 @@ def parse_printed(s):
     return "value", mpf(s), max(len(digits), 1)
 
 
-def check_number(printed, digits, ref):
+def check_number(printed, digits, ref, counted=False):
     """(ok, message, |diff| / tolerance or None). One unit in the last checked significant digit.
 
     checked digits D = min(confirmed digits, printed significant digits); pass when
     |printed - ref| <= 10^(e - D + 1), e the decimal exponent of max(|printed|, |ref|).
-    A bound '< 1e-N' passes when |ref| < 1e-N.
+    A bound '< 1e-N' passes when |ref| < 1e-N. `counted`: `digits` is the count
+    sanpath prints beside the value (digits_by_quantity, a row's or a statistic's
+    digits), which never exceeds the digits printed: D is then that count.
     """
     kind, v, p = parse_printed(printed)
     digits = digits or 0          # null: nothing confirmed
+    if counted and kind == "value" and v != 0 and digits > p:  # an exact 0 has every digit
+        return False, f"printed {printed}: {p} significant digits, fewer than its count {digits}", None
     if kind == "below":
         ok = abs(ref) < v
         return ok, f"printed {printed}, reference {mp.nstr(ref, 20)}", None
@@ -1983,8 +1987,9 @@ class _Checker:
         self.failures += 1
         print(f"MISMATCH {msg}")
 
-    def number(self, where, printed, digits, ref):
-        ok, msg, ratio = check_number(printed, digits, ref)
+    def number(self, where, printed, digits, ref, counted=True):
+        """`counted`: as check_number; False where `digits` is a depth chosen by the checker."""
+        ok, msg, ratio = check_number(printed, digits, ref, counted)
         self.checked += 1
         if not ok:
             self.fail(f"{where}: {msg}")
@@ -2261,7 +2266,8 @@ def _check_paths(a):
         if "total_paths" in j and int(j["total_paths"]) != total:
             ck.fail(f"{tag}: total_paths {j['total_paths']}, exact count {total}")
         if "output_norm" in j:
-            ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX)
+            ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX,
+                      counted=False)
         if "decomposition_holds" in j and j["decomposition_holds"] is not True:
             ck.fail(f"{tag}: decomposition_holds = {j.get('decomposition_holds')}")
         if "decomposition_error" in j and "decomposition_tolerance" in j:
@@ -2456,15 +2462,15 @@ def _check_bounds(a):
         for l, pl in enumerate(parts):
             for h, (qk, vo) in enumerate(pl):
                 rec = j["beta_heads"][l][h]
-                ck.number(f"{tag} layer {l + 1} head {h} qk_norm_1", rec["qk_norm_1"], D, qk)
-                ck.number(f"{tag} layer {l + 1} head {h} vo_composite", rec["vo_composite"], D, vo)
-                ck.number(f"{tag} layer {l + 1} head {h} beta", rec["beta"], D, beta[l][h])
-            ck.number(f"{tag} beta_{l + 1}", j["beta"][l], D, max(beta[l]))
-        ck.number(f"{tag} beta_max", j["beta_max"], D, max(max(bl) for bl in beta))
+                ck.number(f"{tag} layer {l + 1} head {h} qk_norm_1", rec["qk_norm_1"], D, qk, counted=False)
+                ck.number(f"{tag} layer {l + 1} head {h} vo_composite", rec["vo_composite"], D, vo, counted=False)
+                ck.number(f"{tag} layer {l + 1} head {h} beta", rec["beta"], D, beta[l][h], counted=False)
+            ck.number(f"{tag} beta_{l + 1}", j["beta"][l], D, max(beta[l]), counted=False)
+        ck.number(f"{tag} beta_max", j["beta_max"], D, max(max(bl) for bl in beta), counted=False)
         if model.d_ff and j.get("lambda"):
             for l, lw in enumerate(mpw.layers):
                 lam = mpf(LIPSCHITZ[model.activation]) * norm_composite(lw["W_1"]) * norm_composite(lw["W_2"])
-                ck.number(f"{tag} lambda_{l + 1}", j["lambda"][l], D, lam)
+                ck.number(f"{tag} lambda_{l + 1}", j["lambda"][l], D, lam, counted=False)
         if j.get("theorem_requested", "auto") == "auto":
             ck.checked += 1
             if bool(j.get("applicable")) != (expect is not None) or (expect and j.get("theorem") != expect):
@@ -2483,8 +2489,8 @@ def _check_bounds(a):
                               Xs_noskip, D)
         if not j.get("applicable"):
             continue
-        ck.number(f"{tag} a", j["a"], D, a_ref)
-        ck.number(f"{tag} contraction_radius", j["contraction_radius"], D, 1 / mp.sqrt(a_ref))
+        ck.number(f"{tag} a", j["a"], D, a_ref, counted=False)
+        ck.number(f"{tag} contraction_radius", j["contraction_radius"], D, 1 / mp.sqrt(a_ref), counted=False)
         if "vacuous" in j:
             ck.checked += 1
             if j["vacuous"] != bool(mp.sqrt(a_ref) * mpf(j["r0"]["upper"]) >= 1):
@@ -2510,7 +2516,7 @@ def _check_bounds(a):
                     ck.fail(f"{tag} depth {L} {key}: printed {mp.nstr(mpf(got), 20)}, reference {mp.nstr(ref, 20)} "
                             f"(a = {mp.nstr(a_ref, 20)}, printed r_0 [{j['r0']['lower']}, {j['r0']['upper']}])")
             if dep.get("a_layer") is not None:
-                ck.number(f"{tag} depth {L} a_layer", dep["a_layer"], D, a_l[L - 1])
+                ck.number(f"{tag} depth {L} a_layer", dep["a_layer"], D, a_l[L - 1], counted=False)
             m = dep["measured"]
             if dep.get("slack_log10") is not None and not m.get("below_resolution"):
                 ref = mpf(dep["log10_bound"]) - mp.log10(mpf(m["upper"]))
@@ -2714,7 +2720,8 @@ def _check_effectiveness(a):
         if (j["head"] is None) != (head is None) or (head and j["head"]["kind"] != head["kind"]):
             ck.fail(f"{tag}: head {j['head']}, reference {head and head['kind']}")
             continue
-        ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX)
+        ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX,
+                      counted=False)
         certified = j.get("check_method") == "certified" or a.check == "certified"
         for k, (e, r) in enumerate(zip(j["effectiveness"], rows)):
             ck.number(f"{tag} k={k} distance", e["distance"], e["digits"], r["distance"])
@@ -2827,7 +2834,8 @@ def _check_rerun(a):
             ck.fail(f"{tag}: rerun {j['rerun']}, requested --rerun {a.rerun} --repeats {a.repeats}")
         if j["exact"] != attention_only:
             ck.fail(f"{tag}: exact {j['exact']}, expected {attention_only}")
-        ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX)
+        ck.number(f"{tag} output_norm.frobenius", j["output_norm"]["frobenius"], _digits_of_run(j), nX,
+                      counted=False)
         for k, (e, r) in enumerate(zip(j["effectiveness"], rows)):
             re = e["rerun"]
             ck.checked += 1
@@ -2914,8 +2922,8 @@ def main(argv=None):
             c.add_argument("--check", choices=["auto", "rounding", "mpfr", "certified"],
                            help="the --check given to `sanpath forward`: certified runs must print an interval "
                                 "for every quantity, each containing the reference value (math.md section 10)")
-            c.add_argument("--digits", type=int, help="the --digits given to `sanpath forward` (each number is "
-                           "checked to the digits it claims; no more than these may be printed)")
+            c.add_argument("--digits", type=int, help="the --digits given to `sanpath forward` (JSON prints every "
+                           "confirmed digit whatever it asks: each number is checked to the digits it counts)")
             c.add_argument("--method", choices=["direct", "centred"],
                            help="the --method given to `sanpath forward`: the exact values do not depend on it; "
                                 "each JSON's \"method\" must be this one")

@@ -69,28 +69,36 @@ ForwardAnalysis hand_made() {
 TEST_CASE("quantities print their confirmed digits only", "[format]") {
   CHECK(confirmed("1.23456789e-70000", "1.23451e-70000").str() == "1.235e-70000");
   CHECK(confirmed("1.23456789e-70000", "1.23451e-70000").digits == 4);
-  CHECK(confirmed("0.5", "0.5").str() == "5.0000000000000000e-1");
+  CHECK(confirmed("0.5", "0.5").shown() == "5.0000000000000000e-1");  // a table: the 17 asked
+  CHECK(confirmed("0.5", "0.5").str() == "5." + std::string(76, '0') + "e-1");  // JSON: all 77 confirmed
   CHECK(confirmed("0.5", "0.5").digits == 77);  // 257 bits carry 77 digits
   // The bound printed is the next power of ten above the stated bound.
   CHECK(below_resolution(decimal("0"), decimal("7e-301")).str() == "< 1e-300");
   CHECK(below_resolution(decimal("0"), decimal("1.5e-300")).str() == "< 1e-299");
 }
 
-TEST_CASE("quantities print min(confirmed, asked) significant digits", "[format]") {
+TEST_CASE("str() prints every confirmed digit, shown() min(confirmed, asked)", "[format]") {
   // 1/3 at 257 bits against its 513-bit value: 77 digits agree.
   const BigReal third = BigReal(1, 80) / BigReal(3, 80), third_check = BigReal(1, 160) / BigReal(3, 160);
   Quantity q = confirm(third, third_check, 257);
   REQUIRE(q.digits == 77);
   const std::string threes = "3.33333333333333333333333333333333333333333333333333333333333333333333333333333";
   CHECK(q.str() == threes.substr(0, 78) + "e-1");  // nothing asked: every confirmed digit
+  CHECK(q.shown() == q.str());
+  CHECK(q.shown_digits() == 77);
   q.asked = 30;
-  CHECK(q.str() == threes.substr(0, 31) + "e-1");
+  CHECK(q.str() == threes.substr(0, 78) + "e-1");  // str(): what `digits` counts, whatever is asked
+  CHECK(q.shown() == threes.substr(0, 31) + "e-1");
+  CHECK(q.shown_digits() == 30);
   q.asked = 1;
-  CHECK(q.str() == "3e-1");
+  CHECK(q.shown() == "3e-1");
+  CHECK(q.shown_digits() == 1);
   // Fewer confirmed than asked: the confirmed ones.
   Quantity four = confirm(decimal("1.23456789e-70000"), decimal("1.23451e-70000"), 257);
   four.asked = 30;
   CHECK(four.str() == "1.235e-70000");
+  CHECK(four.shown() == "1.235e-70000");
+  CHECK(four.shown_digits() == 4);
   // No check run: at most the 17 digits that hold a double, fewer when fewer are asked.
   Quantity u = Quantity::unconfirmed(third);
   CHECK(u.str() == threes.substr(0, 18) + "e-1");
@@ -127,10 +135,13 @@ TEST_CASE("format_forward: table rows, JSON fields and CSV lines", "[format]") {
     CHECK_THAT(format_forward(a, g, info, Format::table),
                Catch::StartsWith("model: tiny.safetensors (L=1, H=2, H_kv=1, d=4)\n"));
   }
+  // The digits column counts the digits printed: 17 of the 77 confirmed, said under the table.
   CHECK_THAT(table, Catch::Contains("\n0      5.0000000000000000e-1     5.0000000000000000e-1     "
-                                    "5.0000000000000000e-1     77\n"));
+                                    "5.0000000000000000e-1     17\n"));
   CHECK_THAT(table, Catch::Contains("\n1      1.235e-70000              6.1728e-70001             "
-                                    "5.0000000000000000e-1     4\n"));
+                                    "5.0000000000000000e-1     4\n"
+                                    "digits: those printed, at most 17 (--digits); every confirmed digit in "
+                                    "--format json\n"));
 
   const auto j = nlohmann::json::parse(format_forward(a, m, info, Format::json));
   CHECK(j.at("precision_bits") == 257);
@@ -143,14 +154,15 @@ TEST_CASE("format_forward: table rows, JSON fields and CSV lines", "[format]") {
   CHECK(j.at("layers")[1].at("digits_by_quantity").at("relative_residual") == 4);
   CHECK(j.at("model").at("layers") == 1);
 
+  // CSV, as JSON: every confirmed digit (77 of 0.5 at 257 bits), whatever was asked.
+  CHECK(j.at("layers")[0].at("relative_residual") == "5." + std::string(76, '0') + "e-1");
+  const std::string h = "5." + std::string(76, '0') + "e-1";
   const std::string csv = format_forward(a, m, info, Format::csv);
   CHECK(csv ==
         "layer,residual_composite,residual_one,residual_inf,residual_frobenius,norm_composite,norm_frobenius,"
         "relative_residual,digits\n"
-        "0,5.0000000000000000e-1,5.0000000000000000e-1,5.0000000000000000e-1,5.0000000000000000e-1,"
-        "5.0000000000000000e-1,5.0000000000000000e-1,5.0000000000000000e-1,77\n"
-        "1,6.1728e-70001,5.0000000000000000e-1,5.0000000000000000e-1,< 1e-300,5.0000000000000000e-1,"
-        "5.0000000000000000e-1,1.235e-70000,4\n");
+        "0," + h + "," + h + "," + h + "," + h + "," + h + "," + h + "," + h + ",77\n"
+        "1,6.1728e-70001," + h + "," + h + ",< 1e-300," + h + "," + h + ",1.235e-70000,4\n");
   CHECK(parse_format("csv") == Format::csv);
   CHECK_THROWS_AS(parse_format("xml"), std::invalid_argument);
 }

@@ -79,7 +79,7 @@ TEST_CASE("the report holds every chart and the analyses' numbers") {
   REQUIRE(r.effectiveness.lengths.size() == 4);
   CHECK(!r.effectiveness.head);
   for (const EffectivenessEntry& e : r.effectiveness.lengths)
-    CHECK(html.find("<td>" + svg::escape(e.distance.str()) + "</td>") != std::string::npos);
+    CHECK(html.find("<td>" + svg::escape(e.distance.shown()) + "</td>") != std::string::npos);
   // Escaped, self-contained.
   CHECK(html.find("tiny &lt;san&gt; &amp; co") != std::string::npos);
   CHECK(html.find("<script") == std::string::npos);
@@ -89,7 +89,7 @@ TEST_CASE("the report holds every chart and the analyses' numbers") {
   for (std::size_t i = 0; i < r.collapse.variants.size(); ++i)
     for (const LayerReport& l : r.collapse.analyses[i].layers) {
       const std::string cell = "data-variant=\"" + r.collapse.variants[i].name + "\" data-layer=\"" +
-                               std::to_string(l.layer) + "\">" + l.relative_residual.str();
+                               std::to_string(l.layer) + "\">" + l.relative_residual.shown();
       CHECK(html.find(cell) != std::string::npos);
     }
   for (const LengthSumEntry& e : r.lengths.lengths) CHECK(html.find(">" + e.count + "<") != std::string::npos);
@@ -117,8 +117,8 @@ TEST_CASE("a certified report: every section proven; with re-runs the effectiven
   CHECK_FALSE(r.effectiveness.check);
   for (const EffectivenessEntry& e : r.effectiveness.lengths) CHECK(e.distance.enclosure);
   const std::string html = render_html(r);
-  CHECK(html.find("Digits proven by enclosures in brackets") != std::string::npos);
-  CHECK(html.find("Digits confirmed by the second run") == std::string::npos);
+  CHECK(html.find("In brackets the digits printed, each proven by enclosures") != std::string::npos);
+  CHECK(html.find("each confirmed by the second run") == std::string::npos);
   CHECK(html.find("not enclosed yet") == std::string::npos);
   CHECK(html.find("certified: every digit proven by ball arithmetic (math.md §10)") != std::string::npos);
   // with the re-run sub-networks (in balls too) the section is still proven, each repetition enclosed

@@ -39,6 +39,10 @@ struct RerunRequest {
   /// the option.
   static std::uint64_t checked_samples(std::uint64_t samples);
   static int checked_repeats(int repeats);
+  /// The same from decimal text (a Python int written out): also "'-1' is
+  /// not an integer in [0, 2^64)", and repeats above 2^31 - 1 "too large".
+  static std::uint64_t parsed_samples(const std::string& text);
+  static int parsed_repeats(const std::string& text);
 };
 
 /// The compute layer's options for `r` (compute/rerun.hpp).

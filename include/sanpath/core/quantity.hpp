@@ -30,18 +30,22 @@ struct Quantity {
   /// How str() rounds to its digits: down for the lower end of an
   /// enclosure, up for the upper end (the printed interval still encloses).
   Rounding rounding = Rounding::nearest;
-  /// The significant digits asked for (--digits): str() prints no more.
-  /// nullopt: every confirmed digit.
+  /// The significant digits asked for (--digits): a table cell (shown())
+  /// prints no more. nullopt: every confirmed digit.
   std::optional<int> asked;
   /// Certified runs (math.md §10): an enclosure of the exact value; `digits`
   /// are then the digits it proves (proven_digits), not confirmed ones.
   std::optional<Interval> enclosure;
 
-  /// Decimal string of min(digits, asked) significant digits (at least 1);
-  /// without a digit count (no check run) min(17, asked), the digits that
-  /// hold a double; "< 1e-N" when below resolution. Never "0" for a nonzero
-  /// value, never "inf".
+  /// Decimal string of every confirmed significant digit (at least 1): the
+  /// string `digits` counts, printed by JSON, CSV and Python; without a digit
+  /// count (no check run) min(17, asked), the digits that hold a double;
+  /// "< 1e-N" when below resolution. Never "0" for a nonzero value, never "inf".
   std::string str() const;
+  /// A table cell: str() cut to min(digits, asked) significant digits;
+  /// shown_digits() counts them (nullopt without a check run).
+  std::string shown() const;
+  std::optional<int> shown_digits() const;
   /// A value with no check run.
   static Quantity unconfirmed(const BigReal& v);
 };

@@ -39,6 +39,11 @@ std::uint64_t memory_budget();
 /// else, for 0 and for sizes above 2^64 - 1 bytes.
 std::uint64_t parse_byte_size(const std::string& text, const std::string& what = "memory budget");
 
+/// A count or seed written in decimal (the CLI's `--seed 7`, a Python int
+/// written out): its value, or std::invalid_argument "'-1' is not an integer
+/// in [0, 2^64)" for anything else, for the caller to name the option.
+std::uint64_t parse_uint64(const std::string& text);
+
 /// "1.50 GiB (1610612736 bytes)"; plain "N bytes" below 1 KiB.
 std::string format_bytes(std::uint64_t bytes);
 

@@ -101,6 +101,12 @@ Model load_model(const std::string& path, const LoadOptions& options);
 /// Throws std::invalid_argument naming `what` for anything else.
 LoadOptions::Layers parse_stream_layers(const std::string& text, const std::string& what = "stream_layers");
 
+/// LoadOptions::first_layers as users write it (`--first-layers 2`, Python's
+/// `first_layers=2` written out): 1 to 9 decimal digits, at least 1. Throws
+/// std::invalid_argument "'0' is not a number of layers (1, 2, ...)" for
+/// anything else, for the caller to name the option.
+int parse_first_layers(const std::string& text);
+
 /// A model from named tensors held in memory (e.g. a framework's state
 /// dict), mapped exactly as load_model maps a file. `config_json` is either a
 /// HuggingFace config.json (BERT, GPT-2, ALBERT; the layout is detected as

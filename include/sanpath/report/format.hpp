@@ -78,7 +78,8 @@ std::string format_length_sums(const LengthSumsReport& r, const Model& model, co
 std::string format_enumeration(const PathEnumerationReport& r, const Model& model, const RunInfo& info, Format f);
 /// `sanpath paths --sample`. JSON: {"samples": [{"length": k, "samples": N,
 /// "population": "…", "term_norm": {"composite": {"mean", "stddev",
-/// "ci95": [low, high]}}, "term_residual": {"composite": {…}}}, …], "seed"}.
+/// "stddev_digits", "ci95": [low, high]}}, "term_residual": {"composite":
+/// {…}}, "digits": d (of the means and interval ends)}, …], "seed"}.
 std::string format_samples(const PathSampleReport& r, const Model& model, const RunInfo& info, Format f);
 
 /// `sanpath paths --effectiveness`. JSON: {"effectiveness": [{"length": k,
