@@ -43,6 +43,7 @@ enum class PoolerActivation { tanh, relu };
 enum class TaskHeadAbsence {
   not_read,       ///< no head sanpath reads in the file (a bare stack, a native file, a model cut to its first layers)
   reads_decoder,  ///< the stack is the encoder of an encoder–decoder model (T5): its LM head reads the decoder's output
+  declined,       ///< the caller asked for no head (Python's head=False)
 };
 
 /// Weights in double, stored as torch Linear weights ([out, in]). A map whose
