@@ -59,7 +59,6 @@ source "$(dirname "$0")/../support/family_options.sh"
 ref gen-pixels --out "$WORK/img" --size 8 --seed 3
 # The BERT family's sequence classifiers: RoBERTa's dense + tanh and out_proj, DistilBERT's pre_classifier + ReLU,
 # ALBERT's pooler (its stack written bare by init: an X input); RoBERTa's tokens avoid its pad_token_id 1.
-FAMILY_OPTS[roberta]="--vocab 20" FAMILY_OPTS[distilbert]="--vocab 20" FAMILY_OPTS[albert]="--shared-layers"
 make_input x5d8 5 8 1
 for fam in llama mistral qwen2 qwen3 gemma gemma2 gemma3 xlnet gpt_neox phi opt vit roberta distilbert albert; do
   # shellcheck disable=SC2086

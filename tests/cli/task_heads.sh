@@ -35,7 +35,6 @@ PY
 /usr/bin/python3 "$REF" gen-input --out "$dir/x5" --tokens 5 --d-model 8 --seed 1 >/dev/null || fail "gen-input"
 # The BERT family's sequence classifiers (init writes the stack and, but for ALBERT, its embeddings; gen-head
 # adds the classifier and the ...ForSequenceClassification prefix): RoBERTa's tokens avoid its pad_token_id 1.
-FAMILY_OPTS[roberta]="--vocab 20" FAMILY_OPTS[distilbert]="--vocab 20" FAMILY_OPTS[albert]="--shared-layers"
 # family: kind and outputs of its head
 declare -A HEAD=([llama]="language model:20" [mistral]="language model:20" [qwen2]="language model:20"
   [gemma]="language model:20" [gemma2]="language model:20" [xlnet]="language model:20"
@@ -85,9 +84,9 @@ for e in j["effectiveness"]:
 done
 
 # Each sequence classifier's maps under HF's names (the pooler map's activation: DistilBERT's ReLU, tanh else).
-grep -q '"classifier.out_proj.weight"' "$dir/roberta/model.safetensors" &&
-  grep -q '"pre_classifier.weight"' "$dir/distilbert/model.safetensors" &&
-  grep -q '"albert.pooler.weight"' "$dir/albert/model.safetensors" || fail "gen-head: not HF's head names"
+for name in roberta:classifier.out_proj distilbert:pre_classifier albert:albert.pooler; do
+  grep -q "\"${name#*:}.weight\"" "$dir/${name%%:*}/model.safetensors" || fail "gen-head: no ${name#*:} in ${name%%:*}"
+done
 
 # The T5 encoder: one line, no head, no agreement column.
 # shellcheck disable=SC2086
