@@ -209,6 +209,7 @@ class EffectivenessEntry:
 class EffectivenessResult(_Formatted):
     lengths: List[EffectivenessEntry]
     head: Optional[str]
+    head_note: Optional[str]
     outputs: int
     predictions: int
     output_frobenius: Number
@@ -253,6 +254,7 @@ class RerunResult(_Formatted):
     lengths: List[RerunEntry]
     exact: Optional[EffectivenessResult]
     head: Optional[str]
+    head_note: Optional[str]
     outputs: int
     predictions: int
     output_frobenius: Number

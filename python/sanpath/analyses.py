@@ -277,9 +277,10 @@ def effectiveness(model: Model, input: BatchLike, *, skip=None, mlp=None, layern
     X_{≤k} = Σ_{j≤k} S_j + 1bᵀ (the length sums of Theorem 2.1, exact at any size;
     an attention-only variant: ``mlp="none", layernorm="none"``). Per k: the
     relative distance ‖X_{≤k} − X^L‖_F / ‖X^L‖_F and, when the model was loaded
-    from a checkpoint with a task head (BERT pooler + classifier, GPT-2 ln_f + LM
-    head) and ``head`` is True, the agreement of the head's predictions with
-    those on X^L and the mean KL divergence (nats). See :class:`EffectivenessResult`.
+    from a checkpoint with a task head (docs/families.md: the BERT family's
+    sequence classifiers, ViT's classifier, the decoders' final norm + LM head)
+    and ``head`` is True, the agreement of the head's predictions with those on
+    X^L and the mean KL divergence (nats). See :class:`EffectivenessResult`.
 
     A batch ``input`` (a list of token sequences, int array [b, n], float array
     [b, n, d_model], :func:`token_file`, :func:`random_batch`; see :func:`forward`)

@@ -253,8 +253,9 @@ class EffectivenessResult(Result):
     ``agree_check`` (the check run's count; a count the runs disagree on is not
     confirmed) and ``kl`` (mean KL(p(X^L) ‖ p(X_{≤k})) of the head's softmax, in
     nats, a Number); without a head these are None. ``head`` is "classifier",
-    "language model" or None; ``outputs`` the head's classes or vocabulary size;
-    ``output_frobenius`` ‖X^L‖_F.
+    "language model" or None, and then ``head_note`` says why in one line (as the
+    table and JSON's "head_note" do; None with a head); ``outputs`` the head's
+    classes or vocabulary size; ``output_frobenius`` ‖X^L‖_F.
     """
 
 

@@ -73,6 +73,11 @@ std::optional<std::vector<Number>> numbers(const std::vector<Quantity>& v) {
   return out;
 }
 
+/// Why a result has no head: the model's reason, or that the call asked for none.
+TaskHeadAbsence head_absence(const Model& model, bool use_head) {
+  return use_head ? task_head_absence(model) : TaskHeadAbsence::declined;
+}
+
 /// The properties an effectiveness result (holder H of report `r`) shares
 /// with the re-run one: task head, output norm, variant, precisions.
 template <class H> void def_report_properties(py::class_<H>& c) {
@@ -81,6 +86,11 @@ template <class H> void def_report_properties(py::class_<H>& c) {
                             if (!h.r.head) return std::nullopt;
                             return to_string(*h.r.head);
                           })
+      .def_property_readonly("head_note",
+                             [](const H& h) -> std::optional<std::string> {
+                               if (h.r.head) return std::nullopt;
+                               return task_head_note(h.info.head_absence);
+                             })
       .def_property_readonly("outputs", [](const H& h) { return h.r.outputs; })
       .def_property_readonly("predictions", [](const H& h) { return h.r.predictions; })
       .def_property_readonly("output_frobenius", [](const H& h) { return number(h.r.output_frobenius); })
@@ -181,7 +191,7 @@ void register_effectiveness(py::module_& m) {
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
     ProgressBridge bridge(progress);
-    EffectivenessBatchResult r{{model, {name, batch.description, task_head_absence(*model)}}, {}, batch.inputs};
+    EffectivenessBatchResult r{{model, {name, batch.description, head_absence(*model, use_head)}}, {}, batch.inputs};
     r.b = run_released(
         [&] {
           return analyze_effectiveness_batch(*model, v, batch.inputs, req, head ? &*head : nullptr, threads,
@@ -198,7 +208,7 @@ void register_effectiveness(py::module_& m) {
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
     ProgressBridge bridge(progress);
-    EffectivenessResult r{{model, {name, input.describe(), task_head_absence(*model)}}, {}};
+    EffectivenessResult r{{model, {name, input.describe(), head_absence(*model, use_head)}}, {}};
     r.r = run_released(
         [&] { return analyze_effectiveness(*model, v, input, req, head ? &*head : nullptr, bridge.fn()); }, &bridge);
     return r;
@@ -213,7 +223,7 @@ void register_effectiveness(py::module_& m) {
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
     ProgressBridge bridge(progress);
-    RerunResult r{{model, {name, input.describe(), task_head_absence(*model)}}, {}};
+    RerunResult r{{model, {name, input.describe(), head_absence(*model, use_head)}}, {}};
     r.r = run_released(
         [&] { return analyze_rerun(*model, v, input, req, rr, head ? &*head : nullptr, bridge.fn()); }, &bridge);
     return r;
@@ -229,7 +239,7 @@ void register_effectiveness(py::module_& m) {
     const Variant v = model->resolve(overrides(skip, mlp, layernorm, mask));
     const std::optional<TaskHead> head = use_head ? task_head_of(*model) : std::nullopt;
     ProgressBridge bridge(progress);
-    RerunBatchResult r{{model, {name, batch.description, task_head_absence(*model)}}, {}, batch.inputs};
+    RerunBatchResult r{{model, {name, batch.description, head_absence(*model, use_head)}}, {}, batch.inputs};
     r.b = run_released(
         [&] { return analyze_rerun_batch(*model, v, batch.inputs, req, rr, head ? &*head : nullptr, bridge.fn()); },
         &bridge);

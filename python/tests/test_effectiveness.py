@@ -47,10 +47,13 @@ def test_without_a_head(models):
     path = os.path.join(models, "bert-ticket-classifier")
     r = sanpath.effectiveness(sanpath.load(path), [2, 15, 27, 3], head=False, **ATTENTION)
     assert r.head is None and all(e.agree is None and e.kl is None for e in r.lengths)
+    assert r.head_note == "none applied (the call asked for none)" == r.to_dict()["head_note"]
     # A random model has no task head either: the distance curve only.
     m = sanpath.random_model(3, 2, 8, skip=True, mlp="none", layernorm="none", d_ff=0, seed=1)
     r = sanpath.effectiveness(m, sanpath.random_input(5, seed=1))
     assert r.head is None and r.to_dict()["head"] is None and len(r.lengths) == 4
+    assert r.head_note.startswith("none in the file (sanpath reads") and r.head_note == r.to_dict()["head_note"]
+    assert r.head_note in r.to_table()
 
 
 def test_effectiveness_errors_are_the_clis(cli, models):

@@ -23,10 +23,14 @@ template <class S> Matrix<S> task_logits(const TaskHead& head, const Matrix<S>& 
     Z = head.norm == NormKind::rms ? rms_norm<S>(Z, head.norm_g, head.norm_b, head.norm_eps, head.norm_unit_offset)
                                    : layer_norm<S>(Z, head.norm_g, head.norm_b, head.norm_eps);
   Matrix<S> T;
-  if (head.pooler_W.size() > 0) {
+  if (head.pooler_W.size() > 0) {  // a(W_p z + b_p), a = tanh or ReLU
     gemm_weights_nt(Z, head.pooler_W, T);
+    const bool relu = head.pooler_activation == PoolerActivation::relu;
     for (Eigen::Index i = 0; i < T.rows(); ++i)
-      for (Eigen::Index j = 0; j < T.cols(); ++j) T(i, j) = tanh(S(T(i, j) + S(head.pooler_b(j))));
+      for (Eigen::Index j = 0; j < T.cols(); ++j) {
+        const S v = T(i, j) + S(head.pooler_b(j));
+        T(i, j) = relu ? (v > 0 ? v : S(0)) : S(tanh(v));
+      }
     Z = std::move(T);
   }
   if (head.project_out.size() > 0) {

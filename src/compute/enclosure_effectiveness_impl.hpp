@@ -19,9 +19,10 @@ template <class S> BallMatrix<S> times_linear(const BallMatrix<S>& A, const Matr
 }
 
 /// task_logits on a ball, map by map (model/task_head.hpp): the rows read,
-/// the final LayerNorm or RMSNorm (normalize), the pooler's tanh (increasing:
-/// its interval from the ends, rounded outward), project_out, the output
-/// map and its bias, the soft cap (soft_cap).
+/// the final LayerNorm or RMSNorm (normalize), the pooler's tanh or ReLU
+/// (both increasing: the interval from the ends, tanh's rounded outward,
+/// ReLU's exact), project_out, the output map and its bias, the soft cap
+/// (soft_cap).
 template <class S> BallMatrix<S> head_logits(const TaskHead& head, const BallMatrix<S>& X, long p) {
   using std::tanh;
   head.check();
@@ -35,14 +36,20 @@ template <class S> BallMatrix<S> head_logits(const TaskHead& head, const BallMat
   if (head.pooler_W.size() > 0) {
     BallMatrix<S> z = times_linear(Z, head.pooler_W, p);
     add_bias(z, detail::row_of<S>(head.pooler_b), p);
+    const bool relu = head.pooler_activation == PoolerActivation::relu;
     Matrix<S> mid = z.mid;
     for (Eigen::Index i = 0; i < mid.rows(); ++i)
-      for (Eigen::Index j = 0; j < mid.cols(); ++j) mid(i, j) = tanh(z.mid(i, j));
+      for (Eigen::Index j = 0; j < mid.cols(); ++j)
+        mid(i, j) = relu ? (z.mid(i, j) > 0 ? z.mid(i, j) : S(0)) : S(tanh(z.mid(i, j)));
     Z = ball_around(std::move(mid), [&](Eigen::Index i) {
       std::vector<Iv<S>> y(static_cast<std::size_t>(z.mid.cols()));
       for (Eigen::Index j = 0; j < z.mid.cols(); ++j) {
         const Iv<S> a = iv_of(z.mid(i, j), z.rad.at(i, j));
         Iv<S>& t = y[static_cast<std::size_t>(j)];
+        if (relu) {
+          t = iv_activate(a, Activation::relu);
+          continue;
+        }
         mpfr_tanh(ptr(t.lo), ptr(a.lo), MPFR_RNDD);
         mpfr_tanh(ptr(t.hi), ptr(a.hi), MPFR_RNDU);
       }

@@ -1,7 +1,8 @@
 // Task heads of HuggingFace checkpoints (families.md names each family's),
 // read from the same tensors as the stack (one file or its shards), only the
-// head's tensors decoded; config.json says whether the LM head is tied and
-// Gemma 2's final soft cap.
+// head's tensors decoded; config.json says whether the LM head is tied,
+// Gemma 2's final soft cap and, where the file holds no pooler, whose
+// sequence classifier to look for.
 #include "sanpath/io/task_head.hpp"
 
 #include "sanpath/io/tensor_store.hpp"
@@ -122,6 +123,35 @@ std::string output_name(const Reader& r, const std::string& stored, std::initial
   return tie ? r.first(tables) : "";
 }
 
+/// A sequence classifier of the BERT family (families.md): on the first row the pooler map `pooler` and its
+/// activation, then `output`, both torch Linear layers with their biases.
+struct SequenceClassifier {
+  const char* model_type;
+  std::string pooler;
+  PoolerActivation activation;
+  std::string output;
+};
+
+const std::vector<SequenceClassifier>& sequence_classifiers() {
+  static const std::vector<SequenceClassifier> all{
+      {"bert", "bert.pooler.dense", PoolerActivation::tanh, "classifier"},
+      {"roberta", "classifier.dense", PoolerActivation::tanh, "classifier.out_proj"},
+      {"distilbert", "pre_classifier", PoolerActivation::relu, "classifier"},
+      {"albert", "albert.pooler", PoolerActivation::tanh, "classifier"}};
+  return all;
+}
+
+/// The classifier whose pooler the file holds, else the one of config.json's model_type, else BERT's (whose
+/// missing tensors the error then names).
+const SequenceClassifier& sequence_classifier(const Reader& r, const std::string& type) {
+  const std::vector<SequenceClassifier>& all = sequence_classifiers();
+  for (const SequenceClassifier& s : all)
+    if (r.has(s.pooler + ".weight")) return s;
+  for (const SequenceClassifier& s : all)
+    if (type == s.model_type) return s;
+  return all.front();
+}
+
 }  // namespace
 
 std::optional<TaskHead> read_task_head(const std::string& path, const Model& model) {
@@ -140,15 +170,20 @@ std::optional<TaskHead> read_task_head(const std::string& path, const Model& mod
     read_norm(r, ln.substr(0, ln.size() - 7), NormKind::layer, model, h);
     out = "classifier.weight";
     bias = "classifier.bias";
-  } else if (r.has("classifier.weight")) {
-    // BERT for sequence classification: the pooler on the first token, then the classifier.
+  } else if (const std::string cls =
+                 r.first({"classifier.weight", "classifier.out_proj.weight", "classifier.dense.weight"});
+             !cls.empty()) {
+    // The BERT family for sequence classification: the pooler map and its activation on the first token, then
+    // the classifier.
     h.kind = TaskHeadKind::classifier;
     for (const char* lm : {"transformer.ln_f.weight", "lm_loss.bias", "model.norm.weight"})
-      if (r.has(lm)) fail(file, "classifier.weight", std::string("the file also holds ") + lm + " (two task heads)");
-    h.pooler_W = r.matrix("bert.pooler.dense.weight", d, d);
-    h.pooler_b = r.vector("bert.pooler.dense.bias", d);
-    out = "classifier.weight";
-    bias = "classifier.bias";
+      if (r.has(lm)) fail(file, cls, std::string("the file also holds ") + lm + " (two task heads)");
+    const SequenceClassifier& s = sequence_classifier(r, model_type(c));
+    h.pooler_W = r.matrix(s.pooler + ".weight", d, d);
+    h.pooler_b = r.vector(s.pooler + ".bias", d);
+    h.pooler_activation = s.activation;
+    out = s.output + ".weight";
+    bias = s.output + ".bias";
   } else if (r.has("lm_loss.bias")) {
     // XLNet's lm_loss: the word table (tied; lm_loss.weight where stored) and its bias, no norm.
     h.kind = TaskHeadKind::language_model;

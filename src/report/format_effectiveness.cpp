@@ -55,10 +55,16 @@ ordered_json exact_effectiveness_json(const EffectivenessEntry& e) {
   return j;
 }
 
-/// {"kind", "outputs", "predictions"} of a task head, or null.
-ordered_json head_json(const std::optional<TaskHeadKind>& head, long outputs, long predictions) {
-  return head ? ordered_json({{"kind", to_string(*head)}, {"outputs", outputs}, {"predictions", predictions}})
-              : ordered_json(nullptr);
+/// "head": {"kind", "outputs", "predictions"} of a task head into `j`, or "head": null and "head_note": why
+/// there is none (the line the table prints).
+void add_head(ordered_json& j, const std::optional<TaskHeadKind>& head, long outputs, long predictions,
+              TaskHeadAbsence absent) {
+  if (head) {
+    j["head"] = {{"kind", to_string(*head)}, {"outputs", outputs}, {"predictions", predictions}};
+    return;
+  }
+  j["head"] = nullptr;
+  j["head_note"] = task_head_note(absent);
 }
 
 /// The line naming the task head and what `meaning` its columns have, or that there is none.
@@ -70,7 +76,7 @@ std::string head_text(const std::optional<TaskHeadKind>& head, long outputs, lon
       << (*head == TaskHeadKind::classifier ? " classes" : " tokens") << "), " << predictions
       << (predictions == 1 ? " prediction" : " predictions") << "; " << meaning << "\n";
   else
-    o << "task head: " << text_table::no_task_head_text(absent) << "\n";
+    o << "task head: " << task_head_note(absent) << "\n";
   return o.str();
 }
 
@@ -79,6 +85,15 @@ std::string agreement_text(const EffectivenessEntry& e, long predictions) {
 }
 
 }  // namespace
+
+std::string task_head_note(TaskHeadAbsence why) {
+  if (why == TaskHeadAbsence::reads_decoder)
+    return "none of its own (a T5 encoder: T5's LM head reads the decoder's output, which sanpath does not run)";
+  if (why == TaskHeadAbsence::declined) return "none applied (the call asked for none)";
+  return "none in the file (sanpath reads the sequence classifiers of BERT, RoBERTa, DistilBERT and ALBERT, ViT's "
+         "LayerNorm + classifier, and the LM heads of GPT-2, GPT-NeoX, OPT, Phi, Llama, Mistral, Qwen2, Qwen3, "
+         "Gemma, Gemma 2, Gemma 3 and XLNet)";
+}
 
 std::string format_effectiveness(const EffectivenessReport& r, const Model& model, const RunInfo& info, Format f) {
   if (f == Format::json) {
@@ -90,7 +105,7 @@ std::string format_effectiveness(const EffectivenessReport& r, const Model& mode
       rows.push_back(row);
     }
     j["effectiveness"] = rows;
-    j["head"] = head_json(r.head, r.outputs, r.predictions);
+    add_head(j, r.head, r.outputs, r.predictions, info.head_absence);
     j["output_norm"] = {{"frobenius", r.output_frobenius.str()}};
     add_common(j, r, model, info);
     return j.dump(2) + "\n";
@@ -218,7 +233,7 @@ std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo
                   {"seed", r.request.seed},
                   {"estimator", rerun_estimator_text}};
     j["exact"] = r.exact.has_value();
-    j["head"] = head_json(r.head, r.outputs, r.predictions);
+    add_head(j, r.head, r.outputs, r.predictions, info.head_absence);
     j["output_norm"] = {{"frobenius", r.output_frobenius.str()}};
     add_common(j, r, model, info);
     return j.dump(2) + "\n";
@@ -352,7 +367,7 @@ std::string format_effectiveness_batch(const BatchEffectiveness& b, const std::v
   const EffectivenessReport& first = b.runs.front();
   if (f == Format::json) {
     ordered_json j = batch_json_start(b.runs.size(), first, model, info);
-    j["head"] = head_json(first.head, first.outputs, batch_predictions(b.runs));
+    add_head(j, first.head, first.outputs, batch_predictions(b.runs), info.head_absence);
     ordered_json rows = ordered_json::array();
     for (const BatchEffectivenessEntry& e : b.lengths)
       rows.push_back({{"length", e.length},
@@ -416,7 +431,7 @@ std::string format_rerun_batch(const BatchRerun& b, const std::vector<InputSpec>
                   {"estimator", rerun_estimator_text},
                   {"over_the_batch", rerun_batch_text}};
     j["exact"] = b.exact.has_value();
-    j["head"] = head_json(first.head, first.outputs, batch_predictions(b.runs));
+    add_head(j, first.head, first.outputs, batch_predictions(b.runs), info.head_absence);
     ordered_json rows = ordered_json::array();
     for (std::size_t k = 0; k < b.lengths.size(); ++k) {
       const BatchRerunEntry& e = b.lengths[k];

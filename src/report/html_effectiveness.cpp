@@ -100,7 +100,7 @@ void batch_section(std::ostringstream& o, const HtmlReport& r) {
                    " head: " + (*head == TaskHeadKind::classifier ? "one per input" : "one per position") +
                    ") on X<sub>≤k</sub> that agree with those on X<sup>L</sup>; the mean KL is over the same "
                    "predictions."
-             : "the task head: " + escape(text_table::no_task_head_text(r.info.head_absence)) +
+             : "the task head: " + escape(task_head_note(r.info.head_absence)) +
                    ", so no predictions are compared.")
     << " Variant: " << escape(to_string(r.paths_variant, VariantStyle::prose))
     << ". Every input ran at its own precision with its own "
@@ -207,7 +207,7 @@ void effectiveness_section(std::ostringstream& o, const HtmlReport& r) {
        "same network; "
     << (e.head ? "the right one how many predictions of the checkpoint's " + escape(to_string(*e.head)) +
                      " head on X<sub>≤k</sub> agree with those on X<sup>L</sup>."
-               : "the task head: " + escape(text_table::no_task_head_text(r.info.head_absence)) +
+               : "the task head: " + escape(task_head_note(r.info.head_absence)) +
                      ", so no predictions are compared.")
     << " Variant: " << escape(to_string(r.paths_variant, VariantStyle::prose))
     << ". Precision: " << escape(provenance_text::cell(e, provenance_text::View::paths)) << ".</p>\n";

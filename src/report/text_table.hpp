@@ -88,14 +88,6 @@ inline std::string mean_agreement_text(const std::vector<long>& agree, const std
   return s;
 }
 
-/// Why no task head is applied, after "task head: " or "the checkpoint has ".
-inline std::string no_task_head_text(TaskHeadAbsence why) {
-  if (why == TaskHeadAbsence::reads_decoder)
-    return "none of its own (a T5 encoder: T5's LM head reads the decoder's output, which sanpath does not run)";
-  return "none in the file (sanpath reads BERT's pooler + classifier, ViT's LayerNorm + classifier, and the LM heads "
-         "of GPT-2, GPT-NeoX, OPT, Phi, Llama, Mistral, Qwen2, Gemma, Gemma 2 and XLNet)";
-}
-
 /// Confirmed digits as a table cell: the number, or "unconfirmed".
 inline std::string digits_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unconfirmed"; }
 

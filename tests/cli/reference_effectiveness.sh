@@ -54,17 +54,25 @@ make_model e3.safetensors --layers 3 --heads 2 --d-model 8 --seed 4 --std 0.4 --
 
 # Every family's task head (families.md): the final norm, project_out, the LM head (tied or stored, with its
 # bias; Qwen3's untied lm_head, Gemma 3's tied table), ViT's classifier on CLS, Gemma 2's and Gemma 3's final
-# soft cap; the T5 encoder has none of its own.
+# soft cap, the sequence classifiers; the T5 encoder has none of its own.
 source "$(dirname "$0")/../support/family_options.sh"
 ref gen-pixels --out "$WORK/img" --size 8 --seed 3
-for fam in llama mistral qwen2 qwen3 gemma gemma2 gemma3 xlnet gpt_neox phi opt vit; do
+# The BERT family's sequence classifiers: RoBERTa's dense + tanh and out_proj, DistilBERT's pre_classifier + ReLU,
+# ALBERT's pooler (its stack written bare by init: an X input); RoBERTa's tokens avoid its pad_token_id 1.
+make_input x5d8 5 8 1
+for fam in llama mistral qwen2 qwen3 gemma gemma2 gemma3 xlnet gpt_neox phi opt vit roberta distilbert albert; do
   # shellcheck disable=SC2086
   make_model "$fam" --layout $fam "${FAMILY_SIZE[@]}" ${FAMILY_OPTS[$fam]:-${FAMILY_OPTS[llama]}} || continue
   if ! ref gen-head --model "$WORK/$fam" --seed 7 >"$WORK/$fam.head.log" 2>&1; then
     fail "$fam: gen-head: $(cat "$WORK/$fam.head.log")"
     continue
   fi
-  if [ $fam = vit ]; then in=(pixels "$WORK/img"); else in=(tokens 1,5,7,3,19); fi
+  case $fam in
+    vit) in=(pixels "$WORK/img") ;;
+    albert) in=(input "$WORK/x5d8") ;;
+    roberta | distilbert) in=(tokens 0,5,7,3,19) ;;
+    *) in=(tokens 1,5,7,3,19) ;;
+  esac
   paths_case "$fam-head" "$WORK/$fam" "${in[@]}" --skip on "${attn[@]}"
   PRECISIONS="auto" paths_case "$fam-head-certified" "$WORK/$fam" "${in[@]}" --skip on "${attn[@]}" --check certified
 done

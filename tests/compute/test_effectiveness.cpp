@@ -18,6 +18,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
 using namespace sanpath;
@@ -220,6 +222,27 @@ TEMPLATE_TEST_CASE("every map of a task head against logits worked out by hand",
     test::require_matrix_near<S>(logits(h, rows({{1, 3, 1, 3}, {100, -7, 0.5, 2}})), exact({{{3, 4}, {-3, 2}}}),
                                  8);
   }
+  SECTION("DistilBERT: pre_classifier and ReLU on the first row, then the classifier") {
+    // W_p (1, 3, 1, 3) = (1, −3, 0, 3), + b_p (1/2, 1, 1/4, −4) = (3/2, −2, 1/4, −1), ReLU (3/2, 0, 1/4, 0);
+    // W = [[1, 1, 1, 1], [2, 0, −4, 0]], c = (0, 1/2): (7/4, 3 − 1 + 1/2 = 5/2). Row 1 is not read.
+    TaskHead h;
+    h.kind = TaskHeadKind::classifier;
+    h.pooler_W = rows({{1, 0, 0, 0}, {0, -1, 0, 0}, {1, 1, -1, -1}, {0, 0, 0, 1}});
+    h.pooler_b = vec({0.5, 1, 0.25, -4});
+    h.pooler_activation = PoolerActivation::relu;
+    h.output_W = rows({{1, 1, 1, 1}, {2, 0, -4, 0}});
+    h.output_b = vec({0, 0.5});
+    test::require_matrix_near<S>(logits(h, rows({{1, 3, 1, 3}, {100, -7, 0.5, 2}})), exact({{{7, 4}, {5, 2}}}),
+                                 8);
+    SECTION("RoBERTa and ALBERT: the same maps with tanh") {
+      using std::tanh;
+      h.pooler_activation = PoolerActivation::tanh;
+      const S t0 = tanh(S(3) / S(2)), t1 = tanh(S(-2)), t2 = tanh(S(1) / S(4)), t3 = tanh(S(-1));
+      Matrix<S> want(1, 2);
+      want << t0 + t1 + t2 + t3, S(2) * t0 - S(4) * t2 + S(1) / S(2);
+      test::require_matrix_near<S>(logits(h, rows({{1, 3, 1, 3}, {100, -7, 0.5, 2}})), want, 8);
+    }
+  }
   SECTION("OPT: LN_f, project_out (e = 2), then the token table") {
     // (1, 3, 1, 3) → (−1, 1, −1, 1)/2 → P: (−1/2, 1/2) → E: (−1/2, 1/2, 1/2);
     // (3, 1, 3, 1) → (1, −1, 1, −1)/2 → P: (1/2, −1/2) → E: (1/2, −1/2, −1/2).
@@ -298,6 +321,59 @@ TEST_CASE("read_task_head: no head in a native file, shape errors name the tenso
   const std::string partial = test::tmp_path("effectiveness_partial_head.safetensors");
   write_safetensors(partial, {Tensor{"classifier.weight", "F64", {2, 4}, std::vector<double>(8, 0.5)}, b});
   CHECK_THROWS_WITH(read_task_head(partial, m), Catch::Contains("bert.pooler.dense.weight"));
+}
+
+TEST_CASE("read_task_head: the BERT family's sequence classifiers under HF's names", "[effectiveness]") {
+  const Model m = attention_model(1, 1, 4, 2, true, 0.5, 1);
+  const auto numbered = [](std::int64_t n, double from) {
+    std::vector<double> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = from + 0.125 * static_cast<double>(i);
+    return v;
+  };
+  // A folder: config.json's model_type and the head's tensors (the pooler map d × d, then C = 3 classes).
+  const auto folder = [&](const std::string& name, const std::string& type, const std::vector<Tensor>& ts) {
+    const std::string dir = test::tmp_path("effectiveness_" + name);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/config.json") << "{\"model_type\": \"" << type << "\"}";
+    write_safetensors(dir + "/model.safetensors", ts);
+    return dir;
+  };
+  const auto linear = [&](const std::string& name, std::int64_t out, double from) {
+    return std::vector<Tensor>{Tensor{name + ".weight", "F64", {out, 4}, numbered(out * 4, from)},
+                               Tensor{name + ".bias", "F64", {out}, numbered(out, -from)}};
+  };
+  const auto join = [](std::vector<Tensor> a, const std::vector<Tensor>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  struct Case {
+    const char* type;
+    const char* pooler;
+    const char* output;
+    PoolerActivation activation;
+  };
+  for (const Case c : {Case{"bert", "bert.pooler.dense", "classifier", PoolerActivation::tanh},
+                       Case{"roberta", "classifier.dense", "classifier.out_proj", PoolerActivation::tanh},
+                       Case{"distilbert", "pre_classifier", "classifier", PoolerActivation::relu},
+                       Case{"albert", "albert.pooler", "classifier", PoolerActivation::tanh}}) {
+    CAPTURE(c.type);
+    const std::string dir = folder(c.type, c.type, join(linear(c.pooler, 4, 0.25), linear(c.output, 3, -1)));
+    const std::optional<TaskHead> h = read_task_head(dir, m);
+    REQUIRE(h.has_value());
+    CHECK(h->kind == TaskHeadKind::classifier);
+    CHECK(h->pooler_activation == c.activation);
+    CHECK(h->norm_g.size() == 0);
+    REQUIRE(h->pooler_W.rows() == 4);
+    CHECK(h->pooler_W(1, 2) == 0.25 + 0.125 * 6);  // row-major [out, in]: entry 1·4 + 2
+    CHECK(h->pooler_b(3) == -0.25 + 0.125 * 3);
+    REQUIRE(h->outputs() == 3);
+    CHECK(h->output_W(2, 0) == -1 + 0.125 * 8);
+    CHECK(h->output_b(2) == 1 + 0.125 * 2);
+    // Without its pooler map: the file's family (config.json) names the tensor that is missing.
+    const std::string partial = folder(std::string(c.type) + "_partial", c.type, linear(c.output, 3, -1));
+    CHECK_THROWS_WITH(read_task_head(partial, m), Catch::Contains(partial) && Catch::Contains(std::string(c.pooler) +
+                                                                                               ".weight: missing"));
+  }
 }
 
 TEST_CASE("real checkpoints: the task heads agree fully at k = L", "[effectiveness][real]") {

@@ -101,11 +101,13 @@ TEST_CASE("enclosed effectiveness: distances, KL and agreement contain the 4,098
   const MatrixXd X0 = test::width8_input(22);
   const EnclosedTrace<S> t = recorded(m, skip, X0);
   const ForwardTrace<T> exact = forward<T>(m, skip, convert<T>(X0));
-  // BERT's pooler + classifier, GPT-2's LN_f + table, the Llama family's RMSNorm, Gemma's gain 1 + w, Gemma 2's
-  // final soft cap (c = 2: it bites on logits of this size), OPT's project_out, XLNet's bias, ViT's LayerNorm +
-  // classifier on the first row.
+  // BERT's pooler + classifier, DistilBERT's with ReLU, GPT-2's LN_f + table, the Llama family's RMSNorm,
+  // Gemma's gain 1 + w, Gemma 2's final soft cap (c = 2: it bites on logits of this size), OPT's project_out,
+  // XLNet's bias, ViT's LayerNorm + classifier on the first row.
+  TaskHead relu = test::classifier_head(8, 3);
+  relu.pooler_activation = PoolerActivation::relu;
   const std::vector<std::pair<const char*, TaskHead>> heads{
-      {"BERT", test::classifier_head(8, 3)},          {"GPT-2", test::lm_head(8, 11)},
+      {"BERT", test::classifier_head(8, 3)},          {"DistilBERT", relu}, {"GPT-2", test::lm_head(8, 11)},
       {"Llama", test::rms_lm_head(8, 11, false)},     {"Gemma", test::rms_lm_head(8, 11, true)},
       {"Gemma 2", test::rms_lm_head(8, 11, true, 2.0)}, {"OPT", test::projected_lm_head(8, 5, 11)},
       {"XLNet", test::biased_lm_head(8, 11)},         {"ViT", test::normed_classifier_head(8, 3)}};

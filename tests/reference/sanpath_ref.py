@@ -209,8 +209,8 @@ def load_model(path):
             cfg = _json_decimal(f.read())
         _, t = read_safetensors(os.path.join(path, "model.safetensors"))
         mt = cfg.get("model_type", "")
-        if mt == "bert":
-            return _load_bert(cfg, t)
+        if mt in BERT_LOADERS:
+            return BERT_LOADERS[mt](cfg, t)
         if mt == "gpt2":
             return _load_gpt2(cfg, t)
         if mt in FAMILY_LOADERS:
@@ -278,49 +278,119 @@ def _strip(t, prefix):
     return out
 
 
-def _load_bert(cfg, t):
-    t = _strip(t, "bert.")
+def _post_ln_layer(t, H, dh, q, k, v, o, ln1, w1, w2, ln2):
+    """A post-LN encoder layer from torch Linear names (weight [out, in], y = x W^T + b): the attention's
+    q, k, v (heads in column blocks of dh), its output map o, LayerNorm ln1, the MLP w1, w2, LayerNorm ln2."""
+    WQt, WKt, WVt = (transpose(_matrix(t[n + ".weight"])) for n in (q, k, v))
+    bQ, bK, bV = (_vector(t[n + ".bias"]) for n in (q, k, v))
+    WOt = transpose(_matrix(t[o + ".weight"]))   # [in = H*dh, out = d]
+    heads = []
+    for h in range(H):
+        s = h * dh
+        heads.append({"W_Q": _split_cols(WQt, s, dh), "W_K": _split_cols(WKt, s, dh),
+                      "W_V": _split_cols(WVt, s, dh), "W_O": WOt[s:s + dh],
+                      "b_Q": bQ[s:s + dh], "b_K": bK[s:s + dh], "b_V": bV[s:s + dh]})
+    return {"heads": heads, "b_O": _vector(t[o + ".bias"]),
+            "ln1_g": _vector(t[ln1 + ".weight"]), "ln1_b": _vector(t[ln1 + ".bias"]),
+            "W_1": transpose(_matrix(t[w1 + ".weight"])), "b_1": _vector(t[w1 + ".bias"]),
+            "W_2": transpose(_matrix(t[w2 + ".weight"])), "b_2": _vector(t[w2 + ".bias"]),
+            "ln2_g": _vector(t[ln2 + ".weight"]), "ln2_b": _vector(t[ln2 + ".bias"])}
+
+
+_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+
+
+def _post_ln_model(cfg, L, H, d, d_ff, act, eps):
     m = Model()
     m.arch = "bert"
-    m.L, m.H, m.d = cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["hidden_size"]
-    m.d_qk = m.d_v = m.d // m.H
-    m.d_ff = cfg["intermediate_size"]
-    act = cfg.get("hidden_act", "gelu")
-    m.activation = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}[act]
-    m.eps = _dec(cfg.get("layer_norm_eps", "1e-12"))
+    m.L, m.H, m.d = L, H, d
+    if d % H:
+        raise ValueError("config.json: the width is not a multiple of the heads")
+    m.d_qk = m.d_v = d // H
+    m.d_ff = d_ff
+    m.activation = _ACTIVATIONS[act]
+    m.eps = _dec(eps)
     m.own = {"skip": "on", "mlp": "residual", "layernorm": "post", "mask": "none"}
-    dh = m.d_qk
+    return m
+
+
+def _load_bert(cfg, t, prefix="bert."):
+    """BERT, and RoBERTa (prefix roberta.: BERT's structure, its positions counted from pad_token_id + 1)."""
+    t = _strip(t, prefix)
+    m = _post_ln_model(cfg, cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["hidden_size"],
+                       cfg["intermediate_size"], cfg.get("hidden_act", "gelu"), cfg.get("layer_norm_eps", "1e-12"))
     for l in range(m.L):
         p = f"encoder.layer.{l}."
-        # Linear: weight [out, in], y = x W^T + b; W^T is [in, out].
-        WQt = transpose(_matrix(t[p + "attention.self.query.weight"]))
-        WKt = transpose(_matrix(t[p + "attention.self.key.weight"]))
-        WVt = transpose(_matrix(t[p + "attention.self.value.weight"]))
-        bQ = _vector(t[p + "attention.self.query.bias"])
-        bK = _vector(t[p + "attention.self.key.bias"])
-        bV = _vector(t[p + "attention.self.value.bias"])
-        WOt = transpose(_matrix(t[p + "attention.output.dense.weight"]))   # [in = H*dh, out = d]
-        heads = []
-        for h in range(m.H):
-            s = h * dh
-            heads.append({"W_Q": _split_cols(WQt, s, dh), "W_K": _split_cols(WKt, s, dh),
-                          "W_V": _split_cols(WVt, s, dh), "W_O": WOt[s:s + dh],
-                          "b_Q": bQ[s:s + dh], "b_K": bK[s:s + dh], "b_V": bV[s:s + dh]})
-        layer = {"heads": heads, "b_O": _vector(t[p + "attention.output.dense.bias"]),
-                 "ln1_g": _vector(t[p + "attention.output.LayerNorm.weight"]),
-                 "ln1_b": _vector(t[p + "attention.output.LayerNorm.bias"]),
-                 "W_1": transpose(_matrix(t[p + "intermediate.dense.weight"])),
-                 "b_1": _vector(t[p + "intermediate.dense.bias"]),
-                 "W_2": transpose(_matrix(t[p + "output.dense.weight"])),
-                 "b_2": _vector(t[p + "output.dense.bias"]),
-                 "ln2_g": _vector(t[p + "output.LayerNorm.weight"]),
-                 "ln2_b": _vector(t[p + "output.LayerNorm.bias"])}
-        m.layers.append(layer)
+        m.layers.append(_post_ln_layer(t, m.H, m.d_qk, p + "attention.self.query", p + "attention.self.key",
+                                       p + "attention.self.value", p + "attention.output.dense",
+                                       p + "attention.output.LayerNorm", p + "intermediate.dense",
+                                       p + "output.dense", p + "output.LayerNorm"))
     m.emb = {"kind": "bert", "word": _matrix(t["embeddings.word_embeddings.weight"]),
              "position": _matrix(t["embeddings.position_embeddings.weight"]),
              "token_type": _matrix(t["embeddings.token_type_embeddings.weight"]),
              "ln_g": _vector(t["embeddings.LayerNorm.weight"]), "ln_b": _vector(t["embeddings.LayerNorm.bias"]),
              "eps": m.eps}
+    if prefix == "roberta.":
+        pad = cfg.get("pad_token_id", 1)
+        m.emb.update(offset=pad + 1, pad=pad)
+    return m
+
+
+def _load_roberta(cfg, t):
+    return _load_bert(cfg, t, "roberta.")
+
+
+def _load_distilbert(cfg, t):
+    """HF's DistilBERT: LayerNorm(word + position) (no token types; eps 1e-12 throughout), post-LN layers of
+    q_lin, k_lin, v_lin, out_lin, sa_layer_norm, ffn.lin1, ffn.lin2, output_layer_norm; config dim, n_layers,
+    n_heads, hidden_dim, activation."""
+    if cfg.get("sinusoidal_pos_embds"):
+        raise ValueError("config.json: sinusoidal_pos_embds: not supported by the reference")
+    t = _strip(t, "distilbert.")
+    m = _post_ln_model(cfg, cfg["n_layers"], cfg["n_heads"], cfg["dim"], cfg["hidden_dim"],
+                       cfg.get("activation", "gelu"), "1e-12")
+    for l in range(m.L):
+        p = f"transformer.layer.{l}."
+        a = p + "attention."
+        m.layers.append(_post_ln_layer(t, m.H, m.d_qk, a + "q_lin", a + "k_lin", a + "v_lin", a + "out_lin",
+                                       p + "sa_layer_norm", p + "ffn.lin1", p + "ffn.lin2", p + "output_layer_norm"))
+    m.emb = {"kind": "bert", "word": _matrix(t["embeddings.word_embeddings.weight"]),
+             "position": _matrix(t["embeddings.position_embeddings.weight"]), "token_type": None,
+             "ln_g": _vector(t["embeddings.LayerNorm.weight"]), "ln_b": _vector(t["embeddings.LayerNorm.bias"]),
+             "eps": m.eps}
+    return m
+
+
+def _load_albert(cfg, t):
+    """HF's ALBERT: LayerNorm(word + position + token_type[0]) of width embedding_size, then
+    encoder.embedding_hidden_mapping_in to hidden_size; layer l is albert_layer_groups[l // (L / groups)]
+    (one layer a group: inner_group_num 1), post-LN: attention.{query, key, value, dense, LayerNorm}, ffn,
+    ffn_output, full_layer_layer_norm."""
+    if cfg.get("inner_group_num", 1) != 1:
+        raise ValueError("config.json: inner_group_num: only 1 is supported by the reference")
+    t = _strip(t, "albert.")
+    m = _post_ln_model(cfg, cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["hidden_size"],
+                       cfg["intermediate_size"], cfg.get("hidden_act", "gelu_new"), cfg.get("layer_norm_eps", "1e-12"))
+    groups = cfg.get("num_hidden_groups", 1)
+    if m.L % groups:
+        raise ValueError("config.json: num_hidden_groups does not divide num_hidden_layers")
+    built = {}
+    for l in range(m.L):
+        g = l // (m.L // groups)
+        if g not in built:
+            p = f"encoder.albert_layer_groups.{g}.albert_layers.0."
+            a = p + "attention."
+            built[g] = _post_ln_layer(t, m.H, m.d_qk, a + "query", a + "key", a + "value", a + "dense",
+                                      a + "LayerNorm", p + "ffn", p + "ffn_output", p + "full_layer_layer_norm")
+        m.layers.append(built[g])
+    if "embeddings.word_embeddings.weight" not in t:  # a bare stack (init --layout albert): X input only
+        return m
+    m.emb = {"kind": "bert", "word": _matrix(t["embeddings.word_embeddings.weight"]),
+             "position": _matrix(t["embeddings.position_embeddings.weight"]),
+             "token_type": _matrix(t["embeddings.token_type_embeddings.weight"]),
+             "ln_g": _vector(t["embeddings.LayerNorm.weight"]), "ln_b": _vector(t["embeddings.LayerNorm.bias"]),
+             "eps": m.eps, "map_W": transpose(_matrix(t["encoder.embedding_hidden_mapping_in.weight"])),
+             "map_b": _vector(t["encoder.embedding_hidden_mapping_in.bias"])}
     return m
 
 
@@ -449,24 +519,31 @@ class MpWeights:
 
 
 def embed(model, tokens):
-    """X^0 from token ids: BERT LayerNorm(word + position + token_type[0]); GPT-2 wte + wpe."""
+    """X^0 from token ids: BERT LayerNorm(word + position + token_type[0]) (RoBERTa's positions from row
+    pad_token_id + 1, for sequences without the pad token; DistilBERT without token types; ALBERT's then mapped
+    by embedding_hidden_mapping_in); GPT-2 wte + wpe."""
     if isinstance(model, FamilyModel):
         return family_embed(model, tokens)
     e = model.emb
     if e is None:
         raise ValueError("the model has no embeddings")
+    offset = e.get("offset", 0)
     X = []
     for i, tok in enumerate(tokens):
         if not 0 <= tok < len(e["word"]):
             raise ValueError(f"token {tok} out of range")
-        if i >= len(e["position"]):
+        if e.get("pad") is not None and tok == e["pad"]:
+            raise ValueError(f"token {tok} is pad_token_id: HF gives it position padding_idx, not supported")
+        if offset + i >= len(e["position"]):
             raise ValueError("sequence longer than the position table")
-        row = [mpf(w) + mpf(p) for w, p in zip(e["word"][tok], e["position"][i])]
-        if e["kind"] == "bert":
+        row = [mpf(w) + mpf(p) for w, p in zip(e["word"][tok], e["position"][offset + i])]
+        if e["kind"] == "bert" and e["token_type"] is not None:
             row = [r + mpf(t) for r, t in zip(row, e["token_type"][0])]
         X.append(row)
     if e["kind"] == "bert":
         X = layernorm(X, vec_mp(e["ln_g"]), vec_mp(e["ln_b"]), mpf(e["eps"]))
+    if e.get("map_W") is not None:
+        X = add_bias(matmul(X, [vec_mp(r) for r in e["map_W"]]), e["map_b"])
     return X
 
 
@@ -1222,6 +1299,8 @@ def _load_gemma3(cfg, t):
     return m
 
 
+BERT_LOADERS = {"bert": _load_bert, "roberta": _load_roberta, "distilbert": _load_distilbert,
+                "albert": _load_albert}
 FAMILY_LOADERS = {"xlnet": _load_xlnet, "t5": _load_t5, "gpt_neox": _load_gpt_neox, "phi": _load_phi,
                   "opt": _load_opt, "gemma": _load_gemma, "gemma2": _load_gemma2, "vit": _load_vit,
                   "llama": _load_llama, "mistral": _load_llama, "qwen2": _load_llama, "qwen3": _load_qwen3,
@@ -1913,13 +1992,15 @@ def _gen_head(a):
     folder written by `sanpath init --layout` (whose final norms are neutral and whose heads are tied or
     absent), so that every map of the head (task_head) moves the logits: final norm gains (1 + 0.3 N, Gemma's
     0.3 N) and biases; an untied lm_head (Mistral, Qwen2, Phi with its bias); XLNet's lm_loss.bias; ViT's
-    classifier (5 classes); Gemma 2's and 3's final_logit_softcapping (--softcap). Weights are rewritten in F64."""
+    classifier (5 classes); Gemma 2's and 3's final_logit_softcapping (--softcap); RoBERTa's, DistilBERT's and
+    ALBERT's sequence classifiers (the pooler map and the classifier, the stack's names moved under the
+    family's prefix as HF's ...ForSequenceClassification stores them). Weights are rewritten in F64."""
     path = os.path.join(a.model, "model.safetensors")
     cfg_path = os.path.join(a.model, "config.json")
     _, t = read_safetensors(path)
     cfg = json.load(open(cfg_path, encoding="utf-8"))
     mt = cfg["model_type"]
-    d = cfg.get("hidden_size", cfg.get("d_model"))
+    d = cfg.get("hidden_size", cfg.get("d_model", cfg.get("dim")))  # DistilBERT: dim
     V = cfg.get("vocab_size")
     rng = random.Random(a.seed)
     draw = lambda n, mean, sd: [mean + sd * rng.gauss(0, 1) for _ in range(n)]
@@ -1949,6 +2030,18 @@ def _gen_head(a):
         t["lm_head.bias"] = ([V], draw(V, 0, 0.5))
     elif mt == "gpt_neox":
         norm("gpt_neox.final_layer_norm" if "gpt_neox.final_layer_norm.weight" in t else "final_layer_norm", 1)
+    elif mt in ("roberta", "distilbert", "albert"):
+        # A ...ForSequenceClassification file: the stack under its prefix, the pooler map (d x d), then the
+        # classifier of C classes (RoBERTa 4, DistilBERT 3, ALBERT 5), each with its bias.
+        prefix = mt + "."
+        t = {k if k.startswith(prefix) else prefix + k: v for k, v in t.items()}
+        pooler, out, C = {"roberta": ("classifier.dense", "classifier.out_proj", 4),
+                          "distilbert": ("pre_classifier", "classifier", 3),
+                          "albert": ("albert.pooler", "classifier", 5)}[mt]
+        t[pooler + ".weight"] = ([d, d], draw(d * d, 0, 0.5))
+        t[pooler + ".bias"] = ([d], draw(d, 0, 0.3))
+        t[out + ".weight"] = ([C, d], draw(C * d, 0, 1))
+        t[out + ".bias"] = ([C], draw(C, 0, 0.3))
     else:
         raise ValueError(f"{cfg_path}: model_type {mt!r}: no head to draw")
     write_safetensors(path, t, dtype="F64")
@@ -2571,9 +2664,12 @@ def task_head(path):
     only where the family has it,
         logits = cap(W P pool(N(x)) + c)
     N the final norm (LayerNorm g, b; RMSNorm g; Gemma's RMSNorm with gain 1 + w; eps the model's),
-    pool BERT's tanh(W_p x + b_p), P OPT's project_out, W the classifier or LM head (the tied token table,
-    as stored, where the file has no lm_head), c its bias, cap Gemma 2's c tanh(z / c):
-      bert: bert.pooler.dense, classifier;  vit: vit.layernorm, classifier (on CLS);
+    pool the pooler map a(W_p x + b_p) (a = tanh; DistilBERT's ReLU), P OPT's project_out, W the classifier or
+    LM head (the tied token table, as stored, where the file has no lm_head), c its bias, cap Gemma 2's
+    c tanh(z / c):
+      bert: bert.pooler.dense, classifier;  roberta: classifier.dense, classifier.out_proj;
+      distilbert: pre_classifier (ReLU), classifier;  albert: albert.pooler, classifier;
+      vit: vit.layernorm, classifier (on CLS);
       gpt2: transformer.ln_f, lm_head or wte;  gpt_neox: final_layer_norm, embed_out;
       opt: final_layer_norm (if stored), project_out (if stored), lm_head or embed_tokens (tie default true);
       phi: final_layernorm, lm_head with its bias;  llama, mistral, qwen2: model.norm, lm_head or embed_tokens
@@ -2598,6 +2694,17 @@ def task_head(path):
             return None
         head.update(kind="classifier", norm=ln("vit.layernorm" if "vit.layernorm.weight" in t else "layernorm"),
                     W=_matrix(t["classifier.weight"]), c=_vector(t["classifier.bias"]))
+        return head
+    # The BERT family's sequence classifiers (HF's ...ForSequenceClassification) on the first row: RoBERTa's
+    # RobertaClassificationHead dense + tanh, out_proj; DistilBERT's pre_classifier + ReLU, classifier;
+    # ALBERT's pooler (Linear + tanh), classifier (dropout is the identity at inference).
+    seq = {"roberta": ("classifier.dense", "tanh", "classifier.out_proj"),
+           "distilbert": ("pre_classifier", "relu", "classifier"),
+           "albert": ("albert.pooler", "tanh", "classifier")}
+    if mt in seq and seq[mt][2] + ".weight" in t:
+        pooler, act, out = seq[mt]
+        head.update(kind="classifier", Wp=_matrix(t[pooler + ".weight"]), bp=_vector(t[pooler + ".bias"]),
+                    act=act, W=_matrix(t[out + ".weight"]), c=_vector(t[out + ".bias"]))
         return head
     if "classifier.weight" in t:
         head.update(kind="classifier", Wp=_matrix(t["bert.pooler.dense.weight"]),
@@ -2665,7 +2772,8 @@ def head_logits(head, X, eps):
             rows = [[x / mp.sqrt(mp.fsum(y * y for y in row) / len(row) + eps) * gi for x, gi in zip(row, gain)]
                     for row in rows]
     if head["Wp"]:
-        rows = [[mp.tanh(mp.fdot(w, r) + b) for w, b in zip(head["Wp"], head["bp"])] for r in rows]
+        act = (lambda z: max(z, mpf(0))) if head.get("act") == "relu" else mp.tanh
+        rows = [[act(mp.fdot(w, r) + b) for w, b in zip(head["Wp"], head["bp"])] for r in rows]
     if head["P"]:
         rows = [[mp.fdot(w, r) for w in head["P"]] for r in rows]
     c = head["c"] or [0] * len(head["W"])

@@ -5,7 +5,8 @@ Builds tiny HuggingFace folders with the reference's write_safetensors and check
 hand-computed facts: T5 buckets (families.md's examples and its three off-by-one
 pairs), XLNet logits against a direct formula, GPT-NeoX's interleaved fused QKV,
 OPT's position offset 2 and project_in, Gemma's sqrt(d) and (1 + w), Gemma 2's
-softcap and sliding window, ViT's patch order; and each family's whole forward
+softcap and sliding window, ViT's patch order, RoBERTa's, DistilBERT's and
+ALBERT's embeddings and sequence classifiers; and each family's whole forward
 pass (own variant and others) against a plain numpy float64 transcription of
 families.md. Run: /usr/bin/python3 tests/reference/test_families_ref.py
 (exit 0 when every check passes).
@@ -780,6 +781,90 @@ def test_vit():
         ok(True, "")
 
 
+def test_bert_classifiers():
+    """RoBERTa, DistilBERT and ALBERT ...ForSequenceClassification folders: X^0, the post-LN forward pass and
+    the head's logits on the first row against numpy (HF: RoBERTa's positions from pad_token_id + 1 and
+    dense + tanh, out_proj; DistilBERT without token types, pre_classifier + ReLU; ALBERT's embeddings of
+    width e mapped to d, one shared layer, pooler + tanh)."""
+    H, L, d, f, V, P, C, e = 2, 2, 8, 6, 10, 12, 3, 6
+    dh = d // H
+    tokens = [0, 4, 7, 2, 9]
+    for fam in ("roberta", "distilbert", "albert"):
+        c = Ckpt(71)
+        x = fam + "."
+        width = e if fam == "albert" else d
+        E = {"word": c.add(x + "embeddings.word_embeddings.weight", [V, width]),
+             "pos": c.add(x + "embeddings.position_embeddings.weight", [P, width]),
+             "g": c.add(x + "embeddings.LayerNorm.weight", [width], 1 + 0.1 * c.rng.normal(size=width)),
+             "b": c.add(x + "embeddings.LayerNorm.bias", [width], std=0.1)}
+        if fam != "distilbert":
+            E["type"] = c.add(x + "embeddings.token_type_embeddings.weight", [2, width])
+        if fam == "albert":
+            E["map"] = c.add(x + "encoder.embedding_hidden_mapping_in.weight", [d, e])
+            E["mapb"] = c.add(x + "encoder.embedding_hidden_mapping_in.bias", [d], std=0.1)
+        names = {"roberta": ("attention.self.query", "attention.self.key", "attention.self.value",
+                             "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense",
+                             "output.dense", "output.LayerNorm"),
+                 "distilbert": ("attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
+                                "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm"),
+                 "albert": ("attention.query", "attention.key", "attention.value", "attention.dense",
+                            "attention.LayerNorm", "ffn", "ffn_output", "full_layer_layer_norm")}[fam]
+        layer_of = {"roberta": "encoder.layer.{}.", "distilbert": "transformer.layer.{}.",
+                    "albert": "encoder.albert_layer_groups.0.albert_layers.0."}[fam]
+        Ls = []
+        for l in range(1 if fam == "albert" else L):
+            q = x + layer_of.format(l)
+            w = {}
+            for k, n in zip(("q", "k", "v", "o"), names[:4]):
+                w[k], w[k + "b"] = c.add(q + n + ".weight", [d, d]), c.add(q + n + ".bias", [d], std=0.1)
+            w["1"], w["1b"] = c.add(q + names[5] + ".weight", [f, d]), c.add(q + names[5] + ".bias", [f])
+            w["2"], w["2b"] = c.add(q + names[6] + ".weight", [d, f]), c.add(q + names[6] + ".bias", [d])
+            for k, n in (("ln1", names[4]), ("ln2", names[7])):
+                w[k] = (c.add(q + n + ".weight", [d], 1 + 0.1 * c.rng.normal(size=d)), c.add(q + n + ".bias", [d],
+                                                                                              std=0.1))
+            Ls.append(w)
+        pooler, out = {"roberta": ("classifier.dense", "classifier.out_proj"),
+                       "distilbert": ("pre_classifier", "classifier"), "albert": ("albert.pooler", "classifier")}[fam]
+        Wp, bp = c.add(pooler + ".weight", [d, d]), c.add(pooler + ".bias", [d], std=0.5)
+        Wc, bc = c.add(out + ".weight", [C, d]), c.add(out + ".bias", [C], std=0.3)
+        if fam == "distilbert":
+            cfg = {"model_type": fam, "dim": d, "n_layers": L, "n_heads": H, "hidden_dim": f, "activation": "gelu",
+                   "vocab_size": V, "max_position_embeddings": P}
+        else:
+            cfg = {"model_type": fam, "hidden_size": d, "num_hidden_layers": L, "num_attention_heads": H,
+                   "intermediate_size": f, "hidden_act": "gelu", "layer_norm_eps": 1e-12, "vocab_size": V,
+                   "max_position_embeddings": P, "type_vocab_size": 2, "pad_token_id": 1}
+            if fam == "albert":
+                cfg.update(embedding_size=e, num_hidden_groups=1, inner_group_num=1)
+        path = c.write(fam + "_classifier", cfg)
+        first = 2 if fam == "roberta" else 0  # RoBERTa: padding_idx 1, positions from 2
+        X = E["word"][tokens] + E["pos"][first:first + len(tokens)] + (E["type"][0] if "type" in E else 0)
+        X = ln(X, E["g"], E["b"], 1e-12)
+        if fam == "albert":
+            X = X @ E["map"].T + E["mapb"]
+        m, Xs, _ = run(path, tokens)
+        close(Xs[0], X, f"{fam} X^0")
+        n = len(tokens)
+        for l in range(L):
+            w = Ls[0 if fam == "albert" else l]
+            att = np.zeros((n, d)) + w["ob"]
+            for h in range(H):
+                sl = slice(h * dh, (h + 1) * dh)
+                Q, K, Vv = (X @ w[k][sl].T + w[k + "b"][sl] for k in ("q", "k", "v"))
+                att += softmax_vis(Q @ K.T / math.sqrt(dh), ALL) @ Vv @ w["o"][:, sl].T
+            Z = ln(X + att, *w["ln1"], 1e-12)
+            X = ln(Z + act("gelu", Z @ w["1"].T + w["1b"]) @ w["2"].T + w["2b"], *w["ln2"], 1e-12)
+            close(Xs[l + 1], X, f"{fam} layer {l + 1}", 1e-10)
+        pre = Wp @ X[0] + bp
+        ok(fam != "distilbert" or (pre < 0).any(), "distilbert: the ReLU cuts nothing")
+        pooled = np.maximum(pre, 0) if fam == "distilbert" else np.tanh(pre)
+        head = R.task_head(path)
+        ok(head is not None and head["kind"] == "classifier", f"{fam}: no classifier head")
+        mp.prec = 120
+        got = R.head_logits(head, [[mpf(v) for v in Xs[-1][0]]], mpf(m.eps))
+        close(got, [Wc @ pooled + bc], f"{fam} logits", 1e-10)
+
+
 def test_llama():
     d, H, Hkv, L, f, V = 8, 4, 2, 1, 6, 10
     dh = d // H
@@ -1061,7 +1146,7 @@ def Ckpt_from(t, prefix):
 
 def main():
     tests = [test_t5_buckets, test_t5_forward, test_xlnet, test_gpt_neox, test_phi, test_opt, test_gemma,
-             test_gemma2, test_vit, test_llama, test_qwen3, test_gemma3]
+             test_gemma2, test_vit, test_llama, test_qwen3, test_gemma3, test_bert_classifiers]
     return run_tests(tests, CHECKS, TMP)
 
 

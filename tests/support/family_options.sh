@@ -20,4 +20,7 @@ declare -A FAMILY_OPTS=(
   [qwen3]="--vocab 20 --kv-heads 1 --head-dim 6 --rope-theta 100 --bias-std 0.1"
   [gemma3]="--vocab 20 --kv-heads 1 --head-dim 4 --layer-pattern 2 --sliding-window 2 --rope-local-base 10
     --rope-theta 1000 --rope-linear-factor 4 --query-pre-attn-scalar 5"
+  [roberta]="--vocab 20"
+  [distilbert]="--vocab 20"
+  [albert]="--shared-layers"  # written without embeddings: an X input
 )

@@ -4,9 +4,12 @@
 /// from its tensors (model.safetensors or its shards), next to the stack that
 /// load_model reads; families.md names each family's:
 ///
-/// - classifier: BERT's `bert.pooler.dense.{weight,bias}` and
-///   `classifier.{weight,bias}`; ViT's `vit.layernorm.{weight,bias}` and
-///   `classifier.{weight,bias}` on the CLS row;
+/// - classifier: on the first row, the pooler map and its activation, then
+///   the classifier, each `.{weight,bias}`: BERT `bert.pooler.dense` (tanh),
+///   `classifier`; RoBERTa `classifier.dense` (tanh),
+///   `classifier.out_proj`; DistilBERT `pre_classifier` (ReLU),
+///   `classifier`; ALBERT `albert.pooler` (tanh), `classifier`; ViT
+///   `vit.layernorm` (LayerNorm, no pooler) and `classifier` on the CLS row;
 /// - language model: the final norm, then the LM head or, tied, the token
 ///   table: GPT-2 `transformer.ln_f`, `lm_head.weight` or
 ///   `transformer.wte.weight`; GPT-NeoX `gpt_neox.final_layer_norm`,

@@ -7,12 +7,15 @@
 ///
 ///   \f$ z = \mathrm{cap}\big(W\,P\,\mathrm{pool}(\mathrm{N}(x)) + b\big) \f$
 ///
-/// - the rows: a classifier reads the first row (BERT's first token, ViT's
-///   CLS), one prediction of C classes per input; a language model reads
-///   every row, one next-token prediction of V tokens per position;
+/// - the rows: a classifier reads the first row (the BERT family's first
+///   token, ViT's CLS), one prediction of C classes per input; a language
+///   model reads every row, one next-token prediction of V tokens per
+///   position;
 /// - N, the final norm: LayerNorm (GPT-2's ln_f, ViT's layernorm) or RMSNorm
 ///   (the Llama family's and Gemma's model.norm, with gain 1 + w for Gemma);
-/// - pool, BERT's pooler \f$ \tanh(W_p x + b_p) \f$;
+/// - pool, a dense map and its activation \f$ a(W_p x + b_p) \f$, a = tanh
+///   (BERT's and ALBERT's pooler, RoBERTa's `classifier.dense`) or ReLU
+///   (DistilBERT's `pre_classifier`);
 /// - P, OPT's project_out (e×d, no bias);
 /// - W (C×e or V×e) and its bias b: the classifier, or the LM head (the tied
 ///   token table where the file stores none, as stored: Gemma's without the
@@ -33,10 +36,14 @@ enum class TaskHeadKind { classifier, language_model };
 /// "classifier" / "language model".
 std::string to_string(TaskHeadKind kind);
 
+/// The activation of the pooler map: tanh or ReLU max(0, x).
+enum class PoolerActivation { tanh, relu };
+
 /// Why a checkpoint gives no task head to apply.
 enum class TaskHeadAbsence {
   not_read,       ///< no head sanpath reads in the file (a bare stack, a native file, a model cut to its first layers)
   reads_decoder,  ///< the stack is the encoder of an encoder–decoder model (T5): its LM head reads the decoder's output
+  declined,       ///< the caller asked for no head (Python's head=False)
 };
 
 /// Weights in double, stored as torch Linear weights ([out, in]). A map whose
@@ -49,9 +56,10 @@ struct TaskHead {
   NormKind norm = NormKind::layer;
   bool norm_unit_offset = false;
   double norm_eps = 1e-5;
-  /// BERT's pooler: W_p d×d, b_p d.
+  /// The pooler: W_p d×d, b_p d, and its activation.
   Eigen::MatrixXd pooler_W;
   Eigen::VectorXd pooler_b;
+  PoolerActivation pooler_activation = PoolerActivation::tanh;
   /// OPT's project_out: e×d.
   Eigen::MatrixXd project_out;
   /// The classifier or LM head W (C×e or V×e), always present, and its bias (C or V; empty: none).

@@ -82,19 +82,23 @@ std::string format_enumeration(const PathEnumerationReport& r, const Model& mode
 /// {…}}, "digits": d (of the means and interval ends)}, …], "seed"}.
 std::string format_samples(const PathSampleReport& r, const Model& model, const RunInfo& info, Format f);
 
+/// Why a run has no task head, in one line: the text after "task head: " in
+/// the tables and JSON's "head_note" (TaskHeadAbsence).
+std::string task_head_note(TaskHeadAbsence why);
 /// `sanpath paths --effectiveness`. JSON: {"effectiveness": [{"length": k,
 /// "paths": "…" (of length ≤ k), "distance": "…", "agree": a, "agree_check":
 /// b, "kl": "…", "digits": d}, …] (agree, agree_check and kl are null
-/// without a task head), "head": {"kind", "outputs", "predictions"} or null,
-/// "output_norm": {"frobenius": "…"}, …}.
+/// without a task head), "head": {"kind", "outputs", "predictions"} or null
+/// and then "head_note": why there is none (task_head_note), "output_norm":
+/// {"frobenius": "…"}, …}.
 std::string format_effectiveness(const EffectivenessReport& r, const Model& model, const RunInfo& info, Format f);
 /// `sanpath paths --effectiveness --rerun N`. JSON: {"effectiveness":
 /// [{"length": k, "paths": "…" (of length k), "paths_run": m, "all_paths",
 /// "exact": {as format_effectiveness's rows} or null, "rerun": {"distance":
 /// {statistics over the repetitions}, "gap": {…} or null, "agree": [per
 /// repetition] or null, "agree_check", "kl": {…} or null}}, …], "rerun":
-/// {"samples", "repeats", "seed", "estimator"}, "exact": bool, "head",
-/// "output_norm", …}.
+/// {"samples", "repeats", "seed", "estimator"}, "exact": bool, "head" (and
+/// "head_note" without one), "output_norm", …}.
 std::string format_rerun(const RerunReport& r, const Model& model, const RunInfo& info, Format f);
 /// `sanpath paths --sums` on a batch. JSON: {"model", "input", "batch": b,
 /// "variant", "statistics", "lengths": [{"length": k, "count": "…",
@@ -105,7 +109,8 @@ std::string format_length_sums_batch(const BatchLengthSums& b, const std::vector
                                      const Model& model, const RunInfo& info, Format f);
 /// `sanpath paths --effectiveness` on a batch (analysis/effectiveness_batch.hpp).
 /// JSON: {"model", "input", "batch": b, "variant", "statistics", "head":
-/// {"kind", "outputs", "predictions" (of the whole batch)} or null,
+/// {"kind", "outputs", "predictions" (of the whole batch)} or null (and
+/// "head_note"),
 /// "effectiveness": [{"length": k, "paths": "…" (of length ≤ k), "distance":
 /// {statistics}, "head": {"agree", "agree_check", "predictions", "kl",
 /// "kl_digits"} (pooled over the batch) or null}], "inputs": [{"input", …as
@@ -115,7 +120,7 @@ std::string format_effectiveness_batch(const BatchEffectiveness& b, const std::v
 /// `sanpath paths --effectiveness --rerun N` on a batch. JSON: {"model",
 /// "input", "batch", "variant", "statistics", "rerun": {"samples",
 /// "repeats", "seed", "input_seeds", "estimator", "over_the_batch"}, "exact":
-/// bool, "head", "effectiveness": [{"length", "paths", "paths_run",
+/// bool, "head" (and "head_note"), "effectiveness": [{"length", "paths", "paths_run",
 /// "all_paths", "exact": {"paths", "distance", "head"} or null, "rerun":
 /// {"distance", "gap", "head"}}], "inputs": [{"input", …as format_rerun}]}.
 std::string format_rerun_batch(const BatchRerun& b, const std::vector<InputSpec>& inputs, const Model& model,
