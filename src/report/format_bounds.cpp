@@ -58,8 +58,9 @@ using json_parts::variant_json;
 
 ordered_json measured_json(const MeasuredDepth& m) {
   const MeasuredResidual& e = m.enclosure;
-  // 17 digits at least, two more than the count beside them (every confirmed digit and the next two).
-  const int sig = shown_digits(m.digits, std::max(17, m.digits.value_or(0) + 2));
+  // 17 digits at least (the ratios of depths are computed from these ends), and two more than the count
+  // beside them (every confirmed digit and the next two).
+  const int sig = std::max(17, m.digits.value_or(0) + 2);
   ordered_json j;
   j["lower"] = e.lower == 0 ? std::string("0") : to_sci(e.lower, sig, Rounding::down);
   j["upper"] = e.below_resolution ? to_sci(e.upper, 1) : to_sci(e.upper, sig, Rounding::up);

@@ -38,7 +38,7 @@ chrome --dump-dom "file://$tmp/report.html" >"$tmp/dom.html" 2>"$tmp/chromium-do
 [ -s "$tmp/dom.html" ] || fail "chromium dumped an empty DOM"
 
 python3 - "$tmp/report.html" "$tmp/dom.html" "$tmp/collapse.json" <<'EOF'
-import json, re, sys
+import decimal, json, re, sys
 from html.parser import HTMLParser
 
 source, dom, collapse = (open(p, encoding="utf-8").read() for p in sys.argv[1:4])
@@ -116,13 +116,21 @@ check(legend == ["SAN", "SAN+MLP", "SAN+skip", "full"], f"collapse legend: {lege
 # Axis labels in scientific notation, down to the SAN's bottom decade (1e-1113622 at layer 12).
 check("1e-1000000" in d.ticks or "1e-1200000" in d.ticks, f"no 1e-1000000/1e-1200000 tick on the collapse axis: {d.ticks[:20]}")
 
-# The numbers of `sanpath collapse --format json`.
+# The numbers of `sanpath collapse --format json` (every confirmed digit), as a table cell shows them: rounded to
+# min(confirmed, 20) significant digits, that count in brackets.
 c = json.loads(collapse)
 for v in c["variants"]:
     last = v["layers"][-1]
     cell = d.cells.get((v["name"], str(last["layer"])), "")
-    check(cell.split(" ")[0] == last["relative_residual"],
-          f"{v['name']} layer {last['layer']}: report shows '{cell}', collapse prints {last['relative_residual']}")
+    full = last["relative_residual"]
+    shown = min(last["digits"], 20)
+    mantissa, exponent = full.split("e")
+    rounded = decimal.Context(prec=shown, rounding=decimal.ROUND_HALF_EVEN).create_decimal(mantissa)
+    if rounded >= 10:  # 9.99... rounded up to 10: one more decade
+        rounded, exponent = rounded / 10, str(int(exponent) + 1)
+    want = f"{rounded:.{shown - 1}f}e{exponent} [{shown}]"
+    check(cell == want, f"{v['name']} layer {last['layer']}: report shows '{cell}', collapse prints {full} "
+                        f"({last['digits']} digits): expected '{want}'")
 san_last = c["variants"][0]["layers"][-1]["relative_residual"]
 exponent = san_last.split("e")[1]
 check(exponent.startswith("-") and int(exponent) < -300, f"SAN's last exponent {exponent} is not below -300")
