@@ -190,6 +190,12 @@ void check_batch_inputs(const Model& model, const std::vector<InputSpec>& inputs
         throw std::invalid_argument(in.source + ": token " + std::to_string(i) + " has id " +
                                     std::to_string(in.tokens[i]) + ", outside the vocabulary [0, " +
                                     std::to_string(e.vocab_size()) + ") of " + model.source());
+    for (std::size_t i = 0; i < in.tokens.size(); ++i)
+      if (e.padding_id && in.tokens[i] == *e.padding_id)
+        throw std::invalid_argument(in.source + ": token " + std::to_string(i) + " has id " +
+                                    std::to_string(in.tokens[i]) + ", the padding token (pad_token_id) of " +
+                                    model.source() + ", which has no position of its own; give the sequence "
+                                    "without padding");
   }
 }
 

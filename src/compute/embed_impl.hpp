@@ -28,6 +28,10 @@ template <class S> Matrix<S> embed_tokens(const Model& model, const std::vector<
       throw std::invalid_argument(model.source() + ": tokens: token " + std::to_string(i) + " has id " +
                                   std::to_string(id) + ", outside the vocabulary [0, " +
                                   std::to_string(e.vocab_size()) + ")");
+    if (e.padding_id && id == *e.padding_id)
+      throw std::invalid_argument(model.source() + ": tokens: token " + std::to_string(i) + " has id " +
+                                  std::to_string(id) + ", the padding token (pad_token_id), which has no position "
+                                  "of its own; give the sequence without padding");
   }
   // The recipe's steps in order (EmbeddingRecipe): word rows, project_in, + position, + token type 0,
   // √w, LayerNorm, mapping.

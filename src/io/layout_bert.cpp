@@ -40,6 +40,8 @@ void embeddings(const Dims&, const EmbeddingSizes& e, Embeddings& emb, Slots& s)
   s.table("embeddings.position_embeddings.weight", emb.position, e.positions, e.width, e.position_offset);
   s.table("embeddings.token_type_embeddings.weight", emb.token_type, e.types, e.width);
   s.layernorm("embeddings.LayerNorm", emb.ln_g, emb.ln_b, e.width);
+  // RoBERTa counts positions from pad_token_id + 1 and gives the padding token none (Embeddings::padding_id).
+  if (e.position_offset > 0) emb.padding_id = e.position_offset - 1;
 }
 
 json config(const Model& m, const EmbeddingSizes* e, const char* architecture, const char* model_type) {

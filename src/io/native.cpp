@@ -235,6 +235,7 @@ Model load_native(const SafetensorsMap& f, const LoadOptions& options) {
     }
     e.ln_eps = ec.number("ln_eps");
     if (ec.j.contains("placeholder_id")) e.placeholder_id = ec.integer("placeholder_id", 0);
+    if (ec.j.contains("padding_id")) e.padding_id = ec.integer("padding_id", 0);
     // The file names the family; its recipe says which tables it holds.
     const EmbeddingRecipe& r = e.recipe.emplace(embedding_recipe(e.kind));
     mat("embeddings.word", !r.patches, e.word);
@@ -383,6 +384,7 @@ NativeForm native_form(const Model& model, const std::string& where) {
   if (const auto& e = model.embeddings()) {
     c["embeddings"] = {{"kind", to_string(e->kind)}, {"ln_eps", e->ln_eps}};
     if (e->placeholder_id) c["embeddings"]["placeholder_id"] = *e->placeholder_id;
+    if (e->padding_id) c["embeddings"]["padding_id"] = *e->padding_id;
     if (e->pixels()) {
       c["embeddings"]["image_size"] = e->image_size;
       c["embeddings"]["patch_size"] = e->patch_size;

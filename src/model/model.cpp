@@ -19,6 +19,10 @@ Eigen::Index Embeddings::word_row(long id) const {
     throw std::invalid_argument("tokens: id " + std::to_string(id) +
                                 " stands for an image feature (the multimodal file's image_token_index), which token "
                                 "input does not produce");
+  if (padding_id && id == *padding_id)
+    throw std::invalid_argument("tokens: id " + std::to_string(id) +
+                                " is the padding token (pad_token_id), which has no position of its own; give the "
+                                "sequence without padding");
   if (!word_ids) return static_cast<Eigen::Index>(id);
   const auto it = std::lower_bound(word_ids->begin(), word_ids->end(), id);
   if (it == word_ids->end() || *it != id)
@@ -442,6 +446,9 @@ void Model::validate(FiniteWeights finite) const {
     if (e.placeholder_id && (*e.placeholder_id < 0 || *e.placeholder_id >= e.vocab_size()))
       c.fail("embeddings.placeholder_id", std::to_string(*e.placeholder_id) + " is outside the vocabulary [0, " +
                                               std::to_string(e.vocab_size()) + ")");
+    if (e.padding_id && (*e.padding_id < 0 || *e.padding_id >= e.vocab_size()))
+      c.fail("embeddings.padding_id", std::to_string(*e.padding_id) + " is outside the vocabulary [0, " +
+                                          std::to_string(e.vocab_size()) + ")");
     if (e.word_ids) {
       const std::vector<long>& ids = *e.word_ids;
       for (std::size_t k = 0; k < ids.size(); ++k)

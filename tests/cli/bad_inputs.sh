@@ -327,6 +327,11 @@ fwd token-outside-vocabulary 3 "$T/m.safetensors: tokens: token 2 has id 20, out
 fwd token-outside-real-vocabulary 3 "bert-ticket-classifier: tokens: token 1 has id 424, outside the vocabulary \[0, 424\)" \
   --model "$REAL/bert-ticket-classifier" --tokens 2,424,3
 fwd token-negative 2 "--tokens: token id -1 is negative" --model "$M" --tokens 1,-1
+# RoBERTa's padding token (pad_token_id 1, as init writes it) has no position of its own in HuggingFace.
+"$SANPATH" init --layout roberta --out "$T/roberta" --layers 1 --heads 2 --d-model 8 --vocab 20 --max-positions 8 \
+  >/dev/null || exit 1
+fwd roberta-padding-token 3 "roberta: tokens: token 1 has id 1, the padding token \(pad_token_id\), which has no position of its own; give the sequence without padding" \
+  --model "$T/roberta" --tokens 0,1,2
 fwd token-not-integer 2 "--tokens: '1e3' at position 1 is not an integer token id" --model "$M" --tokens 1,1e3
 fwd token-above-long 2 "--tokens: '99999999999999999999' at position 0 is not an integer token id" \
   --model "$M" --tokens 99999999999999999999

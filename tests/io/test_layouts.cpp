@@ -65,7 +65,7 @@ TEST_CASE("RoBERTa and DistilBERT: written, loaded back, identical to the native
       require_same_layers(b, a);
       require_same_embeddings(b, a);
       CHECK(read_json(dir + "/config.json").at("model_type") == to_string(layout));
-      const std::vector<long> ids = {3, 0, 10, 7, 7, 1};
+      const std::vector<long> ids = {3, 0, 10, 7, 7, 2};  // not 1: RoBERTa's padding token (refused)
       CHECK(final_layer(a, ids) == final_layer(b, ids));
     }
   }
@@ -95,6 +95,15 @@ TEST_CASE("RoBERTa: token i uses position row padding_idx + 1 + i", "[checkpoint
   const Model z = load_model(dir);
   REQUIRE(z.embeddings()->position.rows() == rows + 1);
   for (Eigen::Index j = 0; j < d; ++j) CHECK(z.embeddings()->position(0, j) == pos.values[static_cast<std::size_t>(d + j)]);
+  // HuggingFace gives the padding token the padding row and does not count it: token input refuses it,
+  // here and after a native round trip.
+  CHECK(z.embeddings()->padding_id == 0L);
+  CHECK_THROWS_WITH(embed_tokens<double>(z, {2, 0, 3}), Catch::Contains("tokens: token 1 has id 0, the padding token"));
+  CHECK_NOTHROW(embed_tokens<double>(z, {2, 1, 3}));
+  save_native(z, dir + "/native.safetensors");
+  const Model zn = load_model(dir + "/native.safetensors");
+  CHECK(zn.embeddings()->padding_id == 0L);
+  CHECK_THROWS_WITH(embed_tokens<double>(zn, {0}), Catch::Contains("has id 0, the padding token"));
   c["pad_token_id"] = static_cast<int>(rows + 2);  // no row left
   write_json(dir + "/config.json", c);
   require_error([&] { load_model(dir); }, dir + "/model.safetensors", "roberta.embeddings.position_embeddings.weight",

@@ -341,11 +341,15 @@ struct Embeddings {
   /// A token id that stands for something other than its row (a multimodal
   /// file's image token, families.md): word_row refuses it.
   std::optional<long> placeholder_id;
+  /// RoBERTa's padding token (pad_token_id): HuggingFace gives it the padding
+  /// position and does not count it, so the tokens after it take other
+  /// position rows than `position_offset + i`; word_row refuses it.
+  std::optional<long> padding_id;
   int vocab_size() const { return word_ids ? vocab : static_cast<int>(word.rows()); }
   bool holds_all_words() const { return !word_ids; }
   /// The row of `word` holding token `id`, 0 ≤ id < vocab_size(). Throws
   /// std::logic_error when that row was not loaded (never a zero row), and
-  /// std::invalid_argument for the placeholder_id.
+  /// std::invalid_argument for the placeholder_id and the padding_id.
   Eigen::Index word_row(long id) const;
   int max_positions() const { return static_cast<int>(position.rows()); }
   bool has_position_table() const { return steps().positions; }
