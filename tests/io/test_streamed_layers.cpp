@@ -79,7 +79,8 @@ TEST_CASE("every HuggingFace layout streams, bit for bit", "[checkpoint][streame
                                        : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none};
     const std::string dir = fresh("streamed_" + to_string(layout));
     save_hf(make_model(s), dir, layout);
-    require_same_passes(load_model(dir), load_model(dir, with_layers(LoadOptions::Layers::streamed)), {1, 3, 0, 2});
+    // ids without 1, RoBERTa's padding token (refused)
+    require_same_passes(load_model(dir), load_model(dir, with_layers(LoadOptions::Layers::streamed)), {4, 3, 0, 2});
   }
   const Model llama = sanpath::test::random_llama(3, 4, 2, 16, 4, 24, 21, 50);
   for (const Layout layout : {Layout::llama, Layout::mistral, Layout::qwen2}) {
