@@ -13,9 +13,11 @@ every round (whole processes: loading included):
   emulate bf16   forward --emulate bf16
 and a 12-layer SAN of a random Llama (init --layout llama, d 256) with auto
 (rotary logits: the centred pass's positional path, or the direct ladder of
-a baseline whose centred pass refuses the family).
+a baseline whose centred pass refuses the family) and with --check certified
+(the centred balls' positional path, or the direct balls).
 Prints one JSON line per command: medians of wall and CPU seconds (user +
-system) of each binary and their ratios (this / baseline). On a machine
+system) of each binary and their ratios (this / baseline); for the certified
+commands also each binary's pass, tier and least digits proven. On a machine
 shared with other work the CPU seconds are the steadier figure.
 """
 import argparse
@@ -64,6 +66,7 @@ def main():
         "certified san": ["forward", "--model", bert, "--tokens", ids, "--check", "certified"] + san,
         "emulate bf16": ["forward", "--model", bert, "--tokens", ids, "--emulate", "bf16"],
         "llama san auto": ["forward", "--model", llama, "--tokens", small_ids] + san,
+        "llama san certified": ["forward", "--model", llama, "--tokens", small_ids, "--check", "certified"] + san,
     }
     for name, tail in cases.items():
         this, base = [], []
@@ -71,12 +74,20 @@ def main():
             base.append(run([args.baseline] + tail))
             this.append(run([args.sanpath] + tail))
         med = lambda xs, k: statistics.median(x[k] for x in xs)
-        print(json.dumps({
+        line = {
             "case": name, "command": "sanpath " + " ".join(tail).replace(tmp + "/", ""),
             "wall_s": med(this, 0), "cpu_s": med(this, 1),
             "baseline_wall_s": med(base, 0), "baseline_cpu_s": med(base, 1),
             "ratio_wall": med(this, 0) / med(base, 0), "ratio_cpu": med(this, 1) / med(base, 1),
-        }), flush=True)
+        }
+        if "certified" in name:  # what the time bought: the pass and the least digits proven at any layer
+            for key, binary in (("", args.sanpath), ("baseline_", args.baseline)):
+                j = json.loads(subprocess.run([binary] + tail + ["--format", "json"], check=True,
+                                              capture_output=True, text=True).stdout)
+                line[key + "method"] = j["method"]
+                line[key + "bits"] = j["precision_bits"]
+                line[key + "least_digits"] = min(r["digits"] for r in j["layers"])
+        print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":

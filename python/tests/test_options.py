@@ -95,12 +95,12 @@ def test_collapse_and_report_option_errors_are_the_clis(cli, tmp_path):
 
 
 def test_centred_balls_refused_for_llama_as_by_the_cli(cli, models):
-    # The centred pass covers the Llama family (math.md 7.1); its balls do not, and an
-    # explicit --method centred --check certified is refused in the same words.
+    # The centred pass covers the Llama family (math.md 7.1); its balls do not cover the
+    # gated MLP, and an explicit --method centred --check certified is refused in the same words.
     path = os.path.join(models, "llama-stories260k")
     msg = cli_message(cli, "forward", "--model", path, "--tokens", "1,2,3", "--method", "centred", "--check",
                       "certified")
-    assert "enclosed centred pass" in msg and "rotary" in msg
+    assert "enclosed centred pass" in msg and "gated MLP" in msg
     with pytest.raises(sanpath.InputError) as e:
         sanpath.forward(sanpath.load(path), [1, 2, 3], method="centred", check="certified")
     assert str(e.value) == msg

@@ -36,7 +36,7 @@ ForwardMethod enclosed_method(const Model& model, const Variant& variant, const 
     check_centred_enclosure_supports(model, variant);
     return m;
   }
-  return centred_enclosure_supports(model.arch()) ? m : ForwardMethod::direct;
+  return centred_enclosure_supports(model.arch(), variant) ? m : ForwardMethod::direct;
 }
 
 void check_request(const Model& model, const Variant& variant, const PrecisionRequest& request, Center center) {
@@ -105,6 +105,13 @@ Quantity proven_quantity(const Interval& iv, const BigReal* printed, int asked, 
 /// report of the layer) its values are the ones printed, with the digits proven.
 LayerReport layer_report(int l, const ResidualEnclosure& e, int asked, int most,
                          const LayerReport* computed = nullptr) {
+  // An end that overflowed or is NaN bounds nothing: the enclosure is void at this tier (a tier up may not be).
+  for (const Interval* iv : {&e.res_one, &e.res_inf, &e.res_composite, &e.res_frobenius, &e.norm_composite,
+                             &e.norm_frobenius, &e.relative_residual})
+    if (!mpfr_number_p(iv->lo.backend().data()) || !mpfr_number_p(iv->hi.backend().data()))
+      throw NumericalError("certified enclosures: layer " + std::to_string(l) +
+                           ": the balls grew without bound, so no digit and no bound of its norms is proven at "
+                           "this precision");
   const auto value = [&](const Quantity LayerReport::*q) { return computed ? &((*computed).*q).value : nullptr; };
   LayerReport r;
   r.layer = l;

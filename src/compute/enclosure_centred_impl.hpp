@@ -186,6 +186,13 @@ template <class S> Iv<S> iv_widened(const S& mid, const UpperBound& r, const Upp
   return iv_of(mid, r + extra);
 }
 
+/// The intersection of two intervals that both contain the same exact value.
+template <class S> Iv<S> iv_meet(Iv<S> x, const Iv<S>& y) {
+  if (y.lo > x.lo) x.lo = y.lo;
+  if (y.hi < x.hi) x.hi = y.hi;
+  return x;
+}
+
 /// The ball of n×d intervals filled by fill(i, row) (row: the d intervals of
 /// row i): midpoints rounded to nearest, radii covering. Rows in parallel,
 /// each worker with MPFR's full exponent range.
@@ -246,77 +253,116 @@ template <class S> RowBall<S> side_by_side_rows(const std::vector<RowBall<S>>& p
   return X;
 }
 
-/// One head's P R_V split as 1 wᵀ + F (w: 1×d_v, F: n×d_v), from the ball
-/// logits v (n×1, the first-order part) and S (n×n, the second-order part):
-/// see the header. Every entry of Π, e, s, E and P is an interval.
+/// Row entries [first, last) of a matrix whose rows sum to `total` exactly
+/// (a softmax's: 1; E = P − Π's: 0): a row of one entry is `total`;
+/// otherwise the widest interval is intersected with total − Σ of the
+/// others. Evaluated alone, an entry of a softmax row on
+/// intervals carries the logits' whole radius (numerator and denominator
+/// move together, intervals do not know it: 1 ± 2r for the key a saturated
+/// row sits on); the others are small and their radii relative to them, so
+/// 1 − their sum is tight where that entry's own interval is not.
+template <class S> void sum_to(std::vector<Iv<S>>& row, Eigen::Index first, Eigen::Index last, long total) {
+  if (last - first == 1) row[static_cast<std::size_t>(first)] = iv_point(S(total));  // one key: exact
+  if (last - first < 2) return;
+  Eigen::Index m = first;
+  S width, widest;
+  for (Eigen::Index j = first; j < last; ++j) {
+    const Iv<S>& x = row[static_cast<std::size_t>(j)];
+    mpfr_sub(ptr(width), ptr(x.hi), ptr(x.lo), MPFR_RNDU);
+    if (j == first || width > widest) {
+      widest = width;
+      m = j;
+    }
+  }
+  Iv<S> rest = iv_point(S(0));
+  for (Eigen::Index j = first; j < last; ++j)
+    if (j != m) rest = iv_add(rest, row[static_cast<std::size_t>(j)]);
+  row[static_cast<std::size_t>(m)] = iv_meet(row[static_cast<std::size_t>(m)], iv_sub(iv_point(S(total)), rest));
+}
+
+/// One head's P R_V split as 1 wᵀ + F (w: 1×d_v, F: n×d_v), from the
+/// first-order logits `logit(i, j)` (an interval of A⁰ + A¹, math.md §7.1)
+/// and the second-order ball S (n×n): see the header. `rows_differ`: Π's
+/// rows are not all one row (a mask, a window, positions). Every entry of
+/// Π, e, s, E and P is an interval.
 template <class S> struct RowSplit {
   RowBall<S> c, R;
 };
-template <class S> RowSplit<S> head_split(const BallMatrix<S>& v, const BallMatrix<S>& Sm, const RowBall<S>& RV,
-                                          MaskKind mask, long p) {
+template <class S, class Logit>
+RowSplit<S> head_split(const Logit& logit, bool rows_differ, const BallMatrix<S>& Sm, const RowBall<S>& RV,
+                       MaskKind mask, Eigen::Index window, long p) {
   const Eigen::Index n = Sm.mid.rows();
-  const bool causal = mask == MaskKind::causal;
-  // Π's row i: the softmax of v over the keys row i sees (all rows alike without a mask).
-  const auto pi_row = [&](Eigen::Index keys) {
-    const S* top = &v.mid(0, 0);
-    for (Eigen::Index j = 0; j < keys; ++j)
-      if (v.mid(j, 0) > *top) top = &v.mid(j, 0);
-    std::vector<Iv<S>> a(static_cast<std::size_t>(keys));
-    Iv<S> sum = iv_point(S(0));
-    for (Eigen::Index j = 0; j < keys; ++j) {
-      a[static_cast<std::size_t>(j)] = iv_exp(iv_sub(iv_of(v.mid(j, 0), v.rad.at(j, 0)), iv_point(*top)), false);
-      sum = iv_add(sum, a[static_cast<std::size_t>(j)]);
+  // Π's row i over the keys [first, last) it sees: the softmax of the first-order logits.
+  const auto pi_row = [&](Eigen::Index i, Eigen::Index first, Eigen::Index last) {
+    std::vector<Iv<S>> a(static_cast<std::size_t>(n), iv_point(S(0)));
+    S top = logit(i, first).lo;  // a shift near the largest logit (any shift is exact for a softmax)
+    for (Eigen::Index j = first; j < last; ++j) {
+      a[static_cast<std::size_t>(j)] = logit(i, j);
+      if (a[static_cast<std::size_t>(j)].lo > top) top = a[static_cast<std::size_t>(j)].lo;
     }
-    for (Iv<S>& x : a) x = iv_div_positive(x, sum);
+    Iv<S> sum = iv_point(S(0));
+    for (Eigen::Index j = first; j < last; ++j) {
+      Iv<S>& x = a[static_cast<std::size_t>(j)];
+      x = iv_exp(iv_sub(x, iv_point(top)), false);
+      sum = iv_add(sum, x);
+    }
+    for (Eigen::Index j = first; j < last; ++j)
+      a[static_cast<std::size_t>(j)] = iv_div_positive(a[static_cast<std::size_t>(j)], sum);
+    sum_to(a, first, last, 1);
     return a;
   };
-  const std::vector<Iv<S>> pi_all = causal ? std::vector<Iv<S>>{} : pi_row(n);
-  // Row i of E (no mask) or of P (mask). Rows whose logits S all lie within
-  // ½ of 0: from e = expm1(S) and s = Σ Π e (no cancellation against 1);
-  // other rows: P from the stable softmax of v + S (1 + s would cancel), and
-  // E = P − Π.
+  const std::vector<Iv<S>> pi_all = rows_differ ? std::vector<Iv<S>>{} : pi_row(0, 0, n);
+  // Row i of E (Π's rows alike) or of P (they differ). Rows whose logits S
+  // all lie within ½ of 0: from e = expm1(S) and s = Σ Π e (no cancellation
+  // against 1); other rows: P from the stable softmax of (A⁰ + A¹) + S
+  // (1 + s would cancel), and E = P − Π.
   const S half = S(1) / S(2);
   const BallMatrix<S> A = ball_of_rows<S>(n, n, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
-    const Eigen::Index keys = causal ? i + 1 : n;
-    const std::vector<Iv<S>> pi = causal ? pi_row(keys) : pi_all;
-    for (Eigen::Index j = keys; j < n; ++j) row[static_cast<std::size_t>(j)] = iv_point(S(0));  // masked: exactly 0
+    const auto [first, last] = detail::visible_keys(i, n, mask, window);
+    const std::vector<Iv<S>> pi = rows_differ ? pi_row(i, first, last) : pi_all;
+    for (Eigen::Index j = 0; j < n; ++j)
+      if (j < first || j >= last) row[static_cast<std::size_t>(j)] = iv_point(S(0));  // masked: exactly 0
     bool small = true;
-    for (Eigen::Index j = 0; j < keys; ++j) small = small && abs(Sm.mid(i, j)) <= half;
+    for (Eigen::Index j = first; j < last; ++j) small = small && abs(Sm.mid(i, j)) <= half;
     if (!small) {
-      std::vector<Iv<S>> logits(static_cast<std::size_t>(keys));
-      S at;  // a shift near the largest logit (any shift is exact for a softmax)
-      for (Eigen::Index j = 0; j < keys; ++j) {
-        logits[static_cast<std::size_t>(j)] =
-            iv_add(iv_of(v.mid(j, 0), v.rad.at(j, 0)), iv_of(Sm.mid(i, j), Sm.rad.at(i, j)));
-        const S mid = v.mid(j, 0) + Sm.mid(i, j);
-        if (j == 0 || mid > at) at = mid;
+      std::vector<Iv<S>> logits(static_cast<std::size_t>(n));
+      S at;  // a shift near the largest logit
+      for (Eigen::Index j = first; j < last; ++j) {
+        logits[static_cast<std::size_t>(j)] = iv_add(logit(i, j), iv_of(Sm.mid(i, j), Sm.rad.at(i, j)));
+        if (j == first || logits[static_cast<std::size_t>(j)].lo > at) at = logits[static_cast<std::size_t>(j)].lo;
       }
       Iv<S> sum = iv_point(S(0));
-      for (Iv<S>& x : logits) {
+      for (Eigen::Index j = first; j < last; ++j) {
+        Iv<S>& x = logits[static_cast<std::size_t>(j)];
         x = iv_exp(iv_sub(x, iv_point(at)), false);
         sum = iv_add(sum, x);
       }
-      for (Eigen::Index j = 0; j < keys; ++j) {
-        const Iv<S> P = iv_div_positive(logits[static_cast<std::size_t>(j)], sum);
-        row[static_cast<std::size_t>(j)] = causal ? P : iv_sub(P, pi[static_cast<std::size_t>(j)]);
+      for (Eigen::Index j = first; j < last; ++j)
+        logits[static_cast<std::size_t>(j)] = iv_div_positive(logits[static_cast<std::size_t>(j)], sum);
+      sum_to(logits, first, last, 1);
+      for (Eigen::Index j = first; j < last; ++j) {
+        const Iv<S>& P = logits[static_cast<std::size_t>(j)];
+        row[static_cast<std::size_t>(j)] = rows_differ ? P : iv_sub(P, pi[static_cast<std::size_t>(j)]);
       }
+      if (!rows_differ) sum_to(row, first, last, 0);
       return;
     }
-    std::vector<Iv<S>> e(static_cast<std::size_t>(keys));
+    std::vector<Iv<S>> e(static_cast<std::size_t>(n));
     Iv<S> s = iv_point(S(0));
-    for (Eigen::Index j = 0; j < keys; ++j) {
+    for (Eigen::Index j = first; j < last; ++j) {
       e[static_cast<std::size_t>(j)] = iv_exp(iv_of(Sm.mid(i, j), Sm.rad.at(i, j)), true);
       s = iv_add(s, iv_mul(pi[static_cast<std::size_t>(j)], e[static_cast<std::size_t>(j)]));
     }
     const Iv<S> one = iv_point(S(1)), denominator = iv_add(one, s);
-    for (Eigen::Index j = 0; j < keys; ++j) {
+    for (Eigen::Index j = first; j < last; ++j) {
       const Iv<S>& ej = e[static_cast<std::size_t>(j)];
-      const Iv<S> top = causal ? iv_add(one, ej) : iv_sub(ej, s);
+      const Iv<S> top = rows_differ ? iv_add(one, ej) : iv_sub(ej, s);
       row[static_cast<std::size_t>(j)] = iv_div_positive(iv_mul(pi[static_cast<std::size_t>(j)], top), denominator);
     }
+    sum_to(row, first, last, rows_differ ? 1 : 0);
   });
   RowSplit<S> out;
-  if (!causal) {
+  if (!rows_differ) {
     // P R_V = 1 πᵀR_V + E R_V.
     const BallMatrix<S> pi = ball_of_rows<S>(1, n, [&](Eigen::Index, std::vector<Iv<S>>& row) { row = pi_all; });
     out.c = times_rows(pi, RV, p);
@@ -338,60 +384,6 @@ template <class S> RowSplit<S> head_split(const BallMatrix<S>& v, const BallMatr
   out.c = {rows_of(RV.B, k, 1), RV.rows.block(k, 0, 1, 1), RV.width};
   out.R = times_rows(F, RV, p);
   return out;
-}
-
-/// Attn(1cᵀ + R) as an enclosed split (math.md §7 with the header's rules).
-template <class S>
-BallSplit<S> attention_centred(const Architecture& a, const detail::PackedLayer<S>& w, const BallSplit<S>& x,
-                               MaskKind mask, bool row_bounds, long p) {
-  const Eigen::Index H = a.heads, dq = a.d_qk, dv = a.d_v;
-  // ‖W‖₂ bounds: the query, key and value heads', W_O's whole (none: +inf).
-  std::vector<UpperBound> sQ(static_cast<std::size_t>(H), UpperBound::infinite()), sK(sQ), sV(sQ), sO(1, sQ[0]);
-  if (row_bounds) detail::run_blocks(static_cast<std::size_t>(3 * H + 1), product_threads(), [&](std::size_t t) {
-    const auto h = static_cast<Eigen::Index>(t % static_cast<std::size_t>(H));
-    if (t == static_cast<std::size_t>(3 * H))
-      sO[0] = spectral_norm_up(w.WO);
-    else if (t < static_cast<std::size_t>(H))
-      sQ[t] = spectral_norm_up(w.WQ.middleCols(h * dq, dq));
-    else if (t < static_cast<std::size_t>(2 * H))
-      sK[t - static_cast<std::size_t>(H)] = spectral_norm_up(w.WK.middleCols(h * dq, dq));
-    else
-      sV[t - static_cast<std::size_t>(2 * H)] = spectral_norm_up(w.WV.middleCols(h * dv, dv));
-  });
-  const RowBall<S> xc = row_ball(x.c, x.c_rows), xR = row_ball(x.R, x.R_rows);
-  RowBall<S> q0 = times_weights_rows(xc, w.WQ, sQ, dq, p), cv = times_weights_rows(xc, w.WV, sV, dv, p);
-  add_bias_rows(q0, w.bQ, p);
-  add_bias_rows(cv, w.bV, p);
-  const RowBall<S> QR = times_weights_rows(xR, w.WQ, sQ, dq, p), KR = times_weights_rows(xR, w.WK, sK, dq, p),
-                   VR = times_weights_rows(xR, w.WV, sV, dv, p);
-  const S scale = detail::score_scale<S>(a);
-  const UpperBound s_up =
-      UpperBound::abs_of(scale.backend().data()) * (UpperBound::of(1.0) + UpperBound::of(8.0) * unit(p));
-  const auto scaled = [&](BallMatrix<S> B) {  // |B s − RN(B̃ s̃)| ≤ r_B·s + 7u·|result|
-    B.mid *= scale;
-    B.rad = B.rad * s_up;
-    add_rounding(B, p, 8.0);
-    return B;
-  };
-  std::vector<RowBall<S>> centre(static_cast<std::size_t>(H)), rest(static_cast<std::size_t>(H));
-  detail::run_blocks(static_cast<std::size_t>(H), product_threads(), [&](std::size_t hu) {
-    use_full_mpfr_exponent_range();
-    check_interrupt();
-    const auto h = static_cast<Eigen::Index>(hu);
-    const RowBall<S> Kh = block(KR, h);
-    const BallMatrix<S> v = scaled(times_nt_rows(Kh, block(q0, h), p));  // n×1
-    const BallMatrix<S> Sm = scaled(times_nt_rows(block(QR, h), Kh, p));
-    RowSplit<S> part = head_split(v, Sm, block(VR, h), mask, p);
-    centre[hu] = std::move(part.c);
-    rest[hu] = std::move(part.R);
-  });
-  RowBall<S> Mr = whole(side_by_side_rows(rest));
-  RowBall<S> Mc = sum_rows(whole(cv), whole(side_by_side_rows(centre)), p);
-  Mc = sum_rows(Mc, take_mean_rows(Mr, p), p);
-  const Eigen::Index d = w.WO.cols();
-  RowBall<S> c = times_weights_rows(Mc, w.WO, sO, d, p), R = times_weights_rows(Mr, w.WO, sO, d, p);
-  add_bias_rows(c, w.bO, p);
-  return {std::move(c.B), std::move(R.B), std::move(c.rows), std::move(R.rows)};
 }
 
 /// 1 g(c)ᵀ + Δ → (g(c) + mean Δ, Δ − 1 mean(Δ)ᵀ), with the row bounds
@@ -453,7 +445,9 @@ template <class S> std::vector<Iv<S>> iv_centred(std::vector<Iv<S>> x) {
 
 /// ≥ 1 / min s(w) over the rows w within ν of a row x̃ with √(var(x̃) + eps)
 /// in `s` (s(w) = √(var(w) + eps)): d·var(w) = ‖ŵ‖² ≥ (‖x̂‖ − ν)² where
-/// ‖x̂‖² = d(s² − eps).
+/// ‖x̂‖² = d(s² − eps). RMSNorm is the same map without the centring
+/// (ŵ = w, var the mean square), so this and the two bounds below hold for it
+/// as they are.
 template <class S> UpperBound inverse_scale_up(const Iv<S>& s, const UpperBound& nu, const Iv<S>& eps, long d) {
   S t;
   mpfr_sqr(ptr(t), ptr(s.lo), MPFR_RNDD);
@@ -473,57 +467,63 @@ template <class S> UpperBound inverse_scale_up(const Iv<S>& s, const UpperBound&
   return UpperBound::abs_of(ptr(t));
 }
 
-/// ≥ max|γ| / min s(w), a Lipschitz constant of w ↦ LN(w) over the rows w
+/// ≥ max|γ| / min s(w), a Lipschitz constant of w ↦ LN(w) (or RMSNorm) over the rows w
 /// within ν of x̃ (inverse_scale_up): ‖DLN(w)‖₂ = max|γ|/s(w) (the centring
 /// is a projection and the normalisation's Jacobian (I − ŵŵᵀ/(d s²))/s has
 /// norm 1/s).
 template <class S>
-UpperBound layer_norm_lipschitz(const Iv<S>& s, const UpperBound& nu, const Iv<S>& eps, long d, const UpperBound& gmax) {
+UpperBound norm_lipschitz(const Iv<S>& s, const UpperBound& nu, const Iv<S>& eps, long d, const UpperBound& gmax) {
   return inverse_scale_up(s, nu, eps, d) * gmax;
 }
 
-/// ≥ ‖D²LN(w)‖ (as a bilinear map, Euclidean norms) over the rows w within ν
+/// ≥ ‖D²LN(w)‖ (or RMSNorm's; as a bilinear map, Euclidean norms) over the rows w within ν
 /// of x̃: with y = ŵ and σ = s(w), g(y) = y/σ has
 /// D²g[u, v] = −(u yᵀv + v yᵀu + y uᵀv)/(dσ³) + 3y (yᵀu)(yᵀv)/(d²σ⁵), and
 /// ‖y‖ ≤ √d σ bounds its first three terms by ‖u‖‖v‖/(√d σ²) each and the
 /// last by 3‖u‖‖v‖/(√d σ²): 6 max|γ| / (√d min s(w)²) (the centring is a
 /// projection, γ scales each entry).
 template <class S>
-UpperBound layer_norm_curvature(const Iv<S>& s, const UpperBound& nu, const Iv<S>& eps, long d, const UpperBound& gmax) {
+UpperBound norm_curvature(const Iv<S>& s, const UpperBound& nu, const Iv<S>& eps, long d, const UpperBound& gmax) {
   const UpperBound inv = inverse_scale_up(s, nu, eps, d);
   const UpperBound six_over_root_d = UpperBound::of(6.0 / std::sqrt(static_cast<double>(d)) * (1 + 1e-14));  // ≥ 6/√d
   return six_over_root_d * inv * inv * gmax;
 }
 
-/// LN(1cᵀ + R) enclosed through the identity of forward_centred (exact for
-/// every r_i, and without cancellation against c): with ĉ = c − mean(c),
-/// r̃_i = r_i − mean(r_i), s² = var(c) + eps, δv_i = (2ĉ·r̃_i + |r̃_i|²)/d and
-/// s'_i² = s² + δv_i, LN(c + r_i) − LN(c) = γ ∘ (r̃_i/s'_i − ĉ δv_i/(s s'_i (s + s'_i))),
+/// N(1cᵀ + R) for LayerNorm or RMSNorm (gain γ = g, or 1 + g), enclosed
+/// through the identity of forward_centred's norm_centred (exact for every
+/// r_i, and without cancellation against c): with ĉ = c − mean(c) and
+/// r̃_i = r_i − mean(r_i) (LayerNorm; RMSNorm: ĉ = c, r̃_i = r_i),
+/// s² = |ĉ|²/d + eps, δv_i = (2ĉ·r̃_i + |r̃_i|²)/d and s'_i² = s² + δv_i,
+/// N(c + r_i) − N(c) = γ ∘ (r̃_i/s'_i − ĉ δv_i/(s s'_i (s + s'_i))),
 /// every operation on intervals: over the boxes of c and r_i (entrywise), or
 /// with row bounds at the midpoints within ρ_i plus, in norm,
 ///   Lip_i·ν^R_i + min(Lip_i·ν^c + Lip_c·ν^c, K_i·‖r̃_i‖·ν^c)
-/// (layer_norm_lipschitz: LN moves a row by at most Lip times its distance,
+/// (norm_lipschitz: the norm moves a row by at most Lip times its distance,
 /// not by the boxes' √d-fold sum; the difference's own move with c is
 /// LN(c + r̃) − LN(c̃ + r̃) − (LN(c) − LN(c̃)), within the curvature bound K_i
-/// of layer_norm_curvature times ‖r̃_i‖ν^c: second order where R has
+/// of norm_curvature times ‖r̃_i‖ν^c: second order where R has
 /// collapsed below c's error); LN(c) likewise at the midpoint within Lip_c·ν^c.
 template <class S>
-BallSplit<S> layer_norm_centred(const BallSplit<S>& x, const VectorXd& gain, const VectorXd& bias, double eps,
-                                bool row_bounds, long p) {
+BallSplit<S> norm_centred(const detail::NormForm& form, const BallSplit<S>& x, const VectorXd& gain,
+                          const VectorXd& bias, bool row_bounds, long p) {
   const Eigen::Index n = x.R.mid.rows(), d = x.R.mid.cols();
-  std::vector<Iv<S>> c(static_cast<std::size_t>(d)), c_mid(c.size());
+  const bool layer = form.kind == NormKind::layer, unit_offset = form.unit_offset && !layer;
+  std::vector<Iv<S>> c(static_cast<std::size_t>(d)), c_mid(c.size()), g(c.size());
   for (Eigen::Index j = 0; j < d; ++j) {
     c[static_cast<std::size_t>(j)] = iv_of(x.c.mid(0, j), x.c.rad.at(0, j));
     c_mid[static_cast<std::size_t>(j)] = iv_point(x.c.mid(0, j));
+    g[static_cast<std::size_t>(j)] = unit_offset ? iv_add(iv_point(S(1)), iv_point(S(gain(j)))) : iv_point(S(gain(j)));
   }
-  const Iv<S> eps_iv = iv_decimal<S>(eps);
+  // x − mean(x) for LayerNorm, x itself for RMSNorm.
+  const auto reduce = [layer](std::vector<Iv<S>> y) { return layer ? iv_centred(std::move(y)) : y; };
+  const Iv<S> eps_iv = iv_decimal<S>(form.eps);
   // ĉ, s² = var(c) + eps and s of a centre row (boxes or points).
   struct Centre {
     std::vector<Iv<S>> ch;
     Iv<S> s2, s;
   };
   const auto centre_of = [&](const std::vector<Iv<S>>& cv) {
-    Centre k{iv_centred(cv), iv_point(S(0)), iv_point(S(0))};
+    Centre k{reduce(cv), iv_point(S(0)), iv_point(S(0))};
     for (const Iv<S>& v : k.ch) k.s2 = iv_add(k.s2, iv_sqr(v));
     k.s2 = iv_add(iv_div_int(k.s2, static_cast<long>(d)), eps_iv);
     k.s = iv_sqrt_positive(k.s2);
@@ -531,7 +531,7 @@ BallSplit<S> layer_norm_centred(const BallSplit<S>& x, const VectorXd& gain, con
   };
   // The identity on row r (boxes or points) about centre k; returns s'.
   const auto difference = [&](const Centre& k, std::vector<Iv<S>> r, std::vector<Iv<S>>& row) {
-    r = iv_centred(std::move(r));
+    r = reduce(std::move(r));
     Iv<S> cr = iv_point(S(0)), rr = iv_point(S(0));
     for (Eigen::Index j = 0; j < d; ++j) {
       cr = iv_add(cr, iv_mul(k.ch[static_cast<std::size_t>(j)], r[static_cast<std::size_t>(j)]));
@@ -542,22 +542,22 @@ BallSplit<S> layer_norm_centred(const BallSplit<S>& x, const VectorXd& gain, con
     const Iv<S> q = iv_div_positive(dv, iv_mul(iv_mul(k.s, s1), iv_add(k.s, s1)));
     for (Eigen::Index j = 0; j < d; ++j) {
       const auto ju = static_cast<std::size_t>(j);
-      row[ju] = iv_mul(iv_sub(iv_div_positive(r[ju], s1), iv_mul(k.ch[ju], q)), iv_point(S(gain(j))));
+      row[ju] = iv_mul(iv_sub(iv_div_positive(r[ju], s1), iv_mul(k.ch[ju], q)), g[ju]);
     }
     return s1;
   };
   const Centre box = centre_of(c);
   std::vector<Iv<S>> gc_iv = row_bounds ? c_mid : c;
-  normalize_row(gc_iv, gain, bias, eps, false, false);
+  normalize_row(gc_iv, gain, bias, form.eps, !layer, unit_offset);
   RowBall<S> gc = row_ball(ball_of_rows<S>(1, d, [&](Eigen::Index, std::vector<Iv<S>>& row) { row = gc_iv; }));
   const RadiusMatrix R_rows = x.R_rows.m.size() ? x.R_rows : row_norms_up(x.R.rad);
   const UpperBound nu_c = x.c_rows.m.size() ? x.c_rows.at(0, 0) : row_norms_up(x.c.rad).at(0, 0);
-  const UpperBound gmax = largest_abs(gain);
+  const UpperBound gmax = unit_offset ? UpperBound::of(1.0) + largest_abs(gain) : largest_abs(gain);  // ≥ max|γ|
   Centre point;
   UpperBound c_moves;  // Lip_c·ν^c ≥ ‖LN(c) − LN(c̃)‖₂
   if (row_bounds) {
     point = centre_of(c_mid);
-    c_moves = layer_norm_lipschitz(point.s, nu_c, eps_iv, static_cast<long>(d), gmax) * nu_c;
+    c_moves = norm_lipschitz(point.s, nu_c, eps_iv, static_cast<long>(d), gmax) * nu_c;
     gc.B.rad = gc.B.rad + filled(1, d, c_moves);
     gc.rows = gc.rows + filled(1, 1, c_moves);
   }
@@ -569,10 +569,10 @@ BallSplit<S> layer_norm_centred(const BallSplit<S>& x, const VectorXd& gain, con
     if (row_bounds) {
       for (Eigen::Index j = 0; j < d; ++j) r[static_cast<std::size_t>(j)] = iv_point(x.R.mid(i, j));
       const Iv<S> s1 = difference(point, std::move(r), row);
-      const UpperBound lip = layer_norm_lipschitz(s1, nu_c + nu_r, eps_iv, static_cast<long>(d), gmax);
+      const UpperBound lip = norm_lipschitz(s1, nu_c + nu_r, eps_iv, static_cast<long>(d), gmax);
       const UpperBound r_norm = r_norms.at(i, 0);
       const UpperBound first_order = lip * nu_c + c_moves,
-                       second_order = layer_norm_curvature(point.s, nu_c + r_norm, eps_iv, static_cast<long>(d), gmax) *
+                       second_order = norm_curvature(point.s, nu_c + r_norm, eps_iv, static_cast<long>(d), gmax) *
                                       r_norm * nu_c;
       moves[static_cast<std::size_t>(i)] = lip * nu_r + (second_order <= first_order ? second_order : first_order);
       if (moves[static_cast<std::size_t>(i)].is_finite()) return;
@@ -586,6 +586,191 @@ BallSplit<S> layer_norm_centred(const BallSplit<S>& x, const VectorXd& gain, con
     moved_by(Delta, [&](Eigen::Index i, Eigen::Index) { return moved(i).is_finite() ? moved(i) : UpperBound{}; }, moved);
   }
   return recentre(std::move(gc), std::move(Delta), p);
+}
+
+/// The rows of a one-row ball (its bounds too) repeated n times: the
+/// centre's query or key at every position.
+template <class S> RowBall<S> repeated(const RowBall<S>& x, Eigen::Index n) {
+  return {{x.B.mid.replicate(n, 1), RadiusMatrix{x.B.rad.m.replicate(n, 1), x.B.rad.exp}},
+          RadiusMatrix{x.rows.m.replicate(n, 1), x.rows.exp}, x.width};
+}
+
+/// rotate_heads on a row ball with one block per head: the exact rotation
+/// keeps each block's distance to the midpoint (it is orthogonal on the
+/// block), so the bounds move only by the rotation's own error at the
+/// midpoint (cos, sin and roundings: rotate_heads of the midpoint alone).
+template <class S> void rotate_rows(RowBall<S>& M, const BallRotary<S>& t, Eigen::Index heads, long p) {
+  BallMatrix<S> own{M.B.mid, RadiusMatrix::zero(M.B.mid.rows(), M.B.mid.cols())};
+  rotate_heads(own, t, heads, M.width, p);
+  rotate_heads(M.B, t, heads, M.width, p);
+  M.rows = M.rows + block_row_norms(own.rad, M.width);
+  tighten(M);
+}
+
+/// tanh on an interval (increasing), rounded outward.
+template <class S> Iv<S> iv_tanh(const Iv<S>& a) {
+  Iv<S> v;
+  mpfr_tanh(ptr(v.lo), ptr(a.lo), MPFR_RNDD);
+  mpfr_tanh(ptr(v.hi), ptr(a.hi), MPFR_RNDU);
+  return v;
+}
+
+/// cosh on an interval, least at the point of a nearest 0; rounded outward.
+template <class S> Iv<S> iv_cosh(const Iv<S>& a) {
+  Iv<S> ch;
+  if (mpfr_sgn(ptr(a.lo)) > 0) {
+    mpfr_cosh(ptr(ch.lo), ptr(a.lo), MPFR_RNDD);
+    mpfr_cosh(ptr(ch.hi), ptr(a.hi), MPFR_RNDU);
+  } else if (mpfr_sgn(ptr(a.hi)) < 0) {
+    mpfr_cosh(ptr(ch.lo), ptr(a.hi), MPFR_RNDD);
+    mpfr_cosh(ptr(ch.hi), ptr(a.lo), MPFR_RNDU);
+  } else {
+    mpfr_set_ui(ptr(ch.lo), 1, MPFR_RNDN);
+    mpfr_cosh(ptr(ch.hi), mpfr_cmpabs(ptr(a.lo), ptr(a.hi)) > 0 ? ptr(a.lo) : ptr(a.hi), MPFR_RNDU);
+  }
+  return ch;
+}
+
+/// Gemma 2's soft cap κ tanh(·/κ) on logits split as F + S (F = A⁰ + A¹,
+/// S second order, math.md §7.1): F ← κ tanh(F/κ) (soft_cap) and
+/// S ← κ(tanh(a + b) − tanh a), a = F/κ, b = S/κ, on the intersection of
+/// two enclosures: κ sinh b / (cosh a · cosh(a + b)), relative to S where
+/// it is small (the addition formula's denominator 1 + tanh a · tanh b,
+/// near 0 where a and b are large and of opposite signs, never formed), and
+/// the difference of the two tanh intervals, tight where a or a + b
+/// saturates (each within sech² times its argument's radius).
+template <class S> void soft_cap_split(BallMatrix<S>& F, BallMatrix<S>& Sm, double softcap) {
+  const Iv<S> cap = iv_decimal<S>(softcap);
+  if (mpfr_sgn(ptr(cap.lo)) <= 0) throw std::invalid_argument("certified enclosures: a soft cap ≤ 0 is not enclosed");
+  const Iv<S> inv = iv_div_positive(iv_point(S(1)), cap);
+  const Eigen::Index n = F.mid.rows(), m = F.mid.cols();
+  Sm = ball_of_rows<S>(n, m, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
+    for (Eigen::Index j = 0; j < m; ++j) {
+      const Iv<S> a = iv_mul(iv_of(F.mid(i, j), F.rad.at(i, j)), inv), b = iv_mul(iv_of(Sm.mid(i, j), Sm.rad.at(i, j)), inv);
+      Iv<S> sinh_b;  // increasing
+      mpfr_sinh(ptr(sinh_b.lo), ptr(b.lo), MPFR_RNDD);
+      mpfr_sinh(ptr(sinh_b.hi), ptr(b.hi), MPFR_RNDU);
+      const Iv<S> ab = iv_add(a, b);
+      row[static_cast<std::size_t>(j)] = iv_mul(cap, iv_meet(iv_div_positive(sinh_b, iv_mul(iv_cosh(a), iv_cosh(ab))),
+                                                             iv_sub(iv_tanh(ab), iv_tanh(a))));
+    }
+  });
+  soft_cap(F, softcap);
+}
+
+
+
+/// Attn(1cᵀ + R) as an enclosed split (math.md §7, §7.1, with the header's
+/// rules). Queries, keys and values are q0 = cᵀW_Q + b_Q (and k0, c_v) plus
+/// R W_Q (R W_K, R W_V); the query/key norms map each head's pair as row-wise
+/// maps (norm_centred); then per head either math.md §1's bilinear logits
+/// (v_j = q0·(R W_K)_j and S = R W_Q (R W_K)ᵀ, scaled; Π the softmax of v)
+/// or, where positions enter (rotary angles on the centre's rows at every
+/// position and on the residual's, XLNet's relative terms, T5's bucket bias,
+/// a soft cap), A⁰ + A¹ = Q0 K0ᵀ + Q0 (δK)ᵀ + δQ K0ᵀ (+ the position terms)
+/// and S = δQ (δK)ᵀ, never a difference of logits; head_split gives
+/// P R_V under the mask and the layer's window.
+template <class S>
+BallSplit<S> attention_centred(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
+                               const BallPositions<S>& pos, int layer, const BallSplit<S>& x, MaskKind mask,
+                               Eigen::Index window, bool row_bounds, long p) {
+  const Eigen::Index n = x.R.mid.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
+  const bool bilinear = detail::bilinear_logits(a);
+  // ‖W‖₂ bounds: the query, key and value heads', W_O's whole (none: +inf).
+  std::vector<UpperBound> sQ(static_cast<std::size_t>(H), UpperBound::infinite()), sK(sQ), sV(sQ), sO(1, sQ[0]);
+  if (row_bounds) detail::run_blocks(static_cast<std::size_t>(3 * H + 1), product_threads(), [&](std::size_t t) {
+    const auto h = static_cast<Eigen::Index>(t % static_cast<std::size_t>(H));
+    if (t == static_cast<std::size_t>(3 * H))
+      sO[0] = spectral_norm_up(w.WO);
+    else if (t < static_cast<std::size_t>(H))
+      sQ[t] = spectral_norm_up(w.WQ.middleCols(h * dq, dq));
+    else if (t < static_cast<std::size_t>(2 * H))
+      sK[t - static_cast<std::size_t>(H)] = spectral_norm_up(w.WK.middleCols(h * dq, dq));
+    else
+      sV[t - static_cast<std::size_t>(2 * H)] = spectral_norm_up(w.WV.middleCols(h * dv, dv));
+  });
+  const RowBall<S> xc = row_ball(x.c, x.c_rows), xR = row_ball(x.R, x.R_rows);
+  RowBall<S> q0 = times_weights_rows(xc, w.WQ, sQ, dq, p), cv = times_weights_rows(xc, w.WV, sV, dv, p), k0;
+  add_bias_rows(q0, w.bQ, p);
+  add_bias_rows(cv, w.bV, p);
+  RowBall<S> QR = times_weights_rows(xR, w.WQ, sQ, dq, p), KR = times_weights_rows(xR, w.WK, sK, dq, p);
+  const RowBall<S> VR = times_weights_rows(xR, w.WV, sV, dv, p);
+  if (!bilinear) {
+    k0 = times_weights_rows(xc, w.WK, sK, dq, p);
+    add_bias_rows(k0, w.bK, p);
+  }
+  if (a.query_key_norm)  // every head's query and key rows (families.md), as row-wise maps on the pair
+    for (const auto& [centre, rest, at] : {std::tuple{&q0, &QR, detail::NormAt::query},
+                                            std::tuple{&k0, &KR, detail::NormAt::key}}) {
+      std::vector<RowBall<S>> cs, rs;
+      for (Eigen::Index h = 0; h < H; ++h) {
+        const RowBall<S> ch = block(*centre, h), rh = block(*rest, h);
+        const BallSplit<S> y = norm_centred(detail::norm_form(a, at), BallSplit<S>{ch.B, rh.B, ch.rows, rh.rows},
+                                            *detail::norm_parameters(lw, at).first, VectorXd::Zero(dq).eval(),
+                                            row_bounds, p);
+        cs.push_back({y.c, y.c_rows, dq});
+        rs.push_back({y.R, y.R_rows, dq});
+      }
+      *centre = side_by_side_rows(cs);
+      *rest = side_by_side_rows(rs);
+    }
+  // Where positions enter: the centre's query and key at every position, all rotated by position.
+  RowBall<S> Q0, K0, RK;
+  if (!bilinear) {
+    Q0 = repeated(q0, n);
+    K0 = repeated(k0, n);
+    if (a.rotary())
+      for (RowBall<S>* M : {&Q0, &K0, &QR, &KR}) rotate_rows(*M, pos.rotary_at(layer), H, p);
+    if (a.xlnet_relative) {
+      RK = {times_weights(*pos.sinusoid, w.WR, p), RadiusMatrix{}, dq};
+      tighten(RK);
+    }
+  }
+  std::vector<RowSplit<S>> parts(static_cast<std::size_t>(H));
+  detail::run_blocks(static_cast<std::size_t>(H), product_threads(), [&](std::size_t hu) {
+    use_full_mpfr_exponent_range();
+    check_interrupt();
+    const auto h = static_cast<Eigen::Index>(hu);
+    const RowBall<S> QRh = block(QR, h), KRh = block(KR, h);
+    BallMatrix<S> Sm = times_nt_rows(QRh, KRh, p);
+    scale_scores(Sm, a, p);
+    if (bilinear) {
+      BallMatrix<S> v = times_nt_rows(KRh, block(q0, h), p);  // n×1
+      scale_scores(v, a, p);
+      parts[hu] = head_split([&](Eigen::Index, Eigen::Index j) { return iv_of(v.mid(j, 0), v.rad.at(j, 0)); },
+                             mask != MaskKind::none, Sm, block(VR, h), mask, window, p);
+      return;
+    }
+    // XLNet: content queries q + r_w against the keys, position queries q + r_r against the sinusoid times W_R.
+    RowBall<S> Qc = block(Q0, h);
+    if (a.xlnet_relative) add_bias_rows(Qc, RowVector<S>(w.rw.middleCols(h * dq, dq)), p);
+    const RowBall<S> K0h = block(K0, h);
+    BallMatrix<S> F = sum(sum(times_nt_rows(Qc, K0h, p), times_nt_rows(Qc, KRh, p), p), times_nt_rows(QRh, K0h, p), p);
+    if (a.xlnet_relative) {
+      RowBall<S> Qp = block(Q0, h);
+      add_bias_rows(Qp, RowVector<S>(w.rr.middleCols(h * dq, dq)), p);
+      const RowBall<S> RKh = block(RK, h);
+      add_relative(F, times_nt_rows(Qp, RKh, p), p);
+      add_relative(F, times_nt_rows(QRh, RKh, p), p);
+    }
+    if (a.rel_buckets > 0) add_bucket_bias(F, a, w.pos_bias, h, p);
+    scale_scores(F, a, p);
+    if (a.softcap) soft_cap_split(F, Sm, *a.softcap);
+    parts[hu] = head_split([&](Eigen::Index i, Eigen::Index j) { return iv_of(F.mid(i, j), F.rad.at(i, j)); }, true,
+                           Sm, block(VR, h), mask, window, p);
+  });
+  std::vector<RowBall<S>> centre, rest;
+  for (RowSplit<S>& part : parts) {
+    centre.push_back(std::move(part.c));
+    rest.push_back(std::move(part.R));
+  }
+  RowBall<S> Mr = whole(side_by_side_rows(rest));
+  RowBall<S> Mc = sum_rows(whole(cv), whole(side_by_side_rows(centre)), p);
+  Mc = sum_rows(Mc, take_mean_rows(Mr, p), p);
+  const Eigen::Index d = w.WO.cols();
+  RowBall<S> c = times_weights_rows(Mc, w.WO, sO, d, p), R = times_weights_rows(Mr, w.WO, sO, d, p);
+  add_bias_rows(c, w.bO, p);
+  return {std::move(c.B), std::move(R.B), std::move(c.rows), std::move(R.rows)};
 }
 
 /// The standard normal density φ(x) = exp(−x²/2)/√(2π) on an interval.
@@ -858,22 +1043,26 @@ template <class S> BallSplit<S> added(const BallSplit<S>& y, const BallSplit<S>&
 }
 
 /// The centred ball's arithmetic for detail::layer_map (compute/layer_impl.hpp):
-/// what centred_enclosure_supports covers (LayerNorm, math.md §1's logits).
+/// every attention and norm; the MLP where centred_enclosure_supports says.
 template <class S> struct CentredBallLayer {
   using Value = BallSplit<S>;
   const Architecture& a;
   const detail::PackedLayer<S>& w;
   const LayerWeights& lw;
+  const BallPositions<S>& pos;
+  int layer;  ///< from 0: its rotary table
   MaskKind mask;
+  Eigen::Index window;
   bool row_bounds;
   long p;
 
-  Value attention(const Value& x) const { return attention_centred(a, w, x, mask, row_bounds, p); }
+  Value attention(const Value& x) const {
+    return attention_centred(a, w, lw, pos, layer, x, mask, window, row_bounds, p);
+  }
   Value mlp(const Value& z) const { return mlp_centred(a, w, lw, z, row_bounds, p); }
-  Value norm(const Value& x, detail::NormAt at) const {  // LayerNorm: centred_enclosure_supports
+  Value norm(const Value& x, detail::NormAt at) const {
     const auto [g, b] = detail::norm_parameters(lw, at);
-    return layer_norm_centred(x, *g, b ? *b : VectorXd::Zero(g->size()).eval(), detail::norm_form(a, at).eps,
-                              row_bounds, p);
+    return norm_centred(detail::norm_form(a, at), x, *g, b ? *b : VectorXd::Zero(g->size()).eval(), row_bounds, p);
   }
   void add(Value& y, const Value& x) const { y = added(y, x, p); }
 };
@@ -905,13 +1094,14 @@ EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Varia
     E::BallSplit<S> x{BallMatrix<S>{}, X0};
     x.c = E::take_mean(x.R, p);
     record(x);
+    const auto pos = E::BallPositions<S>::make(a, X0.mid.rows());
     detail::PackedLayer<S> w;
     for (int l = 0; l < a.layers; ++l) {
       check_interrupt();
       const std::shared_ptr<const LayerWeights> held = model.layer_for_pass(l);
       const LayerWeights& lw = *held;
       detail::pack_into(w, a, lw, with_mlp);
-      E::CentredBallLayer<S> ar{a, w, lw, variant.mask, options.row_bounds, p};
+      E::CentredBallLayer<S> ar{a, w, lw, pos, l, variant.mask, detail::window_of(a, l), options.row_bounds, p};
       E::BallSplit<S> z = detail::layer_map(ar, a, variant, x);
       z.c.rad = z.c.rad * scale;
       z.R.rad = z.R.rad * scale;

@@ -561,6 +561,40 @@ template <class S> void soft_cap(BallMatrix<S>& A, double softcap) {
   A.rad = radius_from(n, m, [&](Eigen::Index i, Eigen::Index j) { return rad[static_cast<std::size_t>(j * n + i)]; });
 }
 
+/// A + XLNet's relative term (families.md): logit (i, j) gains column
+/// relative_column(i, j, n) of B (n × (2n − 1)), each sum rounded once.
+template <class S> void add_relative(BallMatrix<S>& A, const BallMatrix<S>& B, long p) {
+  const Eigen::Index n = A.mid.rows();
+  for (Eigen::Index j = 0; j < n; ++j)
+    for (Eigen::Index i = 0; i < n; ++i) A.mid(i, j) += B.mid(i, detail::relative_column(i, j, n));
+  const RadiusMatrix rA = A.rad;
+  A.rad = radius_from(n, n, [&](Eigen::Index i, Eigen::Index j) {
+    return rA.at(i, j) + B.rad.at(i, detail::relative_column(i, j, n));
+  });
+  add_rounding(A, p);
+}
+
+/// A + T5's bucket bias of head h (families.md; the table's doubles are exact), each sum rounded once.
+template <class S>
+void add_bucket_bias(BallMatrix<S>& A, const Architecture& a, const MatrixXd& table, Eigen::Index h, long p) {
+  const Eigen::Index n = A.mid.rows();
+  for (Eigen::Index j = 0; j < n; ++j)
+    for (Eigen::Index i = 0; i < n; ++i) A.mid(i, j) += S(detail::bucket_bias(a, table, i, j, h));
+  add_rounding(A, p);
+}
+
+/// A times the score scale s (math.md §1, families.md): |s − s̃| ≤ 4u·s̃ (a
+/// decimal, a square root and a quotient, each rounded once), so
+/// |A s − RN(Ã s̃)| ≤ r_A·s̃(1 + 8u) + 8u·|result|.
+template <class S> void scale_scores(BallMatrix<S>& A, const Architecture& a, long p) {
+  const S scale = detail::score_scale<S>(a);
+  const UpperBound s_up =
+      UpperBound::abs_of(scale.backend().data()) * (UpperBound::of(1.0) + UpperBound::of(8.0) * unit(p));
+  A.mid *= scale;
+  A.rad = A.rad * s_up;
+  add_rounding(A, p, 8.0);
+}
+
 /// X + Y, rounded once per entry.
 template <class S> BallMatrix<S> sum(const BallMatrix<S>& X, const BallMatrix<S>& Y, long p) {
   BallMatrix<S> Z{X.mid + Y.mid, X.rad + Y.rad};
@@ -645,29 +679,9 @@ template <class S> struct BallLayer {
   /// The logits (+ XLNet's relative term from B, + T5's exact bucket bias,
   /// each sum rounded once), scaled, soft-capped, then the row softmax.
   Value weights(Value A, const Value* B, Eigen::Index h) const {
-    const Eigen::Index n = A.mid.rows();
-    if (B) {
-      for (Eigen::Index j = 0; j < n; ++j)
-        for (Eigen::Index i = 0; i < n; ++i) A.mid(i, j) += B->mid(i, detail::relative_column(i, j, n));
-      const RadiusMatrix rA = A.rad;
-      A.rad = radius_from(n, n, [&](Eigen::Index i, Eigen::Index j) {
-        return rA.at(i, j) + B->rad.at(i, detail::relative_column(i, j, n));
-      });
-      add_rounding(A, p);
-    }
-    if (a.rel_buckets > 0) {
-      for (Eigen::Index j = 0; j < n; ++j)
-        for (Eigen::Index i = 0; i < n; ++i) A.mid(i, j) += S(detail::bucket_bias(a, w.pos_bias, i, j, h));
-      add_rounding(A, p);
-    }
-    const S scale = detail::score_scale<S>(a);
-    // |s − s̃| ≤ 4u·s̃ (a decimal, a square root and a quotient, each rounded
-    // once), so |A s − RN(Ã s̃)| ≤ r_A·s̃(1 + 8u) + 8u·|result|.
-    const UpperBound s_up =
-        UpperBound::abs_of(scale.backend().data()) * (UpperBound::of(1.0) + UpperBound::of(8.0) * unit(p));
-    A.mid *= scale;
-    A.rad = A.rad * s_up;
-    add_rounding(A, p, 8.0);
+    if (B) add_relative(A, *B, p);
+    if (a.rel_buckets > 0) add_bucket_bias(A, a, w.pos_bias, h, p);
+    scale_scores(A, a, p);
     if (a.softcap) soft_cap(A, *a.softcap);
     return softmax(A, mask, window, p);
   }

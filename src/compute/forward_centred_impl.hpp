@@ -323,13 +323,6 @@ void positional_logits(const Architecture& a, const detail::PackedLayer<S>& w, c
   }
 }
 
-/// Whether the logits are math.md §1's bilinear ones (no rotary, relative
-/// terms, bucket bias, soft cap or query/key norm): Π is then the softmax of
-/// one vector v, masked row by row.
-inline bool bilinear_logits(const Architecture& a) {
-  return !a.position_dependent_logits() && !a.softcap && !a.query_key_norm;
-}
-
 /// Attn(1cᵀ + R) as (c_a, R_a) (math.md §7, §7.1). V = 1 c_vᵀ + R W_V and
 /// P V = 1 c_vᵀ + P R W_V. Where the logits are math.md §1's bilinear ones
 /// (no rotary, relative terms or soft cap), per head q0 = W_Qᵀc + b_Q,
@@ -346,7 +339,7 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
                    const detail::PositionTables<S>& pos, int layer, const Split<S>& x, MaskKind mask,
                    Eigen::Index window, std::vector<Matrix<S>>* Pis, std::vector<Matrix<S>>* Ps) {
   const Eigen::Index n = x.R.rows(), H = a.heads, dq = a.d_qk, dv = a.d_v;
-  const bool bilinear = bilinear_logits(a);
+  const bool bilinear = detail::bilinear_logits(a);
   Matrix<S> q0, QR, cv, VR, k0, KR;
   times_split(x.c, x.R, w.WQ, q0, QR);
   times_split(x.c, x.R, w.WV, cv, VR);
@@ -720,7 +713,7 @@ CentredTrace<S> forward_centred(const Model& model, const Variant& variant, cons
   const std::uint64_t H = static_cast<std::uint64_t>(std::max(a.heads, 1));
   count = add_sat(count, options.record_attention ? mul_sat(mul_sat(L, H), mul_sat(n, n)) : 0);
   // P, S and v's rows of the heads in flight; A⁰ + A¹, A¹ and three products more where positions enter the logits.
-  const bool bilinear = centred::bilinear_logits(a);
+  const bool bilinear = detail::bilinear_logits(a);
   count = add_sat(count, mul_sat(mul_sat(bilinear ? 3 : 8, H), mul_sat(n, n)));
   count = add_sat(count, mul_sat(L + 1, static_cast<std::uint64_t>(a.d_model)));
   require_memory(mul_sat(count, scalar_bytes(is_mpfr_v<S>, precision_bits_v<S>)),

@@ -145,6 +145,13 @@ auto bucket_bias(const Architecture& a, const Table& table, Eigen::Index i, Eige
   return table(t5_bucket(static_cast<long>(j - i), a.rel_buckets, a.rel_max_distance), h);
 }
 
+/// Whether the logits are math.md §1's bilinear ones (no rotary, relative
+/// terms, bucket bias, soft cap or query/key norm): the centred passes' Π is
+/// then the softmax of one vector v, masked row by row (math.md §7).
+inline bool bilinear_logits(const Architecture& a) {
+  return !a.position_dependent_logits() && !a.softcap && !a.query_key_norm;
+}
+
 /// The matrices of a layer's attention and MLP (math.md §1, §2; families.md):
 /// the heads' projections side by side, W_O, XLNet's W_R, the MLP's three.
 enum class Projection { Q, K, V, O, R, W1, gate, W2 };

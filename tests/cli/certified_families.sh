@@ -33,6 +33,24 @@ make_model vit --layout vit "${FAMILY_SIZE[@]}" ${FAMILY_OPTS[vit]} &&
 PRECISIONS="257" forward_case llama-san "$WORK/fam-llama" tokens 1,5,7,3,19,2 --check certified \
   --skip off --mlp none --layernorm none
 
+# deep SANs of 8 layers through the centred balls (math.md §10: every family's attention on intervals):
+# rotary with query/key norms (Qwen3, Gemma 3's window and bases per layer), partial rotary (GPT-NeoX),
+# XLNet's relative terms and T5's bucket bias without a mask, Gemma 2's soft cap biting (cap 5) with its
+# window: every printed digit against the reference, and 30 digits at least at every layer (measured at
+# 257 bits, least at layer 8: 34 for T5 and 48 for XLNet, where the direct balls keep 15 and 39; 51 to 63
+# for the others)
+for fam in qwen3 gemma3 gpt_neox xlnet t5 gemma2; do
+  # shellcheck disable=SC2086
+  make_model "deep-$fam" --layout $fam --layers 8 --heads 2 --d-model 8 --d-ff 12 --std 0.8 --seed 5 \
+    ${FAMILY_OPTS[$fam]} &&
+    PRECISIONS="257" forward_case "$fam-deep-san" "$WORK/deep-$fam" tokens 1,5,7,3,19,2 --check certified --method centred \
+      --skip off --mlp none --layernorm none
+  CASES=$((CASES + 1))
+  "$REF_PY" -c "import json, sys; j = json.load(open(sys.argv[1])); least = min(r['digits'] for r in j['layers']); \
+assert j['method'] == 'centred' and least >= int(sys.argv[2]), (j['method'], [r['digits'] for r in j['layers']])" \
+    "$WORK/$fam-deep-san.257.json" 30 || fail "$fam-deep-san: the centred balls keep 30 digits at every layer"
+done
+
 # the two TinyStories Llamas as trained (rotary, 8 query heads on 4 kv heads, RMSNorm, SwiGLU), by the direct
 # pass: at least the 20 digits asked proven at every layer
 real="$SHARED/data/real-models"

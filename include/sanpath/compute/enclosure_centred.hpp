@@ -6,22 +6,34 @@
 /// that R's radius stays relative to R however far it has collapsed
 /// (1e-1113622 for the embedded default's SAN). Each operation's radius is
 /// that of compute/enclosure.hpp (products, sums, centring), and:
-///   - attention: with Π the row softmax of v (masked per row) and e =
-///     expm1(S), P = Π + E exactly, E_ij = Π_ij (e_ij − s_i)/(1 + s_i),
-///     s_i = Σ_j Π_ij e_ij; Π, e, s and E are evaluated on intervals
-///     (MPFR's exp and expm1 rounded outward). Without a mask
-///     P R_V = 1 πᵀR_V + E R_V; with one, P R_V = 1 (R_V)_kᵀ + (P − 1e_kᵀ) R_V
-///     for the key k of most weight, (P − 1e_kᵀ)_ik = −Σ_{j≠k} P_ij;
+///   - attention (math.md §7.1): the logits split by order in R as
+///     A⁰ + A¹ + S, each a product of the centre's and the residual's
+///     queries and keys (rotated at every position; XLNet's relative terms
+///     and T5's bucket bias in A⁰ + A¹; math.md §1's bilinear logits as
+///     v = q0·(R W_K)_j), never a difference of logits; a soft cap maps
+///     A⁰ + A¹ by κ tanh(·/κ) and S to κ(tanh(a + b) − tanh a) =
+///     κ sinh b / (cosh a · cosh(a + b)), a = (A⁰ + A¹)/κ, b = S/κ. With Π the row softmax
+///     of A⁰ + A¹ (under the mask and window) and e = expm1(S), P = Π + E
+///     exactly, E_ij = Π_ij (e_ij − s_i)/(1 + s_i), s_i = Σ_j Π_ij e_ij; Π,
+///     e, s and E are evaluated on intervals (MPFR's exp, expm1, tanh, sinh
+///     and cosh rounded outward), and the widest entry of each row is
+///     intersected with 1 − the others (0 − the others for E): alone it
+///     carries the logits' whole radius, 1 ± 2r on the key a saturated row
+///     sits on. Where Π's rows are one row (no mask, bilinear
+///     logits) P R_V = 1 πᵀR_V + E R_V; elsewhere
+///     P R_V = 1 (R_V)_kᵀ + (P − 1e_kᵀ) R_V for the key k of most weight,
+///     (P − 1e_kᵀ)_ik = −Σ_{j≠k} P_ij; the query/key norms are row-wise maps
+///     on each head's pair, as the norms below;
 ///   - through the attention every ball also carries bounds of its rows'
 ///     Euclidean norms (per head for queries, keys and values), moved by
 ///     ‖W‖₂ (spectral_norm_up) at each product by weights, by Cauchy–Schwarz
 ///     in the scores, and each entry's radius is capped by its row's (the
 ///     entrywise radii alone grow by |W|: about 5 digits a layer on a
 ///     BERT-base-shaped SAN, 3.5 with the row bounds);
-///   - LayerNorm through forward_centred's identity, exact for every r_i:
-///     with ĉ = c − mean(c), r̃ = r_i − mean(r_i), s² = var(c) + eps,
-///     δv = (2ĉ·r̃ + |r̃|²)/d and s'² = s² + δv,
-///     LN(c + r_i) − LN(c) = γ ∘ (r̃/s' − ĉ δv/(s s' (s + s'))), on intervals;
+///   - LayerNorm and RMSNorm through forward_centred's identity, exact for
+///     every r_i: with ĉ = c − mean(c), r̃ = r_i − mean(r_i) (RMSNorm: ĉ = c,
+///     r̃ = r_i), s² = |ĉ|²/d + eps, δv = (2ĉ·r̃ + |r̃|²)/d and s'² = s² + δv,
+///     N(c + r_i) − N(c) = γ ∘ (r̃/s' − ĉ δv/(s s' (s + s'))), on intervals;
 ///   - the MLP's activation, entry by entry, A = act(h + δ) − act(h): when
 ///     |δ| is below the tier's unit roundoff (relative to max(1, |h|)) by the
 ///     mean value form act'(box)·δ over the box h ± (r_h + |δ|), whose width
@@ -31,7 +43,7 @@
 ///     as act(h̃ + δ) − act(h̃) at the midpoint h̃ and twice the bits, plus
 ///     r_h·max|act'(y + δ) − act'(y)| over y ∈ h̃ ± r_h.
 ///
-/// Covers what centred_enclosure_supports says (masks none and causal).
+/// Covers what centred_enclosure_supports says (masks none and causal, windows).
 ///
 /// \code
 ///   const auto t = forward_centred_enclosed<mpfr_real<38>>(model, Variant::san(), ball_of(X0));
@@ -53,15 +65,13 @@ template <class S> struct EnclosedCentredTrace {
   int layers() const { return static_cast<int>(R.size()) - 1; }
 };
 
-/// Whether the enclosed centred pass covers `a`: math.md §1's attention with
-/// LayerNorm (not rotary, RMSNorm, a gated MLP, parallel blocks, soft-capped
-/// or position-biased logits, query/key norms, sandwich norms, windows, a
-/// score scale of the family's own). Elsewhere certified digits come from
+/// Whether the enclosed centred pass covers `a` run with `variant`: every
+/// family's attention (rotary, relative and bucket position terms, soft
+/// caps, windows, query/key norms), LayerNorm and RMSNorm, every block shape,
+/// and the MLP where it has no gate. A gated MLP's certified digits come from
 /// the direct ball pass.
-inline bool centred_enclosure_supports(const Architecture& a) {
-  return a.norm == NormKind::layer && !a.rope_theta && !a.gated_mlp && !a.parallel_residual && !a.softcap &&
-         !a.score_scale_base && !a.sandwich_norms && a.rel_buckets == 0 && !a.xlnet_relative &&
-         a.window_layers.empty() && !a.query_key_norm;
+inline bool centred_enclosure_supports(const Architecture& a, const Variant& variant) {
+  return variant.mlp == MlpKind::none || !a.gated_mlp;
 }
 
 /// Throws std::invalid_argument naming what the enclosed centred pass does
