@@ -280,6 +280,24 @@ template <class S> void sum_to(std::vector<Iv<S>>& row, Eigen::Index first, Eige
   row[static_cast<std::size_t>(m)] = iv_meet(row[static_cast<std::size_t>(m)], iv_sub(iv_point(S(total)), rest));
 }
 
+/// The softmax of row entries [first, last) of logit intervals, in place:
+/// exp(x − t)/Σ exp(x − t) with t near the largest logit (any shift is
+/// exact for a softmax), then sum_to 1.
+template <class S> void iv_softmax(std::vector<Iv<S>>& x, Eigen::Index first, Eigen::Index last) {
+  S top = x[static_cast<std::size_t>(first)].lo;
+  for (Eigen::Index j = first; j < last; ++j)
+    if (x[static_cast<std::size_t>(j)].lo > top) top = x[static_cast<std::size_t>(j)].lo;
+  Iv<S> sum = iv_point(S(0));
+  for (Eigen::Index j = first; j < last; ++j) {
+    Iv<S>& v = x[static_cast<std::size_t>(j)];
+    v = iv_exp(iv_sub(v, iv_point(top)), false);
+    sum = iv_add(sum, v);
+  }
+  for (Eigen::Index j = first; j < last; ++j)
+    x[static_cast<std::size_t>(j)] = iv_div_positive(x[static_cast<std::size_t>(j)], sum);
+  sum_to(x, first, last, 1);
+}
+
 /// One head's P R_V split as 1 wᵀ + F (w: 1×d_v, F: n×d_v), from the
 /// first-order logits `logit(i, j)` (an interval of A⁰ + A¹, math.md §7.1)
 /// and the second-order ball S (n×n): see the header. `rows_differ`: Π's
@@ -295,20 +313,8 @@ RowSplit<S> head_split(const Logit& logit, bool rows_differ, const BallMatrix<S>
   // Π's row i over the keys [first, last) it sees: the softmax of the first-order logits.
   const auto pi_row = [&](Eigen::Index i, Eigen::Index first, Eigen::Index last) {
     std::vector<Iv<S>> a(static_cast<std::size_t>(n), iv_point(S(0)));
-    S top = logit(i, first).lo;  // a shift near the largest logit (any shift is exact for a softmax)
-    for (Eigen::Index j = first; j < last; ++j) {
-      a[static_cast<std::size_t>(j)] = logit(i, j);
-      if (a[static_cast<std::size_t>(j)].lo > top) top = a[static_cast<std::size_t>(j)].lo;
-    }
-    Iv<S> sum = iv_point(S(0));
-    for (Eigen::Index j = first; j < last; ++j) {
-      Iv<S>& x = a[static_cast<std::size_t>(j)];
-      x = iv_exp(iv_sub(x, iv_point(top)), false);
-      sum = iv_add(sum, x);
-    }
-    for (Eigen::Index j = first; j < last; ++j)
-      a[static_cast<std::size_t>(j)] = iv_div_positive(a[static_cast<std::size_t>(j)], sum);
-    sum_to(a, first, last, 1);
+    for (Eigen::Index j = first; j < last; ++j) a[static_cast<std::size_t>(j)] = logit(i, j);
+    iv_softmax(a, first, last);
     return a;
   };
   const std::vector<Iv<S>> pi_all = rows_differ ? std::vector<Iv<S>>{} : pi_row(0, 0, n);
@@ -326,20 +332,9 @@ RowSplit<S> head_split(const Logit& logit, bool rows_differ, const BallMatrix<S>
     for (Eigen::Index j = first; j < last; ++j) small = small && abs(Sm.mid(i, j)) <= half;
     if (!small) {
       std::vector<Iv<S>> logits(static_cast<std::size_t>(n));
-      S at;  // a shift near the largest logit
-      for (Eigen::Index j = first; j < last; ++j) {
-        logits[static_cast<std::size_t>(j)] = iv_add(logit(i, j), iv_of(Sm.mid(i, j), Sm.rad.at(i, j)));
-        if (j == first || logits[static_cast<std::size_t>(j)].lo > at) at = logits[static_cast<std::size_t>(j)].lo;
-      }
-      Iv<S> sum = iv_point(S(0));
-      for (Eigen::Index j = first; j < last; ++j) {
-        Iv<S>& x = logits[static_cast<std::size_t>(j)];
-        x = iv_exp(iv_sub(x, iv_point(at)), false);
-        sum = iv_add(sum, x);
-      }
       for (Eigen::Index j = first; j < last; ++j)
-        logits[static_cast<std::size_t>(j)] = iv_div_positive(logits[static_cast<std::size_t>(j)], sum);
-      sum_to(logits, first, last, 1);
+        logits[static_cast<std::size_t>(j)] = iv_add(logit(i, j), iv_of(Sm.mid(i, j), Sm.rad.at(i, j)));
+      iv_softmax(logits, first, last);
       for (Eigen::Index j = first; j < last; ++j) {
         const Iv<S>& P = logits[static_cast<std::size_t>(j)];
         row[static_cast<std::size_t>(j)] = rows_differ ? P : iv_sub(P, pi[static_cast<std::size_t>(j)]);
@@ -598,12 +593,11 @@ template <class S> RowBall<S> repeated(const RowBall<S>& x, Eigen::Index n) {
 /// rotate_heads on a row ball with one block per head: the exact rotation
 /// keeps each block's distance to the midpoint (it is orthogonal on the
 /// block), so the bounds move only by the rotation's own error at the
-/// midpoint (cos, sin and roundings: rotate_heads of the midpoint alone).
+/// midpoint (cos, sin and roundings: rotate_heads' `own` part).
 template <class S> void rotate_rows(RowBall<S>& M, const BallRotary<S>& t, Eigen::Index heads, long p) {
-  BallMatrix<S> own{M.B.mid, RadiusMatrix::zero(M.B.mid.rows(), M.B.mid.cols())};
-  rotate_heads(own, t, heads, M.width, p);
-  rotate_heads(M.B, t, heads, M.width, p);
-  M.rows = M.rows + block_row_norms(own.rad, M.width);
+  RadiusMatrix own;
+  rotate_heads(M.B, t, heads, M.width, p, &own);
+  M.rows = M.rows + block_row_norms(own, M.width);
   tighten(M);
 }
 

@@ -496,15 +496,19 @@ template <class S> BallMatrix<S> xlnet_sinusoid_enclosed(Eigen::Index n, int d, 
 /// `width` columns) as apply_rotary does, on a ball: the pair (x, y) of a row
 /// becomes x·c − y·s (and y·c + x·s), whose exact value moves from the
 /// computed one by at most r_x(|c̃| + r_c) + |x̃|r_c + r_y(|s̃| + r_s) + |ỹ|r_s
-/// plus the three roundings, u·(|x̃c̃| + |ỹs̃| + |result|).
+/// plus the three roundings, u·(|x̃c̃| + |ỹs̃| + |result|). `own`, where
+/// given, receives the last two parts alone: the rotation's own error at
+/// the midpoint (the centred balls' row bounds, enclosure_centred_impl.hpp).
 template <class S>
-void rotate_heads(BallMatrix<S>& M, const BallRotary<S>& t, Eigen::Index heads, Eigen::Index width, long p) {
+void rotate_heads(BallMatrix<S>& M, const BallRotary<S>& t, Eigen::Index heads, Eigen::Index width, long p,
+                  RadiusMatrix* own = nullptr) {
   const Eigen::Index n = M.mid.rows(), half = t.mid.cos.cols();
   const Matrix<S> before = M.mid;
   const RadiusMatrix r0 = M.rad;
   for (Eigen::Index h = 0; h < heads; ++h) apply_rotary(M.mid, t.mid, h * width);
   const UpperBound u = unit(p);
   const auto abs = [](const S& x) { return UpperBound::abs_of(x.backend().data()); };
+  std::vector<UpperBound> own_part(own ? static_cast<std::size_t>(n * M.mid.cols()) : 0);
   M.rad = radius_from(n, M.mid.cols(), [&](Eigen::Index i, Eigen::Index j) {
     const Eigen::Index h = j / width, k = j % width;
     if (k >= 2 * half) return r0.at(i, j);  // partial rotary: not rotated
@@ -514,9 +518,13 @@ void rotate_heads(BallMatrix<S>& M, const BallRotary<S>& t, Eigen::Index heads, 
     const UpperBound ax = abs(before(i, jx)), ay = abs(before(i, jy));
     const UpperBound c = abs(t.mid.cos(i, pair)), s = abs(t.mid.sin(i, pair));
     const UpperBound rc = t.rcos.at(i, pair), rs = t.rsin.at(i, pair);
-    return r0.at(i, jx) * (c + rc) + ax * rc + r0.at(i, jy) * (s + rs) + ay * rs +
-           u * (ax * c + ay * s + abs(M.mid(i, j)));
+    const UpperBound mine = ax * rc + ay * rs + u * (ax * c + ay * s + abs(M.mid(i, j)));
+    if (own) own_part[static_cast<std::size_t>(j * n + i)] = mine;
+    return r0.at(i, jx) * (c + rc) + r0.at(i, jy) * (s + rs) + mine;
   });
+  if (own)
+    *own = radius_from(n, M.mid.cols(),
+                       [&](Eigen::Index i, Eigen::Index j) { return own_part[static_cast<std::size_t>(j * n + i)]; });
 }
 
 /// What a pass encloses once from n and shares with every layer (as PositionTables).
