@@ -676,31 +676,10 @@ struct EmulatedLayer {
 
   /// X W in F, then the bias (rules 2, 3).
   MatF project(const MatF& X, detail::Projection which) {
-    using detail::Projection;
-    const auto with_bias = [&](const MatF& W, const RowF* b) {
-      MatF out = matmul(c, X, W);
-      if (b) add_row(c, out, *b);
-      return out;
-    };
-    switch (which) {
-      case Projection::Q:
-        return with_bias(w.WQ, &w.bQ);
-      case Projection::K:
-        return with_bias(w.WK, &w.bK);
-      case Projection::V:
-        return with_bias(w.WV, &w.bV);
-      case Projection::O:
-        return with_bias(w.WO, &w.bO);
-      case Projection::R:
-        return with_bias(w.WR, nullptr);
-      case Projection::W1:
-        return with_bias(w.W1, &w.b1);
-      case Projection::gate:
-        return with_bias(w.Wgate, nullptr);
-      case Projection::W2:
-        return with_bias(w.W2, &w.b2);
-    }
-    throw std::logic_error("emulate: unknown projection");
+    MatF out = matmul(c, X, *detail::of<const MatF*>(which, {&w.WQ, &w.WK, &w.WV, &w.WO, &w.WR, &w.W1, &w.Wgate, &w.W2}));
+    const RowF* b = detail::of<const RowF*>(which, {&w.bQ, &w.bK, &w.bV, &w.bO, nullptr, &w.b1, nullptr, &w.b2});
+    if (b) add_row(c, out, *b);
+    return out;
   }
   /// Every head's rotated columns (rule 8).
   void rotate(MatF& M) {
@@ -819,15 +798,7 @@ Matrix<double> emulated_product(const Matrix<double>& A, const Matrix<double>& B
 EmulatedTrace emulate_forward(const Model& model, const Variant& variant, const Matrix<double>& X0, EmulatedFormat f,
                               bool record_attention) {
   const Architecture& a = model.arch();
-  if (X0.cols() != a.d_model)
-    throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.cols()) +
-                                " features (columns), the model expects d_model = " + std::to_string(a.d_model));
-  if (X0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
-  model.check_supports(variant);
-  if (a.attention_window > 0 && a.window_layers.empty() && X0.rows() > a.attention_window)
-    throw std::invalid_argument(model.source() + ": sliding_window: " + std::to_string(X0.rows()) +
-                                " tokens exceed the window of " + std::to_string(a.attention_window) +
-                                "; sliding-window attention is not supported (math.md §8)");
+  detail::check_input(model, variant, X0.rows(), X0.cols());
   const auto n = static_cast<std::uint64_t>(X0.rows());
   require_memory(mul_sat(forward_scalar_count(a, n, variant.mlp != MlpKind::none, record_attention), 8),
                  model.source() + ": emulated forward pass",

@@ -601,14 +601,6 @@ template <class S> void rotate_rows(RowBall<S>& M, const BallRotary<S>& t, Eigen
   tighten(M);
 }
 
-/// tanh on an interval (increasing), rounded outward.
-template <class S> Iv<S> iv_tanh(const Iv<S>& a) {
-  Iv<S> v;
-  mpfr_tanh(ptr(v.lo), ptr(a.lo), MPFR_RNDD);
-  mpfr_tanh(ptr(v.hi), ptr(a.hi), MPFR_RNDU);
-  return v;
-}
-
 /// cosh on an interval, least at the point of a nearest 0; rounded outward.
 template <class S> Iv<S> iv_cosh(const Iv<S>& a) {
   Iv<S> ch;
@@ -1072,7 +1064,7 @@ EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Varia
     namespace E = enclosure_detail;
     const Architecture& a = model.arch();
     check_centred_enclosure_supports(model, variant);
-    E::check_input(model, variant, X0);
+    detail::check_input(model, variant, X0.mid.rows(), X0.mid.cols());
     use_full_mpfr_exponent_range();
     const long p = precision_bits_v<S>;
     const UpperBound scale = UpperBound::of(options.radius_scale);

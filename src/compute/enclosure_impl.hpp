@@ -234,6 +234,14 @@ template <class S> Iv<S> iv_rsqrt(const Iv<S>& a) {
   return v;
 }
 
+/// tanh on an interval (increasing), rounded outward.
+template <class S> Iv<S> iv_tanh(const Iv<S>& a) {
+  Iv<S> v;
+  mpfr_tanh(ptr(v.lo), ptr(a.lo), MPFR_RNDD);
+  mpfr_tanh(ptr(v.hi), ptr(a.hi), MPFR_RNDU);
+  return v;
+}
+
 /// The ball around `mid` covering v: radius max(hi − mid, mid − lo), rounded up.
 template <class S> UpperBound radius_around(const S& mid, const Iv<S>& v) {
   mpfr_t a, b;
@@ -560,9 +568,7 @@ template <class S> void soft_cap(BallMatrix<S>& A, double softcap) {
   std::vector<UpperBound> rad(static_cast<std::size_t>(n * m));
   for (Eigen::Index j = 0; j < m; ++j)
     for (Eigen::Index i = 0; i < n; ++i) {
-      Iv<S> x = iv_mul(iv_of(A.mid(i, j), A.rad.at(i, j)), inv);
-      mpfr_tanh(ptr(x.lo), ptr(x.lo), MPFR_RNDD);
-      mpfr_tanh(ptr(x.hi), ptr(x.hi), MPFR_RNDU);
+      const Iv<S> x = iv_tanh(iv_mul(iv_of(A.mid(i, j), A.rad.at(i, j)), inv));
       A.mid(i, j) = cap * S(tanh(S(A.mid(i, j) / cap)));
       rad[static_cast<std::size_t>(j * n + i)] = radius_around(A.mid(i, j), iv_mul(c, x));
     }
@@ -639,31 +645,12 @@ template <class S> struct BallLayer {
   void add(Value& Y, const Value& X) const { Y = sum(Y, X, p); }
 
   Value project(const Value& X, detail::Projection which) const {
-    using detail::Projection;
-    const auto with_bias = [&](const MatrixXd& W, const RowVector<S>* b) {
-      BallMatrix<S> out = times_weights(X, W, p);
-      if (b) add_bias(out, *b, p);
-      return out;
-    };
-    switch (which) {
-      case Projection::Q:
-        return with_bias(w.WQ, &w.bQ);
-      case Projection::K:
-        return with_bias(w.WK, &w.bK);
-      case Projection::V:
-        return with_bias(w.WV, &w.bV);
-      case Projection::O:
-        return with_bias(w.WO, &w.bO);
-      case Projection::R:
-        return with_bias(w.WR, nullptr);
-      case Projection::W1:
-        return with_bias(lw.W_1, &mlp_w.b1);
-      case Projection::gate:
-        return with_bias(lw.W_gate, nullptr);
-      case Projection::W2:
-        return with_bias(lw.W_2, &mlp_w.b2);
-    }
-    throw std::logic_error("ball attention: unknown projection");
+    BallMatrix<S> out =
+        times_weights(X, *detail::of<const MatrixXd*>(which, {&w.WQ, &w.WK, &w.WV, &w.WO, &w.WR, &lw.W_1, &lw.W_gate, &lw.W_2}), p);
+    const RowVector<S>* b =
+        detail::of<const RowVector<S>*>(which, {&w.bQ, &w.bK, &w.bV, &w.bO, nullptr, &mlp_w.b1, nullptr, &mlp_w.b2});
+    if (b) add_bias(out, *b, p);
+    return out;
   }
   void rotate(Value& M) const { rotate_heads(M, pos.rotary_at(layer), a.heads, a.d_qk, p); }
   /// Q + 1 rᵀ, each sum rounded once.
@@ -945,16 +932,6 @@ ResidualEnclosure residual_enclosure(const BallMatrix<S>& R, const BallMatrix<S>
   return e;
 }
 
-/// Throws as forward() does for an input of the wrong width or without
-/// rows, and for a variant the model refuses.
-template <class S> void check_input(const Model& model, const Variant& variant, const BallMatrix<S>& X0) {
-  if (X0.mid.cols() != model.arch().d_model)
-    throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.mid.cols()) +
-                                " features (columns), the model expects d_model = " +
-                                std::to_string(model.arch().d_model));
-  if (X0.mid.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
-  model.check_supports(variant);
-}
 
 }  // namespace enclosure_detail
 
@@ -1097,7 +1074,7 @@ EnclosedTrace<S> forward_enclosed(const Model& model, const Variant& variant, co
   } else {
     namespace E = enclosure_detail;
     const Architecture& a = model.arch();
-    E::check_input(model, variant, X0);
+    detail::check_input(model, variant, X0.mid.rows(), X0.mid.cols());
     const long p = precision_bits_v<S>;
     const UpperBound scale = UpperBound::of(options.radius_scale);
     EnclosedTrace<S> t;

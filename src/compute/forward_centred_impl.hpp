@@ -7,7 +7,7 @@
 #include "sanpath/compute/forward_centred.hpp"
 #include "sanpath/compute/norms.hpp"
 #include "sanpath/core/errors.hpp"
-#include "core/special_functions.hpp"  // expm1_of
+#include "core/special_functions.hpp"  // expm1_of, erf_of, erfc_of
 #include "compute/forward_impl.hpp"  // detail::pack, detail::add_row, row_softmax, layer_norm's conventions
 
 
@@ -29,26 +29,6 @@ template <class S> struct Split {
   RowVector<S> c;
   Matrix<S> R;
 };
-
-template <class S> S erfc_of(const S& x) {
-  if constexpr (is_mpfr_v<S>) {
-    S r;
-    mpfr_erfc(r.backend().data(), x.backend().data(), MPFR_RNDN);
-    return r;
-  } else {
-    return std::erfc(x);
-  }
-}
-
-template <class S> S erf_of(const S& x) {
-  if constexpr (is_mpfr_v<S>) {
-    S r;
-    mpfr_erf(r.backend().data(), x.backend().data(), MPFR_RNDN);
-    return r;
-  } else {
-    return std::erf(x);
-  }
-}
 
 /// Removes the column means of M (n×k) and returns them (1×k).
 template <class S> RowVector<S> take_mean(Matrix<S>& M) {
@@ -698,12 +678,10 @@ template <class S>
 CentredTrace<S> forward_centred(const Model& model, const Variant& variant, const RowVector<S>& c0,
                                 const Matrix<S>& R0, const ForwardOptions& options) {
   const Architecture& a = model.arch();
-  if (R0.cols() != a.d_model || c0.cols() != a.d_model)
-    throw std::invalid_argument(model.source() + ": input: has " + std::to_string(R0.cols()) +
-                                " features (columns), the model expects d_model = " + std::to_string(a.d_model));
-  if (R0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
-  model.check_supports(variant);
-  detail::check_window_length(model, R0.rows());
+  detail::check_input(model, variant, R0.rows(), R0.cols());
+  if (c0.cols() != R0.cols())
+    throw std::invalid_argument(model.source() + ": input: the centre has " + std::to_string(c0.cols()) +
+                                " columns and R " + std::to_string(R0.cols()));
   if constexpr (is_mpfr_v<S>) use_full_mpfr_exponent_range();
   const bool with_mlp = variant.mlp != MlpKind::none;
   const auto n = static_cast<std::uint64_t>(R0.rows());

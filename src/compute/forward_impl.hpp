@@ -442,15 +442,6 @@ template <class S> Matrix<S> norm(const NormForm& form, const Matrix<S>& X, cons
 
 
 
-/// Refuses n tokens beyond a sliding window that no layer applies (Mistral, Qwen2: math.md §8).
-inline void check_window_length(const Model& model, Eigen::Index n) {
-  const Architecture& a = model.arch();
-  if (a.attention_window > 0 && a.window_layers.empty() && n > a.attention_window)
-    throw std::invalid_argument(model.source() + ": sliding_window: " + std::to_string(n) +
-                                " tokens exceed the window of " + std::to_string(a.attention_window) +
-                                "; sliding-window attention is not supported (math.md §8)");
-}
-
 /// The window layer l applies (0: none).
 inline Eigen::Index window_of(const Architecture& a, int l) { return a.window_applies(l) ? a.attention_window : 0; }
 
@@ -480,33 +471,13 @@ template <class S> struct PointLayer {
 
   Value project(const Value& X, Projection p) const {
     Value out;
-    const RowVector<S>* none = nullptr;
-    switch (p) {
-      case Projection::Q:
-        project_into(X, w.view(&MappedLayer::WQ), w.WQ, out, &w.bQ);
-        break;
-      case Projection::K:
-        project_into(X, w.view(&MappedLayer::WK), w.WK, out, &w.bK);
-        break;
-      case Projection::V:
-        project_into(X, w.view(&MappedLayer::WV), w.WV, out, &w.bV);
-        break;
-      case Projection::O:
-        project_into(X, w.view(&MappedLayer::WO), w.WO, out, &w.bO);
-        break;
-      case Projection::R:
-        project_into(X, w.view(&MappedLayer::WR), w.WR, out, none);
-        break;
-      case Projection::W1:
-        project_into(X, mlp_w.view(&MappedLayer::W1), lw.W_1, out, &mlp_w.b1);
-        break;
-      case Projection::gate:
-        project_into(X, mlp_w.view(&MappedLayer::Wgate), lw.W_gate, out, none);
-        break;
-      case Projection::W2:
-        project_into(X, mlp_w.view(&MappedLayer::W2), lw.W_2, out, &mlp_w.b2);
-        break;
-    }
+    project_into(X,
+                 of<const MappedMatrix*>(p, {w.view(&MappedLayer::WQ), w.view(&MappedLayer::WK), w.view(&MappedLayer::WV),
+                                             w.view(&MappedLayer::WO), w.view(&MappedLayer::WR),
+                                             mlp_w.view(&MappedLayer::W1), mlp_w.view(&MappedLayer::Wgate),
+                                             mlp_w.view(&MappedLayer::W2)}),
+                 *of<const MatrixXd*>(p, {&w.WQ, &w.WK, &w.WV, &w.WO, &w.WR, &lw.W_1, &lw.W_gate, &lw.W_2}), out,
+                 of<const RowVector<S>*>(p, {&w.bQ, &w.bK, &w.bV, &w.bO, nullptr, &mlp_w.b1, nullptr, &mlp_w.b2}));
     return out;
   }
   void rotate(Value& M) const {
@@ -622,12 +593,7 @@ template <class S> Eigen::Index heaviest_key(const Matrix<S>& P) {
 template <class S>
 ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix<S>& X0, const ForwardOptions& options) {
   const Architecture& a = model.arch();
-  if (X0.cols() != a.d_model)
-    throw std::invalid_argument(model.source() + ": input: has " + std::to_string(X0.cols()) +
-                                " features (columns), the model expects d_model = " + std::to_string(a.d_model));
-  if (X0.rows() < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
-  model.check_supports(variant);
-  detail::check_window_length(model, X0.rows());
+  detail::check_input(model, variant, X0.rows(), X0.cols());
   const bool with_mlp = variant.mlp != MlpKind::none;
   // Refuse before allocating anything when the peak memory exceeds the budget.
   const auto n = static_cast<std::uint64_t>(X0.rows());

@@ -22,6 +22,9 @@
 #include "sanpath/model/model.hpp"
 
 #include <algorithm>
+#include <array>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -152,9 +155,30 @@ inline bool bilinear_logits(const Architecture& a) {
   return !a.position_dependent_logits() && !a.softcap && !a.query_key_norm;
 }
 
+/// Every pass's first check: an input of d_model columns and at least one
+/// row, a variant the model takes, and no more tokens than a sliding
+/// window that no layer applies (Mistral, Qwen2: math.md §8).
+inline void check_input(const Model& model, const Variant& variant, Eigen::Index rows, Eigen::Index cols) {
+  const Architecture& a = model.arch();
+  if (cols != a.d_model)
+    throw std::invalid_argument(model.source() + ": input: has " + std::to_string(cols) +
+                                " features (columns), the model expects d_model = " + std::to_string(a.d_model));
+  if (rows < 1) throw std::invalid_argument(model.source() + ": input: has no tokens (rows)");
+  model.check_supports(variant);
+  if (a.attention_window > 0 && a.window_layers.empty() && rows > a.attention_window)
+    throw std::invalid_argument(model.source() + ": sliding_window: " + std::to_string(rows) +
+                                " tokens exceed the window of " + std::to_string(a.attention_window) +
+                                "; sliding-window attention is not supported (math.md §8)");
+}
+
 /// The matrices of a layer's attention and MLP (math.md §1, §2; families.md):
 /// the heads' projections side by side, W_O, XLNet's W_R, the MLP's three.
 enum class Projection { Q, K, V, O, R, W1, gate, W2 };
+
+/// Projection p's entry of a pass's table, listed in Projection's order.
+template <class T> const T& of(Projection p, const std::array<T, 8>& table) {
+  return table[static_cast<std::size_t>(p)];
+}
 
 /// XLNet's query offsets r_w (content) and r_r (position), every head side by side.
 enum class QueryOffset { content, position };
