@@ -153,14 +153,15 @@ def random_model(
 
     ``layout`` (one of :data:`LAYOUTS`): the model of ``sanpath init --layout X`` with
     the same options, so that ``random_model(..., layout=X).save_hf(folder, X)``
-    writes the same checkpoint. llama, mistral, qwen2 (and ``family="llama"``
+    writes the same checkpoint (``save_hf`` refuses, naming the field, a model the layout's files would
+    hold as another model). With a layout the variant options ``skip``/``mlp``/``layernorm``/``mask`` are
+    refused: the model's own variant is what its files are read with (GPT-2 pre-LN and causal, the BERT
+    family post-LN unmasked). llama, mistral, qwen2 (and ``family="llama"``
     without a layout, ``init --family llama``): the Llama family's structure
     (RMSNorm, rotary with ``rope_theta``, ``kv_heads`` key/value heads, SwiGLU,
     pre-norm, causal; activation silu, ln_eps default 1e-5). xlnet, t5, gpt_neox,
     phi, opt, gemma, gemma2, vit, qwen3, gemma3: the family's own structure (docs/families.md);
-    ``activation`` and ``ln_eps`` default to the family's (None), the variant
-    options ``skip``/``mlp``/``layernorm``/``mask`` are refused (choose variants
-    when running the model), ``kv_heads`` (phi, gemma, gemma2, qwen3, gemma3; None: H)
+    ``activation`` and ``ln_eps`` default to the family's (None), ``kv_heads`` (phi, gemma, gemma2, qwen3, gemma3; None: H)
     and ``rope_theta`` (gemma3: the full-attention layers' base) apply, and
     ``family_options`` (a :class:`FamilyOptions`) sets what its config.json would;
     each of its fields may be given as a keyword instead (``rotary_fraction=0.5``).

@@ -241,6 +241,41 @@ def test_pixels_are_never_guessed_from_arrays(vit, image):
         sanpath.forward(sanpath.load(folder), image)
 
 
+def test_random_models_of_the_table_layouts_are_their_files_models():
+    # A GPT-2 checkpoint is read pre-LN and causal, a BERT one post-LN without a mask (families.md): the
+    # random model is the model its files hold, and a variant its config.json cannot say is refused.
+    pre_causal = {"skip": True, "mlp": "residual", "layernorm": "pre", "mask": "causal"}
+    assert sanpath.random_model(**SIZES, layout="gpt2").variant == pre_causal
+    assert sanpath.random_model(**SIZES, layout="llama").variant == pre_causal
+    assert sanpath.random_model(**SIZES, layout="bert").variant["layernorm"] == "post"
+    for layout in ("gpt2", "bert", "llama"):
+        with pytest.raises(sanpath.InputError, match=rf"^layout {layout}: the family's structure is fixed"):
+            sanpath.random_model(**SIZES, layout=layout, skip="off")
+
+
+# A model written in a layout whose files would hold another model is refused, naming the field, and
+# nothing is written: (model's layout, layout written, the field). What each layout's files can say is
+# families.md's; the variant is not among it (the files carry the layout's own, save_hf).
+OTHER_LAYOUT = [
+    ("llama", "bert", "rope_theta"),        # BERT's files have learned positions, no rotary embeddings
+    ("bert", "llama", "norm"),              # Llama's norms are RMSNorms
+    ("xlnet", "bert", "xlnet_relative"),    # BERT's files have no relative attention terms
+    ("gemma2", "llama", "norm"),            # Gemma 2's RMSNorm gains are 1 + w; Llama stores w
+    ("gemma2", "gemma", "sandwich_norms"),  # Gemma's layers have two norms
+    ("gemma", "qwen3", "norm"),             # Gemma's RMSNorm gains are 1 + w; Qwen3 stores w
+    ("phi", "opt", "rope_theta"),           # OPT has learned positions, no rotary embeddings
+    ("t5", "vit", "score_scale_base"),      # T5's logits are unscaled
+]
+
+
+@pytest.mark.parametrize("source,layout,field", OTHER_LAYOUT, ids=[f"{s}-as-{d}" for s, d, _ in OTHER_LAYOUT])
+def test_a_layout_that_cannot_hold_the_model_refuses_it(tmp_path, source, layout, field):
+    folder = str(tmp_path / "out")
+    with pytest.raises(sanpath.InputError, match=rf"^{folder}: {field}: the {layout} layout needs "):
+        sanpath.random_model(**SIZES, layout=source).save_hf(folder, layout, "F64")
+    assert not os.path.exists(folder)
+
+
 def test_random_model_refusals():
     with pytest.raises(sanpath.InputError, match=r"^layout gpt_neox: the family's structure is fixed by its "
                                                  r"config\.json"):

@@ -687,24 +687,6 @@ std::string prefix_in_use(const TensorStore& f, const std::string& prefix) {
   return "";
 }
 
-Projections projections_of(const Architecture& a, const LayerWeights& w) {
-  const Eigen::Index d = a.d_model, H = a.heads, Hkv = a.key_value_heads(), dh = a.d_qk;
-  Projections p{MatrixXd(d, H * dh), MatrixXd(d, Hkv * dh), MatrixXd(d, Hkv * dh), MatrixXd(H * dh, d),
-                VectorXd(H * dh),   VectorXd(Hkv * dh),   VectorXd(Hkv * dh)};
-  for (int h = 0; h < H; ++h) {
-    const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-    const Eigen::Index g = a.kv_head_of(h);
-    p.Wq.middleCols(h * dh, dh) = hw.W_Q;
-    p.bq.segment(h * dh, dh) = hw.b_Q;
-    p.Wk.middleCols(g * dh, dh) = hw.W_K;  // identical within a group (Model validates)
-    p.bk.segment(g * dh, dh) = hw.b_K;
-    p.Wv.middleCols(g * dh, dh) = hw.W_V;
-    p.bv.segment(g * dh, dh) = hw.b_V;
-    p.Wo.middleRows(h * dh, dh) = hw.W_O;
-  }
-  return p;
-}
-
 Walk begin_walk(const Family& fam, const HfConfig& c, std::shared_ptr<const TensorStore> store, std::string prefix,
                 const LoadOptions& options, int layers, LayerSlots slots_of) {
   Walk w{fam, c, std::move(store), std::move(prefix), options, std::move(slots_of)};
@@ -806,14 +788,13 @@ LayerSlots LlamaShapedLayer::layer_slots(const Architecture& a) const {
   return [a, shape = *this](int l, LayerWeights& w, Slots& s) { shape.slots(a, l, w, s); };
 }
 
-void LlamaShapedLayer::add_layers(std::vector<Tensor>& ts, const Model& model, const std::string& dtype,
-                                  const std::string& folder) const {
-  const Architecture& a = model.arch();
-  for (int l = 0; l < a.layers; ++l) {
+void emit_layers(const Model& model, const LayerSlots& slots_of, const std::string& prefix, const std::string& dtype,
+                 const std::string& folder, std::vector<Tensor>& ts) {
+  for (int l = 0; l < model.arch().layers; ++l) {
     LayerWeights w = model.layer(l);  // a copy: the slots zero its absent biases
     Slots s;
-    slots(a, l, w, s);
-    emit_slots(s, "model.", dtype, folder, ts);
+    slots_of(l, w, s);
+    emit_slots(s, prefix, dtype, folder, ts);
   }
 }
 
@@ -858,21 +839,78 @@ void llama_shaped_structure(Architecture& a, const std::string& layout, double t
   a.window_layers.clear();
 }
 
-void require_llama_shaped(const Architecture& a, const std::string& folder, const std::string& layout) {
-  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) fail(folder, field, "the " + layout + " layout needs " + what);
+void Needs::operator()(bool ok, const std::string& field, const std::string& what) const {
+  if (!ok) fail(folder, field, "the " + layout + " layout needs " + what);
+}
+
+void Needs::only(const Architecture& a, unsigned kept) const {
+  const auto absent = [&](unsigned feature, bool present, const char* field, const char* what) {
+    if (!(kept & feature)) (*this)(!present, field, what);
   };
+  absent(written::rotary, a.rotary(), "rope_theta", "no rotary embeddings");
+  absent(written::parallel, a.parallel_residual, "parallel_residual", "sequential attention and MLP halves");
+  absent(written::sandwich, a.sandwich_norms, "sandwich_norms", "no post-sublayer norms (two norms per layer)");
+  absent(written::score_scale, a.score_scale_base.has_value(), "score_scale_base", "scores scaled by 1/sqrt(d_qk)");
+  absent(written::softcap, a.softcap.has_value(), "softcap", "no logit soft-cap");
+  absent(written::window, a.attention_window > 0, "attention_window", "no sliding window");
+  absent(written::buckets, a.rel_buckets > 0, "rel_buckets", "no relative position bias");
+  absent(written::xlnet, a.xlnet_relative, "xlnet_relative", "no XLNet relative attention");
+  absent(written::gated, a.gated_mlp, "gated_mlp", "a plain MLP (no W_gate)");
+  absent(written::shared, a.shared_layers, "shared_layers", "a weight set per layer");
+  absent(written::grouped, a.key_value_heads() != a.heads, "kv_heads",
+         "one key/value head per query head (no grouped-query attention)");
+}
+
+void Needs::equal_heads(const Architecture& a) const {
+  const int d = a.d_model, H = a.heads;
+  (*this)(d % H == 0 && a.d_qk == d / H && a.d_v == d / H, "d_qk",
+          "d_qk = d_v = d_model / heads; the model has d_model " + str(d) + ", heads " + str(H) + ", d_qk " +
+              str(a.d_qk) + ", d_v " + str(a.d_v));
+}
+
+void Needs::layer_norm_layers(const Model& model) const {
+  const Architecture& a = model.arch();
+  (*this)(a.norm == NormKind::layer && !a.norm_unit_offset, "norm", "LayerNorm");
+  for (int l = 0; l < a.layers; ++l) {
+    (*this)(model.layer(l).has_mlp(), "layer " + str(l) + " W_1", "MLP weights");
+    (*this)(model.layer(l).has_layernorm(), "layer " + str(l) + " ln1_g", "LayerNorm weights");
+  }
+}
+
+void Needs::read_back(const Architecture& a, const Architecture& r) const {
+  const auto same = [&](bool ok, const char* field) {
+    (*this)(ok, field, std::string("the model's ") + field + " to be what its files are read back with");
+  };
+  same(a.heads == r.heads && a.d_model == r.d_model && a.d_qk == r.d_qk && a.d_v == r.d_v && a.d_ff == r.d_ff,
+       "d_qk");
+  same(a.activation == r.activation, "activation");
+  same(a.ln_eps == r.ln_eps, "ln_eps");
+  same(a.norm == r.norm && a.norm_unit_offset == r.norm_unit_offset, "norm");
+  same(a.key_value_heads() == r.key_value_heads(), "kv_heads");
+  same(a.rope_theta == r.rope_theta && (!a.rotary() || a.rotated_dims() == r.rotated_dims()) &&
+           a.layer_rotary.size() == r.layer_rotary.size(),
+       "rope_theta");
+  same(a.gated_mlp == r.gated_mlp, "gated_mlp");
+  same(a.parallel_residual == r.parallel_residual, "parallel_residual");
+  same(a.sandwich_norms == r.sandwich_norms, "sandwich_norms");
+  same(a.score_scale_base == r.score_scale_base, "score_scale_base");
+  same(a.softcap == r.softcap, "softcap");
+  same(a.attention_window == r.attention_window && a.window_layers == r.window_layers, "attention_window");
+  same(a.rel_buckets == r.rel_buckets && a.rel_max_distance == r.rel_max_distance, "rel_buckets");
+  same(a.xlnet_relative == r.xlnet_relative && a.clamp_len == r.clamp_len, "xlnet_relative");
+  same(a.query_key_norm.has_value() == r.query_key_norm.has_value(), "query_key_norm");
+}
+
+void require_llama_shaped(const Architecture& a, const std::string& folder, const std::string& layout, unsigned kept) {
+  const Needs need{folder, layout};
+  need(a.rotary(), "rope_theta", "rotary embeddings");
   need(a.rotary_dims == 0 || a.rotary_dims == a.d_qk, "rotary_dims", "rotary embeddings on the whole head");
   need(a.d_qk == a.d_v, "d_v", "d_v = d_qk (head_dim)");
-  need(!a.parallel_residual, "parallel_residual", "sequential attention and MLP halves");
-  need(a.rel_buckets == 0, "rel_buckets", "no relative position bias");
-  need(!a.xlnet_relative, "xlnet_relative", "no relative attention terms");
+  need.only(a, kept | written::rotary | written::gated | written::grouped);
 }
 
 bool llama_shaped_layers_have_bias(const Model& model, const std::string& folder, const std::string& layout) {
-  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) fail(folder, field, "the " + layout + " layout needs " + what);
-  };
+  const Needs need{folder, layout};
   bool bias = false;
   for (int l = 0; l < model.arch().layers; ++l) {
     const LayerWeights& w = model.layer(l);
@@ -907,6 +945,9 @@ void save_family(const Family& fam, const Model& model, const std::string& folde
     if (!model.layer(l).has_layernorm())
       fail(folder, "layer " + str(l) + " ln1_g", "the " + lname + " layout needs LayerNorm weights");
   }
+  const Needs need{folder, lname};
+  need.only(a, fam.shared_layers ? unsigned{written::shared} : 0u);
+  need(a.norm == NormKind::layer && !a.norm_unit_offset, "norm", "LayerNorm");
   if (fam.fixed_ln_eps != 0 && a.ln_eps != fam.fixed_ln_eps)
     fail(folder, "ln_eps", "the " + lname + " layout has LayerNorm epsilon 1e-12; the model has " + brief(a.ln_eps));
   const auto& emb = model.embeddings();
@@ -942,6 +983,10 @@ void save_family(const Family& fam, const Model& model, const std::string& folde
   }
   json c = fam.write_config(model, emb ? &es : nullptr);
   c["torch_dtype"] = dtype == "F64" ? "float64" : "float32";
+  Architecture r;  // what a reader makes of this config.json
+  EmbeddingSizes read_sizes;
+  fam.read_config(HfConfig{(std::filesystem::path(folder) / "config.json").string(), c}, r, read_sizes);
+  need.read_back(a, r);
   write_checkpoint(folder, ts, c);
 }
 

@@ -296,14 +296,6 @@ int random_rotary_dims(double phi, int dh);
 /// without its task wrapper: GemmaModel, ViTModel, GPTNeoXModel, …).
 std::string prefix_in_use(const TensorStore& f, const std::string& prefix);
 
-/// The per-head weights of layer `w` put back side by side for writing, in
-/// math.md's x·W form: Wq d×(H·d_h), Wk, Wv d×(H_kv·d_h) (a key/value head
-/// written once for its group), Wo (H·d_h)×d, and the q/k/v biases.
-struct Projections {
-  MatrixXd Wq, Wk, Wv, Wo;
-  VectorXd bq, bk, bv;
-};
-Projections projections_of(const Architecture& a, const LayerWeights& w);
 
 // ---- Llama-shaped layers (layout_llama.cpp, layout_gemma.cpp, layout_qwen3.cpp, layout_gemma3.cpp) ----
 
@@ -320,7 +312,7 @@ inline bool is_zero(const VectorXd& v) { return (v.array() == 0).all(); }
 /// (before the MLP: Llama, Gemma, Qwen3), or with `sandwich_norms` (Gemma 2,
 /// Gemma 3) post_attention_layernorm → ln3 (on the attention output),
 /// pre_feedforward_layernorm → ln2, post_feedforward_layernorm → ln4. One
-/// table for reading (a walk's LayerSlots) and writing (add_layers).
+/// table for reading (a walk's LayerSlots) and writing (emit_layers).
 struct LlamaShapedLayer {
   bool qkv_bias = false;
   bool out_bias = false;
@@ -337,10 +329,6 @@ struct LlamaShapedLayer {
   void slots(const Architecture& a, int l, LayerWeights& w, Slots& s) const;
   /// The reader's LayerSlots (everything by value: a streamed model keeps it).
   LayerSlots layer_slots(const Architecture& a) const;
-  /// Appends `model`'s layers to `ts` as "model.layers.{l}." tensors of
-  /// `dtype`, through the slots above.
-  void add_layers(std::vector<Tensor>& ts, const Model& model, const std::string& dtype,
-                  const std::string& folder) const;
 };
 
 /// The Architecture a Llama-shaped family starts from: `layers` layers of
@@ -366,11 +354,47 @@ json llama_shaped_config(const Architecture& a, const std::string& architecture,
 /// soft-cap or window; the family sets what differs after.
 void llama_shaped_structure(Architecture& a, const std::string& layout, double theta);
 
-/// What the gemma, gemma2, qwen3 and gemma3 writers need of `a`, failing
-/// (naming `folder` and the field) with "the <layout> layout needs …":
-/// rotary embeddings on the whole head, d_v = d_qk, sequential halves, no
-/// relative position bias or terms.
-void require_llama_shaped(const Architecture& a, const std::string& folder, const std::string& layout);
+/// The features of an Architecture a layout may or may not write
+/// (Needs::only): a writer names those it writes and refuses the others.
+namespace written {
+enum : unsigned {
+  rotary = 1u << 0,       ///< rope_theta
+  parallel = 1u << 1,     ///< parallel_residual
+  sandwich = 1u << 2,     ///< sandwich_norms
+  score_scale = 1u << 3,  ///< score_scale_base (a writer that takes one checks its value itself)
+  softcap = 1u << 4,
+  window = 1u << 5,       ///< attention_window
+  buckets = 1u << 6,      ///< rel_buckets (T5)
+  xlnet = 1u << 7,        ///< xlnet_relative
+  gated = 1u << 8,        ///< gated_mlp
+  shared = 1u << 9,       ///< shared_layers
+  grouped = 1u << 10,     ///< key/value heads fewer than the query heads
+};
+}  // namespace written
+
+/// A writer's checks: need(ok, field, what) fails, naming `folder` and
+/// `field`, with "the <layout> layout needs <what>".
+struct Needs {
+  std::string folder, layout;
+  void operator()(bool ok, const std::string& field, const std::string& what) const;
+  /// Refuses each feature of `a` (written::) outside `kept`.
+  void only(const Architecture& a, unsigned kept) const;
+  /// d_qk = d_v = d_model / heads.
+  void equal_heads(const Architecture& a) const;
+  /// LayerNorm with the stored gain; every layer of `model` with MLP and LayerNorm weights.
+  void layer_norm_layers(const Model& model) const;
+  /// Every field of `a` that decides what the model computes is as `r`
+  /// (the Architecture a reader makes of the config.json about to be
+  /// written); the variant is not compared: the files carry the layout's
+  /// own (save_hf).
+  void read_back(const Architecture& a, const Architecture& r) const;
+};
+
+/// What every Llama-shaped writer needs of `a`, failing (naming `folder`
+/// and the field) with "the <layout> layout needs …": rotary embeddings on
+/// the whole head, d_v = d_qk, and no feature (Needs::only) beyond rotary,
+/// a gated MLP, grouped key/value heads and those in `kept`.
+void require_llama_shaped(const Architecture& a, const std::string& folder, const std::string& layout, unsigned kept);
 
 /// What a Llama-shaped writer needs of every layer of `model`, failing
 /// (naming `folder` and "layer l <field>") with "the <layout> layout needs
@@ -384,6 +408,10 @@ bool llama_shaped_layers_have_bias(const Model& model, const std::string& folder
 /// the errors.
 void emit_slots(const Slots& s, const std::string& prefix, const std::string& dtype, const std::string& folder,
                 std::vector<Tensor>& ts);
+/// Appends the tensors of every layer of `model` to `ts`, as `slots_of`
+/// names them (a family's reader's table) after `prefix` (emit_slots).
+void emit_layers(const Model& model, const LayerSlots& slots_of, const std::string& prefix, const std::string& dtype,
+                 const std::string& folder, std::vector<Tensor>& ts);
 
 /// Embeddings that are the token rows alone, unscaled (token_rows_only less
 /// Gemma's √d-scaled kinds).

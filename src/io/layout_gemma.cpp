@@ -175,23 +175,16 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
   const bool two = fam.layout == Layout::gemma2;
-  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
-  };
-  require_llama_shaped(a, folder, type);
+  const Needs need{folder, type};
   need(a.norm == NormKind::rms && a.norm_unit_offset, "norm_unit_offset", "RMSNorm with gains 1 + w");
-  need(a.rotary(), "rope_theta", "rotary embeddings");
+  require_llama_shaped(a, folder, type,
+                       two ? written::sandwich | written::score_scale | written::softcap | written::window : 0u);
   need(a.gated_mlp && (a.activation == Activation::gelu || a.activation == Activation::gelu_tanh), "activation",
        "a gated MLP with gelu or gelu_tanh (GeGLU)");
   if (two) {
     need(a.sandwich_norms, "sandwich_norms", "four norms per layer (post-attention and post-feedforward)");
     need(a.attention_window == 0 || !a.window_layers.empty(), "window_layers",
          "the layers its sliding window applies to");
-  } else {
-    need(!a.sandwich_norms, "sandwich_norms", "two norms per layer");
-    need(!a.score_scale_base, "score_scale_base", "the score scale head_dim^(-1/2)");
-    need(!a.softcap, "softcap", "no logit soft-cap");
-    need(a.attention_window == 0, "attention_window", "no sliding window");
   }
   const int L = a.layers, d = a.d_model, dh = a.d_qk;
   const bool bias = llama_shaped_layers_have_bias(model, folder, type);
@@ -201,7 +194,7 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
 
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  LlamaShapedLayer{bias, bias, false, two}.add_layers(ts, model, dtype, folder);
+  emit_layers(model, LlamaShapedLayer{bias, bias, false, two}.layer_slots(a), "model.", dtype, folder, ts);
   add("model.norm.weight", VectorXd(VectorXd::Zero(d)));  // gain 1 + 0: neutral
   json c = llama_shaped_config(a, fam.architecture + "ForCausalLM", type, dtype);
   c["hidden_activation"] = c["hidden_act"] = activation_name(a.activation);

@@ -242,18 +242,14 @@ Model load(const Family& fam, const HfConfig& outer, const std::shared_ptr<const
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
-  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
-  };
-  require_llama_shaped(a, folder, type);
+  const Needs need{folder, type};
   need(a.norm == NormKind::rms && a.norm_unit_offset, "norm_unit_offset", "RMSNorm with gains 1 + w");
   need(a.query_key_norm && a.query_key_norm->unit_offset, "query_key_norm", "a query/key norm with gains 1 + w");
   need(a.query_key_norm->eps == a.ln_eps, "query_key_norm.eps", "the query/key norm's eps equal to ln_eps (one rms_norm_eps)");
-  need(a.rotary(), "rope_theta", "rotary embeddings");
+  require_llama_shaped(a, folder, type, written::sandwich | written::score_scale | written::window);
   need(a.gated_mlp && (a.activation == Activation::gelu || a.activation == Activation::gelu_tanh), "activation",
        "a gated MLP with gelu or gelu_tanh (GeGLU)");
   need(a.sandwich_norms, "sandwich_norms", "four norms per layer (post-attention and post-feedforward)");
-  need(!a.softcap, "softcap", "no logit soft-cap");
   need(a.attention_window == 0 || !a.window_layers.empty(), "window_layers", "the layers its sliding window applies to");
   const int L = a.layers, d = a.d_model, dh = a.d_qk;
   // The sliding layers share one base and factor 1; the full ones rope_theta and one factor >= 1.
@@ -279,7 +275,7 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
 
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  LlamaShapedLayer{bias, bias, true, true}.add_layers(ts, model, dtype, folder);
+  emit_layers(model, LlamaShapedLayer{bias, bias, true, true}.layer_slots(a), "model.", dtype, folder, ts);
   add("model.norm.weight", VectorXd(VectorXd::Zero(d)));  // gain 1 + 0: neutral
   json types = json::array();
   for (int l = 0; l < L; ++l) types.push_back(a.window_applies(l) ? "sliding_attention" : "full_attention");

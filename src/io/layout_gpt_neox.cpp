@@ -187,28 +187,12 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
-  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
-  };
-  const int L = a.layers, H = a.heads, d = a.d_model, dh = a.d_qk, ff = a.d_ff;
-  need(d % H == 0 && a.d_qk == d / H && a.d_v == d / H, "d_qk",
-       "d_qk = d_v = d_model / heads; the model has d_model " + str(d) + ", heads " + str(H) + ", d_qk " +
-           str(a.d_qk) + ", d_v " + str(a.d_v));
-  need(a.key_value_heads() == H, "kv_heads", "one key/value head per query head (no grouped-query attention)");
-  need(a.norm == NormKind::layer && !a.norm_unit_offset, "norm", "LayerNorm");
-  need(!a.gated_mlp, "gated_mlp", "a plain MLP (no W_gate)");
+  const Needs need{folder, type};
+  need.equal_heads(a);
+  need.only(a, written::rotary | written::parallel);
   need(a.activation != Activation::silu, "activation", "gelu, gelu_tanh (gelu_new) or relu");
-  need(!a.sandwich_norms, "sandwich_norms", "two norms per layer");
-  need(!a.score_scale_base, "score_scale_base", "scores scaled by 1/sqrt(d_qk)");
-  need(!a.softcap, "softcap", "no logit soft-cap");
-  need(a.attention_window == 0, "attention_window", "no sliding window");
-  need(a.rel_buckets == 0 && !a.xlnet_relative, "rel_buckets", "no relative position terms");
-  need(!a.shared_layers, "shared_layers", "a weight set per layer");
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    need(w.has_mlp(), "layer " + str(l) + " W_1", "MLP weights");
-    need(w.has_layernorm(), "layer " + str(l) + " ln1_g", "LayerNorm weights");
-  }
+  need.layer_norm_layers(model);
+  const int L = a.layers, H = a.heads, d = a.d_model, dh = a.d_qk, ff = a.d_ff;
   const auto& emb = model.embeddings();
   if (emb && !plain_token_rows(emb->kind))
     fail(folder, "embeddings",
@@ -218,34 +202,8 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
   const std::string p0 = fam.prefix;
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = p0 + "layers." + str(l) + ".";
-    MatrixXd qkv(3 * d, d), dense(d, d);
-    VectorXd qkv_b(3 * d);
-    for (int h = 0; h < H; ++h) {
-      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      const MatrixXd* W[3] = {&hw.W_Q, &hw.W_K, &hw.W_V};
-      const VectorXd* b[3] = {&hw.b_Q, &hw.b_K, &hw.b_V};
-      for (int c = 0; c < 3; ++c) {
-        qkv.middleRows((3 * h + c) * dh, dh) = W[c]->transpose();
-        qkv_b.segment((3 * h + c) * dh, dh) = *b[c];
-      }
-      dense.middleCols(h * dh, dh) = hw.W_O.transpose();
-    }
-    add(p + "input_layernorm.weight", w.ln1_g);
-    add(p + "input_layernorm.bias", w.ln1_b);
-    add(p + "post_attention_layernorm.weight", w.ln2_g);
-    add(p + "post_attention_layernorm.bias", w.ln2_b);
-    add(p + "attention.query_key_value.weight", qkv);
-    add(p + "attention.query_key_value.bias", qkv_b);
-    add(p + "attention.dense.weight", dense);
-    add(p + "attention.dense.bias", w.b_O);
-    add(p + "mlp.dense_h_to_4h.weight", MatrixXd(w.W_1.transpose()));
-    add(p + "mlp.dense_h_to_4h.bias", w.b_1);
-    add(p + "mlp.dense_4h_to_h.weight", MatrixXd(w.W_2.transpose()));
-    add(p + "mlp.dense_4h_to_h.bias", w.b_2);
-  }
+  const Dims k{H, d, dh, ff};
+  emit_layers(model, [k](int l, LayerWeights& w, Slots& s) { layer_slots(k, true, l, w, s); }, p0, dtype, folder, ts);
   add(p0 + "final_layer_norm.weight", VectorXd(VectorXd::Ones(d)));
   add(p0 + "final_layer_norm.bias", VectorXd(VectorXd::Zero(d)));
   const int r = a.rotary() ? a.rotated_dims() : 0;

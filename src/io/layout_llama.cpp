@@ -78,13 +78,10 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
-  const auto need_arch = [&](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
-  };
-  need_arch(a.norm == NormKind::rms, "norm", "RMSNorm");
-  need_arch(a.rotary(), "rope_theta", "rotary embeddings");
+  const Needs need_arch{folder, type};
+  need_arch(a.norm == NormKind::rms && !a.norm_unit_offset, "norm", "RMSNorm with the stored gain w");
+  require_llama_shaped(a, folder, type, type == "llama" ? 0u : unsigned{written::window});
   need_arch(a.gated_mlp && a.activation == Activation::silu, "W_gate", "a gated MLP with silu");
-  need_arch(a.d_qk == a.d_v, "d_qk", "d_qk = d_v");
   const bool qwen2 = type == "qwen2";
   const int L = a.layers, H = a.heads, d = a.d_model;
   if (llama_shaped_layers_have_bias(model, folder, type))
@@ -105,7 +102,7 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
 
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  LlamaShapedLayer{qwen2, false, false, false}.add_layers(ts, model, dtype, folder);
+  emit_layers(model, LlamaShapedLayer{qwen2, false, false, false}.layer_slots(a), "model.", dtype, folder, ts);
   add("model.norm.weight", VectorXd(VectorXd::Ones(d)));
   json c = llama_shaped_config(a, fam.architecture + "ForCausalLM", type, dtype);
   c["hidden_act"] = "silu";
@@ -118,8 +115,6 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
     c["use_sliding_window"] = a.attention_window > 0;
     if (a.attention_window > 0) c["sliding_window"] = a.attention_window;
   }
-  if (type == "llama" && a.attention_window > 0)
-    fail(folder, "attention_window", "the llama layout has no sliding window");
   if (emb) {
     add("model.embed_tokens.weight", emb->word);
     c["vocab_size"] = emb->word.rows();

@@ -151,31 +151,13 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
-  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
-  };
+  const Needs need{folder, type};
   const int L = a.layers, H = a.heads, d = a.d_model, dh = a.d_qk, ff = a.d_ff;
-  need(d % H == 0 && a.d_qk == d / H && a.d_v == d / H, "d_qk",
-       "d_qk = d_v = d_model / heads; the model has d_model " + str(d) + ", heads " + str(H) + ", d_qk " +
-           str(a.d_qk) + ", d_v " + str(a.d_v));
-  need(!a.rotary(), "rope_theta", "learned positions (no rotary embeddings)");
-  need(!a.parallel_residual, "parallel_residual", "sequential blocks (no parallel block)");
-  need(a.key_value_heads() == H, "kv_heads", "one key/value head per query head (no grouped-query attention)");
-  need(a.norm == NormKind::layer && !a.norm_unit_offset, "norm", "LayerNorm");
+  need.equal_heads(a);
+  need.only(a, 0);
   need(a.ln_eps == kOptEps, "ln_eps", "LayerNorm epsilon 1e-5 (fixed by the format); the model has " + brief(a.ln_eps));
-  need(!a.gated_mlp, "gated_mlp", "a plain MLP (no W_gate)");
   need(a.activation != Activation::silu, "activation", "gelu, gelu_tanh (gelu_new) or relu");
-  need(!a.sandwich_norms, "sandwich_norms", "two norms per layer");
-  need(!a.score_scale_base, "score_scale_base", "scores scaled by 1/sqrt(d_qk)");
-  need(!a.softcap, "softcap", "no logit soft-cap");
-  need(a.attention_window == 0, "attention_window", "no sliding window");
-  need(a.rel_buckets == 0 && !a.xlnet_relative, "rel_buckets", "no relative position terms");
-  need(!a.shared_layers, "shared_layers", "a weight set per layer");
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    need(w.has_mlp(), "layer " + str(l) + " W_1", "MLP weights");
-    need(w.has_layernorm(), "layer " + str(l) + " ln1_g", "LayerNorm weights");
-  }
+  need.layer_norm_layers(model);
   const auto& emb = model.embeddings();
   int e_dim = d;
   if (emb) {
@@ -192,38 +174,9 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
   const std::string p0 = fam.prefix;
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = p0 + "layers." + str(l) + ".";
-    MatrixXd Wq(d, d), Wk(d, d), Wv(d, d), Wo(d, d);
-    VectorXd bq(d), bk(d), bv(d);
-    for (int h = 0; h < H; ++h) {
-      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      Wq.middleCols(h * dh, dh) = hw.W_Q;
-      Wk.middleCols(h * dh, dh) = hw.W_K;
-      Wv.middleCols(h * dh, dh) = hw.W_V;
-      Wo.middleRows(h * dh, dh) = hw.W_O;
-      bq.segment(h * dh, dh) = hw.b_Q;
-      bk.segment(h * dh, dh) = hw.b_K;
-      bv.segment(h * dh, dh) = hw.b_V;
-    }
-    add(p + "self_attn.q_proj.weight", MatrixXd(Wq.transpose()));
-    add(p + "self_attn.q_proj.bias", bq);
-    add(p + "self_attn.k_proj.weight", MatrixXd(Wk.transpose()));
-    add(p + "self_attn.k_proj.bias", bk);
-    add(p + "self_attn.v_proj.weight", MatrixXd(Wv.transpose()));
-    add(p + "self_attn.v_proj.bias", bv);
-    add(p + "self_attn.out_proj.weight", MatrixXd(Wo.transpose()));
-    add(p + "self_attn.out_proj.bias", w.b_O);
-    add(p + "self_attn_layer_norm.weight", w.ln1_g);
-    add(p + "self_attn_layer_norm.bias", w.ln1_b);
-    add(p + "final_layer_norm.weight", w.ln2_g);
-    add(p + "final_layer_norm.bias", w.ln2_b);
-    add(p + "fc1.weight", MatrixXd(w.W_1.transpose()));
-    add(p + "fc1.bias", w.b_1);
-    add(p + "fc2.weight", MatrixXd(w.W_2.transpose()));
-    add(p + "fc2.bias", w.b_2);
-  }
+  const Dims k{H, d, dh, ff};
+  emit_layers(model, [k](int l, LayerWeights& w, Slots& s) { layer_slots(k, true, true, l, w, s); }, p0, dtype, folder,
+              ts);
   if (pre) {  // LN_f exists only with do_layer_norm_before (outside the analysis: unit)
     add(p0 + "final_layer_norm.weight", VectorXd(VectorXd::Ones(d)));
     add(p0 + "final_layer_norm.bias", VectorXd(VectorXd::Zero(d)));

@@ -84,28 +84,16 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
-  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
-  };
+  const Needs need{folder, type};
   const int L = a.layers, H = a.heads, Hkv = a.key_value_heads(), d = a.d_model, dh = a.d_qk;
-  need(d % H == 0 && a.d_qk == d / H && a.d_v == d / H, "d_qk",
-       "d_qk = d_v = d_model / heads; the model has d_model " + str(d) + ", heads " + str(H) + ", d_qk " +
-           str(a.d_qk) + ", d_v " + str(a.d_v));
+  need.equal_heads(a);
   need(a.parallel_residual, "parallel_residual", "a parallel block (X' = X + Attn(LN X) + f(LN X))");
-  need(a.norm == NormKind::layer && !a.norm_unit_offset, "norm", "LayerNorm");
-  need(!a.gated_mlp, "gated_mlp", "a plain MLP (no W_gate)");
+  need.only(a, written::rotary | written::parallel | written::grouped);
   need(a.activation != Activation::silu, "activation", "gelu, gelu_tanh (gelu_new) or relu");
-  need(!a.sandwich_norms, "sandwich_norms", "one norm per layer");
-  need(!a.score_scale_base, "score_scale_base", "scores scaled by 1/sqrt(d_qk)");
-  need(!a.softcap, "softcap", "no logit soft-cap");
-  need(a.attention_window == 0, "attention_window", "no sliding window");
-  need(a.rel_buckets == 0 && !a.xlnet_relative, "rel_buckets", "no relative position terms");
-  need(!a.shared_layers, "shared_layers", "a weight set per layer");
+  need.layer_norm_layers(model);
   for (int l = 0; l < L; ++l) {
     const LayerWeights& w = model.layer(l);
     const std::string p = "layer " + str(l) + " ";
-    need(w.has_mlp(), p + "W_1", "MLP weights");
-    need(w.has_layernorm(), p + "ln1_g", "LayerNorm weights");
     need(w.ln1_g == w.ln2_g && w.ln1_b == w.ln2_b, p + "ln2_g",
          "one LayerNorm per layer (input_layernorm feeds both branches); ln2 differs from ln1");
   }
@@ -118,25 +106,7 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
   const std::string p0 = fam.prefix;
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = p0 + "layers." + str(l) + ".";
-    const auto [Wq, Wk, Wv, Wo, bq, bk, bv] = projections_of(a, w);
-    add(p + "input_layernorm.weight", w.ln1_g);
-    add(p + "input_layernorm.bias", w.ln1_b);
-    add(p + "self_attn.q_proj.weight", MatrixXd(Wq.transpose()));
-    add(p + "self_attn.q_proj.bias", bq);
-    add(p + "self_attn.k_proj.weight", MatrixXd(Wk.transpose()));
-    add(p + "self_attn.k_proj.bias", bk);
-    add(p + "self_attn.v_proj.weight", MatrixXd(Wv.transpose()));
-    add(p + "self_attn.v_proj.bias", bv);
-    add(p + "self_attn.dense.weight", MatrixXd(Wo.transpose()));
-    add(p + "self_attn.dense.bias", w.b_O);
-    add(p + "mlp.fc1.weight", MatrixXd(w.W_1.transpose()));
-    add(p + "mlp.fc1.bias", w.b_1);
-    add(p + "mlp.fc2.weight", MatrixXd(w.W_2.transpose()));
-    add(p + "mlp.fc2.bias", w.b_2);
-  }
+  emit_layers(model, [&a](int l, LayerWeights& w, Slots& s) { layer_slots(a, l, w, s); }, p0, dtype, folder, ts);
   add(p0 + "final_layernorm.weight", VectorXd(VectorXd::Ones(d)));
   add(p0 + "final_layernorm.bias", VectorXd(VectorXd::Zero(d)));
   const int r = a.rotary() ? a.rotated_dims() : 0;

@@ -123,19 +123,12 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
-  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
-  };
-  require_llama_shaped(a, folder, type);
+  const Needs need{folder, type};
   need(a.norm == NormKind::rms && !a.norm_unit_offset, "norm", "RMSNorm with the stored gain w");
   need(a.query_key_norm && !a.query_key_norm->unit_offset, "query_key_norm", "a query/key norm with the stored gain w");
   need(a.query_key_norm->eps == a.ln_eps, "query_key_norm.eps", "the query/key norm's eps equal to ln_eps (one rms_norm_eps)");
-  need(a.rotary() && a.layer_rotary.empty(), "rope_theta", "rotary embeddings with one base");
+  require_llama_shaped(a, folder, type, 0);
   need(a.gated_mlp && a.activation == Activation::silu, "activation", "a gated MLP with silu (SwiGLU)");
-  need(!a.sandwich_norms, "sandwich_norms", "two norms per layer");
-  need(!a.score_scale_base, "score_scale_base", "the score scale head_dim^(-1/2)");
-  need(!a.softcap, "softcap", "no logit soft-cap");
-  need(a.attention_window == 0, "attention_window", "no sliding window");
   const int d = a.d_model;
   const bool bias = llama_shaped_layers_have_bias(model, folder, type);
   const auto& emb = model.embeddings();
@@ -144,7 +137,7 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
 
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  LlamaShapedLayer{bias, bias, true, false}.add_layers(ts, model, dtype, folder);
+  emit_layers(model, LlamaShapedLayer{bias, bias, true, false}.layer_slots(a), "model.", dtype, folder, ts);
   add("model.norm.weight", VectorXd(VectorXd::Ones(d)));
   json c = llama_shaped_config(a, "Qwen3ForCausalLM", "qwen3", dtype);
   c["hidden_act"] = "silu";

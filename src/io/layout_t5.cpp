@@ -87,6 +87,50 @@ template <class Refuse> void check_buckets(int nb, int md, const char* nb_key, c
 
 const char* const kBias = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight";
 
+/// The sizes of a T5 encoder layer and its slots (names as stored).
+struct T5Layer {
+  int H, d, dkv, ff, nb;
+  bool gated;
+  /// The slots of layer l; `with_bias`: block 0's bias table into this layer's pos_bias.
+  void slots(int l, LayerWeights& w, Slots& s, bool with_bias) const {
+    const std::int64_t hd = std::int64_t(H) * dkv;
+    const std::string p = "encoder.block." + str(l) + ".";
+    w.heads.resize(static_cast<std::size_t>(H));
+    const auto heads_in = [&](const char* key, MatrixXd HeadWeights::*W, VectorXd HeadWeights::*b) {
+      Slot& weight = s.add(p + "layer.0.SelfAttention." + key + ".weight", {hd, d});
+      for (int h = 0; h < H; ++h) {
+        HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
+        weight.pieces.push_back({&(hw.*W), nullptr, TensorBlock{std::int64_t(h) * dkv, dkv, 0, d, true}});
+        hw.*b = VectorXd::Zero(dkv);
+      }
+    };
+    heads_in("q", &HeadWeights::W_Q, &HeadWeights::b_Q);
+    heads_in("k", &HeadWeights::W_K, &HeadWeights::b_K);
+    heads_in("v", &HeadWeights::W_V, &HeadWeights::b_V);
+    Slot& o = s.add(p + "layer.0.SelfAttention.o.weight", {d, hd});
+    for (int h = 0; h < H; ++h)
+      o.pieces.push_back({&w.heads[static_cast<std::size_t>(h)].W_O, nullptr,
+                          TensorBlock{0, d, std::int64_t(h) * dkv, dkv, true}});
+    w.b_O = VectorXd::Zero(d);
+    if (with_bias) s.add(kBias, {nb, H}).pieces.push_back({&w.pos_bias, nullptr, TensorBlock{0, nb, 0, H, false}});
+    const auto linear = [&](const std::string& key, MatrixXd& W, std::int64_t out, std::int64_t in) {
+      s.add(p + key + ".weight", {out, in}).pieces.push_back({&W, nullptr, TensorBlock{0, out, 0, in, true}});
+    };
+    if (gated) {
+      linear("layer.1.DenseReluDense.wi_0", w.W_gate, ff, d);
+      linear("layer.1.DenseReluDense.wi_1", w.W_1, ff, d);
+    } else {
+      linear("layer.1.DenseReluDense.wi", w.W_1, ff, d);
+    }
+    linear("layer.1.DenseReluDense.wo", w.W_2, d, ff);
+    w.b_1 = VectorXd::Zero(ff);
+    w.b_2 = VectorXd::Zero(d);
+    s.vector(p + "layer.0.layer_norm.weight", w.ln1_g, d);
+    s.vector(p + "layer.1.layer_norm.weight", w.ln2_g, d);
+    w.ln1_b = w.ln2_b = VectorXd::Zero(d);
+  }
+};
+
 Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const TensorStore>& store,
            const std::string& source, const LoadOptions& options) {
   const TensorStore& f = *store;
@@ -129,45 +173,8 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
     fail(f.path(), kBias, "missing: block 0 holds the relative position bias table every block uses");
   const LayerPrefix cut = layer_prefix(options, L, config_path, "num_layers", source);
   a.layers = cut.layers;
-  const std::int64_t hd = std::int64_t(H) * dkv;
-  const bool gated = act.gated;
-  // Layer l's slots; `with_bias`: block 0's bias table into this layer's pos_bias.
-  const auto layer_slots = [H, d, dkv, ff, nb, hd, gated](int l, LayerWeights& w, Slots& s, bool with_bias) {
-    const std::string p = "encoder.block." + str(l) + ".";
-    w.heads.resize(static_cast<std::size_t>(H));
-    const auto heads_in = [&](const char* key, MatrixXd HeadWeights::*W, VectorXd HeadWeights::*b) {
-      Slot& weight = s.add(p + "layer.0.SelfAttention." + key + ".weight", {hd, d});
-      for (int h = 0; h < H; ++h) {
-        HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-        weight.pieces.push_back({&(hw.*W), nullptr, TensorBlock{std::int64_t(h) * dkv, dkv, 0, d, true}});
-        hw.*b = VectorXd::Zero(dkv);
-      }
-    };
-    heads_in("q", &HeadWeights::W_Q, &HeadWeights::b_Q);
-    heads_in("k", &HeadWeights::W_K, &HeadWeights::b_K);
-    heads_in("v", &HeadWeights::W_V, &HeadWeights::b_V);
-    Slot& o = s.add(p + "layer.0.SelfAttention.o.weight", {d, hd});
-    for (int h = 0; h < H; ++h)
-      o.pieces.push_back({&w.heads[static_cast<std::size_t>(h)].W_O, nullptr,
-                          TensorBlock{0, d, std::int64_t(h) * dkv, dkv, true}});
-    w.b_O = VectorXd::Zero(d);
-    if (with_bias) s.add(kBias, {nb, H}).pieces.push_back({&w.pos_bias, nullptr, TensorBlock{0, nb, 0, H, false}});
-    const auto linear = [&](const std::string& key, MatrixXd& W, std::int64_t out, std::int64_t in) {
-      s.add(p + key + ".weight", {out, in}).pieces.push_back({&W, nullptr, TensorBlock{0, out, 0, in, true}});
-    };
-    if (gated) {
-      linear("layer.1.DenseReluDense.wi_0", w.W_gate, ff, d);
-      linear("layer.1.DenseReluDense.wi_1", w.W_1, ff, d);
-    } else {
-      linear("layer.1.DenseReluDense.wi", w.W_1, ff, d);
-    }
-    linear("layer.1.DenseReluDense.wo", w.W_2, d, ff);
-    w.b_1 = VectorXd::Zero(ff);
-    w.b_2 = VectorXd::Zero(d);
-    s.vector(p + "layer.0.layer_norm.weight", w.ln1_g, d);
-    s.vector(p + "layer.1.layer_norm.weight", w.ln2_g, d);
-    w.ln1_b = w.ln2_b = VectorXd::Zero(d);
-  };
+  const T5Layer k{H, d, dkv, ff, nb, act.gated};
+  const auto layer_slots = [k](int l, LayerWeights& w, Slots& s, bool with_bias) { k.slots(l, w, s, with_bias); };
   const LayerSlots slots_of = [layer_slots](int l, LayerWeights& w, Slots& s) { layer_slots(l, w, s, true); };
   Walk w = begin_walk(fam, c, store, "", options, 0, slots_of);  // resident layers listed here:
   if (!w.streamed) {
@@ -207,22 +214,13 @@ bool feed_forward_name(bool gated, Activation act, std::string& proj, std::strin
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
-  if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
-  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
-  };
+  const Needs need{folder, type};
   need(a.rel_buckets > 0, "rel_buckets", "T5's relative position bias (rel_buckets > 0)");
   check_buckets(a.rel_buckets, a.rel_max_distance, "rel_buckets", "rel_max_distance",
                 [&](const char* key, const std::string& why) { fail(folder, key, why); });
   need(a.norm == NormKind::rms && !a.norm_unit_offset, "norm", "RMSNorm with the gain as stored (no 1 + w)");
   need(a.score_scale_base && *a.score_scale_base == 1.0, "score_scale_base", "unscaled logits (score_scale_base 1)");
-  need(!a.rotary(), "rope_theta", "no rotary embeddings");
-  need(a.key_value_heads() == a.heads, "kv_heads", "one key/value head per query head");
-  need(!a.xlnet_relative, "xlnet_relative", "no XLNet relative attention");
-  need(!a.parallel_residual, "parallel_residual", "sequential blocks");
-  need(!a.sandwich_norms, "sandwich_norms", "two norms per layer");
-  need(!a.softcap, "softcap", "no logit soft-cap");
-  need(a.attention_window == 0, "attention_window", "no sliding window");
+  need.only(a, written::buckets | written::score_scale | written::gated | written::shared);
   need(a.d_qk == a.d_v, "d_qk", "d_qk = d_v (d_kv)");
   std::string proj, fn;
   need(feed_forward_name(a.gated_mlp, a.activation, proj, fn), "activation",
@@ -251,32 +249,8 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
   if (emb) add("shared.weight", emb->word);
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = "encoder.block." + str(l) + ".";
-    MatrixXd Wq(d, H * dkv), Wk(d, H * dkv), Wv(d, H * dkv), Wo(H * dkv, d);
-    for (int h = 0; h < H; ++h) {
-      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      Wq.middleCols(h * dkv, dkv) = hw.W_Q;
-      Wk.middleCols(h * dkv, dkv) = hw.W_K;
-      Wv.middleCols(h * dkv, dkv) = hw.W_V;
-      Wo.middleRows(h * dkv, dkv) = hw.W_O;
-    }
-    add(p + "layer.0.SelfAttention.q.weight", MatrixXd(Wq.transpose()));
-    add(p + "layer.0.SelfAttention.k.weight", MatrixXd(Wk.transpose()));
-    add(p + "layer.0.SelfAttention.v.weight", MatrixXd(Wv.transpose()));
-    add(p + "layer.0.SelfAttention.o.weight", MatrixXd(Wo.transpose()));
-    if (l == 0) add(kBias, w.pos_bias);
-    add(p + "layer.0.layer_norm.weight", w.ln1_g);
-    if (a.gated_mlp) {
-      add(p + "layer.1.DenseReluDense.wi_0.weight", MatrixXd(w.W_gate.transpose()));
-      add(p + "layer.1.DenseReluDense.wi_1.weight", MatrixXd(w.W_1.transpose()));
-    } else {
-      add(p + "layer.1.DenseReluDense.wi.weight", MatrixXd(w.W_1.transpose()));
-    }
-    add(p + "layer.1.DenseReluDense.wo.weight", MatrixXd(w.W_2.transpose()));
-    add(p + "layer.1.layer_norm.weight", w.ln2_g);
-  }
+  const T5Layer k{H, d, dkv, a.d_ff, a.rel_buckets, a.gated_mlp};
+  emit_layers(model, [k](int l, LayerWeights& w, Slots& s) { k.slots(l, w, s, l == 0); }, "", dtype, folder, ts);
   add("encoder.final_layer_norm.weight", VectorXd(VectorXd::Ones(d)));
   json c = {{"architectures", {"T5EncoderModel"}},
             {"model_type", type},

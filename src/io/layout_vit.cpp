@@ -51,6 +51,29 @@ void decode_whole(const TensorStore& f, const std::string& name, double* out, st
   file.release(*t);
 }
 
+/// The slots of layer l (names without the prefix); without `qkv_bias` the
+/// query, key and value biases are zero and not stored.
+void layer_slots(const Dims& k, bool qkv_bias, int l, LayerWeights& w, Slots& s) {
+  const std::string q = "encoder.layer." + str(l) + ".";
+  s.layernorm(q + "layernorm_before", w.ln1_g, w.ln1_b, k.d, false);
+  const char* const names[3] = {"query", "key", "value"};
+  if (qkv_bias) {
+    s.heads_in_linear(q + "attention.attention.", names, w, k);
+  } else {
+    Slot no_bias;  // the bias pieces go nowhere: the biases are zero
+    const char which[3] = {'Q', 'K', 'V'};
+    for (int i = 0; i < 3; ++i) {
+      Slot& W = s.add(q + "attention.attention." + names[i] + ".weight", {k.d, k.d});
+      s.heads_in(W, no_bias, Storage::linear, w, which[i], 0, k);
+    }
+    for (HeadWeights& hw : w.heads) hw.b_Q = hw.b_K = hw.b_V = VectorXd::Zero(k.dh);
+  }
+  s.heads_out(q + "attention.output.dense", Storage::linear, w, k);
+  s.layernorm(q + "layernorm_after", w.ln2_g, w.ln2_b, k.d, false);
+  s.dense(q + "intermediate.dense", Storage::linear, w.W_1, w.b_1, k.d, k.ff);
+  s.dense(q + "output.dense", Storage::linear, w.W_2, w.b_2, k.ff, k.d);
+}
+
 Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const TensorStore>& store,
            const std::string& source, const LoadOptions& options) {
   const TensorStore& f = *store;
@@ -79,26 +102,7 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
   const std::string prefix = prefix_in_use(f, "vit.");
   const Dims k{a.heads, a.d_model, a.d_qk, a.d_ff};
   // Layer l's slots (kept by a streamed model: everything by value).
-  const LayerSlots slots_of = [k, qkv_bias](int l, LayerWeights& w, Slots& s) {
-    const std::string q = "encoder.layer." + str(l) + ".";
-    s.layernorm(q + "layernorm_before", w.ln1_g, w.ln1_b, k.d, false);
-    const char* const names[3] = {"query", "key", "value"};
-    if (qkv_bias) {
-      s.heads_in_linear(q + "attention.attention.", names, w, k);
-    } else {
-      Slot no_bias;  // the bias pieces go nowhere: the biases are zero
-      const char which[3] = {'Q', 'K', 'V'};
-      for (int i = 0; i < 3; ++i) {
-        Slot& W = s.add(q + "attention.attention." + names[i] + ".weight", {k.d, k.d});
-        s.heads_in(W, no_bias, Storage::linear, w, which[i], 0, k);
-      }
-      for (HeadWeights& hw : w.heads) hw.b_Q = hw.b_K = hw.b_V = VectorXd::Zero(k.dh);
-    }
-    s.heads_out(q + "attention.output.dense", Storage::linear, w, k);
-    s.layernorm(q + "layernorm_after", w.ln2_g, w.ln2_b, k.d, false);
-    s.dense(q + "intermediate.dense", Storage::linear, w.W_1, w.b_1, k.d, k.ff);
-    s.dense(q + "output.dense", Storage::linear, w.W_2, w.b_2, k.ff, k.d);
-  };
+  const LayerSlots slots_of = [k, qkv_bias](int l, LayerWeights& w, Slots& s) { layer_slots(k, qkv_bias, l, w, s); };
   const bool streamed = options.layers == LoadOptions::Layers::streamed;
   std::vector<LayerWeights> layers(static_cast<std::size_t>(streamed ? 0 : a.layers));
   Slots s;
@@ -152,30 +156,15 @@ Tensor shaped(const std::string& name, const RowMajor& m, Shape shape, const std
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
-  if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
-  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
-  };
+  const Needs need{folder, type};
   const int L = a.layers, H = a.heads, d = a.d_model;
-  need(d % H == 0 && a.d_qk == d / H && a.d_v == d / H, "d_qk", "d_qk = d_v = d_model / heads");
-  need(a.norm == NormKind::layer && !a.norm_unit_offset, "norm", "LayerNorm");
+  need.equal_heads(a);
   need(a.activation != Activation::silu, "activation", "relu, gelu or gelu_tanh");
-  need(!a.gated_mlp, "gated_mlp", "a plain MLP");
-  need(!a.rotary(), "rope_theta", "no rotary embeddings");
-  need(a.key_value_heads() == H, "kv_heads", "one key/value head per query head");
-  need(!a.parallel_residual, "parallel_residual", "sequential attention and MLP halves");
-  need(!a.score_scale_base, "score_scale_base", "the score scale d_qk^(-1/2)");
-  need(!a.softcap, "softcap", "no logit soft-cap");
-  need(!a.sandwich_norms, "sandwich_norms", "two norms per layer");
-  need(a.attention_window == 0, "attention_window", "no sliding window");
-  need(a.rel_buckets == 0, "rel_buckets", "no relative position bias");
-  need(!a.xlnet_relative, "xlnet_relative", "no relative attention terms");
+  need.only(a, written::shared);
+  need.layer_norm_layers(model);
   bool qkv_bias = false;
   for (int l = 0; l < L; ++l) {
     const LayerWeights& w = model.layer(l);
-    const std::string p = "layer " + str(l) + " ";
-    need(w.has_mlp() && !w.gated(), p + "W_1", "MLP weights without a gate");
-    need(w.has_layernorm(), p + "ln1_g", "LayerNorm weights");
     for (const HeadWeights& hw : w.heads) qkv_bias = qkv_bias || !is_zero(hw.b_Q) || !is_zero(hw.b_K) || !is_zero(hw.b_V);
   }
   const auto& emb = model.embeddings();
@@ -184,42 +173,9 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
 
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  const int dh = a.d_qk;
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = "encoder.layer." + str(l) + ".";
-    MatrixXd Wq(d, d), Wk(d, d), Wv(d, d), Wo(d, d);
-    VectorXd bq(d), bk(d), bv(d);
-    for (int h = 0; h < H; ++h) {
-      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      Wq.middleCols(h * dh, dh) = hw.W_Q;
-      Wk.middleCols(h * dh, dh) = hw.W_K;
-      Wv.middleCols(h * dh, dh) = hw.W_V;
-      Wo.middleRows(h * dh, dh) = hw.W_O;
-      bq.segment(h * dh, dh) = hw.b_Q;
-      bk.segment(h * dh, dh) = hw.b_K;
-      bv.segment(h * dh, dh) = hw.b_V;
-    }
-    add(p + "layernorm_before.weight", w.ln1_g);
-    add(p + "layernorm_before.bias", w.ln1_b);
-    const std::string at = p + "attention.attention.";
-    add(at + "query.weight", MatrixXd(Wq.transpose()));
-    add(at + "key.weight", MatrixXd(Wk.transpose()));
-    add(at + "value.weight", MatrixXd(Wv.transpose()));
-    if (qkv_bias) {
-      add(at + "query.bias", bq);
-      add(at + "key.bias", bk);
-      add(at + "value.bias", bv);
-    }
-    add(p + "attention.output.dense.weight", MatrixXd(Wo.transpose()));
-    add(p + "attention.output.dense.bias", w.b_O);
-    add(p + "layernorm_after.weight", w.ln2_g);
-    add(p + "layernorm_after.bias", w.ln2_b);
-    add(p + "intermediate.dense.weight", MatrixXd(w.W_1.transpose()));
-    add(p + "intermediate.dense.bias", w.b_1);
-    add(p + "output.dense.weight", MatrixXd(w.W_2.transpose()));
-    add(p + "output.dense.bias", w.b_2);
-  }
+  emit_layers(model, [k = Dims{H, d, a.d_qk, a.d_ff}, qkv_bias](int l, LayerWeights& w, Slots& s) {
+    layer_slots(k, qkv_bias, l, w, s);
+  }, "", dtype, folder, ts);
   // Unused by the analysis; neutral, so that HF loads a complete ViTModel.
   add("layernorm.weight", VectorXd(VectorXd::Ones(d)));
   add("layernorm.bias", VectorXd(VectorXd::Zero(d)));

@@ -48,6 +48,42 @@ int read_clamp(const HfConfig& c) {
   return clamp > 0 ? clamp : 0;
 }
 
+/// The slots of layer l (names without the prefix). A [d, H, d_h] tensor
+/// is d rows of H·d_h entries: head h owns the columns [h·d_h, (h+1)·d_h),
+/// W_O^h their transpose.
+void layer_slots(const Dims& k, int l, LayerWeights& w, Slots& s) {
+  const int H = k.heads, d = k.d, dh = k.dh, ff = k.ff;
+  const std::string p = "layer." + str(l) + ".";
+  w.heads.resize(static_cast<std::size_t>(H));
+  const auto three = [&](const char* key, MatrixXd HeadWeights::*W, bool transposed) {
+    Slot& slot = s.add(p + "rel_attn." + key, {d, H, dh});
+    for (int h = 0; h < H; ++h)
+      slot.pieces.push_back({&(w.heads[static_cast<std::size_t>(h)].*W), nullptr,
+                             TensorBlock{0, d, std::int64_t(h) * dh, dh, transposed}});
+  };
+  three("q", &HeadWeights::W_Q, false);
+  three("k", &HeadWeights::W_K, false);
+  three("v", &HeadWeights::W_V, false);
+  three("o", &HeadWeights::W_O, true);
+  three("r", &HeadWeights::W_R, false);
+  const auto per_head = [&](const char* key, VectorXd HeadWeights::*v) {
+    Slot& slot = s.add(p + "rel_attn." + key, {H, dh});
+    for (int h = 0; h < H; ++h)
+      slot.pieces.push_back({nullptr, &(w.heads[static_cast<std::size_t>(h)].*v),
+                             TensorBlock{std::int64_t(h), 1, 0, dh, true}});
+  };
+  per_head("r_w_bias", &HeadWeights::r_w);
+  per_head("r_r_bias", &HeadWeights::r_r);
+  s.add(p + "rel_attn.r_s_bias", {H, dh});      // checked, not used: the segment term cancels
+  s.add(p + "rel_attn.seg_embed", {2, H, dh});  // likewise
+  for (HeadWeights& hw : w.heads) hw.b_Q = hw.b_K = hw.b_V = VectorXd::Zero(dh);
+  w.b_O = VectorXd::Zero(d);
+  s.layernorm(p + "rel_attn.layer_norm", w.ln1_g, w.ln1_b, d, false);
+  s.dense(p + "ff.layer_1", Storage::linear, w.W_1, w.b_1, d, ff);
+  s.dense(p + "ff.layer_2", Storage::linear, w.W_2, w.b_2, ff, d);
+  s.layernorm(p + "ff.layer_norm", w.ln2_g, w.ln2_b, d, false);
+}
+
 Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const TensorStore>& store,
            const std::string& source, const LoadOptions& options) {
   const TensorStore& f = *store;
@@ -94,40 +130,8 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
   const LayerPrefix cut = layer_prefix(options, L, config_path, "n_layer", source);
   a.layers = cut.layers;
   const std::string prefix = prefix_in_use(f, fam.prefix);
-  // Layer l's slots (kept by a streamed model: everything by value). A
-  // [d, H, d_h] tensor is d rows of H·d_h entries: head h owns the columns
-  // [h·d_h, (h+1)·d_h), W_O^h their transpose.
-  const LayerSlots slots_of = [H, d, dh, ff](int l, LayerWeights& w, Slots& s) {
-    const std::string p = "layer." + str(l) + ".";
-    w.heads.resize(static_cast<std::size_t>(H));
-    const auto three = [&](const char* key, MatrixXd HeadWeights::*W, bool transposed) {
-      Slot& slot = s.add(p + "rel_attn." + key, {d, H, dh});
-      for (int h = 0; h < H; ++h)
-        slot.pieces.push_back({&(w.heads[static_cast<std::size_t>(h)].*W), nullptr,
-                               TensorBlock{0, d, std::int64_t(h) * dh, dh, transposed}});
-    };
-    three("q", &HeadWeights::W_Q, false);
-    three("k", &HeadWeights::W_K, false);
-    three("v", &HeadWeights::W_V, false);
-    three("o", &HeadWeights::W_O, true);
-    three("r", &HeadWeights::W_R, false);
-    const auto per_head = [&](const char* key, VectorXd HeadWeights::*v) {
-      Slot& slot = s.add(p + "rel_attn." + key, {H, dh});
-      for (int h = 0; h < H; ++h)
-        slot.pieces.push_back({nullptr, &(w.heads[static_cast<std::size_t>(h)].*v),
-                               TensorBlock{std::int64_t(h), 1, 0, dh, true}});
-    };
-    per_head("r_w_bias", &HeadWeights::r_w);
-    per_head("r_r_bias", &HeadWeights::r_r);
-    s.add(p + "rel_attn.r_s_bias", {H, dh});      // checked, not used: the segment term cancels
-    s.add(p + "rel_attn.seg_embed", {2, H, dh});  // likewise
-    for (HeadWeights& hw : w.heads) hw.b_Q = hw.b_K = hw.b_V = VectorXd::Zero(dh);
-    w.b_O = VectorXd::Zero(d);
-    s.layernorm(p + "rel_attn.layer_norm", w.ln1_g, w.ln1_b, d, false);
-    s.dense(p + "ff.layer_1", Storage::linear, w.W_1, w.b_1, d, ff);
-    s.dense(p + "ff.layer_2", Storage::linear, w.W_2, w.b_2, ff, d);
-    s.layernorm(p + "ff.layer_norm", w.ln2_g, w.ln2_b, d, false);
-  };
+  // Layer l's slots (kept by a streamed model: everything by value).
+  const LayerSlots slots_of = [k = Dims{H, d, dh, ff}](int l, LayerWeights& w, Slots& s) { layer_slots(k, l, w, s); };
   Walk w = begin_walk(fam, c, store, prefix, options, a.layers, slots_of);
   const TensorInfo* table = f.find(prefix + "word_embedding.weight");
   add_word_table(w, "word_embedding.weight",
@@ -138,30 +142,18 @@ Model load(const Family& fam, const HfConfig& c, const std::shared_ptr<const Ten
 void save(const Family& fam, const Model& model, const std::string& folder, const std::string& dtype) {
   const Architecture& a = model.arch();
   const std::string type = to_string(fam.layout);
-  if (dtype != "F64" && dtype != "F32") fail(folder, "dtype", "'" + dtype + "' is not one of F64, F32");
-  const auto need = [&](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) fail(folder, field, "the " + type + " layout needs " + what);
-  };
+  const Needs need{folder, type};
   const int L = a.layers, H = a.heads, d = a.d_model, dh = a.d_qk;
   need(a.xlnet_relative, "xlnet_relative", "XLNet's relative attention (W_R, r_w, r_r)");
   need(d % 2 == 0, "d_model", "an even d_model");
-  need(d % H == 0 && a.d_qk == d / H && a.d_v == d / H, "d_qk", "d_qk = d_v = d_model / heads");
-  need(a.norm == NormKind::layer && !a.norm_unit_offset, "norm", "LayerNorm");
+  need.equal_heads(a);
   need(!a.score_scale_base || *a.score_scale_base == double(a.d_qk), "score_scale_base",
        "logits scaled by 1/sqrt(d_head)");
-  need(!a.rotary(), "rope_theta", "no rotary embeddings");
-  need(a.key_value_heads() == a.heads, "kv_heads", "one key/value head per query head");
-  need(a.rel_buckets == 0, "rel_buckets", "no T5 position bias");
-  need(!a.gated_mlp, "gated_mlp", "a plain (not gated) MLP");
-  need(!a.parallel_residual, "parallel_residual", "sequential blocks");
-  need(!a.sandwich_norms, "sandwich_norms", "two norms per layer");
-  need(!a.softcap, "softcap", "no logit soft-cap");
-  need(a.attention_window == 0, "attention_window", "no sliding window");
+  need.only(a, written::xlnet | written::score_scale);
+  need.layer_norm_layers(model);
   for (int l = 0; l < L; ++l) {
     const LayerWeights& w = model.layer(l);
     const std::string p = "layer " + str(l) + " ";
-    need(w.has_mlp() && !w.gated(), p + "W_1", "MLP weights");
-    need(w.has_layernorm(), p + "ln1_g", "LayerNorm weights");
     need(is_zero(w.b_O), p + "b_O", "a zero output bias");
     for (int h = 0; h < H; ++h) {
       const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
@@ -176,51 +168,14 @@ void save(const Family& fam, const Model& model, const std::string& folder, cons
 
   std::vector<Tensor> ts;
   const auto add = [&](const std::string& name, const auto& m) { ts.push_back(make_tensor(name, m, dtype)); };
-  // A rows × (H·d_h) matrix written as the tensor [rows, H, d_h] it is the row-major view of.
-  const auto add3 = [&](const std::string& name, const MatrixXd& m, std::int64_t rows) {
-    Tensor t = make_tensor(name, m, dtype);
-    t.shape = {rows, H, dh};
-    ts.push_back(std::move(t));
-  };
   if (emb) add("word_embedding.weight", emb->word);
   {
     Tensor mask = make_tensor("mask_emb", MatrixXd(MatrixXd::Zero(1, d)), dtype);  // [1, 1, d]
     mask.shape = {1, 1, d};
     ts.push_back(std::move(mask));
   }
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layer(l);
-    const std::string p = "layer." + str(l) + ".rel_attn.";
-    MatrixXd q(d, H * dh), k(d, H * dh), v(d, H * dh), r(d, H * dh), o(d, H * dh), rw(H, dh), rr(H, dh);
-    for (int h = 0; h < H; ++h) {
-      const HeadWeights& hw = w.heads[static_cast<std::size_t>(h)];
-      q.middleCols(h * dh, dh) = hw.W_Q;
-      k.middleCols(h * dh, dh) = hw.W_K;
-      v.middleCols(h * dh, dh) = hw.W_V;
-      r.middleCols(h * dh, dh) = hw.W_R;
-      o.middleCols(h * dh, dh) = hw.W_O.transpose();
-      rw.row(h) = hw.r_w.transpose();
-      rr.row(h) = hw.r_r.transpose();
-    }
-    add3(p + "q", q, d);
-    add3(p + "k", k, d);
-    add3(p + "v", v, d);
-    add3(p + "o", o, d);
-    add3(p + "r", r, d);
-    add(p + "r_w_bias", rw);
-    add(p + "r_r_bias", rr);
-    add(p + "r_s_bias", MatrixXd(MatrixXd::Zero(H, dh)));
-    add3(p + "seg_embed", MatrixXd::Zero(2, H * dh), 2);
-    add(p + "layer_norm.weight", w.ln1_g);
-    add(p + "layer_norm.bias", w.ln1_b);
-    const std::string f = "layer." + str(l) + ".ff.";
-    add(f + "layer_1.weight", MatrixXd(w.W_1.transpose()));
-    add(f + "layer_1.bias", w.b_1);
-    add(f + "layer_2.weight", MatrixXd(w.W_2.transpose()));
-    add(f + "layer_2.bias", w.b_2);
-    add(f + "layer_norm.weight", w.ln2_g);
-    add(f + "layer_norm.bias", w.ln2_b);
-  }
+  emit_layers(model, [k = Dims{H, d, dh, a.d_ff}](int l, LayerWeights& w, Slots& s) { layer_slots(k, l, w, s); }, "",
+              dtype, folder, ts);
   json c = {{"architectures", {"XLNetModel"}},
             {"model_type", type},
             {"d_model", d},

@@ -87,10 +87,19 @@ RandomCheckpoint plan_random_checkpoint(const InitOptions& o, OptionSpelling spe
     refuse(sp.name("kv_heads"), "only for the layouts " +
                                     family_names([](const LayoutFamily& f) { return f.key_value_heads; }) +
                                     (spelling == OptionSpelling::cli ? " (and --family llama)" : ""));
-  a.variant = o.variant.apply(llama ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
-                                    : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
+  // The model's own variant: what a layout's files are read as (GPT-2 and the Llama family pre-LN and
+  // causal, the BERT family post-LN without a mask; the families with a structure of their own set it below).
+  const bool pre_causal = llama || c.layout == Layout::gpt2;
+  a.variant = o.variant.apply(pre_causal ? Variant{true, MlpKind::residual, LayerNormKind::pre, MaskKind::causal}
+                                         : Variant{true, MlpKind::residual, LayerNormKind::post, MaskKind::none});
   const std::string where =
       sp.layout(o.layout ? *o.layout : spelling == OptionSpelling::cli ? std::string("native") : std::string("None"));
+  const VariantOverride& ov = o.variant;
+  if (!native && (ov.skip || ov.mlp || ov.layernorm || ov.mask))
+    refuse(where, "the family's structure is fixed by its config.json; choose variants when running it (forward, "
+                  "collapse, … " + (spelling == OptionSpelling::cli ? std::string("--skip/--mlp/--layernorm/--mask")
+                                                                     : std::string("skip=/mlp=/layernorm=/mask=")) +
+                      ")");
   if (llama) {
     if (!o.ln_eps) a.ln_eps = 1e-5;
     a.norm = NormKind::rms;
@@ -100,12 +109,6 @@ RandomCheckpoint plan_random_checkpoint(const InitOptions& o, OptionSpelling spe
     a.activation = Activation::silu;
   }
   if (own_structure) {
-    const VariantOverride& ov = o.variant;
-    if (ov.skip || ov.mlp || ov.layernorm || ov.mask)
-      refuse(where, "the family's structure is fixed by its config.json; choose variants when running it (forward, "
-                    "collapse, … " + (spelling == OptionSpelling::cli ? std::string("--skip/--mlp/--layernorm/--mask")
-                                                                       : std::string("skip=/mlp=/layernorm=/mask=")) +
-                        ")");
     const FamilyDefaults def = family_defaults(*c.layout);
     if (!o.activation) a.activation = def.activation;
     if (!o.ln_eps) a.ln_eps = def.ln_eps;

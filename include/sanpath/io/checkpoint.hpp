@@ -131,12 +131,16 @@ void save_native(const Model& model, const std::string& path);
 /// `folder`/config.json and `folder`/model.safetensors (created if needed),
 /// tensors in `dtype` "F64" or "F32" (F32 rounds to nearest). Keys carry the
 /// family's prefix (`bert.`, `roberta.`, `distilbert.`, `transformer.`,
-/// `albert.`). Only the weights are written; the loaded model has the
-/// layout's own variant. Requires d_qk = d_v = d_model / heads, MLP and
-/// LayerNorm weights; embeddings, if present, must be of the layout's kind;
-/// albert requires all layers to be identical, distilbert ln_eps = 1e-12.
-/// RoBERTa's position table is written after padding_idx + 1 = 2 zero rows.
-/// llama, mistral, qwen2: the family's structure instead (src/io/layout_llama.cpp).
+/// `albert.`). The loaded model has the layout's own variant. Refuses
+/// (InputError naming `folder` and the field) a model the layout's files
+/// would hold as another model: its norms, activation, position features,
+/// gate, soft cap and sizes must be what the layout's config.json says (for
+/// the BERT family and GPT-2, the config.json about to be written is read
+/// back as a loader reads it). Embeddings, if present,
+/// must be of the layout's kind; albert requires all layers to be identical,
+/// distilbert ln_eps = 1e-12. RoBERTa's position table is written after
+/// padding_idx + 1 = 2 zero rows. Every family's tensors are the ones its
+/// reader's table names (src/io/hf_layout.hpp).
 void save_hf(const Model& model, const std::string& folder, Layout layout, const std::string& dtype = "F64");
 
 /// A family's own options for a random model in its layout (`init --layout`,
