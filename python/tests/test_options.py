@@ -94,15 +94,19 @@ def test_collapse_and_report_option_errors_are_the_clis(cli, tmp_path):
     assert str(e.value) == msg
 
 
-def test_centred_balls_refused_for_llama_as_by_the_cli(cli, models):
-    # The centred pass covers the Llama family (math.md 7.1); its balls do not cover the
-    # gated MLP, and an explicit --method centred --check certified is refused in the same words.
+def test_centred_balls_cover_llama_as_the_cli(cli, models):
+    # The centred balls cover the Llama family's gated MLP (SwiGLU): --method centred --check certified on
+    # the trained model runs through them, as the CLI does, every layer's digits proven; auto encloses a
+    # gated MLP by the direct balls, and the attention alone by the centred ones.
     path = os.path.join(models, "llama-stories260k")
-    msg = cli_message(cli, "forward", "--model", path, "--tokens", "1,2,3", "--method", "centred", "--check",
-                      "certified")
-    assert "enclosed centred pass" in msg and "gated MLP" in msg
-    with pytest.raises(sanpath.InputError) as e:
-        sanpath.forward(sanpath.load(path), [1, 2, 3], method="centred", check="certified")
-    assert str(e.value) == msg
-    j = json.loads(sanpath.forward(sanpath.load(path), [1, 2, 3], method="centred").to_json())
+    model = sanpath.load(path)
+    args = ["forward", "--model", path, "--tokens", "1,2,3", "--check", "certified", "--format", "json"]
+    j = json.loads(cli_ok(cli, *args, "--method", "centred"))
+    mine = json.loads(sanpath.forward(model, [1, 2, 3], method="centred", check="certified").to_json())
+    for r in (j, mine):
+        del r["model"]["layers_streamed"]  # the CLI streams the layers from the file; load() holds them
+    assert mine == j
     assert j["method"] == "centred" and all(layer["digits"] >= 15 for layer in j["layers"])
+    assert json.loads(cli_ok(cli, *args))["method"] == "direct"
+    assert json.loads(cli_ok(cli, *args, "--skip", "off"))["method"] == "direct"
+    assert json.loads(cli_ok(cli, *args, "--mlp", "none"))["method"] == "centred"

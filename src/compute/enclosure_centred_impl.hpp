@@ -785,8 +785,7 @@ template <class S> TanhGeluParts<S> iv_tanh_gelu_parts(const Iv<S>& x, Activatio
   const Iv<S> k = iv_decimal<S>(0.044715), x2 = iv_sqr(x), one = iv_point(S(1));
   const Iv<S> u = iv_mul(c, iv_add(x, iv_mul(k, iv_mul(x, x2))));
   TanhGeluParts<S> parts;
-  mpfr_tanh(ptr(parts.t.lo), ptr(u.lo), MPFR_RNDD);  // tanh is increasing
-  mpfr_tanh(ptr(parts.t.hi), ptr(u.hi), MPFR_RNDU);
+  parts.t = iv_tanh(u);
   parts.du = iv_mul(c, iv_add(one, iv_mul(iv_point(S(3)), iv_mul(k, x2))));
   parts.ddu = iv_mul(iv_mul(iv_point(S(6)), iv_mul(c, k)), x);
   return parts;
@@ -916,6 +915,58 @@ Iv<S> activation_difference(const S& h_mid, const UpperBound& h_rad, const Iv<S>
   return iv_add(v, second);
 }
 
+/// The MLP's output pair from its hidden rows 1 gcᵀ + A (gc 1 × m, A n × m):
+/// A recentred into gc, then c' = gc W_2 + b_2 and R' = A W_2 (s2: ‖W_2‖₂
+/// for the row bounds, or +inf).
+template <class S>
+BallSplit<S> mlp_out(RowBall<S> gc, RowBall<S> A, const detail::PackedLayer<S>& w, const LayerWeights& lw,
+                     const std::vector<UpperBound>& s2, long p) {
+  const Eigen::Index d = lw.W_2.cols();
+  BallSplit<S> y = recentre(std::move(gc), std::move(A), p);
+  RowBall<S> c = times_weights_rows(row_ball(y.c, y.c_rows), lw.W_2, s2, d, p),
+             R = times_weights_rows(row_ball(y.R, y.R_rows), lw.W_2, s2, d, p);
+  add_bias_rows(c, w.b2, p);
+  return {std::move(c.B), std::move(R.B), std::move(c.rows), std::move(R.rows)};
+}
+
+/// The gated MLP f(z) = (act(z W_gate) ∘ (z W_1 + b_1)) W_2 + b_2 on
+/// 1cᵀ + R, entrywise: with g = cᵀW_gate, G = R W_gate, h = cᵀW_1 + b_1 and
+/// D = R W_1, the hidden rows are act(g) ∘ h + A_i with
+///   A_ij = act(g_j + G_ij)·D_ij + h_j·(act(g_j + G_ij) − act(g_j)),
+/// the difference by activation_difference (relative to G_ij, as the plain
+/// MLP's); every factor's radius is relative to what it multiplies, so A
+/// keeps R's digits. c' = (act(g) ∘ h + mean A) W_2 + b_2, R' = (A − 1
+/// mean(A)ᵀ) W_2; A's row bounds are its radii's.
+template <class S>
+BallSplit<S> gated_mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
+                               const BallSplit<S>& x, long p) {
+  const std::vector<UpperBound> none(1, UpperBound::infinite());
+  const Eigen::Index m = lw.W_1.cols();
+  const RowBall<S> xc = row_ball(x.c, x.c_rows), xR = row_ball(x.R, x.R_rows);
+  RowBall<S> h = times_weights_rows(xc, lw.W_1, none, m, p);
+  add_bias_rows(h, w.b1, p);
+  const RowBall<S> g = times_weights_rows(xc, lw.W_gate, none, m, p), D = times_weights_rows(xR, lw.W_1, none, m, p),
+                   G = times_weights_rows(xR, lw.W_gate, none, m, p);
+  const auto column = [](const RowBall<S>& B, Eigen::Index i, Eigen::Index j) {
+    return iv_of(B.B.mid(i, j), B.B.rad.at(i, j));
+  };
+  std::vector<Iv<S>> act_g(static_cast<std::size_t>(m));
+  for (Eigen::Index j = 0; j < m; ++j) act_g[static_cast<std::size_t>(j)] = iv_activate(column(g, 0, j), a.activation);
+  BallMatrix<S> A = ball_of_rows<S>(D.B.mid.rows(), m, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
+    for (Eigen::Index j = 0; j < m; ++j) {
+      const Iv<S> gj = column(g, 0, j), Gij = column(G, i, j);
+      const Iv<S> gate = iv_activate(iv_add(gj, Gij), a.activation);
+      const Iv<S> moved = activation_difference(g.B.mid(0, j), g.B.rad.at(0, j), gj, act_g[static_cast<std::size_t>(j)],
+                                                Gij, reach(G.B, i, j), a.activation, p);
+      row[static_cast<std::size_t>(j)] = iv_add(iv_mul(gate, column(D, i, j)), iv_mul(column(h, 0, j), moved));
+    }
+  });
+  RowBall<S> gc = row_ball(ball_of_rows<S>(1, m, [&](Eigen::Index, std::vector<Iv<S>>& row) {
+    for (Eigen::Index j = 0; j < m; ++j) row[static_cast<std::size_t>(j)] = iv_mul(act_g[static_cast<std::size_t>(j)], column(h, 0, j));
+  }));
+  return mlp_out(std::move(gc), row_ball(std::move(A)), w, lw, none, p);
+}
+
 /// The MLP f(z) = act(z W_1 + b_1) W_2 + b_2 on 1cᵀ + R: with h = cᵀW_1 + b_1
 /// and D = R W_1, A_ij = act(h_j + D_ij) − act(h_j) (activation_difference);
 /// c' = (act(h) + mean A) W_2 + b_2, R' = (A − 1 mean(A)ᵀ) W_2.
@@ -937,12 +988,13 @@ Iv<S> activation_difference(const S& h_mid, const UpperBound& h_rad, const Iv<S>
 template <class S>
 BallSplit<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w, const LayerWeights& lw,
                          const BallSplit<S>& x, bool row_bounds, long p) {
+  if (lw.gated()) return gated_mlp_centred(a, w, lw, x, p);
   // ‖W_1‖₂ and ‖W_2‖₂ (none: +inf, the entrywise radii alone).
   std::vector<UpperBound> s1(1, UpperBound::infinite()), s2(s1);
   if (row_bounds) detail::run_blocks(2, product_threads(), [&](std::size_t t) {
     (t == 0 ? s1 : s2)[0] = spectral_norm_up(t == 0 ? lw.W_1 : lw.W_2);
   });
-  const Eigen::Index m = lw.W_1.cols(), d = lw.W_2.cols();
+  const Eigen::Index m = lw.W_1.cols();
   RowBall<S> h = times_weights_rows(row_ball(x.c, x.c_rows), lw.W_1, s1, m, p);
   add_bias_rows(h, w.b1, p);
   const RowBall<S> D = times_weights_rows(row_ball(x.R, x.R_rows), lw.W_1, s1, m, p);
@@ -1015,11 +1067,7 @@ BallSplit<S> mlp_centred(const Architecture& a, const detail::PackedLayer<S>& w,
     });
     gc.rows = gc.rows + filled(1, 1, Lmax * nu_h);
   }
-  BallSplit<S> y = recentre(std::move(gc), std::move(Ar), p);
-  RowBall<S> c = times_weights_rows(row_ball(y.c, y.c_rows), lw.W_2, s2, d, p),
-             R = times_weights_rows(row_ball(y.R, y.R_rows), lw.W_2, s2, d, p);
-  add_bias_rows(c, w.b2, p);
-  return {std::move(c.B), std::move(R.B), std::move(c.rows), std::move(R.rows)};
+  return mlp_out(std::move(gc), std::move(Ar), w, lw, s2, p);
 }
 
 template <class S> BallSplit<S> added(const BallSplit<S>& y, const BallSplit<S>& x, long p) {
@@ -1029,7 +1077,7 @@ template <class S> BallSplit<S> added(const BallSplit<S>& y, const BallSplit<S>&
 }
 
 /// The centred ball's arithmetic for detail::layer_map (compute/layer_impl.hpp):
-/// every attention and norm; the MLP where centred_enclosure_supports says.
+/// every attention, norm and MLP.
 template <class S> struct CentredBallLayer {
   using Value = BallSplit<S>;
   const Architecture& a;
@@ -1063,7 +1111,6 @@ EnclosedCentredTrace<S> forward_centred_enclosed(const Model& model, const Varia
   } else {
     namespace E = enclosure_detail;
     const Architecture& a = model.arch();
-    check_centred_enclosure_supports(model, variant);
     detail::check_input(model, variant, X0.mid.rows(), X0.mid.cols());
     use_full_mpfr_exponent_range();
     const long p = precision_bits_v<S>;

@@ -769,13 +769,15 @@ std::pair<int, int> centred_misses_against(const EnclosedCentredTrace<S>& t, con
   return {missed, differ};
 }
 
-TEST_CASE("enclosed centred pass: every family's attention and norms contain the 4,098-bit pass") {
+TEST_CASE("enclosed centred pass: every family's layers contain the 4,098-bit pass") {
   // Rotary angles (full, partial, a base and factor per layer), XLNet's
   // relative terms, T5's bucket bias, Gemma 2's soft cap (biting) and
   // window, the query/key norms (gain w and 1 + w), RMSNorm (g and 1 + g),
-  // sandwich norms and parallel blocks, at 128 bits; the own variant where
-  // its MLP has no gate, the SAN with and without the causal mask
-  // (tests/cli/certified_families.sh checks them against the mpmath reference).
+  // sandwich norms and parallel blocks, the plain and the gated MLPs
+  // (SwiGLU, GeGLU), at 128 bits: the own variant, the SAN with and without
+  // the causal mask, the attention with the own norms, and the SAN + MLP
+  // without a parallel block (tests/cli/certified_families.sh checks the
+  // SANs against the mpmath reference).
   using S = mpfr_real<38>;
   using T = mpfr_real<1233>;
   const std::vector<std::pair<std::string, FamilyOptions>> families = [] {
@@ -811,11 +813,12 @@ TEST_CASE("enclosed centred pass: every family's attention and norms contain the
     o.family_options = options;
     const Model m = random_model(plan_random_checkpoint(o, OptionSpelling::cli).spec);
     std::vector<Variant> variants{Variant::san(), Variant::san(MaskKind::causal),
-                                  {true, MlpKind::none, m.arch().variant.layernorm, m.arch().variant.mask}};
-    if (!m.arch().gated_mlp) variants.push_back(m.arch().variant);
+                                  {true, MlpKind::none, m.arch().variant.layernorm, m.arch().variant.mask},
+                                  m.arch().variant};
+    if (!m.arch().parallel_residual)  // a parallel block's MLP branch has no plain form
+      variants.push_back({false, MlpKind::plain, LayerNormKind::none, MaskKind::none});
     for (const Variant& v : variants) {
       CAPTURE(layout, to_string(v));
-      REQUIRE(centred_enclosure_supports(m.arch(), v));
       const auto [missed, differ] =
           centred_misses_against(forward_centred_enclosed<S>(m, v, exact_ball<S>(X0)), forward<T>(m, v, convert<T>(X0)));
       CHECK(missed == 0);
@@ -1080,16 +1083,12 @@ TEST_CASE("optimal centre: two rows' exact minimum lies in every enclosure; a sh
   CHECK_THROWS_WITH(enclose_residual(any, Center::median), Catch::Contains("median centre is not enclosed"));
 }
 
-TEST_CASE("enclosed passes: double is refused, and the centred one names the gated MLP it does not cover") {
+TEST_CASE("enclosed passes: double is refused") {
   RandomModelSpec s;
   s.arch = {2, 2, 8, 4, 4, 16, Variant{}, Activation::gelu, 1e-5, false};
   s.seed = 3;
   const Model m = random_model(s);
   CHECK_THROWS_WITH(forward_enclosed<double>(m, Variant::san(), test_input(1)), Catch::Contains("MPFR tier"));
-  const Model llama = test::random_llama(1, 2, 1, 8, 4, 8, 3);
-  const Variant own = llama.arch().variant;
-  REQUIRE(own.mlp != MlpKind::none);
-  CHECK_THROWS_WITH(forward_centred_enclosed<mpfr_real<19>>(llama, own, exact_ball<mpfr_real<19>>(test_input(1))),
-                    Catch::Contains("enclosed centred pass") && Catch::Contains("gated MLP"));
-  CHECK_NOTHROW(forward_centred_enclosed<mpfr_real<19>>(llama, Variant::san(), exact_ball<mpfr_real<19>>(test_input(1))));
+  CHECK_THROWS_WITH(forward_centred_enclosed<double>(m, Variant::san(), exact_ball<double>(test_input(1))),
+                    Catch::Contains("MPFR tier"));
 }

@@ -1,8 +1,7 @@
 #pragma once
 /// \file certified.hpp
 /// The certified forward analysis (`--check certified`, math.md §10): the
-/// centred pass (auto, where centred_enclosure_supports: every family's
-/// attention and norms, not a gated MLP; compute/enclosure_centred.hpp)
+/// centred pass (auto, but where a gated MLP runs: compute/enclosure_centred.hpp)
 /// or the direct pass (compute/enclosure.hpp) in ball arithmetic at an MPFR tier,
 /// every layer's residual norms enclosed, every printed digit proven by its
 /// enclosure (Quantity::enclosure, proven_digits). With --precision auto the
@@ -26,8 +25,7 @@ namespace sanpath {
 
 /// What analyze_forward runs for request.check == certified. Throws
 /// std::invalid_argument naming what certified runs do not cover yet: a
-/// median centre, measures, emulation, and for the centred pass what
-/// check_centred_enclosure_supports refuses (a gated MLP). Token ids go
+/// median centre, measures, emulation. Token ids go
 /// through embed_enclosed, ViT's pixels through its patch embedding on
 /// balls; matrices and random inputs are taken as exact.
 ForwardAnalysis analyze_forward_certified(const Model& model, const Variant& variant, const InputSpec& input,

@@ -41,9 +41,11 @@
 ///     gelu_tanh' = ½(1 + t) + ½x(1 − t²)a(1 + 3kx²), silu' = σ(1 + x(1 − σ)));
 ///     above 2^-8 as the difference of two interval evaluations; in between
 ///     as act(h̃ + δ) − act(h̃) at the midpoint h̃ and twice the bits, plus
-///     r_h·max|act'(y + δ) − act'(y)| over y ∈ h̃ ± r_h.
+///     r_h·max|act'(y + δ) − act'(y)| over y ∈ h̃ ± r_h; a gated MLP's
+///     hidden rows act(g + G)∘D + h∘(act(g + G) − act(g)) (gate g + G, up
+///     projection h + D) entrywise with the same difference.
 ///
-/// Covers what centred_enclosure_supports says (masks none and causal, windows).
+/// Covers every family and variant (masks none and causal, windows).
 ///
 /// \code
 ///   const auto t = forward_centred_enclosed<mpfr_real<38>>(model, Variant::san(), ball_of(X0));
@@ -64,19 +66,6 @@ template <class S> struct EnclosedCentredTrace {
   std::vector<RadiusMatrix> c_rows, R_rows;
   int layers() const { return static_cast<int>(R.size()) - 1; }
 };
-
-/// Whether the enclosed centred pass covers `a` run with `variant`: every
-/// family's attention (rotary, relative and bucket position terms, soft
-/// caps, windows, query/key norms), LayerNorm and RMSNorm, every block shape,
-/// and the MLP where it has no gate. A gated MLP's certified digits come from
-/// the direct ball pass.
-inline bool centred_enclosure_supports(const Architecture& a, const Variant& variant) {
-  return variant.mlp == MlpKind::none || !a.gated_mlp;
-}
-
-/// Throws std::invalid_argument naming what the enclosed centred pass does
-/// not cover in `model` run with `variant` (centred_enclosure_supports).
-void check_centred_enclosure_supports(const Model& model, const Variant& variant);
 
 /// The centred pass in ball arithmetic at tier S (an MPFR tier; double
 /// throws std::invalid_argument) from an enclosed input (X0.rad = 0: exact).
