@@ -276,6 +276,15 @@ def test_a_layout_that_cannot_hold_the_model_refuses_it(tmp_path, source, layout
     assert not os.path.exists(folder)
 
 
+def test_the_bert_layouts_refuse_silu(tmp_path):
+    # Their config.json's activation has no silu (families.md): refused before anything is written.
+    folder = str(tmp_path / "out")
+    for layout in ("bert", "gpt2"):
+        with pytest.raises(sanpath.InputError, match=rf"^{folder}: activation: the {layout} layout needs "):
+            sanpath.random_model(**SIZES, activation="silu").save_hf(folder, layout, "F64")
+        assert not os.path.exists(folder)
+
+
 def test_random_model_refusals():
     with pytest.raises(sanpath.InputError, match=r"^layout gpt_neox: the family's structure is fixed by its "
                                                  r"config\.json"):

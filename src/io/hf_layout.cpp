@@ -948,6 +948,7 @@ void save_family(const Family& fam, const Model& model, const std::string& folde
   const Needs need{folder, lname};
   need.only(a, fam.shared_layers ? unsigned{written::shared} : 0u);
   need(a.norm == NormKind::layer && !a.norm_unit_offset, "norm", "LayerNorm");
+  need(a.activation != Activation::silu, "activation", "gelu, gelu_tanh (gelu_new), gelu_fast or relu");
   if (fam.fixed_ln_eps != 0 && a.ln_eps != fam.fixed_ln_eps)
     fail(folder, "ln_eps", "the " + lname + " layout has LayerNorm epsilon 1e-12; the model has " + brief(a.ln_eps));
   const auto& emb = model.embeddings();
