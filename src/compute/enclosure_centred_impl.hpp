@@ -950,19 +950,25 @@ BallSplit<S> gated_mlp_centred(const Architecture& a, const detail::PackedLayer<
   const auto column = [](const RowBall<S>& B, Eigen::Index i, Eigen::Index j) {
     return iv_of(B.B.mid(i, j), B.B.rad.at(i, j));
   };
-  std::vector<Iv<S>> act_g(static_cast<std::size_t>(m));
-  for (Eigen::Index j = 0; j < m; ++j) act_g[static_cast<std::size_t>(j)] = iv_activate(column(g, 0, j), a.activation);
+  std::vector<Iv<S>> gv(static_cast<std::size_t>(m)), act_g(gv), hv(gv);  // the centre's g, act(g), h
+  for (Eigen::Index j = 0; j < m; ++j) {
+    const auto ju = static_cast<std::size_t>(j);
+    gv[ju] = column(g, 0, j);
+    act_g[ju] = iv_activate(gv[ju], a.activation);
+    hv[ju] = column(h, 0, j);
+  }
   BallMatrix<S> A = ball_of_rows<S>(D.B.mid.rows(), m, [&](Eigen::Index i, std::vector<Iv<S>>& row) {
     for (Eigen::Index j = 0; j < m; ++j) {
-      const Iv<S> gj = column(g, 0, j), Gij = column(G, i, j);
-      const Iv<S> gate = iv_activate(iv_add(gj, Gij), a.activation);
-      const Iv<S> moved = activation_difference(g.B.mid(0, j), g.B.rad.at(0, j), gj, act_g[static_cast<std::size_t>(j)],
-                                                Gij, reach(G.B, i, j), a.activation, p);
-      row[static_cast<std::size_t>(j)] = iv_add(iv_mul(gate, column(D, i, j)), iv_mul(column(h, 0, j), moved));
+      const auto ju = static_cast<std::size_t>(j);
+      const Iv<S> Gij = column(G, i, j);
+      const Iv<S> gate = iv_activate(iv_add(gv[ju], Gij), a.activation);
+      const Iv<S> moved = activation_difference(g.B.mid(0, j), g.B.rad.at(0, j), gv[ju], act_g[ju], Gij,
+                                                reach(G.B, i, j), a.activation, p);
+      row[ju] = iv_add(iv_mul(gate, column(D, i, j)), iv_mul(hv[ju], moved));
     }
   });
   RowBall<S> gc = row_ball(ball_of_rows<S>(1, m, [&](Eigen::Index, std::vector<Iv<S>>& row) {
-    for (Eigen::Index j = 0; j < m; ++j) row[static_cast<std::size_t>(j)] = iv_mul(act_g[static_cast<std::size_t>(j)], column(h, 0, j));
+    for (std::size_t j = 0; j < row.size(); ++j) row[j] = iv_mul(act_g[j], hv[j]);
   }));
   return mlp_out(std::move(gc), row_ball(std::move(A)), w, lw, none, p);
 }

@@ -645,11 +645,8 @@ template <class S> struct BallLayer {
   void add(Value& Y, const Value& X) const { Y = sum(Y, X, p); }
 
   Value project(const Value& X, detail::Projection which) const {
-    BallMatrix<S> out =
-        times_weights(X, *detail::of<const MatrixXd*>(which, {&w.WQ, &w.WK, &w.WV, &w.WO, &w.WR, &lw.W_1, &lw.W_gate, &lw.W_2}), p);
-    const RowVector<S>* b =
-        detail::of<const RowVector<S>*>(which, {&w.bQ, &w.bK, &w.bV, &w.bO, nullptr, &mlp_w.b1, nullptr, &mlp_w.b2});
-    if (b) add_bias(out, *b, p);
+    BallMatrix<S> out = times_weights(X, detail::weights_of(w, lw, which), p);
+    if (const RowVector<S>* b = detail::bias_of(w, mlp_w, which)) add_bias(out, *b, p);
     return out;
   }
   void rotate(Value& M) const { rotate_heads(M, pos.rotary_at(layer), a.heads, a.d_qk, p); }

@@ -276,6 +276,16 @@ template <class S> void project(const Matrix<S>& X, const MappedMatrix* view, co
   else gemm_weights(X, W, out);
 }
 
+/// Projection p's dense matrix and bias in a pass's tables: the attention's
+/// packed in `w`, the MLP's matrices in `lw` and its biases in `mlp_w` (the
+/// same layer but in a path's sub-network).
+template <class S> const MatrixXd& weights_of(const PackedLayer<S>& w, const LayerWeights& lw, Projection p) {
+  return *of<const MatrixXd*>(p, {&w.WQ, &w.WK, &w.WV, &w.WO, &w.WR, &lw.W_1, &lw.W_gate, &lw.W_2});
+}
+template <class S> const RowVector<S>* bias_of(const PackedLayer<S>& w, const PackedLayer<S>& mlp_w, Projection p) {
+  return of<const RowVector<S>*>(p, {&w.bQ, &w.bK, &w.bV, &w.bO, nullptr, &mlp_w.b1, nullptr, &mlp_w.b2});
+}
+
 /// What a pass computes once from n and shares with every layer: the
 /// rotary angles (rotary models) and XLNet's sinusoid (2n−1 rows).
 template <class S> struct PositionTables {
@@ -476,8 +486,7 @@ template <class S> struct PointLayer {
                                              w.view(&MappedLayer::WO), w.view(&MappedLayer::WR),
                                              mlp_w.view(&MappedLayer::W1), mlp_w.view(&MappedLayer::Wgate),
                                              mlp_w.view(&MappedLayer::W2)}),
-                 *of<const MatrixXd*>(p, {&w.WQ, &w.WK, &w.WV, &w.WO, &w.WR, &lw.W_1, &lw.W_gate, &lw.W_2}), out,
-                 of<const RowVector<S>*>(p, {&w.bQ, &w.bK, &w.bV, &w.bO, nullptr, &mlp_w.b1, nullptr, &mlp_w.b2}));
+                 weights_of(w, lw, p), out, bias_of(w, mlp_w, p));
     return out;
   }
   void rotate(Value& M) const {
