@@ -936,18 +936,11 @@ void save_family(const Family& fam, const Model& model, const std::string& folde
   if (!a.layer_rotary.empty() && fam.layout != Layout::gemma3)
     fail(folder, "layer_rotary", "the " + lname + " layout has one rotary base for every layer (gemma3 has one per layer)");
   if (fam.save) return fam.save(fam, model, folder, dtype);
-  const int d = a.d_model, H = a.heads, L = a.layers;
-  if (d % H != 0 || a.d_qk != d / H || a.d_v != d / H)
-    fail(folder, "d_qk", "the " + lname + " layout needs d_qk = d_v = d_model / heads; model has d_model " + str(d) +
-                             ", heads " + str(H) + ", d_qk " + str(a.d_qk) + ", d_v " + str(a.d_v));
-  for (int l = 0; l < L; ++l) {
-    if (!model.layer(l).has_mlp()) fail(folder, "layer " + str(l) + " W_1", "the " + lname + " layout needs MLP weights");
-    if (!model.layer(l).has_layernorm())
-      fail(folder, "layer " + str(l) + " ln1_g", "the " + lname + " layout needs LayerNorm weights");
-  }
+  const int L = a.layers;
   const Needs need{folder, lname};
+  need.equal_heads(a);
   need.only(a, fam.shared_layers ? unsigned{written::shared} : 0u);
-  need(a.norm == NormKind::layer && !a.norm_unit_offset, "norm", "LayerNorm");
+  need.layer_norm_layers(model);
   need(a.activation != Activation::silu, "activation", "gelu, gelu_tanh (gelu_new), gelu_fast or relu");
   if (fam.fixed_ln_eps != 0 && a.ln_eps != fam.fixed_ln_eps)
     fail(folder, "ln_eps", "the " + lname + " layout has LayerNorm epsilon 1e-12; the model has " + brief(a.ln_eps));
