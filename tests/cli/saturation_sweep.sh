@@ -4,7 +4,8 @@
 # 0.02 to 0.5, the paper's four variants, depth 12, and the saturating
 # DistilBERT of the issue "A false confirmed value") in which every digit the
 # default run confirms agrees with `--check certified`'s enclosure, and every
-# confirmed measure with a 2,051-bit pass. The whole grid: --full (bench-sized).
+# confirmed measure with a pass two tiers above the auto run's confirming
+# tier (1,025 bits). The whole grid: --full (bench-sized).
 # Usage: bash saturation_sweep.sh <sanpath binary> <shared dir> <tmp dir>
 set -eu
 work=$(mktemp -d "${3:-/tmp}/saturation.XXXXXX")
