@@ -761,9 +761,7 @@ BallSplit<S> attention_centred(const Architecture& a, const detail::PackedLayer<
 
 /// The standard normal density φ(x) = exp(−x²/2)/√(2π) on an interval.
 template <class S> Iv<S> iv_normal_density(const Iv<S>& x) {
-  Iv<S> g = iv_neg(iv_sqr(x));
-  mpfr_div_2ui(ptr(g.lo), ptr(g.lo), 1, MPFR_RNDD);
-  mpfr_div_2ui(ptr(g.hi), ptr(g.hi), 1, MPFR_RNDU);
+  Iv<S> g = iv_half(iv_neg(iv_sqr(x)));
   g = iv_exp(g, false);
   Iv<S> root;  // √(2π)
   mpfr_const_pi(ptr(root.lo), MPFR_RNDD);
@@ -813,18 +811,13 @@ template <class S> Iv<S> iv_derivative(const Iv<S>& x, Activation act) {
       Iv<S> Phi;
       mpfr_erf(ptr(Phi.lo), ptr(a.lo), MPFR_RNDD);
       mpfr_erf(ptr(Phi.hi), ptr(a.hi), MPFR_RNDU);
-      Phi = iv_add(one, Phi);
-      mpfr_div_2ui(ptr(Phi.lo), ptr(Phi.lo), 1, MPFR_RNDD);
-      mpfr_div_2ui(ptr(Phi.hi), ptr(Phi.hi), 1, MPFR_RNDU);
+      Phi = iv_half(iv_add(one, Phi));
       return iv_add(Phi, iv_mul(x, iv_normal_density(x)));
     }
     case Activation::gelu_tanh:
     case Activation::gelu_fast: {  // ½(1 + t) + ½ x (1 − t²) u'
       const TanhGeluParts<S> g = iv_tanh_gelu_parts(x, act);
-      Iv<S> v = iv_add(iv_add(one, g.t), iv_mul(iv_mul(x, iv_sub(one, iv_sqr(g.t))), g.du));
-      mpfr_div_2ui(ptr(v.lo), ptr(v.lo), 1, MPFR_RNDD);
-      mpfr_div_2ui(ptr(v.hi), ptr(v.hi), 1, MPFR_RNDU);
-      return v;
+      return iv_half(iv_add(iv_add(one, g.t), iv_mul(iv_mul(x, iv_sub(one, iv_sqr(g.t))), g.du)));
     }
     case Activation::silu: {  // σ(1 + x(1 − σ))
       const Iv<S> sg = iv_sigmoid(x);
@@ -850,9 +843,7 @@ template <class S> UpperBound second_derivative_bound(const Iv<S>& x, Activation
     case Activation::gelu_tanh:
     case Activation::gelu_fast: {
       const TanhGeluParts<S> g = iv_tanh_gelu_parts(x, act);
-      Iv<S> half_x = x;
-      mpfr_div_2ui(ptr(half_x.lo), ptr(half_x.lo), 1, MPFR_RNDD);
-      mpfr_div_2ui(ptr(half_x.hi), ptr(half_x.hi), 1, MPFR_RNDU);
+      const Iv<S> half_x = iv_half(x);
       const Iv<S> inner = iv_sub(g.ddu, iv_mul(iv_point(S(2)), iv_mul(g.t, iv_sqr(g.du))));
       v = iv_mul(iv_sub(one, iv_sqr(g.t)), iv_add(g.du, iv_mul(half_x, inner)));
       break;
@@ -888,15 +879,18 @@ template <class T, class S> Iv<T> iv_convert(const Iv<S>& a) {  // exact: T has 
 /// (at most 8 bits lost to cancellation); in between, at the midpoint h̃ and
 /// twice the bits (the cancellation of up to p bits then costs none), plus
 /// r_h·max|act'(y + δ) − act'(y)| over y ∈ h̃ ± r_h for h's own radius.
+/// `act_moved`: act(h + δ) where the caller has it (the gated MLP's gate).
 template <class S>
 Iv<S> activation_difference(const S& h_mid, const UpperBound& h_rad, const Iv<S>& h, const Iv<S>& act_h,
-                            const Iv<S>& delta, const UpperBound& reach, Activation act, long p) {
+                            const Iv<S>& delta, const UpperBound& reach, Activation act, long p,
+                            const Iv<S>* act_moved = nullptr) {
   const UpperBound scale = max(UpperBound::of(1.0), UpperBound::abs_of(h_mid.backend().data()));
   const Iv<S> box = iv_widened(h_mid, h_rad, reach);
   const bool one_side = mpfr_sgn(ptr(box.lo)) > 0 || mpfr_sgn(ptr(box.hi)) < 0;
   if (reach <= scale * UpperBound::pow2(-p) || (act == Activation::relu && one_side))
     return iv_mul(iv_derivative(box, act), delta);
-  if (!(reach <= scale * UpperBound::pow2(-8))) return iv_sub(iv_activate(iv_add(h, delta), act), act_h);
+  if (!(reach <= scale * UpperBound::pow2(-8)))
+    return iv_sub(act_moved ? *act_moved : iv_activate(iv_add(h, delta), act), act_h);
   // A = [act(h̃ + δ) − act(h̃)] + [g(h) − g(h̃)], g(y) = act(y + δ) − act(y), h̃ the
   // midpoint (a point: no dependency between the two evaluations); the first
   // at twice the bits, the second within r_h·max|g'| over Y = h̃ ± r_h, where
@@ -963,7 +957,7 @@ BallSplit<S> gated_mlp_centred(const Architecture& a, const detail::PackedLayer<
       const Iv<S> Gij = column(G, i, j);
       const Iv<S> gate = iv_activate(iv_add(gv[ju], Gij), a.activation);
       const Iv<S> moved = activation_difference(g.B.mid(0, j), g.B.rad.at(0, j), gv[ju], act_g[ju], Gij,
-                                                reach(G.B, i, j), a.activation, p);
+                                                reach(G.B, i, j), a.activation, p, &gate);
       row[ju] = iv_add(iv_mul(gate, column(D, i, j)), iv_mul(hv[ju], moved));
     }
   });

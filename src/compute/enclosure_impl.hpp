@@ -221,6 +221,13 @@ template <class S> Iv<S> iv_div_int(const Iv<S>& a, long k) {
   return v;
 }
 
+/// a / 2 (exact but where it underflows: rounded outward there).
+template <class S> Iv<S> iv_half(Iv<S> a) {
+  mpfr_div_2ui(ptr(a.lo), ptr(a.lo), 1, MPFR_RNDD);
+  mpfr_div_2ui(ptr(a.hi), ptr(a.hi), 1, MPFR_RNDU);
+  return a;
+}
+
 /// 1/√a for a > 0 (throws when a may be ≤ 0: the enclosure is void).
 template <class S> Iv<S> iv_rsqrt(const Iv<S>& a) {
   if (mpfr_sgn(ptr(a.lo)) <= 0)
@@ -368,10 +375,7 @@ template <class S> Iv<S> iv_activate(const Iv<S>& x, Activation act) {
       Iv<S> e;  // erf is increasing, with slope ≤ 2/√π < 1.1284
       mpfr_erf(ptr(e.lo), ptr(a.lo), MPFR_RNDD);
       increasing_upper(e, a, 1.1284, [](mpfr_ptr y, mpfr_srcptr v) { mpfr_erf(y, v, MPFR_RNDU); });
-      v = iv_mul(x, iv_add(iv_point(S(1)), e));
-      mpfr_div_2ui(ptr(v.lo), ptr(v.lo), 1, MPFR_RNDD);  // exact
-      mpfr_div_2ui(ptr(v.hi), ptr(v.hi), 1, MPFR_RNDU);
-      return v;
+      return iv_half(iv_mul(x, iv_add(iv_point(S(1)), e)));
     }
     case Activation::gelu_tanh:
     case Activation::gelu_fast: {
@@ -381,10 +385,7 @@ template <class S> Iv<S> iv_activate(const Iv<S>& x, Activation act) {
       Iv<S> t;  // tanh is increasing, with slope ≤ 1
       mpfr_tanh(ptr(t.lo), ptr(a.lo), MPFR_RNDD);
       increasing_upper(t, a, 1.0, [](mpfr_ptr y, mpfr_srcptr v) { mpfr_tanh(y, v, MPFR_RNDU); });
-      v = iv_mul(x, iv_add(iv_point(S(1)), t));
-      mpfr_div_2ui(ptr(v.lo), ptr(v.lo), 1, MPFR_RNDD);
-      mpfr_div_2ui(ptr(v.hi), ptr(v.hi), 1, MPFR_RNDU);
-      return v;
+      return iv_half(iv_mul(x, iv_add(iv_point(S(1)), t)));
     }
     case Activation::silu: {
       Iv<S> sg;  // σ(x) = 1/(1 + e^{−x}) is increasing
