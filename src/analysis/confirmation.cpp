@@ -26,6 +26,22 @@ Quantity confirmed_residual(const BigReal& value, const BigReal* check, long bit
   return confirmed(value, check, bits, asked);
 }
 
+Quantity clear_of_underflow(Quantity q, const BigReal& value, const BigReal& flushed) {
+  if (flushed == 0 || q.below_resolution) return q;
+  if (value != 0) {
+    // An error of at most `flushed` leaves the digits above its own: log10(|value|/flushed) − 1 of them.
+    const double room = std::floor(log10_abs(BigReal(abs(value) / flushed))) - 1.0;
+    if (room >= 1.0) {
+      if (q.digits && *q.digits > room) q.digits = static_cast<int>(room);
+      return q;
+    }
+  }
+  Quantity b = below_resolution(value, BigReal(abs(value) + flushed));
+  if (q.digits) b.digits = 0;  // checked: no digit confirmed
+  b.asked = q.asked;
+  return b;
+}
+
 std::optional<int> least_digits(std::initializer_list<const Quantity*> qs) {
   std::optional<int> least;
   for (const Quantity* q : qs) {

@@ -192,23 +192,28 @@ Precision centred_start(const Model& model, const InputSpec& input, const Precis
 /// The measures of one layer, confirmed by the check run's (`ck`, null: no
 /// check run). Measures that tend to 0 (µ, the SVD residual, the
 /// companions of the measures that tend to 1) are residuals: an exact 0 of
-/// a nonzero X is rounding, below resolution. A measure the check run did not
-/// compute (undefined there) is not reported.
+/// a nonzero X is rounding, below resolution. The attention measures keep
+/// clear of what underflow took from P (clear_of_underflow). A measure the
+/// check run did not compute (undefined there) is not reported.
 std::vector<MeasureReport> measure_reports(const LayerStats& s, const LayerStats* ck, long bits, int asked, long n,
                                            long d) {
   std::vector<MeasureReport> out;
   for (const MeasureValue& v : s.measures) {
-    const BigReal* check = nullptr;
+    const MeasureValue* check = nullptr;
     if (ck) {
       for (const MeasureValue& c : ck->measures)
-        if (c.name == v.name) check = &c.value;
+        if (c.name == v.name) check = &c;
       if (check == nullptr) continue;
     }
     const bool residual = v.name == "mu" || v.name == "svd_residual" || v.name == "one_minus_cosine" ||
                           v.name == "stable_rank_minus_one" || v.name == "effective_rank_minus_one";
     const BigReal scale = v.name == "mu" ? s.norm_frobenius : BigReal(1, 30);
-    out.push_back({v.name, residual ? confirmed_residual(v.value, check, bits, asked, scale, n, d)
-                                    : confirmed(v.value, check, bits, asked)});
+    const BigReal* cv = check ? &check->value : nullptr;
+    const Quantity q = residual ? confirmed_residual(v.value, cv, bits, asked, scale, n, d)
+                                : confirmed(v.value, cv, bits, asked);
+    // The check run's exponent range is the pass's: what underflow took, it took in both.
+    out.push_back({v.name, clear_of_underflow(q, v.value, check && check->flushed > v.flushed ? check->flushed
+                                                                                              : v.flushed)});
   }
   return out;
 }

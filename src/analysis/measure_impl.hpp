@@ -38,14 +38,20 @@ template <class S> LayerStats layer_stats(const Matrix<S>& X, const Matrix<S>& Y
   return s;
 }
 
-/// Adds the measures of X = 1cᵀ + R (and of the attention P, layers ≥ 1) to s.
+/// Adds the measures of X = 1cᵀ + R (and of the attention P, layers ≥ 1) to
+/// s; `flushed`: what underflow may have taken from P's measures (0 where P is
+/// the object measured, as an emulated pass's).
 template <class S>
 void add_layer_measures(LayerStats& s, const Matrix<S>& X, const RowVector<S>& c, const Matrix<S>& R,
-                        const std::vector<Matrix<S>>* P, const MeasureSet& measures) {
+                        const std::vector<Matrix<S>>* P, const MeasureSet& measures,
+                        const BigReal& flushed = BigReal(0)) {
   if (measures.empty()) return;
   s.measures = output_measures<S>(c, R, norm_composite<S>(X), measures);
   if (P != nullptr)
-    for (MeasureValue& v : attention_measures<S>(*P, measures)) s.measures.push_back(std::move(v));
+    for (MeasureValue& v : attention_measures<S>(*P, measures)) {
+      v.flushed = flushed;
+      s.measures.push_back(std::move(v));
+    }
 }
 
 }  // namespace detail
@@ -81,6 +87,7 @@ std::vector<LayerStats> measure_layers(const Model& model, const Variant& varian
   std::vector<LayerStats> out;
   if (method == ForwardMethod::centred) {
     const CentredTrace<S> t = forward_centred<S>(model, variant, make_input<S>(model, input), opt);
+    const BigReal flushed = attention_underflow_allowance<S>(t.R.front().rows());  // the range the pass ran in
     out.reserve(t.R.size());
     for (int l = 0; l <= t.layers(); ++l) {
       const auto lu = static_cast<std::size_t>(l);
@@ -88,11 +95,12 @@ std::vector<LayerStats> measure_layers(const Model& model, const Variant& varian
       out.push_back(detail::layer_stats<S>(X, t.R[lu], true, center));
       // P = Π + E (math.md §7), as the pass formed it.
       detail::add_layer_measures<S>(out.back(), X, t.c[lu], t.R[lu],
-                                    l > 0 && opt.record_attention ? &t.P[lu - 1] : nullptr, measures);
+                                    l > 0 && opt.record_attention ? &t.P[lu - 1] : nullptr, measures, flushed);
     }
     return out;
   }
   const ForwardTrace<S> t = forward<S>(model, variant, make_input<S>(model, input), opt);
+  const BigReal flushed = attention_underflow_allowance<S>(t.X.front().rows());  // the range the pass ran in
   out.reserve(t.X.size());
   for (std::size_t l = 0; l < t.X.size(); ++l) {
     const Matrix<S>& X = t.X[l];
@@ -100,7 +108,7 @@ std::vector<LayerStats> measure_layers(const Model& model, const Variant& varian
     if (measures.empty()) continue;
     const RowVector<S> c = column_means<S>(X);
     detail::add_layer_measures<S>(out.back(), X, c, residual<S>(X, c),
-                                  l > 0 && opt.record_attention ? &t.P[l - 1] : nullptr, measures);
+                                  l > 0 && opt.record_attention ? &t.P[l - 1] : nullptr, measures, flushed);
   }
   return out;
 }

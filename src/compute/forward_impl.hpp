@@ -603,6 +603,7 @@ template <class S>
 ForwardTrace<S> forward(const Model& model, const Variant& variant, const Matrix<S>& X0, const ForwardOptions& options) {
   const Architecture& a = model.arch();
   detail::check_input(model, variant, X0.rows(), X0.cols());
+  if constexpr (is_mpfr_v<S>) use_full_mpfr_exponent_range();
   const bool with_mlp = variant.mlp != MlpKind::none;
   // Refuse before allocating anything when the peak memory exceeds the budget.
   const auto n = static_cast<std::uint64_t>(X0.rows());

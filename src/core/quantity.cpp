@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -68,10 +69,22 @@ std::optional<std::pair<std::string, std::string>> enclosure_text(const Quantity
 }
 
 BigReal power_of_ten_above(const BigReal& x) {
-  const double l = log10_abs(x);
-  const long e = static_cast<long>(std::floor(l)) + 1;
-  BigReal ten(10, 30);
-  return pow(ten, BigReal(e, 30));
+  // e = ⌊log10|x|⌋ + 1 from log10 rounded up, in MPFR: a double's log10 is off by
+  // hundreds at MPFR's widest exponents (|log10 x| up to 1.4e18), where the bound
+  // 10^e could fall below x.
+  BigReal e(0, 40);
+  mpfr_t magnitude;  // |x|, exact
+  mpfr_init2(magnitude, mpfr_get_prec(x.backend().data()));
+  mpfr_abs(magnitude, x.backend().data(), MPFR_RNDN);
+  mpfr_log10(e.backend().data(), magnitude, MPFR_RNDU);
+  mpfr_clear(magnitude);
+  mpfr_floor(e.backend().data(), e.backend().data());
+  mpfr_add_ui(e.backend().data(), e.backend().data(), 1, MPFR_RNDN);  // exact: an integer of at most 62 bits
+  BigReal out(10, 30);
+  mpfr_pow(out.backend().data(), out.backend().data(), e.backend().data(), MPFR_RNDU);
+  if (!(out > abs(x)))  // 10^e out of this thread's MPFR exponent range: no bound to print
+    throw std::logic_error("power_of_ten_above: 10^" + e.str() + " is outside this thread's MPFR exponent range");
+  return out;
 }
 
 std::string Quantity::str() const {

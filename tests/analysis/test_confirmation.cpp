@@ -5,6 +5,7 @@
 #include "sanpath/analysis/confirmation.hpp"
 
 #include <cmath>
+#include <mpfr.h>
 
 using namespace sanpath;
 
@@ -71,4 +72,44 @@ TEST_CASE("least_digits: the least count, none when a value has none", "[confirm
 TEST_CASE("rounding_unit is 2^(1-bits)", "[confirmation]") {
   CHECK(rounding_unit(53) == BigReal(std::ldexp(1.0, -52)));
   CHECK(rounding_unit(1025) == BigReal(std::ldexp(1.0, -1024)));  // subnormal in double, still exact
+}
+
+// What underflow may take (MeasureValue::flushed): exact value in [value, value + flushed].
+TEST_CASE("clear_of_underflow: no 0 printed, only the digits the allowance leaves", "[confirmation]") {
+  const BigReal flushed = big("1e-50"), same = big("0"), v = big("1.234567890123456789e-40"), zero = big("0");
+  // A 0 both runs agree on: below the allowance, no digit confirmed, never "0".
+  const Quantity z = clear_of_underflow(confirmed(zero, &same, 257, 20), zero, flushed);
+  CHECK(z.below_resolution);
+  CHECK(z.digits == 0);
+  CHECK(z.str() == "< 1e-49");
+  // 1.23e-40 ± 1e-50: ten digits of it hold (log10(v/flushed) = 10.09), nine are kept.
+  const Quantity a = clear_of_underflow(confirmed(v, &v, 257, 20), v, flushed);
+  REQUIRE(a.digits);
+  CHECK(*a.digits == 9);
+  CHECK_FALSE(a.below_resolution);
+  // Within a digit of the allowance: a bound above value + allowance.
+  const BigReal near = big("3e-50");
+  const Quantity n = clear_of_underflow(confirmed(near, &near, 257, 20), near, flushed);
+  CHECK(n.below_resolution);
+  CHECK(n.str() == "< 1e-49");
+  // No allowance: as given.
+  const Quantity g = clear_of_underflow(confirmed(v, &v, 257, 20), v, zero);
+  CHECK(g.digits == decimal_digits(257));
+}
+
+TEST_CASE("power_of_ten_above at MPFR's widest exponents", "[confirmation]") {
+  // x = 2^(emin_min + 67) = 2^(68 − 2^62): log10 x = (68 − 2^62)·log10 2 =
+  // −1388255822130839262.600046… (mpmath, 60 digits), so the power of ten above it
+  // is 1e-1388255822130839262. A double's log10 is off by hundreds there.
+  const mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
+  mpfr_set_emin(mpfr_get_emin_min());
+  mpfr_set_emax(mpfr_get_emax_max());
+  BigReal x(1, 40);
+  mpfr_mul_2si(x.backend().data(), x.backend().data(), mpfr_get_emin_min() + 67, MPFR_RNDN);
+  const BigReal b = power_of_ten_above(x);
+  CHECK(b > x);
+  CHECK(b / x < BigReal(10));
+  CHECK(to_sci(b, 1) == "1e-1388255822130839262");
+  mpfr_set_emin(emin);
+  mpfr_set_emax(emax);
 }

@@ -5,7 +5,8 @@
 # (collapse) per measure, CSV columns, batch statistics, the double pass,
 # collapsed layers of the embedded default whose companions keep >= 15
 # confirmed digits at exponents in the thousands, and refusals (exit 2, one
-# line naming --measures). The values themselves are checked against the
+# line naming --measures), saturated attention below MPFR's exponent range
+# (never 0). The values themselves are checked against the
 # mpmath reference in reference_measures.sh and tests/compute/test_measures.cpp.
 # Usage: bash measures.sh <sanpath binary> <shared dir> <tmp dir>
 set -u
@@ -106,6 +107,44 @@ check "collapse --conventions paper --measures cosine" '
 assert j["conventions"] == "paper"
 for v in j["variants"]:
     assert all("one_minus_cosine" in L["measures"] for L in v["layers"]), v["name"]'
+
+# Saturated attention: a GPT-NeoX SAN at weight scale 1 whose attention
+# weights fall below MPFR's default exponent range by layer 6 (entropy
+# 2.0e-7019259673) and below its widest (2^(1-2^62), about 1e-1388255822130839282)
+# at layers 11 and 12. A softmax row over two keys or more has a positive
+# entropy, so never "0": there a bound "< 1e-N" above what underflow took, no
+# digit confirmed. Every other value: the direct and the centred pass at 128
+# bits and a centred pass at 1,025 bits agree on every digit they print.
+SAT="$dir/saturated"
+expect 0 "$SANPATH" init --out "$SAT" --layout gpt_neox --layers 12 --heads 2 --d-model 16 --d-ff 32 --seed 7 \
+  --dtype F32 --std 1.0 --vocab 64
+for run in direct:128 centred:128 centred:1025; do
+  expect 0 "$SANPATH" forward --model "$SAT" --tokens 3,17,42,8,29,51,11,60 --skip off --mlp none --layernorm none \
+    --measures attention_entropy,first_token_mass --method "${run%:*}" --precision "${run#*:}" --quiet --format json
+  cp "$dir/out" "$dir/saturated-${run%:*}-${run#*:}.json"
+done
+check "saturated attention: no 0, bounds where underflow took all, the same digits" '
+from decimal import Decimal
+def split(s):  # mantissa, exponent: past Decimal'"'"'s exponent range
+    m, e = s.split("e")
+    return Decimal(m), int(e)
+runs = [json.load(open("'"$dir"'/saturated-" + r + ".json"))["layers"] for r in ("direct-128", "centred-128", "centred-1025")]
+for k in ("attention_entropy", "first_token_mass"):
+    for layer in range(1, 13):
+        got = [(L[layer]["measures"][k], L[layer]["digits_by_quantity"][k]) for L in runs]
+        for v, d in got:
+            assert v != "0" and not v.startswith("-"), (k, layer, got)
+        if k == "attention_entropy" and layer >= 11:
+            for v, d in got:
+                assert v.startswith("< 1e-") and int(v[5:]) >= 1388255822130839000 and d == 0, (layer, got)
+            continue
+        assert layer != 10 or k != "attention_entropy" or split(got[0][0])[1] == -1322503662643599944, got
+        for v, d in got:
+            assert not v.startswith("<") and d >= 15, (k, layer, got)
+        (m0, e0), (m1, e1), (m2, e2) = (split(v) for v, _ in got)
+        assert e0 == e1 == e2, (k, layer, got)
+        digits = min(d for _, d in got[:2])
+        assert abs(m0 - m2) <= Decimal(10) ** (1 - digits) and abs(m1 - m2) <= Decimal(10) ** (1 - digits), (k, layer, got)'
 
 # Refusals: exit 2, one line naming --measures, no output file.
 expect 2 "$SANPATH" forward --model "$SAN" --random-input 6 --measures mu,rank --output "$dir/never.json"

@@ -34,6 +34,14 @@ Quantity confirmed(const BigReal& value, const BigReal* check, long bits, int as
 Quantity confirmed_residual(const BigReal& value, const BigReal* check, long bits, int asked, const BigReal& norm,
                             long n, long d);
 
+/// `q`, the report of `value`, where underflow may have taken up to
+/// `flushed` from it (MeasureValue::flushed: the exact value lies in
+/// [value, value + flushed]), which a check run at the same exponent range
+/// cannot see. An exact 0 is reported below `flushed`, never as 0; a nonzero
+/// value keeps the digits an error of `flushed` leaves, and with none is
+/// reported below |value| + `flushed`. `q` as given when `flushed` is 0.
+Quantity clear_of_underflow(Quantity q, const BigReal& value, const BigReal& flushed);
+
 /// The least confirmed digits of `qs`; nullopt when one of them has no digit
 /// count (no check run, or a value below resolution without one).
 std::optional<int> least_digits(std::initializer_list<const Quantity*> qs);

@@ -26,6 +26,18 @@
 
 namespace sanpath {
 
+/// Sets this thread's MPFR exponent range to the largest MPFR allows
+/// (mpfr_get_emin_min() .. mpfr_get_emax_max(), about 2^±(2^62)); the range
+/// is per thread. Both passes (forward, forward_centred) set it in the
+/// calling thread and their worker threads take it: a value below MPFR's
+/// default range (about 10^−323228496, reached by saturated attention, whose
+/// weights fall like exp of the score gaps) is computed, not rounded to 0.
+/// The values they return need it in the thread using them.
+inline void use_full_mpfr_exponent_range() {
+  mpfr_set_emin(mpfr_get_emin_min());
+  mpfr_set_emax(mpfr_get_emax_max());
+}
+
 struct ForwardOptions {
   bool record_attention = true;  ///< keep every P_h^l in the trace
   /// Progress: called as on_layer(l, L) after layer l = 1..L is done. May be empty.

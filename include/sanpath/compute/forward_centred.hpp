@@ -59,15 +59,6 @@ template <class S>
 CentredTrace<S> forward_centred(const Model& model, const Variant& variant, const RowVector<S>& c0,
                                 const Matrix<S>& R0, const ForwardOptions& options = {});
 
-/// Sets this thread's MPFR exponent range to the largest MPFR allows
-/// (mpfr_get_emin_min() .. mpfr_get_emax_max(), about 2^±(2^62)); the range
-/// is per thread. forward_centred sets it in the calling thread and in its
-/// own worker threads; the values it returns need it in the thread using them.
-inline void use_full_mpfr_exponent_range() {
-  mpfr_set_emin(mpfr_get_emin_min());
-  mpfr_set_emax(mpfr_get_emax_max());
-}
-
 #define SANPATH_DECLARE_CENTRED(S)                                                                             \
   extern template CentredTrace<S> forward_centred<S>(const Model&, const Variant&, const Matrix<S>&,            \
                                                      const ForwardOptions&);                                   \

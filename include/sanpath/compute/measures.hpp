@@ -69,6 +69,12 @@ class MeasureSet {
 struct MeasureValue {
   std::string name;
   BigReal value;
+  /// An upper bound on what underflow may have taken from `value` (0: nothing
+  /// could have): a pass's numbers below its arithmetic's smallest positive
+  /// one are 0, and the attention measures sum entries of P that saturated
+  /// attention takes below it (attention_underflow_allowance). The exact
+  /// value lies in [value, value + flushed] up to the pass's rounding.
+  BigReal flushed = BigReal(0);
 };
 
 /// The names of the values a layer reports for `m`, in report order (each
@@ -91,6 +97,24 @@ std::vector<MeasureValue> output_measures(const RowVector<S>& c, const Matrix<S>
 /// The attention measures of `m` for one layer's matrices P_h (n×n each,
 /// row-stochastic; masked entries exactly 0). Empty when `m` has none.
 template <class S> std::vector<MeasureValue> attention_measures(const std::vector<Matrix<S>>& P, const MeasureSet& m);
+
+/// What underflow may take from the attention measures of a pass in S whose
+/// P has `keys` columns (MeasureValue::flushed). A weight the pass computes
+/// as 0 though it is not lies below S's smallest positive number 2^(emin−1)
+/// (emin: MPFR's, the calling thread's, which the pass ran with) times the
+/// factor below 3 of the softmax's last step (math.md §7), so below
+/// 2^(emin+1); it adds at most p·|ln p| + p < 2^(emin+64) to its row's
+/// entropy (|emin| ≤ 2^62) and p to the first-token mass: keys·2^(emin+64)
+/// bounds both means. 0 for double, whose pass the directed-rounding check
+/// bounds instead.
+template <class S> BigReal attention_underflow_allowance(long keys) {
+  BigReal b(0);
+  if constexpr (is_mpfr_v<S>) {
+    b = BigReal(keys);
+    mpfr_mul_2si(b.backend().data(), b.backend().data(), mpfr_get_emin() + 64, MPFR_RNDU);
+  }
+  return b;
+}
 
 #define SANPATH_DECLARE_MEASURES(S)                                                                           \
   extern template std::vector<MeasureValue> output_measures<S>(const RowVector<S>&, const Matrix<S>&, const S&, \
