@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Confirmed digits must be true digits: a sweep of seeded random models
-# (saturation_sweep.py: every layout the centred pass covers, weight scales
-# 0.02 to 0.5, the paper's four variants, depth 12, and the saturating
+# (saturation_sweep.py: the layout of every family, weight scales 0.02 to
+# 0.5, the paper's four variants, depth 12, and the saturating
 # DistilBERT of the issue "A false confirmed value") in which every digit the
 # default run confirms agrees with `--check certified`'s enclosure, and every
 # confirmed measure with a pass two tiers above the auto run's confirming
