@@ -3,6 +3,7 @@ CLI, byte for byte; every layer's measures as Numbers with their digits; the
 companions of a collapsed layer; batch statistics; errors as InputError with
 the CLI's message. The values are checked against the mpmath reference in
 tests/cli/reference_measures.sh and tests/compute/test_measures.cpp."""
+import json
 import math
 
 import pytest
@@ -104,3 +105,24 @@ def test_emulation_measured_exactly(cli, san):
     with pytest.raises(sanpath.InputError) as err:
         sanpath.forward(model, x, emulate="fp8")
     assert str(err.value) == cli_message(cli, "forward", "--model", san, "--random-input", "6", "--emulate", "fp8")
+
+
+def test_saturated_attention_never_zero(cli, tmp_path):
+    """A GPT-NeoX SAN at weight scale 1 whose attention weights fall below MPFR's widest exponent range at
+    layers 11 and 12 (tests/cli/measures.sh): the entropy there is a bound, never 0, as in the CLI."""
+    model = str(tmp_path / "saturated")
+    cli_ok(cli, "init", "--out", model, "--layout", "gpt_neox", "--layers", "12", "--heads", "2", "--d-model", "16",
+           "--d-ff", "32", "--seed", "7", "--dtype", "F32", "--std", "1.0", "--vocab", "64")
+    variant = dict(skip="off", mlp="none", layernorm="none")
+    r = sanpath.forward(sanpath.load(model), sanpath.tokens([3, 17, 42, 8, 29, 51, 11, 60]),
+                        measures="attention_entropy", **variant)
+    out = cli_ok(cli, "forward", "--model", model, "--tokens", "3,17,42,8,29,51,11,60", "--skip", "off", "--mlp",
+                 "none", "--layernorm", "none", "--measures", "attention_entropy", "--format", "json")
+    assert json.loads(r.to_json())["layers"] == json.loads(out)["layers"]  # the CLI streams the layers, load() not
+    for layer in r.layers[1:]:
+        e = layer.measures["attention_entropy"]
+        assert str(e) != "0", layer.layer
+        if layer.layer >= 11:
+            assert str(e).startswith("< 1e-1388255822130839") and e.digits == 0, (layer.layer, str(e))
+        else:
+            assert e.digits >= 15, (layer.layer, str(e))
