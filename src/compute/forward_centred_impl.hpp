@@ -394,17 +394,18 @@ Split<S> attention(const Architecture& a, const detail::PackedLayer<S>& w, const
                          Mc.middleCols(h * dv, dv) += piV;
                        } else {
                          // Π's rows differ (a mask, positions) or large S makes P far from Π:
-                         // P V = 1 V_kᵀ + (P − 1e_kᵀ) V for the key k of most weight; rows that
-                         // all (nearly) attend to k keep their digits.
+                         // P V = 1 V_kᵀ + (P − 1e_kᵀ) V for the key k of most weight, and
+                         // (P − 1e_kᵀ) V = Σ_{j≠k} P_ij (V_j − V_k) (rows of P sum to 1): rows that
+                         // all (nearly) attend to k keep their digits, and so does a weight far
+                         // below 1 on a key whose value differs where the heavy keys' values are
+                         // equal (their terms vanish exactly instead of cancelling).
                          const Eigen::Index k = detail::heaviest_key(att.P);
-                         Matrix<S> D = att.P;
-                         for (Eigen::Index i = 0; i < n; ++i) {
-                           S rest(0);
+                         Matrix<S> Vd = Vh;
+                         for (Eigen::Index c = 0; c < dv; ++c)
                            for (Eigen::Index j = 0; j < n; ++j)
-                             if (j != k) rest += D(i, j);
-                           D(i, k) = -rest;  // P_ik − 1 without cancellation
-                         }
-                         gemm(D, Vh, PV);
+                             if (j != k) Vd(j, c) -= Vh(k, c);
+                         Vd.row(k).setZero();
+                         gemm(att.P, Vd, PV);
                          Mc.middleCols(h * dv, dv) += Vh.row(k);
                        }
                        Mr.middleCols(h * dv, dv) = PV;  // disjoint columns per head
