@@ -263,6 +263,7 @@ PYBIND11_MODULE(_sanpath, m) {
 
   // ---- models
   py::class_<Model, ModelPtr>(m, "Model")
+      .def("__repr__", [](const Model& x) { return "<sanpath.Model " + describe(x) + ">"; })
       .def_property_readonly("layers", [](const Model& x) { return x.arch().layers; })
       .def_property_readonly("heads", [](const Model& x) { return x.arch().heads; })
       .def_property_readonly("d_model", [](const Model& x) { return x.arch().d_model; })

@@ -41,6 +41,15 @@ def test_native_round_trip_and_sizes(tmp_path):
     assert m.native_tensors()["layers.0.heads.1.W_Q"].shape == (8, 4)
 
 
+def test_repr_states_the_sizes(models):
+    """repr(Model) is the reports' model line: the sizes given, and a grouped-query model's H_kv (the Llama
+    folder's config.json: 8 query heads on 4 key/value heads of size 8, SwiGLU 172)."""
+    m = sanpath.random_model(3, 2, 8, skip=False, mlp="none", layernorm="none", seed=4)
+    assert repr(m).startswith("<sanpath.Model ") and "(L=3, H=2, d=8, d_qk=4, d_ff=32" in repr(m), repr(m)
+    folder = os.path.join(models, "llama-stories260k")
+    assert repr(sanpath.load(folder)).startswith(f"<sanpath.Model {folder} (L=5, H=8, H_kv=4, d=64, d_qk=8, d_ff=172")
+
+
 def composite(M):
     """sqrt(‖M‖_1 ‖M‖_∞): max column abs-sum times max row abs-sum."""
     return np.sqrt(np.abs(M).sum(axis=0).max() * np.abs(M).sum(axis=1).max())

@@ -308,6 +308,12 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
   return text_table::trim_line_ends(o.str());
 }
 
+std::string describe(const Model& model) {
+  const std::string line = report_text::model_line(model.source(), model.arch(), {true, true, true, model.streamed()});
+  const std::string prefix = "model: ";
+  return line.substr(prefix.size(), line.size() - prefix.size() - 1);  // without the prefix and the newline
+}
+
 std::string describe(CollapseConventions c, LayerNormKind paper_norm) {
   if (c == CollapseConventions::paper && paper_norm != LayerNormKind::post)
     return "paper (Figure 2's curves; this model's family allows its own norm placement only, so SAN = Attn(LN_1(X)), "

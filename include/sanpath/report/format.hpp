@@ -23,6 +23,10 @@ Format parse_format(const std::string& text);
 std::string format_forward(const ForwardAnalysis& a, const Model& model, const RunInfo& info, Format f);
 std::string format_collapse(const CollapseResult& r, const Model& model, const RunInfo& info, Format f);
 
+/// A model in one line, as every report's model line states it: "<source> (L=…, H=…[, H_kv=…], d=…, d_qk=…,
+/// d_ff=…[, shared layers][; its structure][; layers streamed from the checkpoint])" (Python's repr of a Model).
+std::string describe(const Model& model);
+
 /// One sentence on the curves of `c` (printed with every collapse result).
 /// `paper_norm`: the placement the paper's conventions used (paper_layernorm).
 std::string describe(CollapseConventions c, LayerNormKind paper_norm = LayerNormKind::post);
