@@ -136,6 +136,10 @@ class Result:
     def __str__(self) -> str:
         return self.to_table()
 
+    def __repr__(self) -> str:
+        """At a prompt, the CLI's table (as in a notebook, whose _repr_html_ shows it as HTML)."""
+        return self.to_table()
+
     def _repr_html_(self) -> str:
         rows = [r for r in csv.reader(io.StringIO(self.to_csv())) if r and not r[0].startswith("#")]
         if not rows:

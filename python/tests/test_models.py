@@ -47,6 +47,8 @@ def test_repr_states_the_sizes(models):
     m = sanpath.random_model(3, 2, 8, skip=False, mlp="none", layernorm="none", seed=4)
     assert repr(m).startswith("<sanpath.Model ") and "(L=3, H=2, d=8, d_qk=4, d_ff=32" in repr(m), repr(m)
     folder = os.path.join(models, "llama-stories260k")
+    r = sanpath.forward(m, sanpath.random_input(4, seed=1))
+    assert repr(r) == r.to_table() and repr(r).startswith("model: ")  # a result at a prompt: its table
     assert repr(sanpath.load(folder)).startswith(f"<sanpath.Model {folder} (L=5, H=8, H_kv=4, d=64, d_qk=8, d_ff=172")
 
 
