@@ -316,11 +316,17 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
   const bool escalate = request.automatic && out.method == ForwardMethod::centred;
   // Every working run made, by precision, and every confirming run, by its
   // precision and the working run's. A confirming run is perturbed at the
-  // working run's resolution (ForwardOptions::perturb_bits, math.md §6 "What a
-  // confirmation proves"), so it never becomes a working run.
+  // resolution of the coarser of the two runs (ForwardOptions::perturb_bits,
+  // math.md §6 "What a confirmation proves"), so it never becomes a working
+  // run: one tier up, at a sixteenth of the working run's rounding unit; at the
+  // top tier, whose check is the tier below, at a few of its own units (a
+  // perturbation below them would round away, and rows equal by rounding would
+  // stay equal in both runs).
   std::map<long, std::vector<LayerStats>> runs;
   std::map<std::pair<long, long>, std::vector<LayerStats>> checks;
-  const auto perturbation = [](const Precision& working) { return working.bits + 4; };
+  const auto perturbation = [](const Precision& working, const Precision& check) {
+    return check.bits > working.bits ? working.bits + 4 : check.bits - 2;
+  };
   std::optional<std::vector<LayerStats>> rounding_runs;  // the rounding check's values
   // Double confirmed by the rounding check: the pass at q and its check,
   // the three passes at once (double_check.hpp); returns the pass's values.
@@ -351,7 +357,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
           [&] { working = measure_at(p, model, variant, input, center, out.method, shared, stage, request.measures); },
           [&] {
             confirming = measure_at(check, model, variant, input, center, out.method, shared,
-                                    "confirming run at " + check.name(), request.measures, perturbation(p));
+                                    "confirming run at " + check.name(), request.measures, perturbation(p, check));
           });
       runs[p.bits] = std::move(working);
       checks[{check.bits, p.bits}] = std::move(confirming);
@@ -399,7 +405,7 @@ ForwardAnalysis analyze_forward(const Model& model, const Variant& variant, cons
         it = checks
                  .emplace(std::make_pair(check->bits, p.bits),
                           measure_at(*check, model, variant, input, center, out.method, progress, stage,
-                                     request.measures, perturbation(p)))
+                                     request.measures, perturbation(p, *check)))
                  .first;
       }
       ck = &it->second;

@@ -194,10 +194,11 @@ template <class S> void apply_rotary(Matrix<S>& M, const RotaryTable<S>& t, Eige
 
 namespace detail {
 
-/// ForwardOptions::perturb_bits on the input M of layer `layer` (nothing at b = 0 or for double).
+/// ForwardOptions::perturb_bits on the input M of layer `layer` (nothing at b = 0, for double or for
+/// layer 0, whose input is the model's: data, not a result a run rounded).
 template <class S> void perturb_entries(Matrix<S>& M, long bits, int layer) {
   if constexpr (is_mpfr_v<S>) {
-    if (bits <= 0) return;
+    if (bits <= 0 || layer == 0) return;
     Rng signs(static_cast<std::uint64_t>(layer));  // the same signs on every machine, entry by entry
     S step;
     for (Eigen::Index j = 0; j < M.cols(); ++j)

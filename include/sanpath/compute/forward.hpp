@@ -42,11 +42,12 @@ struct ForwardOptions {
   bool record_attention = true;  ///< keep every P_h^l in the trace
   /// Progress: called as on_layer(l, L) after layer l = 1..L is done. May be empty.
   std::function<void(int layer, int layers)> on_layer{};
-  /// 0, or b ≥ 2: the input of every layer (X in the direct pass, R in the
-  /// centred one) has each entry x moved to x·(1 ± 2^-b), the signs drawn
-  /// from Rng(layer) column by column; MPFR scalars only. A confirming run
-  /// perturbed at the working run's resolution agrees with it only where the
-  /// result does not hang on what that resolution rounds away (math.md §6,
+  /// 0, or b ≥ 2: the input of every layer after the first (X in the direct
+  /// pass, R in the centred one) has each entry x moved to x·(1 ± 2^-b), the
+  /// signs drawn from Rng(layer) column by column; MPFR scalars only. The
+  /// model's input is data and is left as given. A confirming run perturbed
+  /// at the coarser run's resolution agrees with the working run only where
+  /// the result does not hang on what that resolution rounds away (math.md §6,
   /// "What a confirmation proves").
   long perturb_bits = 0;
 };
