@@ -309,9 +309,7 @@ std::string format_forward(const ForwardAnalysis& a, const Model& model, const R
 }
 
 std::string describe(const Model& model) {
-  const std::string line = report_text::model_line(model.source(), model.arch(), {true, true, true, model.streamed()});
-  const std::string prefix = "model: ";
-  return line.substr(prefix.size(), line.size() - prefix.size() - 1);  // without the prefix and the newline
+  return report_text::model_description(model.source(), model.arch(), {true, true, true, model.streamed()});
 }
 
 std::string describe(CollapseConventions c, LayerNormKind paper_norm) {
